@@ -1,0 +1,501 @@
+#!/usr/bin/env bash
+# A real Slurm 22.05 cluster on this one host, with fake MIG GPUs, for yolo-sched's
+# tests and demo. Runs as root, without systemd.
+#
+#   slurm/cluster.sh up        install what is missing, write the config, start, wait for idle
+#   slurm/cluster.sh down      stop the daemons this script started (and nothing else)
+#   slurm/cluster.sh status    what runs, what the nodes say
+#   slurm/cluster.sh env       print the settings in use
+#
+# Settings (environment):
+#   NODES=N           slurmd instances on this host (node1..nodeN, default 1)
+#   ACCOUNTING=0|1    MariaDB + slurmdbd so that sacct works (default 0; jobcomp/filetxt is always on)
+#   MIN_JOB_AGE=S     seconds slurmctld keeps finished jobs (default 1800; see docs/local-cluster.md)
+#   IDLE_TIMEOUT=S    how long up waits for the nodes to become idle (default 60)
+#   RESET_STATE=1     with the cluster down: forget slurmctld's saved jobs and node states
+#   FORCE_CONF=1      overwrite an /etc/slurm/slurm.conf that this script did not write
+#   GRES_CONF_NODE1=F use file F as gres.conf block for node1 (node-setup end-to-end tests)
+#
+# Everything the script owns lives under these paths; down removes no file outside them.
+set -euo pipefail
+
+readonly MARKER="# managed by yolo-sched slurm/cluster.sh"
+readonly CONF_DIR=/etc/slurm
+readonly RUN_DIR=/run/yolo-slurm
+readonly SPOOL_DIR=/var/spool/yolo-slurm
+readonly LOG_DIR=/var/log/yolo-slurm
+readonly DEV_DIR=/dev/yolo-fakegpu
+# 240-254 is the Linux "local/experimental use" char major range: nothing pretends to be NVIDIA (195).
+readonly DEV_MAJOR=240
+readonly CLUSTER_NAME=yolo
+readonly CTLD_PORT=6817
+readonly SLURMD_BASE_PORT=17000
+readonly TEST_USER=researcher
+
+NODES=${NODES:-1}
+ACCOUNTING=${ACCOUNTING:-0}
+MIN_JOB_AGE=${MIN_JOB_AGE:-1800}
+IDLE_TIMEOUT=${IDLE_TIMEOUT:-60}
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
+
+require_root() {
+    [ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages, writes /etc/slurm and starts daemons)"
+}
+
+validate_settings() {
+    [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "NODES must be 1..99, got '$NODES'"
+    [[ "$ACCOUNTING" =~ ^[01]$ ]] || die "ACCOUNTING must be 0 or 1, got '$ACCOUNTING'"
+    [[ "$MIN_JOB_AGE" =~ ^[0-9]+$ ]] || die "MIN_JOB_AGE must be seconds, got '$MIN_JOB_AGE'"
+    [[ "$IDLE_TIMEOUT" =~ ^[0-9]+$ ]] || die "IDLE_TIMEOUT must be seconds, got '$IDLE_TIMEOUT'"
+}
+
+# ---------------------------------------------------------------- install
+
+install_packages() {
+    local want=(slurm-wlm slurmctld slurmd slurm-client munge)
+    if [ "$ACCOUNTING" = 1 ]; then want+=(slurmdbd mariadb-server); fi
+    local missing=()
+    for p in "${want[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # Package postinst scripts try to start services; without systemd policy-rc.d refuses, which is harmless.
+    apt-get update -qq || die "apt-get update failed"
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+        die "apt-get install ${missing[*]} failed"
+}
+
+ensure_test_user() {
+    id -u "$TEST_USER" >/dev/null 2>&1 || useradd -m -s /bin/bash "$TEST_USER"
+}
+
+# ---------------------------------------------------------------- processes we own
+
+# pid_of NAME: the pid recorded in our pid file, or nothing.
+pid_of() {
+    local f="$RUN_DIR/$1.pid"
+    [ -s "$f" ] || return 0
+    tr -dc '0-9' <"$f"
+}
+
+# is_ours NAME PID COMM: the pid is alive, not a zombie, runs COMM, and (for slurmd) serves our node.
+is_ours() {
+    local name=$1 pid=$2 comm=$3
+    [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+    local state
+    state=$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    [ "$state" != Z ] || return 1
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] || return 1
+    case "$name" in
+    slurmd-*) tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qw -- "${name#slurmd-}" || return 1 ;;
+    esac
+    return 0
+}
+
+running() { # running NAME COMM
+    is_ours "$1" "$(pid_of "$1")" "$2"
+}
+
+# stop NAME COMM: SIGTERM our process, wait, then SIGKILL; never by name.
+stop_daemon() {
+    local name=$1 comm=$2 pid
+    pid=$(pid_of "$name")
+    if is_ours "$name" "$pid" "$comm"; then
+        log "stopping $name (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 100); do
+            is_ours "$name" "$pid" "$comm" || break
+            sleep 0.1
+        done
+        if is_ours "$name" "$pid" "$comm"; then
+            log "$name did not stop in 10 s; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+    rm -f "$RUN_DIR/$name.pid"
+}
+
+# ---------------------------------------------------------------- configuration
+
+node_names() { seq -f 'node%g' 1 "$NODES"; }
+
+make_fake_devices() {
+    local n
+    for n in $(node_names); do
+        install -d -m 0755 "$DEV_DIR/$n"
+        for i in 0 1 2 3 4 5 6; do
+            local dev="$DEV_DIR/$n/gpu$i"
+            if [ ! -c "$dev" ]; then
+                rm -f "$dev"
+                mknod -m 0666 "$dev" c "$DEV_MAJOR" "$i"
+            fi
+        done
+    done
+}
+
+gres_types_tres() {
+    echo "gres/gpu,gres/gpu:1g.5gb,gres/gpu:2g.10gb,gres/gpu:a100,gres/shard"
+}
+
+write_slurm_conf() {
+    local out=$1 n i=0
+    {
+        echo "$MARKER"
+        echo "# Written by slurm/cluster.sh; rerun 'slurm/cluster.sh up' instead of editing."
+        echo "ClusterName=$CLUSTER_NAME"
+        echo "SlurmctldHost=$(hostname)(127.0.0.1)"
+        echo "SlurmctldPort=$CTLD_PORT"
+        echo "SlurmUser=slurm"
+        echo "SlurmdUser=root"
+        echo "AuthType=auth/munge"
+        echo "StateSaveLocation=$SPOOL_DIR/ctld"
+        echo "SlurmdSpoolDir=$SPOOL_DIR/d-%n"
+        echo "SlurmctldPidFile=$RUN_DIR/slurmctld.pid"
+        echo "SlurmdPidFile=$RUN_DIR/slurmd-%n.pid"
+        echo "SlurmctldLogFile=$LOG_DIR/slurmctld.log"
+        echo "SlurmdLogFile=$LOG_DIR/slurmd-%n.log"
+        echo "ProctrackType=proctrack/linuxproc"
+        echo "TaskPlugin=task/none"
+        echo "SelectType=select/cons_tres"
+        echo "SelectTypeParameters=CR_CPU"
+        echo "SlurmdParameters=config_overrides"
+        echo "SchedulerParameters=batch_sched_delay=0"
+        echo "MinJobAge=$MIN_JOB_AGE"
+        echo "MaxArraySize=1001"
+        echo "ReturnToService=2"
+        echo "MailProg=/bin/true"
+        echo "GresTypes=gpu,shard"
+        echo "JobCompType=jobcomp/filetxt"
+        echo "JobCompLoc=$LOG_DIR/jobcomp.log"
+        if [ "$ACCOUNTING" = 1 ]; then
+            echo "AccountingStorageType=accounting_storage/slurmdbd"
+            echo "AccountingStorageHost=127.0.0.1"
+            echo "AccountingStorageTRES=$(gres_types_tres)"
+            echo "JobAcctGatherType=jobacct_gather/linux"
+        fi
+        for n in $(node_names); do
+            i=$((i + 1))
+            echo "NodeName=$n NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + i)) CPUs=16 RealMemory=64000 Gres=gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1,shard:8 State=UNKNOWN"
+        done
+        local all
+        all=$(node_names | paste -sd, -)
+        echo "PartitionName=cpu Nodes=$all Default=YES MaxTime=INFINITE State=UP"
+        echo "PartitionName=gpu Nodes=$all MaxTime=INFINITE State=UP"
+    } >"$out"
+}
+
+write_gres_conf() {
+    local out=$1 n
+    {
+        echo "$MARKER"
+        echo "# Fake MIG slices: char devices (major $DEV_MAJOR) under $DEV_DIR, one set per node."
+        echo "# Slice index = position in this file: 1g.5gb 0-3, 2g.10gb 4-5, a100 6."
+        for n in $(node_names); do
+            local override_var="GRES_CONF_${n^^}"
+            if [ -n "${!override_var:-}" ]; then
+                echo "# $n: from ${!override_var}"
+                cat "${!override_var}"
+                continue
+            fi
+            echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/gpu[0-3]"
+            echo "NodeName=$n AutoDetect=off Name=gpu Type=2g.10gb File=$DEV_DIR/$n/gpu[4-5]"
+            echo "NodeName=$n AutoDetect=off Name=gpu Type=a100 File=$DEV_DIR/$n/gpu6"
+            echo "NodeName=$n AutoDetect=off Name=shard Count=8 File=$DEV_DIR/$n/gpu6"
+        done
+    } >"$out"
+}
+
+write_slurmdbd_conf() {
+    local out=$1
+    {
+        echo "$MARKER"
+        echo "AuthType=auth/munge"
+        echo "DbdHost=localhost"
+        echo "DbdPort=6819"
+        echo "SlurmUser=slurm"
+        echo "StorageType=accounting_storage/mysql"
+        echo "StorageHost=localhost"
+        echo "StorageLoc=yolo_slurm_acct"
+        echo "StorageUser=slurm"
+        echo "StoragePass=yolo-local-only"
+        echo "LogFile=$LOG_DIR/slurmdbd.log"
+        echo "PidFile=$RUN_DIR/slurmdbd.pid"
+    } >"$out"
+}
+
+# install_conf SRC DEST MODE OWNER: replace DEST when it differs; return 0 when it changed.
+install_conf() {
+    local src=$1 dest=$2 mode=$3 owner=$4
+    if [ -f "$dest" ] && cmp -s "$src" "$dest"; then
+        rm -f "$src"
+        return 1
+    fi
+    if [ -f "$dest" ] && ! head -n1 "$dest" | grep -qxF "$MARKER"; then
+        if [ "${FORCE_CONF:-0}" != 1 ]; then
+            rm -f "$src"
+            die "$dest exists and was not written by this script; set FORCE_CONF=1 to replace it (a backup is kept)"
+        fi
+        cp -p "$dest" "$dest.bak.$(date +%Y%m%dT%H%M%S)"
+    fi
+    chmod "$mode" "$src"
+    chown "$owner" "$src"
+    mv -f "$src" "$dest"
+    return 0
+}
+
+prepare_dirs() {
+    install -d -m 0755 "$CONF_DIR" "$RUN_DIR" "$LOG_DIR" "$SPOOL_DIR"
+    install -d -m 0755 -o slurm -g slurm "$SPOOL_DIR/ctld"
+    chown slurm:slurm "$LOG_DIR"
+    chmod 0775 "$LOG_DIR"
+    # slurmctld writes its pid file as SlurmUser.
+    chown slurm:slurm "$RUN_DIR"
+    chmod 0775 "$RUN_DIR"
+}
+
+# ---------------------------------------------------------------- daemons
+
+start_munge() {
+    if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+        return 0 # a munged answers: use it, whoever started it
+    fi
+    [ -s /etc/munge/munge.key ] || { mungekey --create >/dev/null 2>&1 || /usr/sbin/mungekey -c; chown munge:munge /etc/munge/munge.key; chmod 0400 /etc/munge/munge.key; }
+    install -d -o munge -g munge -m 0755 /run/munge
+    log "starting munged"
+    runuser -u munge -- /usr/sbin/munged --force
+    for _ in $(seq 1 50); do
+        if [ -s /run/munge/munged.pid ]; then
+            cp /run/munge/munged.pid "$RUN_DIR/munged.pid"
+            break
+        fi
+        sleep 0.1
+    done
+    munge -n | unmunge >/dev/null || die "munged does not answer (see /var/log/munge/munged.log)"
+}
+
+start_mariadb() {
+    if [ -S /run/mysqld/mysqld.sock ] && mariadb -e 'select 1' >/dev/null 2>&1; then
+        :
+    else
+        install -d -o mysql -g mysql /run/mysqld
+        if [ ! -d /var/lib/mysql/mysql ]; then
+            mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+        fi
+        log "starting mariadbd"
+        setsid /usr/sbin/mariadbd --user=mysql --skip-networking --socket=/run/mysqld/mysqld.sock \
+            --pid-file=/run/mysqld/mysqld.pid >>"$LOG_DIR/mariadbd.log" 2>&1 </dev/null &
+        for _ in $(seq 1 100); do
+            mariadb -e 'select 1' >/dev/null 2>&1 && break
+            sleep 0.1
+        done
+        [ -s /run/mysqld/mysqld.pid ] && cp /run/mysqld/mysqld.pid "$RUN_DIR/mariadbd.pid"
+        mariadb -e 'select 1' >/dev/null 2>&1 || { tail -n 20 "$LOG_DIR/mariadbd.log" >&2; die "mariadbd did not start"; }
+    fi
+    mariadb -e "CREATE DATABASE IF NOT EXISTS yolo_slurm_acct;
+        CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'yolo-local-only';
+        GRANT ALL ON yolo_slurm_acct.* TO 'slurm'@'localhost';"
+}
+
+start_slurmdbd() {
+    running slurmdbd slurmdbd && return 0
+    log "starting slurmdbd"
+    /usr/sbin/slurmdbd
+    for _ in $(seq 1 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/6819) 2>/dev/null && return 0
+        sleep 0.1
+    done
+    tail -n 20 "$LOG_DIR/slurmdbd.log" >&2
+    die "slurmdbd did not start listening on port 6819"
+}
+
+start_slurmctld() {
+    running slurmctld slurmctld && return 0
+    log "starting slurmctld"
+    /usr/sbin/slurmctld
+    for _ in $(seq 1 100); do
+        scontrol ping 2>/dev/null | grep -q 'is UP' && return 0
+        sleep 0.1
+    done
+    tail -n 20 "$LOG_DIR/slurmctld.log" >&2
+    die "slurmctld does not answer 'scontrol ping'"
+}
+
+start_slurmds() {
+    local n
+    for n in $(node_names); do
+        running "slurmd-$n" slurmd && continue
+        log "starting slurmd -N $n"
+        install -d -m 0755 "$SPOOL_DIR/d-$n"
+        /usr/sbin/slurmd -N "$n"
+    done
+}
+
+# Nodes that went DOWN/DRAIN/INVALID before (a restart with a new config) stay so until resumed.
+resume_stuck_nodes() {
+    local line node state
+    while read -r node state; do
+        case "$state" in
+        down* | drain* | inval* | fail*) scontrol update NodeName="$node" State=RESUME 2>/dev/null || true ;;
+        esac
+    done < <(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u)
+}
+
+wait_idle() {
+    local deadline=$((SECONDS + IDLE_TIMEOUT)) resumed=0 states
+    while [ $SECONDS -lt $deadline ]; do
+        states=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u)
+        local total idle
+        total=$(printf '%s\n' "$states" | grep -c . || true)
+        idle=$(printf '%s\n' "$states" | awk '$2 == "idle" || $2 == "mix" || $2 == "alloc"' | grep -c . || true)
+        if [ "$total" -eq "$NODES" ] && [ "$idle" -eq "$NODES" ] && registered_all; then
+            log "all $NODES node(s) idle"
+            return 0
+        fi
+        if [ $resumed = 0 ] && [ $((deadline - SECONDS)) -lt $((IDLE_TIMEOUT - 3)) ]; then
+            resume_stuck_nodes
+            resumed=1
+        fi
+        sleep 0.2
+    done
+    {
+        echo "cluster: error: nodes did not become idle within ${IDLE_TIMEOUT}s:"
+        sinfo -N -o '%N %t %E' 2>&1 || true
+        echo "--- $LOG_DIR/slurmctld.log (last lines)"
+        tail -n 15 "$LOG_DIR/slurmctld.log" 2>/dev/null || true
+        for n in $(node_names); do
+            echo "--- $LOG_DIR/slurmd-$n.log (last lines)"
+            tail -n 15 "$LOG_DIR/slurmd-$n.log" 2>/dev/null || true
+        done
+    } >&2
+    exit 1
+}
+
+# After a restart sinfo first shows the saved state; wait until every slurmd has registered.
+registered_all() {
+    local n
+    for n in $(node_names); do
+        scontrol -o show node "$n" 2>/dev/null | grep -q 'SlurmdStartTime=[0-9]' || return 1
+    done
+}
+
+stop_slurmds() {
+    local f name
+    for f in "$RUN_DIR"/slurmd-*.pid; do
+        [ -e "$f" ] || continue
+        name=$(basename "$f" .pid)
+        stop_daemon "$name" slurmd
+    done
+}
+
+# slurmstepd lingers about a second after a job ends; stopping slurmd under it orphans it.
+wait_jobs_gone() {
+    if scontrol ping 2>/dev/null | grep -q 'is UP'; then
+        local jobs
+        jobs=$(squeue -h -t PENDING,RUNNING,SUSPENDED,CONFIGURING,COMPLETING -o %A 2>/dev/null | sort -u | tr '\n' ' ' || true)
+        if [ -n "${jobs// /}" ]; then
+            log "cancelling the jobs still in the queue"
+            # shellcheck disable=SC2086 # one word per job id
+            scancel --quiet $jobs 2>/dev/null || true
+        fi
+    fi
+    for _ in $(seq 1 150); do
+        pgrep -x slurmstepd >/dev/null 2>&1 || return 0
+        sleep 0.1
+    done
+    log "warning: slurmstepd still running after 15 s"
+}
+
+# ---------------------------------------------------------------- commands
+
+cmd_up() {
+    require_root
+    validate_settings
+    install_packages
+    ensure_test_user
+    prepare_dirs
+    make_fake_devices
+
+    if [ "${RESET_STATE:-0}" = 1 ]; then
+        running slurmctld slurmctld && die "RESET_STATE=1 needs the cluster down first"
+        rm -rf "${SPOOL_DIR:?}/ctld"/*
+    fi
+
+    local tmp_conf tmp_gres tmp_dbd changed=0
+    tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
+    tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
+    write_slurm_conf "$tmp_conf"
+    write_gres_conf "$tmp_gres"
+    install_conf "$tmp_conf" "$CONF_DIR/slurm.conf" 0644 root:root && changed=1
+    install_conf "$tmp_gres" "$CONF_DIR/gres.conf" 0644 root:root && changed=1
+    # Keep a record of the node count this config was written for, so down stops every slurmd.
+    if [ "$ACCOUNTING" = 1 ]; then
+        tmp_dbd=$(mktemp "$CONF_DIR/.slurmdbd.conf.XXXXXX")
+        write_slurmdbd_conf "$tmp_dbd"
+        install_conf "$tmp_dbd" "$CONF_DIR/slurmdbd.conf" 0600 slurm:slurm && changed=1
+    fi
+
+    start_munge
+    if [ "$changed" = 1 ]; then
+        log "configuration changed: restarting the daemons this script runs"
+        wait_jobs_gone
+        stop_slurmds
+        stop_daemon slurmctld slurmctld
+    fi
+    # Stop slurmd instances for nodes no longer configured (NODES went down).
+    local f name
+    for f in "$RUN_DIR"/slurmd-*.pid; do
+        [ -e "$f" ] || continue
+        name=$(basename "$f" .pid)
+        node_names | grep -qx "${name#slurmd-}" || stop_daemon "$name" slurmd
+    done
+    if [ "$ACCOUNTING" = 1 ]; then
+        start_mariadb
+        start_slurmdbd
+    else
+        stop_daemon slurmdbd slurmdbd
+    fi
+    start_slurmctld
+    start_slurmds
+    wait_idle
+}
+
+cmd_down() {
+    require_root
+    wait_jobs_gone
+    stop_slurmds
+    stop_daemon slurmctld slurmctld
+    stop_daemon slurmdbd slurmdbd
+    stop_daemon mariadbd mariadbd
+    stop_daemon munged munged
+    log "down"
+}
+
+cmd_status() {
+    local name comm f
+    for f in "$RUN_DIR"/*.pid; do
+        [ -e "$f" ] || continue
+        name=$(basename "$f" .pid)
+        comm=${name%%-*}
+        if running "$name" "$comm"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: not running (stale pid file)"; fi
+    done
+    sinfo -N -o '%N %P %t %G' 2>&1 || true
+}
+
+cmd_env() {
+    echo "NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR"
+}
+
+case "${1:-}" in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+env) cmd_env ;;
+*)
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac

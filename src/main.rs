@@ -1,0 +1,1 @@
+fn main() { yolo_sched::cli::run_main() }
