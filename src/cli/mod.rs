@@ -1,1 +1,152 @@
-pub fn run_main() {}
+//! Argument parsing, dispatch and output; the work is done by library modules.
+
+pub mod doctor;
+pub mod generate;
+pub mod output;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Site;
+use crate::error::{self, exit, NotBuilt};
+use crate::slurm::Slurm;
+
+const AFTER_HELP: &str = "\
+Exit status: 0 success, 1 runtime failure, 2 invalid input (nothing was changed),
+3 subcommand not built yet. See docs/exit-codes.md.
+
+Settings: flags > YOLO_SCHED_* environment > site file (/etc/yolo-sched/site.toml) > defaults.";
+
+/// Turn one YOLO training spec into a graph of Slurm jobs on the smallest MIG
+/// slice that fits, and set up MIG GPU nodes for Slurm.
+#[derive(Debug, Parser)]
+#[command(name = "yolo-sched", version, about, after_help = AFTER_HELP)]
+#[command(propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand accepts.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Site file to read instead of /etc/yolo-sched/site.toml.
+    #[arg(long, global = true, env = "YOLO_SCHED_SITE", value_name = "FILE")]
+    pub site: Option<PathBuf>,
+
+    /// When to colour output: auto (a terminal without NO_COLOR), always or never.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto", env = "YOLO_SCHED_COLOR")]
+    pub color: output::ColorChoice,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Submit a training spec as a chain of Slurm jobs.
+    Submit(NotBuiltArgs),
+    /// Check a training spec without submitting anything.
+    Validate(NotBuiltArgs),
+    /// Show the stages of a run.
+    Status(NotBuiltArgs),
+    /// Follow a run until it ends.
+    Watch(NotBuiltArgs),
+    /// List your runs.
+    List(NotBuiltArgs),
+    /// Cancel every job of a run.
+    Cancel(NotBuiltArgs),
+    /// Resubmit a run from its first failed stage.
+    Resume(NotBuiltArgs),
+    /// Print a stage's Slurm output.
+    Logs(NotBuiltArgs),
+    /// Print the audit trail.
+    Audit(NotBuiltArgs),
+    /// Read GPUs through NVML, apply a MIG layout, write gres.conf (admins, as root).
+    NodeSetup(NotBuiltArgs),
+    /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
+    Report(NotBuiltArgs),
+    /// Check the Slurm, accounting and NVML environment.
+    Doctor(doctor::DoctorArgs),
+    /// Shell completions and the man page.
+    Generate(generate::GenerateArgs),
+}
+
+/// Arguments of a subcommand that is not built yet: anything is accepted and refused.
+#[derive(Debug, Args)]
+pub struct NotBuiltArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}
+
+/// What every subcommand gets: resolved settings and the Slurm runner.
+pub struct Context {
+    pub global: GlobalArgs,
+    pub slurm: Slurm,
+    site: Option<Site>,
+}
+
+impl Context {
+    /// The site file, read on first use so that `--help` and commands that do
+    /// not need it work even when it is broken.
+    pub fn site(&mut self) -> Result<&Site> {
+        if self.site.is_none() {
+            self.site = Some(Site::load(self.global.site.as_deref())?);
+        }
+        Ok(self.site.as_ref().expect("just loaded"))
+    }
+
+    pub fn color(&self) -> bool {
+        self.global.color.enabled_for_stdout()
+    }
+}
+
+fn not_built(what: &'static str) -> Result<i32> {
+    Err(NotBuilt { what }.into())
+}
+
+/// Run the parsed command; the returned number is the exit status.
+pub fn execute(cli: Cli) -> Result<i32> {
+    let mut ctx = Context {
+        global: cli.global,
+        slurm: Slurm::from_env(),
+        site: None,
+    };
+    match cli.command {
+        Command::Doctor(args) => doctor::run(&mut ctx, &args),
+        Command::Generate(args) => generate::run(&args),
+        Command::Submit(_) => not_built("submit"),
+        Command::Validate(_) => not_built("validate"),
+        Command::Status(_) => not_built("status"),
+        Command::Watch(_) => not_built("watch"),
+        Command::List(_) => not_built("list"),
+        Command::Cancel(_) => not_built("cancel"),
+        Command::Resume(_) => not_built("resume"),
+        Command::Logs(_) => not_built("logs"),
+        Command::Audit(_) => not_built("audit"),
+        Command::NodeSetup(_) => not_built("node-setup"),
+        Command::Report(_) => not_built("report"),
+    }
+}
+
+/// The binary's entry point: parse, run, print the error, exit with its status.
+pub fn run_main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::INVALID_INPUT } else { exit::OK };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let code = match execute(cli) {
+        Ok(code) => code,
+        Err(err) if error::is_broken_pipe(&err) => exit::OK,
+        Err(err) => {
+            eprintln!("yolo-sched: error: {err:#}");
+            error::exit_code_for(&err)
+        }
+    };
+    std::process::exit(code);
+}

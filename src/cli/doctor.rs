@@ -1,0 +1,54 @@
+//! `yolo-sched doctor`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::output::{self, paint};
+use super::Context;
+use crate::doctor::{self, Status};
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit status: 0 when the environment is usable (warnings allowed), 1 when a check failed.
+
+Examples:
+  yolo-sched doctor
+  yolo-sched doctor --json | jq '.gres'
+  yolo-sched doctor --nvml-lib /opt/nvidia/lib64/libnvidia-ml.so.1")]
+pub struct DoctorArgs {
+    /// Print the findings as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// NVML library to try (default: YOLO_SCHED_NVML_LIB, else libnvidia-ml.so.1).
+    #[arg(long, value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+}
+
+pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
+    let report = doctor::gather(&ctx.slurm, args.nvml_lib.as_ref());
+    if args.json {
+        output::print_json(&report)?;
+    } else {
+        let color = ctx.color();
+        let mut table = output::new_table(&["check", "status", "detail"]);
+        for c in &report.checks {
+            let (word, code) = match c.status {
+                Status::Ok => ("ok", "32"),
+                Status::Info => ("info", "36"),
+                Status::Warn => ("warn", "33"),
+                Status::Fail => ("FAIL", "31"),
+            };
+            table.add_row(vec![c.name.clone(), paint(word, code, color), c.detail.clone()]);
+        }
+        output::println(&table)?;
+        output::println(if report.usable {
+            "usable: yes"
+        } else {
+            "usable: no (see the FAIL rows)"
+        })?;
+    }
+    Ok(if report.usable { 0 } else { 1 })
+}

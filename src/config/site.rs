@@ -1,0 +1,113 @@
+//! The site file an administrator writes: `/etc/yolo-sched/site.toml`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::error::invalid;
+
+/// Where the site file lives unless `--site` or `YOLO_SCHED_SITE` says otherwise.
+pub const SITE_PATH: &str = "/etc/yolo-sched/site.toml";
+/// Environment variable naming the site file.
+pub const SITE_ENV: &str = "YOLO_SCHED_SITE";
+
+/// The loaded site file. Each subsystem reads its own table from `raw` with
+/// typed structs, so an unknown key is reported by the subsystem that owns it.
+#[derive(Debug, Clone, Default)]
+pub struct Site {
+    /// The file it came from; `None` when no site file exists.
+    pub path: Option<PathBuf>,
+    pub raw: toml::Table,
+}
+
+impl Site {
+    /// Load the site file. An explicitly named file must exist; the default
+    /// path may be absent (defaults apply).
+    pub fn load(explicit: Option<&Path>) -> Result<Site> {
+        let (path, required) = match explicit {
+            Some(p) => (p.to_path_buf(), true),
+            None => (PathBuf::from(SITE_PATH), false),
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                return Ok(Site::default())
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading site file {}", path.display()))
+            }
+        };
+        let raw: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| invalid(format!("site file {}: {}", path.display(), e.message())))?;
+        Ok(Site { path: Some(path), raw })
+    }
+
+    /// A section of the site file deserialized into `T` (defaults when absent).
+    pub fn section<T>(&self, name: &str) -> Result<T>
+    where
+        T: serde::de::DeserializeOwned + Default,
+    {
+        match self.raw.get(name) {
+            None => Ok(T::default()),
+            Some(value) => value.clone().try_into().map_err(|e: toml::de::Error| {
+                invalid(format!(
+                    "site file {}: in [{name}]: {}",
+                    self.describe(),
+                    e.message()
+                ))
+            }),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match &self.path {
+            Some(p) => p.display().to_string(),
+            None => "(none)".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct Limits {
+        max_array_size: Option<u64>,
+    }
+
+    #[test]
+    fn missing_default_file_gives_defaults_but_explicit_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("site.toml");
+        assert!(Site::load(Some(&missing)).is_err());
+    }
+
+    #[test]
+    fn sections_deserialize_and_reject_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("site.toml");
+        std::fs::write(&p, "[limits]\nmax_array_size = 100\n").unwrap();
+        let site = Site::load(Some(&p)).unwrap();
+        let l: Limits = site.section("limits").unwrap();
+        assert_eq!(l.max_array_size, Some(100));
+
+        std::fs::write(&p, "[limits]\nmax_aray_size = 100\n").unwrap();
+        let site = Site::load(Some(&p)).unwrap();
+        let err = site.section::<Limits>("limits").unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&err), 2);
+        assert!(err.to_string().contains("max_aray_size"), "{err}");
+    }
+
+    #[test]
+    fn broken_toml_is_invalid_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("site.toml");
+        std::fs::write(&p, "[limits\n").unwrap();
+        let err = Site::load(Some(&p)).unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&err), 2);
+    }
+}

@@ -1,0 +1,263 @@
+//! Environment checks behind `yolo-sched doctor`.
+//!
+//! Each check yields a `Check` with a status; the environment is usable when
+//! no check failed. Warnings are things that work but will bite.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::nvml::{self, NvmlProbe};
+use crate::slurm::{config, sinfo, version, Slurm};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Info,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+/// Everything `doctor` found out.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub usable: bool,
+    pub checks: Vec<Check>,
+    pub slurm_version: Option<String>,
+    pub partitions: Vec<String>,
+    pub gres: BTreeMap<String, u64>,
+    pub accounting: Accounting,
+    pub nvml: NvmlProbe,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Accounting {
+    /// slurmdbd answers: `sacct` works.
+    Slurmdbd,
+    /// Only the job completion log: `sacct -c` works.
+    JobcompOnly,
+    None,
+    Unknown,
+}
+
+/// Slurm client commands yolo-sched runs; the first five are required.
+pub const COMMANDS: [&str; 6] = ["sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct"];
+
+fn check(checks: &mut Vec<Check>, name: &str, status: Status, detail: impl Into<String>) {
+    checks.push(Check {
+        name: name.to_string(),
+        status,
+        detail: detail.into(),
+    });
+}
+
+/// Run every check. `nvml_lib` is the library path from `--nvml-lib` if given.
+pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
+    let mut checks = Vec::new();
+
+    let mut missing = Vec::new();
+    let mut found = Vec::new();
+    for cmd in COMMANDS {
+        match which::which(cmd) {
+            Ok(p) => found.push(p.display().to_string()),
+            Err(_) => missing.push(cmd),
+        }
+    }
+    let required_missing: Vec<&str> = missing.iter().copied().filter(|c| *c != "sacct").collect();
+    if required_missing.is_empty() {
+        check(&mut checks, "slurm commands", Status::Ok, format!("on PATH: {}", found.join(", ")));
+    } else {
+        check(
+            &mut checks,
+            "slurm commands",
+            Status::Fail,
+            format!("not on PATH: {} (install slurm-client, or fix PATH)", required_missing.join(", ")),
+        );
+    }
+
+    let mut slurm_version = None;
+    match slurm.stdout("sinfo", &["--version"]) {
+        Ok(out) => match version::parse(&out) {
+            Some(v) => {
+                slurm_version = Some(v.to_string());
+                let warnings = version::mig_warnings(v);
+                if warnings.is_empty() {
+                    check(&mut checks, "slurm version", Status::Ok, v.to_string());
+                } else {
+                    check(
+                        &mut checks,
+                        "slurm version",
+                        Status::Warn,
+                        format!("{v}: known MIG bugs, upgrade to {} or later: {}", version::MIG_SAFE, warnings.join("; ")),
+                    );
+                }
+            }
+            None => check(&mut checks, "slurm version", Status::Warn, format!("unrecognised: {}", out.trim())),
+        },
+        Err(e) if required_missing.contains(&"sinfo") => {
+            let _ = e;
+        }
+        Err(e) => check(&mut checks, "slurm version", Status::Fail, format!("{e:#}")),
+    }
+
+    let mut ctld_up = false;
+    if !required_missing.contains(&"scontrol") {
+        match slurm.run_raw("scontrol", &["ping"]) {
+            Ok(out) if out.stdout_str().contains("is UP") => {
+                ctld_up = true;
+                check(&mut checks, "slurmctld", Status::Ok, out.stdout_str().trim().to_string());
+            }
+            Ok(out) => check(
+                &mut checks,
+                "slurmctld",
+                Status::Fail,
+                format!("does not answer: {}{}", out.stdout_str().trim(), out.stderr_str().trim()),
+            ),
+            Err(e) => check(&mut checks, "slurmctld", Status::Fail, format!("{e:#}")),
+        }
+    }
+
+    let mut partitions = Vec::new();
+    let mut gres = BTreeMap::new();
+    let mut accounting = Accounting::Unknown;
+    if ctld_up {
+        match sinfo::nodes(slurm) {
+            Ok(nodes) => {
+                partitions = sinfo::partitions(&nodes);
+                gres = sinfo::gres_totals(&nodes);
+                if partitions.is_empty() {
+                    check(&mut checks, "partitions", Status::Fail, "sinfo lists no partitions");
+                } else {
+                    check(&mut checks, "partitions", Status::Ok, partitions.join(", "));
+                }
+                let gpu: Vec<String> = gres
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("gpu") || k.starts_with("shard"))
+                    .map(|(k, n)| format!("{k}:{n}"))
+                    .collect();
+                if gpu.is_empty() {
+                    check(&mut checks, "gres", Status::Warn, "no GPU GRES in the cluster: GPU stages cannot run");
+                } else {
+                    check(&mut checks, "gres", Status::Ok, gpu.join(", "));
+                }
+                let unhealthy: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| {
+                        let s = n.display_state();
+                        ["down", "drain", "inval", "fail", "not_responding"].iter().any(|b| s.contains(b))
+                    })
+                    .map(|n| {
+                        if n.reason.is_empty() {
+                            format!("{} ({})", n.name, n.display_state())
+                        } else {
+                            format!("{} ({}: {})", n.name, n.display_state(), n.reason)
+                        }
+                    })
+                    .collect();
+                if unhealthy.is_empty() {
+                    check(&mut checks, "nodes", Status::Ok, format!("{} node(s), none down or drained", nodes.len()));
+                } else {
+                    check(&mut checks, "nodes", Status::Warn, format!("not usable: {}", unhealthy.join(", ")));
+                }
+            }
+            Err(e) => check(&mut checks, "partitions", Status::Fail, format!("{e:#}")),
+        }
+
+        let ctl = config::fetch(slurm).ok();
+        accounting = accounting_state(slurm, ctl.as_ref());
+        let (status, detail) = match accounting {
+            Accounting::Slurmdbd => (Status::Ok, "slurmdbd answers; sacct works".to_string()),
+            Accounting::JobcompOnly => (
+                Status::Warn,
+                "no slurmdbd: sacct is disabled; finished jobs are read from the jobcomp log (sacct -c) and job-written files".to_string(),
+            ),
+            Accounting::None => (
+                Status::Warn,
+                "no accounting: finished jobs are known only from job-written files".to_string(),
+            ),
+            Accounting::Unknown => (Status::Warn, "could not tell whether accounting works".to_string()),
+        };
+        check(&mut checks, "accounting", status, detail);
+
+        if let Some(ctl) = &ctl {
+            if let Some(plugin_dir) = ctl.get("PluginDir") {
+                let has_nvml = plugin_dir
+                    .split(':')
+                    .any(|d| Path::new(d).join("gpu_nvml.so").exists());
+                if has_nvml {
+                    check(&mut checks, "gpu autodetect", Status::Ok, "gpu_nvml.so present: AutoDetect=nvml is possible");
+                } else {
+                    check(
+                        &mut checks,
+                        "gpu autodetect",
+                        Status::Info,
+                        format!("Slurm was built without NVML (no gpu_nvml.so in {plugin_dir}): AutoDetect=nvml is unavailable; `yolo-sched node-setup` writes explicit gres.conf lines"),
+                    );
+                }
+            }
+        }
+    }
+
+    let lib = nvml::library_path(nvml_lib);
+    let nvml = nvml::probe(&lib);
+    if nvml.loaded {
+        check(
+            &mut checks,
+            "nvml",
+            Status::Ok,
+            format!(
+                "{} loaded: driver {}, {} GPU(s)",
+                nvml.library,
+                nvml.driver_version.as_deref().unwrap_or("unknown"),
+                nvml.device_count.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
+            ),
+        );
+    } else {
+        check(
+            &mut checks,
+            "nvml",
+            Status::Info,
+            format!(
+                "tried {}: {} (needed only on GPU nodes, for node-setup)",
+                nvml.library,
+                nvml.error.as_deref().unwrap_or("not loaded")
+            ),
+        );
+    }
+
+    let usable = !checks.iter().any(|c| c.status == Status::Fail);
+    Report {
+        usable,
+        checks,
+        slurm_version,
+        partitions,
+        gres,
+        accounting,
+        nvml,
+    }
+}
+
+fn accounting_state(slurm: &Slurm, ctl: Option<&config::ControllerConfig>) -> Accounting {
+    let sacct_ok = slurm
+        .run_raw("sacct", &["-n", "-X", "-S", "now-1minutes", "-o", "JobID"])
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if sacct_ok {
+        return Accounting::Slurmdbd;
+    }
+    match ctl {
+        Some(c) if c.has_jobcomp() => Accounting::JobcompOnly,
+        Some(_) => Accounting::None,
+        None => Accounting::Unknown,
+    }
+}

@@ -1,0 +1,77 @@
+//! The running controller's settings, from `scontrol show config`.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+
+use super::Slurm;
+
+/// `Key = Value` pairs of `scontrol show config`.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerConfig {
+    values: BTreeMap<String, String>,
+}
+
+impl ControllerConfig {
+    pub fn parse(text: &str) -> Self {
+        let values = text
+            .lines()
+            .filter_map(|line| {
+                let (k, v) = line.split_once(" = ")?;
+                let k = k.trim();
+                (!k.is_empty() && !k.contains(' ')).then(|| (k.to_string(), v.trim().to_string()))
+            })
+            .collect();
+        ControllerConfig { values }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+
+    /// `MaxArraySize`: array indices must be below it.
+    pub fn max_array_size(&self) -> Option<u64> {
+        self.get("MaxArraySize")?.parse().ok()
+    }
+
+    /// `MinJobAge` in seconds.
+    pub fn min_job_age(&self) -> Option<u64> {
+        self.get("MinJobAge")?.split_whitespace().next()?.parse().ok()
+    }
+
+    /// True when jobs go to slurmdbd, so `sacct` works.
+    pub fn has_accounting_storage(&self) -> bool {
+        self.get("AccountingStorageType")
+            .is_some_and(|t| !t.ends_with("/none") && !t.is_empty())
+    }
+
+    /// True when completed jobs are logged by jobcomp (so `sacct -c` works).
+    pub fn has_jobcomp(&self) -> bool {
+        self.get("JobCompType").is_some_and(|t| !t.ends_with("/none") && !t.is_empty())
+    }
+}
+
+pub fn fetch(slurm: &Slurm) -> Result<ControllerConfig> {
+    Ok(ControllerConfig::parse(&slurm.stdout("scontrol", &["show", "config"])?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_fields_we_use() {
+        let text = "Configuration data as of 2026-11-30T15:00:00\n\
+            AccountingStorageType   = accounting_storage/none\n\
+            JobCompType             = jobcomp/filetxt\n\
+            MaxArraySize            = 1001\n\
+            MinJobAge               = 1800 sec\n\
+            SLURM_VERSION           = 22.05.8\n";
+        let c = ControllerConfig::parse(text);
+        assert_eq!(c.max_array_size(), Some(1001));
+        assert_eq!(c.min_job_age(), Some(1800));
+        assert!(!c.has_accounting_storage());
+        assert!(c.has_jobcomp());
+        assert_eq!(c.get("SLURM_VERSION"), Some("22.05.8"));
+    }
+}

@@ -1,0 +1,15 @@
+//! The one place that runs Slurm commands and parses their output.
+//!
+//! `runner` runs a client (`sinfo`, `squeue`, `sbatch`, …) with a timeout and
+//! turns failures into errors that name the command and what it printed. The
+//! other modules parse one command's output each, as pure functions, so they
+//! are tested on recorded output as well as on the live cluster.
+
+pub mod config;
+pub mod gres;
+pub mod runner;
+pub mod sbatch;
+pub mod sinfo;
+pub mod version;
+
+pub use runner::{CommandFailed, Slurm};

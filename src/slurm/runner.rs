@@ -1,0 +1,198 @@
+//! Running Slurm client commands.
+
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::process::{self, Captured};
+
+/// Environment variable: seconds before a Slurm command is killed (default 30).
+pub const TIMEOUT_ENV: &str = "YOLO_SCHED_SLURM_TIMEOUT";
+/// Environment variable: append every Slurm command line run to this file
+/// (used by tests and benchmarks to count calls).
+pub const TRACE_ENV: &str = "YOLO_SCHED_SLURM_TRACE";
+
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// A Slurm command that ran and failed.
+#[derive(Debug)]
+pub struct CommandFailed {
+    pub command: String,
+    pub status: String,
+    pub stderr: String,
+}
+
+impl fmt::Display for CommandFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stderr = self.stderr.trim();
+        if stderr.is_empty() {
+            write!(f, "`{}` failed ({}) and printed nothing on stderr", self.command, self.status)
+        } else {
+            write!(f, "`{}` failed ({}): {}", self.command, self.status, stderr)
+        }
+    }
+}
+
+impl std::error::Error for CommandFailed {}
+
+/// Messages slurmctld gives when it is busy or restarting; worth a retry.
+pub fn is_transient(stderr: &str) -> bool {
+    const TRANSIENT: [&str; 5] = [
+        "Socket timed out",
+        "Resource temporarily unavailable",
+        "Unable to contact slurm controller",
+        "Slurm temporarily unable to accept job",
+        "Connection refused",
+    ];
+    TRANSIENT.iter().any(|t| stderr.contains(t))
+}
+
+/// How Slurm commands are run: their time limit and where calls are traced.
+#[derive(Debug, Clone)]
+pub struct Slurm {
+    pub timeout: Duration,
+    trace: Option<PathBuf>,
+    /// How many times a transient controller error is retried.
+    pub retries: u32,
+    /// The first pause between retries; it doubles each time.
+    pub retry_pause: Duration,
+}
+
+impl Default for Slurm {
+    fn default() -> Self {
+        Self::from_env()
+    }
+}
+
+impl Slurm {
+    /// Settings from `YOLO_SCHED_SLURM_TIMEOUT` and `YOLO_SCHED_SLURM_TRACE`.
+    pub fn from_env() -> Self {
+        let timeout = std::env::var(TIMEOUT_ENV)
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| *s > 0.0)
+            .map(Duration::from_secs_f64)
+            .unwrap_or(Duration::from_secs(30));
+        let trace = std::env::var_os(TRACE_ENV)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from);
+        Slurm {
+            timeout,
+            trace,
+            retries: 4,
+            retry_pause: Duration::from_millis(500),
+        }
+    }
+
+    /// Number of Slurm commands this process has run.
+    pub fn calls_made() -> usize {
+        CALLS.load(Ordering::Relaxed)
+    }
+
+    /// Run a command once; a non-zero exit is returned as `Ok` for the caller to judge.
+    pub fn run_raw(&self, program: &str, args: &[&str]) -> Result<Captured> {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        if let Some(path) = &self.trace {
+            if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+                let _ = writeln!(f, "{}", process::display_command(program, args));
+            }
+        }
+        Ok(process::run_with_timeout(program, args, self.timeout)?)
+    }
+
+    /// Run a command; a non-zero exit becomes a `CommandFailed` error.
+    pub fn run(&self, program: &str, args: &[&str]) -> Result<Captured> {
+        let out = self.run_raw(program, args)?;
+        if out.status.success() {
+            Ok(out)
+        } else {
+            Err(CommandFailed {
+                command: process::display_command(program, args),
+                status: process::describe_status(&out.status),
+                stderr: out.stderr_str(),
+            }
+            .into())
+        }
+    }
+
+    /// Like `run`, but retries transient controller errors with back-off.
+    /// Only for commands that are safe to repeat (queries, or a submission
+    /// that Slurm refused outright).
+    pub fn run_retrying(&self, program: &str, args: &[&str]) -> Result<Captured> {
+        let mut pause = self.retry_pause;
+        let mut attempt = 0;
+        loop {
+            match self.run(program, args) {
+                Err(err) if attempt < self.retries && is_transient_error(&err) => {
+                    attempt += 1;
+                    std::thread::sleep(pause);
+                    pause *= 2;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Run and return stdout as a string.
+    pub fn stdout(&self, program: &str, args: &[&str]) -> Result<String> {
+        Ok(self.run_retrying(program, args)?.stdout_str())
+    }
+}
+
+fn is_transient_error(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<CommandFailed>()
+        .is_some_and(|f| is_transient(&f.stderr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_names_command_and_stderr() {
+        let slurm = Slurm::from_env();
+        let err = slurm
+            .run("sh", &["-c", "echo 'sbatch: error: Invalid partition name specified' >&2; exit 1"])
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("sh -c"), "{text}");
+        assert!(text.contains("exit status 1"), "{text}");
+        assert!(text.contains("Invalid partition name"), "{text}");
+    }
+
+    #[test]
+    fn transient_errors_are_recognised() {
+        assert!(is_transient("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"));
+        assert!(is_transient("error: Resource temporarily unavailable"));
+        assert!(!is_transient("sbatch: error: Invalid generic resource (gres) specification"));
+    }
+
+    #[test]
+    fn transient_errors_are_retried_then_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let counter = dir.path().join("n");
+        let script = format!(
+            "n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; \
+             if [ $n -lt 3 ]; then echo 'Socket timed out on send/recv operation' >&2; exit 1; fi; echo ok",
+            c = counter.display()
+        );
+        let slurm = Slurm { retry_pause: Duration::from_millis(1), ..Slurm::from_env() };
+        let out = slurm.run_retrying("sh", &["-c", &script]).unwrap();
+        assert_eq!(out.stdout_str(), "ok\n");
+        assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "3");
+    }
+
+    #[test]
+    fn permanent_errors_are_not_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let counter = dir.path().join("n");
+        let script = format!("echo x >> {}; echo 'Invalid account' >&2; exit 1", counter.display());
+        let slurm = Slurm { retry_pause: Duration::from_millis(1), ..Slurm::from_env() };
+        assert!(slurm.run_retrying("sh", &["-c", &script]).is_err());
+        assert_eq!(std::fs::read_to_string(&counter).unwrap().lines().count(), 1);
+    }
+}

@@ -1,0 +1,127 @@
+//! Nodes, partitions and GRES from `sinfo --json`.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use super::gres::{self, GresItem};
+use super::Slurm;
+
+/// One node as `sinfo --json` describes it (22.05 field names; unknown fields ignored).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
+pub struct Node {
+    pub name: String,
+    pub state: String,
+    pub state_flags: Vec<String>,
+    pub partitions: Vec<String>,
+    pub gres: String,
+    pub gres_used: String,
+    pub reason: String,
+    pub cpus: u64,
+    pub alloc_cpus: u64,
+    pub real_memory: u64,
+}
+
+impl Node {
+    pub fn gres_items(&self) -> Vec<GresItem> {
+        gres::parse_list(&self.gres)
+    }
+    pub fn gres_used_items(&self) -> Vec<GresItem> {
+        gres::parse_list(&self.gres_used)
+    }
+    /// `drained`, `idle`, `mixed` … with flags such as DRAIN folded in.
+    pub fn display_state(&self) -> String {
+        let mut s = self.state.to_lowercase();
+        for flag in &self.state_flags {
+            let flag = flag.to_lowercase();
+            if !s.contains(&flag) {
+                s.push('+');
+                s.push_str(&flag);
+            }
+        }
+        s
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SinfoJson {
+    #[serde(default)]
+    nodes: Vec<Node>,
+}
+
+/// Parse the whole `sinfo --json` document.
+pub fn parse_nodes(json: &str) -> Result<Vec<Node>> {
+    let doc: SinfoJson = serde_json::from_str(json).context("parsing `sinfo --json` output")?;
+    Ok(doc.nodes)
+}
+
+/// Ask Slurm for every node.
+pub fn nodes(slurm: &Slurm) -> Result<Vec<Node>> {
+    let out = slurm.stdout("sinfo", &["--json"])?;
+    parse_nodes(&out)
+}
+
+/// The partitions of these nodes, sorted.
+pub fn partitions(nodes: &[Node]) -> Vec<String> {
+    let mut p: Vec<String> = nodes.iter().flat_map(|n| n.partitions.iter().cloned()).collect();
+    p.sort();
+    p.dedup();
+    p
+}
+
+/// Total count per GRES key (`gpu:1g.5gb` → 4) over these nodes; zero counts left out.
+pub fn gres_totals(nodes: &[Node]) -> BTreeMap<String, u64> {
+    let mut totals = BTreeMap::new();
+    for node in nodes {
+        for item in node.gres_items() {
+            if item.count > 0 {
+                *totals.entry(item.key()).or_insert(0) += item.count;
+            }
+        }
+    }
+    totals
+}
+
+/// The GPU types (`1g.5gb`, `a100`) that exist, with their total counts.
+pub fn gpu_types(nodes: &[Node]) -> BTreeMap<String, u64> {
+    gres_totals(nodes)
+        .into_iter()
+        .filter_map(|(k, n)| k.strip_prefix("gpu:").map(|t| (t.to_string(), n)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub const RECORDED: &str = include_str!("../../tests/data/sinfo-22.05-one-node.json");
+
+    #[test]
+    fn recorded_output_parses() {
+        let nodes = parse_nodes(RECORDED).unwrap();
+        assert_eq!(nodes.len(), 1);
+        assert_eq!(nodes[0].name, "node1");
+        assert_eq!(partitions(&nodes), vec!["cpu", "gpu"]);
+        let types = gpu_types(&nodes);
+        assert_eq!(types.get("1g.5gb"), Some(&4));
+        assert_eq!(types.get("2g.10gb"), Some(&2));
+        assert_eq!(types.get("a100"), Some(&1));
+        assert_eq!(gres_totals(&nodes).get("shard:a100"), Some(&8));
+        assert!(!gres_totals(&nodes).contains_key("shard:1g.5gb"));
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_missing_ones_default() {
+        let nodes = parse_nodes(r#"{"nodes":[{"name":"n","future_field":{"x":1}}],"extra":1}"#).unwrap();
+        assert_eq!(nodes[0].name, "n");
+        assert!(nodes[0].gres_items().is_empty());
+    }
+
+    #[test]
+    fn drained_flag_is_shown() {
+        let n = Node { state: "IDLE".into(), state_flags: vec!["DRAIN".into()], ..Node::default() };
+        assert_eq!(n.display_state(), "idle+drain");
+    }
+}
