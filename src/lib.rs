@@ -10,3 +10,4 @@ pub mod nvml;
 pub mod process;
 pub mod shell;
 pub mod slurm;
+pub mod spec;

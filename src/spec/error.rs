@@ -1,0 +1,147 @@
+//! Spec errors: each names file:line:column, the key path, what was expected and,
+//! where one exists, a suggestion. All errors of a spec are collected and sorted.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// A 1-based line and column (in characters) in the spec file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Location {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Location {
+    /// The position of byte `offset` in `text` (clamped to the end).
+    pub fn of_offset(text: &str, offset: usize) -> Location {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before[line_start..].chars().count() + 1;
+        Location { line, column }
+    }
+}
+
+/// One problem in a spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpecError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    /// Key path such as `train.imgsz`, `sweep.lr0`, `train.args.cos_lr`;
+    /// empty for TOML syntax errors.
+    pub key: String,
+    /// What is wrong and what was expected.
+    pub message: String,
+    /// A suggestion ("did you mean `epochs`?"), when one exists.
+    pub help: Option<String>,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        if !self.key.is_empty() {
+            write!(f, "`{}`: ", self.key)?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(help) = &self.help {
+            write!(f, "\n    help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every error found in one spec, sorted by position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpecErrors {
+    pub file: String,
+    pub errors: Vec<SpecError>,
+}
+
+impl SpecErrors {
+    pub fn new(file: &str, mut errors: Vec<SpecError>) -> Self {
+        sort(&mut errors);
+        SpecErrors {
+            file: file.to_string(),
+            errors,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+/// Sort by line, column, then key, and drop exact duplicates.
+pub(crate) fn sort(errors: &mut Vec<SpecError>) {
+    errors.sort_by(|a, b| {
+        (a.line, a.column, &a.key, &a.message).cmp(&(b.line, b.column, &b.key, &b.message))
+    });
+    errors.dedup();
+}
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.errors.len();
+        writeln!(
+            f,
+            "{} has {} error{}; nothing was submitted",
+            self.file,
+            n,
+            if n == 1 { "" } else { "s" }
+        )?;
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SpecErrors {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_become_lines_and_columns() {
+        let text = "a = 1\nbé = 2\n";
+        assert_eq!(Location::of_offset(text, 0), Location { line: 1, column: 1 });
+        assert_eq!(Location::of_offset(text, 6), Location { line: 2, column: 1 });
+        // 'é' is two bytes but one column.
+        assert_eq!(Location::of_offset(text, 9), Location { line: 2, column: 4 });
+        assert_eq!(Location::of_offset(text, 999), Location { line: 3, column: 1 });
+    }
+
+    #[test]
+    fn errors_sort_by_position_and_print_with_help() {
+        let e = |line, key: &str| SpecError {
+            file: "s.toml".into(),
+            line,
+            column: 1,
+            key: key.into(),
+            message: "bad".into(),
+            help: Some("fix it".into()),
+        };
+        let all = SpecErrors::new("s.toml", vec![e(9, "b"), e(2, "a"), e(2, "a")]);
+        assert_eq!(all.len(), 2);
+        let text = all.to_string();
+        assert!(text.starts_with("s.toml has 2 errors"), "{text}");
+        let a = text.find("s.toml:2:1: `a`: bad").unwrap();
+        let b = text.find("s.toml:9:1: `b`: bad").unwrap();
+        assert!(a < b);
+        assert!(text.contains("help: fix it"));
+    }
+}
