@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod generate;
 pub mod output;
+pub mod submit;
 
 use std::path::PathBuf;
 
@@ -52,7 +53,7 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Submit a training spec as a chain of Slurm jobs.
-    Submit(NotBuiltArgs),
+    Submit(submit::SubmitArgs),
     /// Check a training spec without submitting anything.
     Validate(NotBuiltArgs),
     /// Show the stages of a run.
@@ -122,7 +123,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Doctor(args) => doctor::run(&mut ctx, &args),
         Command::Generate(args) => generate::run(&args),
-        Command::Submit(_) => not_built("submit"),
+        Command::Submit(args) => submit::run(&mut ctx, &args),
         Command::Validate(_) => not_built("validate"),
         Command::Status(_) => not_built("status"),
         Command::Watch(_) => not_built("watch"),

@@ -1,0 +1,8 @@
+//! Runs after submission: manifests, the state index, and the effects of
+//! submitting a plan to Slurm.
+
+pub mod manifest;
+pub mod status;
+pub mod submit;
+
+pub use manifest::{Manifest, StageRecord};
