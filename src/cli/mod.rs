@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod generate;
 pub mod output;
+pub mod validate;
 
 use std::path::PathBuf;
 
@@ -48,7 +49,7 @@ pub enum Command {
     /// Submit a training spec as a chain of Slurm jobs.
     Submit(NotBuiltArgs),
     /// Check a training spec without submitting anything.
-    Validate(NotBuiltArgs),
+    Validate(validate::ValidateArgs),
     /// Show the stages of a run.
     Status(NotBuiltArgs),
     /// Follow a run until it ends.
@@ -117,7 +118,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Doctor(args) => doctor::run(&mut ctx, &args),
         Command::Generate(args) => generate::run(&args),
         Command::Submit(_) => not_built("submit"),
-        Command::Validate(_) => not_built("validate"),
+        Command::Validate(args) => validate::run(&mut ctx, &args),
         Command::Status(_) => not_built("status"),
         Command::Watch(_) => not_built("watch"),
         Command::List(_) => not_built("list"),
