@@ -4,6 +4,7 @@ pub mod doctor;
 pub mod generate;
 pub mod output;
 pub mod submit;
+pub mod validate;
 
 use std::path::PathBuf;
 
@@ -55,7 +56,7 @@ pub enum Command {
     /// Submit a training spec as a chain of Slurm jobs.
     Submit(submit::SubmitArgs),
     /// Check a training spec without submitting anything.
-    Validate(NotBuiltArgs),
+    Validate(validate::ValidateArgs),
     /// Show the stages of a run.
     Status(NotBuiltArgs),
     /// Follow a run until it ends.
@@ -124,7 +125,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Doctor(args) => doctor::run(&mut ctx, &args),
         Command::Generate(args) => generate::run(&args),
         Command::Submit(args) => submit::run(&mut ctx, &args),
-        Command::Validate(_) => not_built("validate"),
+        Command::Validate(args) => validate::run(&mut ctx, &args),
         Command::Status(_) => not_built("status"),
         Command::Watch(_) => not_built("watch"),
         Command::List(_) => not_built("list"),

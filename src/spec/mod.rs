@@ -1,8 +1,110 @@
 //! Training specs (format v1): the typed form, parsing with positions, and validation.
+//!
+//! `parse` is pure (text in, `Spec` or every error out); `load` reads the file,
+//! parses it and checks that the files it names exist. Checks that need the
+//! cluster (array size against `MaxArraySize`, GPU types that exist) belong to the
+//! planner, which reports them with `Spec::error_at` so they look the same.
 
+mod args;
 pub mod error;
+mod parse;
+mod suggest;
 pub mod types;
 pub mod ultralytics;
+pub mod values;
+
+use std::path::{Path, PathBuf};
 
 pub use error::{Location, SpecError, SpecErrors};
+pub use parse::{DEFAULT_EXPORT_FORMATS, MAX_VARIANTS};
+pub use suggest::closest;
 pub use types::*;
+
+/// Parse and validate spec text. `file_name` names the spec in messages, and its
+/// directory is the base for the spec's relative paths.
+pub fn parse(text: &str, file_name: &str) -> Result<Spec, SpecErrors> {
+    let base_dir = Path::new(file_name)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    parse::parse_spec(text, file_name, base_dir)
+}
+
+/// Read, parse and validate a spec file, and check that the dataset YAML (and a
+/// model given as a path) exist. Errors are `crate::error::invalid` (exit 2) with
+/// every problem listed.
+pub fn load(path: &Path) -> anyhow::Result<Spec> {
+    read_checked(path)?.map_err(|errors| crate::error::invalid(errors.to_string()))
+}
+
+/// Like `load`, but the spec's problems come back as data (for `--json`); only a
+/// file that cannot be read is an `Err` (exit 2).
+pub fn read_checked(path: &Path) -> anyhow::Result<Result<Spec, SpecErrors>> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| crate::error::invalid(format!("cannot read spec {name}: {e}")))?;
+    let spec = match parse(&text, &name) {
+        Ok(spec) => spec,
+        Err(errors) => return Ok(Err(errors)),
+    };
+    let missing = check_paths(&spec);
+    if missing.is_empty() {
+        Ok(Ok(spec))
+    } else {
+        Ok(Err(SpecErrors::new(&name, missing)))
+    }
+}
+
+/// Files the spec names that do not exist: `train.data`, and `train.model` (also
+/// swept ones) when it is a path (contains '/'; bare names such as
+/// `yolov8n.pt` are resolved by Ultralytics).
+pub fn check_paths(spec: &Spec) -> Vec<SpecError> {
+    let mut out = Vec::new();
+    let base = spec.origin.base_dir.display().to_string();
+    let help = Some(format!("relative paths are relative to the spec's directory ({base})"));
+    let data = spec.resolve(&spec.train.data);
+    if !data.is_file() {
+        out.push(spec.error_at(
+            "train.data",
+            format!("dataset YAML {} does not exist", data.display()),
+            help.clone(),
+        ));
+    }
+    let mut models: Vec<(String, String)> = vec![("train.model".into(), spec.train.model.clone())];
+    for axis in spec.sweep.axes.iter().filter(|a| a.key == "model") {
+        for (i, v) in axis.values.iter().enumerate() {
+            if let ArgValue::Str(s) = v {
+                models.push((format!("sweep.model[{i}]"), s.clone()));
+            }
+        }
+    }
+    for (key, model) in models {
+        if model.contains('/') {
+            let path = spec.resolve(&model);
+            if !path.is_file() {
+                let loc_key = if key.starts_with("sweep.") { "sweep.model" } else { key.as_str() };
+                let mut e = spec.error_at(loc_key, format!("model file {} does not exist", path.display()), help.clone());
+                e.key = key;
+                out.push(e);
+            }
+        }
+    }
+    out
+}
+
+impl Spec {
+    /// A path from the spec, resolved against the spec's directory when relative.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let p = Path::new(path);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.origin.base_dir.join(p)
+        }
+    }
+
+    /// `train.data` resolved against the spec's directory.
+    pub fn data_path(&self) -> PathBuf {
+        self.resolve(&self.train.data)
+    }
+}

@@ -238,6 +238,24 @@ pub enum PathPart {
     Var(String),
 }
 
+impl StageKind {
+    /// Lower-case name, as in job names (`<run>.<stage>`) and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            StageKind::Prepare => "prepare",
+            StageKind::Train => "train",
+            StageKind::Val => "val",
+            StageKind::Export => "export",
+        }
+    }
+}
+
+impl fmt::Display for StageKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Spec {
     /// The stages this spec runs, in order.
     pub fn stages(&self) -> Vec<StageKind> {
@@ -297,12 +315,14 @@ impl Spec {
         out
     }
 
-    /// CPUs of the train stage: `[resources] cpus`, else the largest `workers`
-    /// over all variants + 1 (Ultralytics' default of 8 workers when unset).
+    /// CPUs of the train stage: `[resources] cpus`, else `workers_cpus`.
     pub fn train_cpus(&self) -> u32 {
-        if let Some(c) = self.resources.cpus {
-            return c;
-        }
+        self.resources.cpus.unwrap_or_else(|| self.workers_cpus())
+    }
+
+    /// CPUs the dataloader needs: the largest `workers` over all variants + 1
+    /// (Ultralytics' default of 8 workers when unset).
+    pub fn workers_cpus(&self) -> u32 {
         let base = self.train.workers.unwrap_or(super::ultralytics::DEFAULT_WORKERS);
         let swept = self
             .sweep
