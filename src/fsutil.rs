@@ -11,9 +11,18 @@ use anyhow::{Context, Result};
 /// directory, flushed to disk, given `mode`, renamed over `path`, and the
 /// directory flushed so the rename survives a crash.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().with_context(|| format!("{} has no file name", path.display()))?;
-    let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} has no file name", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| -> Result<()> {
         let mut f = OpenOptions::new()
             .write(true)
@@ -22,11 +31,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
             .mode(mode)
             .open(&tmp)
             .with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(bytes).with_context(|| format!("writing {}", tmp.display()))?;
+        f.write_all(bytes)
+            .with_context(|| format!("writing {}", tmp.display()))?;
         // The umask may have narrowed the mode given at creation.
         f.set_permissions(fs::Permissions::from_mode(mode))?;
         f.sync_all()?;
-        fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        fs::rename(&tmp, path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
         File::open(dir)?.sync_all()?;
         Ok(())
     })();
@@ -47,7 +58,10 @@ mod tests {
         fs::write(&p, "old").unwrap();
         write_atomic(&p, b"new", 0o644).unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "new");
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o644);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 

@@ -41,7 +41,10 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(closest("epoch", ["epochs", "batch", "imgsz"]), Some("epochs"));
+        assert_eq!(
+            closest("epoch", ["epochs", "batch", "imgsz"]),
+            Some("epochs")
+        );
         assert_eq!(closest("zzzzzz", ["epochs", "batch"]), None);
         assert_eq!(closest("1g.5g", ["1g.5gb", "2g.10gb"]), Some("1g.5gb"));
     }

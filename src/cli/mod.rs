@@ -3,8 +3,11 @@
 pub mod doctor;
 pub mod generate;
 pub mod output;
+pub mod runs;
+pub mod status;
 pub mod submit;
 pub mod validate;
+pub mod watch;
 
 use std::path::PathBuf;
 
@@ -58,19 +61,19 @@ pub enum Command {
     /// Check a training spec without submitting anything.
     Validate(validate::ValidateArgs),
     /// Show the stages of a run.
-    Status(NotBuiltArgs),
+    Status(status::StatusArgs),
     /// Follow a run until it ends.
-    Watch(NotBuiltArgs),
+    Watch(watch::WatchArgs),
     /// List your runs.
-    List(NotBuiltArgs),
+    List(status::ListArgs),
     /// Cancel every job of a run.
-    Cancel(NotBuiltArgs),
+    Cancel(runs::CancelArgs),
     /// Resubmit a run from its first failed stage.
-    Resume(NotBuiltArgs),
+    Resume(runs::ResumeArgs),
     /// Print a stage's Slurm output.
-    Logs(NotBuiltArgs),
+    Logs(runs::LogsArgs),
     /// Print the audit trail.
-    Audit(NotBuiltArgs),
+    Audit(runs::AuditArgs),
     /// Read GPUs through NVML, apply a MIG layout, write gres.conf (admins, as root).
     NodeSetup(NotBuiltArgs),
     /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
@@ -126,13 +129,13 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Generate(args) => generate::run(&args),
         Command::Submit(args) => submit::run(&mut ctx, &args),
         Command::Validate(args) => validate::run(&mut ctx, &args),
-        Command::Status(_) => not_built("status"),
-        Command::Watch(_) => not_built("watch"),
-        Command::List(_) => not_built("list"),
-        Command::Cancel(_) => not_built("cancel"),
-        Command::Resume(_) => not_built("resume"),
-        Command::Logs(_) => not_built("logs"),
-        Command::Audit(_) => not_built("audit"),
+        Command::Status(args) => status::run(&mut ctx, &args),
+        Command::Watch(args) => watch::run(&mut ctx, &args),
+        Command::List(args) => status::list(&mut ctx, &args),
+        Command::Cancel(args) => runs::cancel(&mut ctx, &args),
+        Command::Resume(args) => runs::resume_run(&mut ctx, &args),
+        Command::Logs(args) => runs::logs(&mut ctx, &args),
+        Command::Audit(args) => runs::audit_cmd(&mut ctx, &args),
         Command::NodeSetup(_) => not_built("node-setup"),
         Command::Report(_) => not_built("report"),
     }

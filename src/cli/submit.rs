@@ -55,7 +55,12 @@ pub struct SubmitArgs {
     pub templates: Option<PathBuf>,
 
     /// The `yolo` command the stages run.
-    #[arg(long, value_name = "CMD", env = "YOLO_SCHED_YOLO", default_value = "yolo")]
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "YOLO_SCHED_YOLO",
+        default_value = "yolo"
+    )]
     pub yolo: String,
 }
 
@@ -88,15 +93,25 @@ struct SubmitOut {
 pub fn resolve_workdir(spec: &Spec, flag: Option<&Path>) -> Result<PathBuf> {
     let raw = match flag {
         Some(p) => p.to_path_buf(),
-        None => PathBuf::from(spec.run.workdir.expand(|n| std::env::var(n).ok()).map_err(|var| {
-            invalid(format!(
-                "{}: `run.workdir` uses ${var}, which is not set in this environment",
-                spec.origin.file
-            ))
-        })?),
+        None => PathBuf::from(spec.run.workdir.expand(|n| std::env::var(n).ok()).map_err(
+            |var| {
+                invalid(format!(
+                    "{}: `run.workdir` uses ${var}, which is not set in this environment",
+                    spec.origin.file
+                ))
+            },
+        )?),
     };
-    let base = if flag.is_some() { std::env::current_dir()? } else { absolute(&spec.origin.base_dir)? };
-    let abs = if raw.is_absolute() { raw } else { base.join(raw) };
+    let base = if flag.is_some() {
+        std::env::current_dir()?
+    } else {
+        absolute(&spec.origin.base_dir)?
+    };
+    let abs = if raw.is_absolute() {
+        raw
+    } else {
+        base.join(raw)
+    };
     let abs = normalize(&abs);
     let shown = abs.display().to_string();
     if crate::shell::quote(&shown) != shown {
@@ -109,7 +124,11 @@ pub fn resolve_workdir(spec: &Spec, flag: Option<&Path>) -> Result<PathBuf> {
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
-    Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) })
+    Ok(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(p)
+    })
 }
 
 /// Remove `.` and `..` components without touching the filesystem.
@@ -131,7 +150,11 @@ fn normalize(p: &Path) -> PathBuf {
 pub fn offer_from_cluster(ctx: &CliContext, policy: &Policy) -> Result<Offer> {
     let nodes = sinfo::nodes(&ctx.slurm).context("asking Slurm which GPUs the cluster has")?;
     let totals = sinfo::gres_totals(&nodes);
-    let shards = totals.iter().filter(|(k, _)| k.starts_with("shard")).map(|(_, n)| *n).sum();
+    let shards = totals
+        .iter()
+        .filter(|(k, _)| k.starts_with("shard"))
+        .map(|(_, n)| *n)
+        .sum();
     Ok(Offer {
         gpu_types: sinfo::gpu_types(&nodes),
         shards,
@@ -146,32 +169,46 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
     let policy = Policy::from_site(ctx.site()?)?;
     let offer = offer_from_cluster(ctx, &policy)?;
     let limits = ControllerLimits {
-        max_array_size: config::fetch(&ctx.slurm).ok().and_then(|c| c.max_array_size()),
+        max_array_size: config::fetch(&ctx.slurm)
+            .ok()
+            .and_then(|c| c.max_array_size()),
     };
     let workdir = resolve_workdir(&spec, args.workdir.as_deref())?;
     let existing = Manifest::path_in(&workdir);
     if existing.exists() {
-        let previous = Manifest::load(&existing).map(|m| m.run_id).unwrap_or_else(|_| "an unreadable run".into());
+        let previous = Manifest::load(&existing)
+            .map(|m| m.run_id)
+            .unwrap_or_else(|_| "an unreadable run".into());
         return Err(invalid(format!(
             "{} already holds run {previous}: continue it with `yolo-sched resume {previous}`, \
              or give this run another `[run] workdir` (or --workdir)",
             workdir.display()
         )));
     }
-    let plan = plan::plan(&spec, &workdir, &offer, &policy, &limits).map_err(|e| invalid(e.to_string()))?;
+    let plan = plan::plan(&spec, &workdir, &offer, &policy, &limits)
+        .map_err(|e| invalid(e.to_string()))?;
 
     let now = Utc::now();
     let run_id = manifest::new_run_id(&spec.run.name, now);
     let templates = Templates::new(args.templates.as_deref())?;
-    let exe = std::env::current_exe().context("finding the yolo-sched binary for the prepare stage")?;
+    let exe =
+        std::env::current_exe().context("finding the yolo-sched binary for the prepare stage")?;
     let base_dir = absolute(&spec.origin.base_dir)?;
     let scripts = render_all(
         &templates,
-        &RenderInput { spec: &spec, plan: &plan, run_id: &run_id, yolo_sched: &exe, yolo: &args.yolo, base_dir: &base_dir },
+        &RenderInput {
+            spec: &spec,
+            plan: &plan,
+            run_id: &run_id,
+            yolo_sched: &exe,
+            yolo: &args.yolo,
+            base_dir: &base_dir,
+        },
     )?;
 
     for sub in ["scripts", "logs", "state"] {
-        std::fs::create_dir_all(workdir.join(sub)).with_context(|| format!("creating {}", workdir.join(sub).display()))?;
+        std::fs::create_dir_all(workdir.join(sub))
+            .with_context(|| format!("creating {}", workdir.join(sub).display()))?;
     }
     let mut requests = Vec::new();
     for script in &scripts {
@@ -188,17 +225,36 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
 
     if args.dry_run {
         let jobs = dry_run_jobs(&plan, &requests)?;
-        return print_result(ctx, args, &plan, SubmitOut {
-            run_id,
-            dry_run: true,
-            workdir: workdir.display().to_string(),
-            gpu: plan.gpu.explanation.clone(),
-            warnings: plan.warnings.clone(),
-            jobs,
-        });
+        return print_result(
+            ctx,
+            args,
+            &plan,
+            SubmitOut {
+                run_id,
+                dry_run: true,
+                workdir: workdir.display().to_string(),
+                gpu: plan.gpu.explanation.clone(),
+                warnings: plan.warnings.clone(),
+                jobs,
+            },
+        );
     }
 
-    let submitted = submitter::submit_held(&ctx.slurm, &requests)?;
+    let submitted = match submitter::submit_held(&ctx.slurm, &requests) {
+        Ok(s) => s,
+        Err(e) => {
+            super::runs::record(
+                ctx,
+                &crate::run::audit::AuditRecord::new(
+                    "submit",
+                    Some(&run_id),
+                    vec![],
+                    &format!("{e:#}"),
+                ),
+            );
+            return Err(e);
+        }
+    };
     let manifest = build_manifest(&args.spec, &spec, &plan, &run_id, &workdir, &submitted, now)?;
     if let Err(e) = manifest.save() {
         // Without a manifest nobody could find these jobs again: take them back.
@@ -208,12 +264,24 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
         let _ = ctx.slurm.run_retrying("scancel", &scancel);
         return Err(e.context(format!("cancelled the submitted jobs ({})", ids.join(", "))));
     }
-    submitter::release(&ctx.slurm, &submitted)?;
+    let released = submitter::release(&ctx.slurm, &submitted);
+    let ids: Vec<u64> = submitted.iter().map(|j| j.job_id).collect();
+    let outcome = match &released {
+        Ok(()) => "ok".to_string(),
+        Err(e) => format!("{e:#}"),
+    };
+    super::runs::record(
+        ctx,
+        &crate::run::audit::AuditRecord::new("submit", Some(&run_id), ids, &outcome),
+    );
+    released?;
 
     let jobs = submitted
         .iter()
         .map(|j| {
-            let stage = plan.stage(j.stage).expect("submitted stages come from the plan");
+            let stage = plan
+                .stage(j.stage)
+                .expect("submitted stages come from the plan");
             JobOut {
                 stage: stage_name(j.stage),
                 job_id: Some(j.job_id),
@@ -227,14 +295,19 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
             }
         })
         .collect();
-    print_result(ctx, args, &plan, SubmitOut {
-        run_id,
-        dry_run: false,
-        workdir: workdir.display().to_string(),
-        gpu: plan.gpu.explanation.clone(),
-        warnings: plan.warnings.clone(),
-        jobs,
-    })
+    print_result(
+        ctx,
+        args,
+        &plan,
+        SubmitOut {
+            run_id,
+            dry_run: false,
+            workdir: workdir.display().to_string(),
+            gpu: plan.gpu.explanation.clone(),
+            warnings: plan.warnings.clone(),
+            jobs,
+        },
+    )
 }
 
 fn dry_run_jobs(plan: &Plan, requests: &[JobRequest]) -> Result<Vec<JobOut>> {
@@ -244,19 +317,31 @@ fn dry_run_jobs(plan: &Plan, requests: &[JobRequest]) -> Result<Vec<JobOut>> {
     for (i, req) in requests.iter().enumerate() {
         let (args, dependency, _) = submitter::sbatch_args(req, &fake)?;
         let placeholder = 1_000_000_000 + i as u64;
-        fake.push(SubmittedJob { stage: req.kind, job_id: placeholder, array: None, dependency: None, depends_on: vec![] });
+        fake.push(SubmittedJob {
+            stage: req.kind,
+            job_id: placeholder,
+            array: None,
+            dependency: None,
+            depends_on: vec![],
+        });
         let mut line = String::from("sbatch --parsable");
         for a in &args {
             line.push(' ');
             line.push_str(&crate::shell::quote(a));
         }
         for (j, earlier) in requests.iter().enumerate().take(i) {
-            line = line.replace(&(1_000_000_000 + j as u64).to_string(), &format!("<{}>", stage_name(earlier.kind)));
+            line = line.replace(
+                &(1_000_000_000 + j as u64).to_string(),
+                &format!("<{}>", stage_name(earlier.kind)),
+            );
         }
         let dependency = dependency.map(|d| {
             let mut d = d;
             for (j, earlier) in requests.iter().enumerate().take(i) {
-                d = d.replace(&(1_000_000_000 + j as u64).to_string(), &format!("<{}>", stage_name(earlier.kind)));
+                d = d.replace(
+                    &(1_000_000_000 + j as u64).to_string(),
+                    &format!("<{}>", stage_name(earlier.kind)),
+                );
             }
             d
         });
@@ -285,7 +370,8 @@ fn build_manifest(
     submitted: &[SubmittedJob],
     now: chrono::DateTime<Utc>,
 ) -> Result<Manifest> {
-    let spec_text = std::fs::read_to_string(spec_path).with_context(|| format!("reading {}", spec_path.display()))?;
+    let spec_text = std::fs::read_to_string(spec_path)
+        .with_context(|| format!("reading {}", spec_path.display()))?;
     let stages = plan
         .stages
         .iter()
@@ -300,7 +386,11 @@ fn build_manifest(
                 cpus: s.cpus,
                 mem: s.mem.clone(),
                 tasks: s.array.as_ref().map_or(1, |a| a.tasks),
-                depends_on: s.depends_on.iter().map(|d| stage_name(d.stage).to_string()).collect(),
+                depends_on: s
+                    .depends_on
+                    .iter()
+                    .map(|d| stage_name(d.stage).to_string())
+                    .collect(),
                 script: format!("scripts/{}.sh", stage_name(s.kind)),
                 attempts: job
                     .map(|j| Attempt {
@@ -320,7 +410,9 @@ fn build_manifest(
         run_id: run_id.to_string(),
         name: spec.run.name.clone(),
         user: current_user(),
-        host: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
+        host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         submitted_at: now,
         workdir: workdir.to_path_buf(),
         spec_file: absolute(spec_path)?,
@@ -361,7 +453,9 @@ fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut
     for j in &out.jobs {
         table.add_row(vec![
             j.stage.to_string(),
-            j.job_id.map(|i| i.to_string()).unwrap_or_else(|| "-".into()),
+            j.job_id
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| "-".into()),
             j.array.clone().unwrap_or_else(|| "-".into()),
             j.gres.clone().unwrap_or_else(|| "-".into()),
             j.partition.clone().unwrap_or_else(|| "(default)".into()),
@@ -370,7 +464,10 @@ fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut
     }
     output::println(&table)?;
     if out.dry_run {
-        output::println(format!("dry run: scripts written to {}/scripts; nothing submitted. sbatch lines:", out.workdir))?;
+        output::println(format!(
+            "dry run: scripts written to {}/scripts; nothing submitted. sbatch lines:",
+            out.workdir
+        ))?;
         for j in &out.jobs {
             if let Some(line) = &j.sbatch {
                 output::println(format!("  {line}"))?;

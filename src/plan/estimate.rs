@@ -56,7 +56,11 @@ impl Scale {
 /// `yolov8n-seg.pt`, `/path/yolov10b.pt`. YOLOv9's t/c/e and v10's b map to the
 /// nearest of n/s/m/l/x by size.
 pub fn scale_of(model: &str) -> Option<Scale> {
-    let file = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    let file = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
     let stem = file.split('.').next().unwrap_or(&file);
     let rest = stem.strip_prefix("yolo")?;
     let rest = rest.strip_prefix('v').unwrap_or(rest);
@@ -98,7 +102,8 @@ impl Estimate {
         };
         let m16 = scale.unwrap_or(Scale::X).gib_at_640_batch16();
         let pixels = (f64::from(imgsz) / 640.0).powi(2);
-        let gib = m16 * (FIXED_FRACTION + (1.0 - FIXED_FRACTION) * f64::from(batch) / 16.0 * pixels);
+        let gib =
+            m16 * (FIXED_FRACTION + (1.0 - FIXED_FRACTION) * f64::from(batch) / 16.0 * pixels);
         Estimate {
             model: model.to_string(),
             scale,
@@ -154,7 +159,10 @@ mod tests {
         let e = Estimate::new("yolov8s.pt", 640, Some(16));
         assert!((e.gib - 4.0).abs() < 1e-9);
         assert!((e.needed_gib - 4.4).abs() < 1e-9);
-        assert!(e.to_string().contains("≈ 4.0 GiB + 10% headroom = 4.4 GiB"), "{e}");
+        assert!(
+            e.to_string().contains("≈ 4.0 GiB + 10% headroom = 4.4 GiB"),
+            "{e}"
+        );
     }
 
     #[test]

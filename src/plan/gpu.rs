@@ -115,22 +115,31 @@ impl Offer {
             return Some(*v);
         }
         let lower = gres_type.to_ascii_lowercase();
-        if let Some((_, v)) = MIG_USABLE_GIB.iter().find(|(n, _)| *n == lower.trim_end_matches("+me")) {
+        if let Some((_, v)) = MIG_USABLE_GIB
+            .iter()
+            .find(|(n, _)| *n == lower.trim_end_matches("+me"))
+        {
             return Some(*v);
         }
         if let Some((_, gb)) = parse_mig_profile(&lower) {
             // An unlisted profile: about 95 % of its nominal size is usable.
             return Some(f64::from(gb) * 0.95);
         }
-        WHOLE_GPU_GIB.iter().find(|(n, _)| *n == lower).map(|(_, v)| *v)
+        WHOLE_GPU_GIB
+            .iter()
+            .find(|(n, _)| *n == lower)
+            .map(|(_, v)| *v)
     }
 
     fn allowed(&self, t: &str) -> bool {
-        self.allowed.as_ref().is_none_or(|a| a.iter().any(|x| x == t))
+        self.allowed
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|x| x == t))
     }
 
     fn in_pool(pool: Option<&Pool>, t: &str) -> bool {
-        pool.and_then(|p| p.types.as_ref()).is_none_or(|types| types.iter().any(|x| x == t))
+        pool.and_then(|p| p.types.as_ref())
+            .is_none_or(|types| types.iter().any(|x| x == t))
     }
 
     /// What the cluster has, in words, for error messages.
@@ -176,20 +185,38 @@ pub struct NoFit {
 }
 
 /// Pick the smallest slice that fits `estimate` (for `gpu = "auto"`).
-pub fn choose_auto(estimate: &Estimate, offer: &Offer, warn_fraction: f64) -> Result<GpuChoice, NoFit> {
+pub fn choose_auto(
+    estimate: &Estimate,
+    offer: &Offer,
+    warn_fraction: f64,
+) -> Result<GpuChoice, NoFit> {
     let need = estimate.needed_gib;
     let mut explanation = vec![format!("estimate: {estimate}")];
 
     let mut mig: Vec<(f64, u32, &String)> = offer
         .gpu_types
         .keys()
-        .filter(|t| is_mig_profile(t) && offer.allowed(t) && Offer::in_pool(offer.pools.mig.as_ref(), t))
-        .filter_map(|t| offer.usable_gib(t).map(|g| (g, parse_mig_profile(t).map_or(0, |p| p.0), t)))
+        .filter(|t| {
+            is_mig_profile(t) && offer.allowed(t) && Offer::in_pool(offer.pools.mig.as_ref(), t)
+        })
+        .filter_map(|t| {
+            offer
+                .usable_gib(t)
+                .map(|g| (g, parse_mig_profile(t).map_or(0, |p| p.0), t))
+        })
         .collect();
     mig.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(b.2)));
     if let Some((gib, _, t)) = mig.iter().find(|(g, _, _)| *g >= need) {
         explanation.push(format!("{t} has {gib:.2} GiB usable: the smallest MIG slice in the cluster that holds {need:.1} GiB"));
-        return Ok(finish(format!("gpu:{t}:1"), t, *gib, offer.pools.mig.as_ref().and_then(|p| p.partition.clone()), need, warn_fraction, explanation));
+        return Ok(finish(
+            format!("gpu:{t}:1"),
+            t,
+            *gib,
+            offer.pools.mig.as_ref().and_then(|p| p.partition.clone()),
+            need,
+            warn_fraction,
+            explanation,
+        ));
     }
     if !mig.is_empty() {
         explanation.push(format!(
@@ -220,13 +247,31 @@ pub fn choose_auto(estimate: &Estimate, offer: &Offer, warn_fraction: f64) -> Re
     let mut whole: Vec<(f64, &String)> = offer
         .gpu_types
         .keys()
-        .filter(|t| !is_mig_profile(t) && offer.allowed(t) && Offer::in_pool(offer.pools.exclusive.as_ref(), t))
+        .filter(|t| {
+            !is_mig_profile(t)
+                && offer.allowed(t)
+                && Offer::in_pool(offer.pools.exclusive.as_ref(), t)
+        })
         .filter_map(|t| offer.usable_gib(t).map(|g| (g, t)))
         .collect();
     whole.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(b.1)));
     if let Some((gib, t)) = whole.iter().find(|(g, _)| *g >= need) {
-        explanation.push(format!("whole GPU {t} ({gib:.2} GiB): the smallest GPU type that holds {need:.1} GiB"));
-        return Ok(finish(format!("gpu:{t}:1"), t, *gib, offer.pools.exclusive.as_ref().and_then(|p| p.partition.clone()), need, warn_fraction, explanation));
+        explanation.push(format!(
+            "whole GPU {t} ({gib:.2} GiB): the smallest GPU type that holds {need:.1} GiB"
+        ));
+        return Ok(finish(
+            format!("gpu:{t}:1"),
+            t,
+            *gib,
+            offer
+                .pools
+                .exclusive
+                .as_ref()
+                .and_then(|p| p.partition.clone()),
+            need,
+            warn_fraction,
+            explanation,
+        ));
     }
     Err(NoFit {
         message: format!("no GPU in the cluster holds the estimated {need:.1} GiB ({estimate})"),
@@ -278,7 +323,14 @@ pub fn check_explicit(kind: &str, is_shard: bool, offer: &Offer) -> Result<(), N
     if !offer.allowed(kind) {
         return Err(NoFit {
             message: format!("the site does not allow `{kind}`"),
-            help: format!("allowed: {}", offer.allowed.as_ref().map(|a| a.join(", ")).unwrap_or_default()),
+            help: format!(
+                "allowed: {}",
+                offer
+                    .allowed
+                    .as_ref()
+                    .map(|a| a.join(", "))
+                    .unwrap_or_default()
+            ),
         });
     }
     if !offer.gpu_types.contains_key(kind) {
@@ -300,7 +352,10 @@ mod tests {
 
     fn local_cluster() -> Offer {
         Offer {
-            gpu_types: [("1g.5gb", 4), ("2g.10gb", 2), ("a100", 1)].into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            gpu_types: [("1g.5gb", 4), ("2g.10gb", 2), ("a100", 1)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
             shards: 8,
             ..Offer::default()
         }
@@ -308,23 +363,49 @@ mod tests {
 
     #[test]
     fn yolov8s_at_640_batch16_fits_1g5gb_with_a_warning() {
-        let c = choose_auto(&Estimate::new("yolov8s.pt", 640, Some(16)), &local_cluster(), 0.8).unwrap();
+        let c = choose_auto(
+            &Estimate::new("yolov8s.pt", 640, Some(16)),
+            &local_cluster(),
+            0.8,
+        )
+        .unwrap();
         assert_eq!(c.gres.as_deref(), Some("gpu:1g.5gb:1"));
-        assert!(c.explanation.iter().any(|l| l.contains("1g.5gb has 4.75 GiB")), "{:?}", c.explanation);
+        assert!(
+            c.explanation
+                .iter()
+                .any(|l| l.contains("1g.5gb has 4.75 GiB")),
+            "{:?}",
+            c.explanation
+        );
         assert_eq!(c.warnings.len(), 1, "4.4 of 4.75 GiB is above 80%");
     }
 
     #[test]
     fn bigger_models_get_bigger_slices_then_whole_gpus() {
-        let m = choose_auto(&Estimate::new("yolov8m.pt", 640, Some(16)), &local_cluster(), 0.8).unwrap();
+        let m = choose_auto(
+            &Estimate::new("yolov8m.pt", 640, Some(16)),
+            &local_cluster(),
+            0.8,
+        )
+        .unwrap();
         assert_eq!(m.gres.as_deref(), Some("gpu:2g.10gb:1"));
-        let x = choose_auto(&Estimate::new("yolov8x.pt", 640, Some(16)), &local_cluster(), 0.8).unwrap();
+        let x = choose_auto(
+            &Estimate::new("yolov8x.pt", 640, Some(16)),
+            &local_cluster(),
+            0.8,
+        )
+        .unwrap();
         assert_eq!(x.gres.as_deref(), Some("gpu:a100:1"));
     }
 
     #[test]
     fn too_big_lists_what_the_cluster_has() {
-        let err = choose_auto(&Estimate::new("yolov8x.pt", 1920, Some(64)), &local_cluster(), 0.8).unwrap_err();
+        let err = choose_auto(
+            &Estimate::new("yolov8x.pt", 1920, Some(64)),
+            &local_cluster(),
+            0.8,
+        )
+        .unwrap_err();
         assert!(err.message.contains("no GPU in the cluster holds"));
         assert!(err.help.contains("1g.5gb ×4 (4.75 GiB)"), "{}", err.help);
     }
@@ -333,7 +414,11 @@ mod tests {
     fn the_shared_pool_takes_medium_jobs_when_configured() {
         let mut offer = local_cluster();
         offer.gpu_types.remove("2g.10gb");
-        offer.pools.shared = Some(SharedPool { partition: Some("shared".into()), shard_gib: 4.0, max_gib: 16.0 });
+        offer.pools.shared = Some(SharedPool {
+            partition: Some("shared".into()),
+            shard_gib: 4.0,
+            max_gib: 16.0,
+        });
         let c = choose_auto(&Estimate::new("yolov8m.pt", 640, Some(16)), &offer, 0.8).unwrap();
         assert_eq!(c.gres.as_deref(), Some("shard:2"));
         assert_eq!(c.pool_partition.as_deref(), Some("shared"));

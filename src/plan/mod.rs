@@ -139,14 +139,19 @@ pub fn plan(
         .map(|m| (m, format!("the cluster's MaxArraySize is {m}")));
     if let Some(site_max) = policy.limits.max_array_size {
         if array_limit.as_ref().is_none_or(|(m, _)| site_max < *m) {
-            array_limit = Some((site_max, format!("the site limit `limits.max_array_size` is {site_max}")));
+            array_limit = Some((
+                site_max,
+                format!("the site limit `limits.max_array_size` is {site_max}"),
+            ));
         }
     }
     if let Some((max, why)) = &array_limit {
         if variants as u64 > *max {
             errors.push(spec.error_at(
                 "sweep",
-                format!("the sweep makes {variants} variants, more than one job array can hold ({why})"),
+                format!(
+                    "the sweep makes {variants} variants, more than one job array can hold ({why})"
+                ),
                 Some("sweep fewer values, or split the sweep into several specs".into()),
             ));
         }
@@ -165,13 +170,21 @@ pub fn plan(
     let gpu = match &spec.resources.gpu {
         GpuRequest::Auto => {
             let est = Estimate::new(&spec.train.model, max_imgsz, max_batch);
-            let choice = gpu::choose_auto(&est, offer, policy.defaults.memory_warning.unwrap_or(0.8));
+            let choice =
+                gpu::choose_auto(&est, offer, policy.defaults.memory_warning.unwrap_or(0.8));
             estimate = Some(est);
             match choice {
                 Ok(c) => c,
                 Err(nofit) => {
                     errors.push(spec.error_at("resources.gpu", nofit.message, Some(nofit.help)));
-                    GpuChoice { gres: None, kind: None, pool_partition: None, usable_gib: None, explanation: vec![], warnings: vec![] }
+                    GpuChoice {
+                        gres: None,
+                        kind: None,
+                        pool_partition: None,
+                        usable_gib: None,
+                        explanation: vec![],
+                        warnings: vec![],
+                    }
                 }
             }
         }
@@ -215,24 +228,53 @@ pub fn plan(
         }
     }
 
-    let gpu_partition = spec.run.partition.clone().or_else(|| gpu.pool_partition.clone()).or_else(|| policy.defaults.gpu_partition.clone());
+    let gpu_partition = spec
+        .run
+        .partition
+        .clone()
+        .or_else(|| gpu.pool_partition.clone())
+        .or_else(|| policy.defaults.gpu_partition.clone());
     let cpu_partition_default = policy.defaults.cpu_partition.clone();
     let name = &spec.run.name;
-    let array = (variants > 1).then(|| ArraySpec { tasks: variants, max_parallel: spec.sweep.max_parallel });
+    let array = (variants > 1).then(|| ArraySpec {
+        tasks: variants,
+        max_parallel: spec.sweep.max_parallel,
+    });
     let mut stages = Vec::new();
 
     if let Some(prep) = &spec.stages.prepare {
-        let (time, secs) = prep.resources.time.as_ref().map(|t| (t.text.clone(), t.seconds)).unwrap_or(("01:00:00".into(), 3600));
-        check_time(spec, policy, "stages.prepare.time", &time, secs, &mut errors);
+        let (time, secs) = prep
+            .resources
+            .time
+            .as_ref()
+            .map(|t| (t.text.clone(), t.seconds))
+            .unwrap_or(("01:00:00".into(), 3600));
+        check_time(
+            spec,
+            policy,
+            "stages.prepare.time",
+            &time,
+            secs,
+            &mut errors,
+        );
         stages.push(PlannedStage {
             kind: StageKind::Prepare,
             job_name: format!("{name}.prepare"),
-            partition: prep.resources.partition.clone().or_else(|| cpu_partition_default.clone()),
+            partition: prep
+                .resources
+                .partition
+                .clone()
+                .or_else(|| cpu_partition_default.clone()),
             account: spec.run.account.clone(),
             qos: spec.run.qos.clone(),
             time,
             cpus: prep.resources.cpus.unwrap_or(2),
-            mem: prep.resources.mem.as_ref().map(|m| m.text.clone()).unwrap_or_else(|| "4G".into()),
+            mem: prep
+                .resources
+                .mem
+                .as_ref()
+                .map(|m| m.text.clone())
+                .unwrap_or_else(|| "4G".into()),
             gres: None,
             array: None,
             depends_on: vec![],
@@ -240,7 +282,10 @@ pub fn plan(
     }
     let mut train_deps = Vec::new();
     if spec.stages.prepare.is_some() {
-        train_deps.push(Dependency { stage: StageKind::Prepare, kind: DepKind::AfterOk });
+        train_deps.push(Dependency {
+            stage: StageKind::Prepare,
+            kind: DepKind::AfterOk,
+        });
     }
     stages.push(PlannedStage {
         kind: StageKind::Train,
@@ -250,15 +295,29 @@ pub fn plan(
         qos: spec.run.qos.clone(),
         time: train_time.0.clone(),
         cpus: spec.train_cpus(),
-        mem: spec.resources.mem.as_ref().map(|m| m.text.clone()).unwrap_or_else(|| "16G".into()),
+        mem: spec
+            .resources
+            .mem
+            .as_ref()
+            .map(|m| m.text.clone())
+            .unwrap_or_else(|| "16G".into()),
         gres: gpu.gres.clone(),
         array: array.clone(),
         depends_on: train_deps,
     });
-    let per_task = if array.is_some() { DepKind::AfterCorr } else { DepKind::AfterOk };
+    let per_task = if array.is_some() {
+        DepKind::AfterCorr
+    } else {
+        DepKind::AfterOk
+    };
     let mut last = StageKind::Train;
     if let Some(val) = &spec.stages.val {
-        let (time, secs) = val.resources.time.as_ref().map(|t| (t.text.clone(), t.seconds)).unwrap_or(("01:00:00".into(), 3600));
+        let (time, secs) = val
+            .resources
+            .time
+            .as_ref()
+            .map(|t| (t.text.clone(), t.seconds))
+            .unwrap_or(("01:00:00".into(), 3600));
         check_time(spec, policy, "stages.val.time", &time, secs, &mut errors);
         let gres = match &val.gpu {
             None => gpu.gres.clone(),
@@ -270,33 +329,62 @@ pub fn plan(
         stages.push(PlannedStage {
             kind: StageKind::Val,
             job_name: format!("{name}.val"),
-            partition: val.resources.partition.clone().or_else(|| gpu_partition.clone()),
+            partition: val
+                .resources
+                .partition
+                .clone()
+                .or_else(|| gpu_partition.clone()),
             account: spec.run.account.clone(),
             qos: spec.run.qos.clone(),
             time,
             cpus: val.resources.cpus.unwrap_or(spec.train_cpus()),
-            mem: val.resources.mem.as_ref().map(|m| m.text.clone()).unwrap_or_else(|| "8G".into()),
+            mem: val
+                .resources
+                .mem
+                .as_ref()
+                .map(|m| m.text.clone())
+                .unwrap_or_else(|| "8G".into()),
             gres,
             array: array.clone(),
-            depends_on: vec![Dependency { stage: StageKind::Train, kind: per_task }],
+            depends_on: vec![Dependency {
+                stage: StageKind::Train,
+                kind: per_task,
+            }],
         });
         last = StageKind::Val;
     }
     if let Some(export) = &spec.stages.export {
-        let (time, secs) = export.resources.time.as_ref().map(|t| (t.text.clone(), t.seconds)).unwrap_or(("00:30:00".into(), 1800));
+        let (time, secs) = export
+            .resources
+            .time
+            .as_ref()
+            .map(|t| (t.text.clone(), t.seconds))
+            .unwrap_or(("00:30:00".into(), 1800));
         check_time(spec, policy, "stages.export.time", &time, secs, &mut errors);
         stages.push(PlannedStage {
             kind: StageKind::Export,
             job_name: format!("{name}.export"),
-            partition: export.resources.partition.clone().or_else(|| cpu_partition_default.clone()),
+            partition: export
+                .resources
+                .partition
+                .clone()
+                .or_else(|| cpu_partition_default.clone()),
             account: spec.run.account.clone(),
             qos: spec.run.qos.clone(),
             time,
             cpus: export.resources.cpus.unwrap_or(2),
-            mem: export.resources.mem.as_ref().map(|m| m.text.clone()).unwrap_or_else(|| "4G".into()),
+            mem: export
+                .resources
+                .mem
+                .as_ref()
+                .map(|m| m.text.clone())
+                .unwrap_or_else(|| "4G".into()),
             gres: None,
             array: array.clone(),
-            depends_on: vec![Dependency { stage: last, kind: per_task }],
+            depends_on: vec![Dependency {
+                stage: last,
+                kind: per_task,
+            }],
         });
     }
 
@@ -310,13 +398,28 @@ pub fn plan(
         stages,
         gpu,
         estimate,
-        batch_default: if spec.train.batch.is_none() { policy.defaults.batch } else { None },
-        imgsz_default: if spec.train.imgsz.is_none() { policy.defaults.imgsz } else { None },
+        batch_default: if spec.train.batch.is_none() {
+            policy.defaults.batch
+        } else {
+            None
+        },
+        imgsz_default: if spec.train.imgsz.is_none() {
+            policy.defaults.imgsz
+        } else {
+            None
+        },
         warnings,
     })
 }
 
-fn check_time(spec: &Spec, policy: &Policy, key: &str, text: &str, secs: u64, errors: &mut Vec<SpecError>) {
+fn check_time(
+    spec: &Spec,
+    policy: &Policy,
+    key: &str,
+    text: &str,
+    secs: u64,
+    errors: &mut Vec<SpecError>,
+) {
     if let Some((max_text, max_secs)) = policy.limits.max_time() {
         if secs > max_secs {
             errors.push(spec.error_at(

@@ -67,7 +67,10 @@ impl Policy {
             pools: site.section("pools")?,
             gpu_memory: site.section("gpu_memory")?,
         };
-        for (key, value) in [("defaults.time", &policy.defaults.time), ("limits.max_time", &policy.limits.max_time)] {
+        for (key, value) in [
+            ("defaults.time", &policy.defaults.time),
+            ("limits.max_time", &policy.limits.max_time),
+        ] {
             if let Some(v) = value {
                 if parse_slurm_time(v).is_none() {
                     return Err(crate::error::invalid(format!(
@@ -87,7 +90,10 @@ pub fn parse_slurm_time(text: &str) -> Option<u64> {
         Some((d, r)) => (d.parse::<u64>().ok()?, r),
         None => (0, text),
     };
-    let parts: Vec<u64> = rest.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    let parts: Vec<u64> = rest
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
     let secs = match (text.contains('-'), parts.as_slice()) {
         (false, [m]) => m * 60,
         (false, [m, s]) => m * 60 + s,

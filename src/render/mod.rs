@@ -22,9 +22,18 @@ use crate::shell;
 
 /// The templates shipped in `templates/`, by name.
 pub const BUILTIN: [(&str, &str); 6] = [
-    ("_header.sh.j2", include_str!("../../templates/_header.sh.j2")),
-    ("_prologue.sh.j2", include_str!("../../templates/_prologue.sh.j2")),
-    ("prepare.sh.j2", include_str!("../../templates/prepare.sh.j2")),
+    (
+        "_header.sh.j2",
+        include_str!("../../templates/_header.sh.j2"),
+    ),
+    (
+        "_prologue.sh.j2",
+        include_str!("../../templates/_prologue.sh.j2"),
+    ),
+    (
+        "prepare.sh.j2",
+        include_str!("../../templates/prepare.sh.j2"),
+    ),
     ("train.sh.j2", include_str!("../../templates/train.sh.j2")),
     ("val.sh.j2", include_str!("../../templates/val.sh.j2")),
     ("export.sh.j2", include_str!("../../templates/export.sh.j2")),
@@ -36,7 +45,9 @@ const SHELL_ESCAPE: &str = "shell";
 
 /// Shell-quote a value; lists become space-joined quoted words.
 fn shell_formatter(out: &mut Output, state: &mut State, value: &Value) -> Result<(), Error> {
-    if value.is_safe() || !matches!(state.auto_escape(), AutoEscape::Custom(name) if name == SHELL_ESCAPE) {
+    if value.is_safe()
+        || !matches!(state.auto_escape(), AutoEscape::Custom(name) if name == SHELL_ESCAPE)
+    {
         return write!(out, "{value}").map_err(Error::from);
     }
     if value.is_undefined() || value.is_none() {
@@ -68,7 +79,8 @@ fn shell_formatter(out: &mut Output, state: &mut State, value: &Value) -> Result
         }
         _ => {}
     }
-    out.write_str(&shell::quote(&value.to_string())).map_err(Error::from)
+    out.write_str(&shell::quote(&value.to_string()))
+        .map_err(Error::from)
 }
 
 /// A template set: the built-ins, overridden by files in `dir` when given.
@@ -105,11 +117,13 @@ impl Templates {
                     .with_context(|| format!("reading template {}", p.display()))?,
                 _ => source.to_string(),
             };
-            env.add_template_owned(name, text).map_err(|e| {
-                crate::error::invalid(format!("template {name}: {e}"))
-            })?;
+            env.add_template_owned(name, text)
+                .map_err(|e| crate::error::invalid(format!("template {name}: {e}")))?;
         }
-        Ok(Templates { env, dir: dir.map(Path::to_path_buf) })
+        Ok(Templates {
+            env,
+            dir: dir.map(Path::to_path_buf),
+        })
     }
 
     /// Render one template with a serializable context.

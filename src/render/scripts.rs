@@ -88,7 +88,9 @@ pub struct StageScript {
 
 /// `key=value` words for `yolo`.
 fn arg_words(args: &BTreeMap<String, ArgValue>) -> Vec<String> {
-    args.iter().map(|(k, v)| format!("{k}={}", v.to_cli())).collect()
+    args.iter()
+        .map(|(k, v)| format!("{k}={}", v.to_cli()))
+        .collect()
 }
 
 /// Resolve a spec path (dataset YAML) against the spec's directory, absolute.
@@ -104,7 +106,11 @@ pub fn absolute_in(base: &Path, p: &str) -> String {
 /// Where Slurm writes a stage's output: `<workdir>/logs/<stage>[-<task>].out`.
 pub fn log_path(workdir: &Path, stage: StageKind, array: bool) -> PathBuf {
     let name = stage_name(stage);
-    workdir.join("logs").join(if array { format!("{name}-%a.out") } else { format!("{name}.out") })
+    workdir.join("logs").join(if array {
+        format!("{name}-%a.out")
+    } else {
+        format!("{name}.out")
+    })
 }
 
 pub struct RenderInput<'a> {
@@ -129,7 +135,11 @@ pub fn render_all(templates: &Templates, input: &RenderInput) -> Result<Vec<Stag
         .collect()
 }
 
-fn render_stage(templates: &Templates, input: &RenderInput, stage: &PlannedStage) -> Result<StageScript> {
+fn render_stage(
+    templates: &Templates,
+    input: &RenderInput,
+    stage: &PlannedStage,
+) -> Result<StageScript> {
     let spec = input.spec;
     let plan = input.plan;
     let workdir = plan.workdir.display().to_string();
@@ -142,12 +152,21 @@ fn render_stage(templates: &Templates, input: &RenderInput, stage: &PlannedStage
         .as_ref()
         .and_then(|p| p.cache.as_ref())
         .map(|c| minijinja::Value::from_safe_string(c.shell_word()));
-    let device = if matches!(spec.resources.gpu, GpuRequest::None) { "cpu" } else { "0" };
+    let device = if matches!(spec.resources.gpu, GpuRequest::None) {
+        "cpu"
+    } else {
+        "0"
+    };
 
     let mut ctx = ScriptCtx {
         version: env!("CARGO_PKG_VERSION"),
         template_name: format!("{}.sh.j2", stage_name(stage.kind)),
-        run: RunCtx { id: input.run_id, name: &spec.run.name, workdir: workdir.clone(), spec_hash: spec.hash_hex() },
+        run: RunCtx {
+            id: input.run_id,
+            name: &spec.run.name,
+            workdir: workdir.clone(),
+            spec_hash: spec.hash_hex(),
+        },
         stage: StageCtx {
             name: stage_name(stage.kind),
             job_name: stage.job_name.clone(),
@@ -163,7 +182,12 @@ fn render_stage(templates: &Templates, input: &RenderInput, stage: &PlannedStage
             gres: stage.gres.clone(),
             array: stage.array.as_ref().map(|a| a.slurm_value()),
         },
-        setup: spec.run.setup.iter().map(|l| minijinja::Value::from_safe_string(l.clone())).collect(),
+        setup: spec
+            .run
+            .setup
+            .iter()
+            .map(|l| minijinja::Value::from_safe_string(l.clone()))
+            .collect(),
         yolo_sched: input.yolo_sched.display().to_string(),
         yolo: input.yolo.to_string(),
         prepare: None,
@@ -178,10 +202,12 @@ fn render_stage(templates: &Templates, input: &RenderInput, stage: &PlannedStage
             let mut base = spec.train_args(&BTreeMap::new());
             base.remove("data");
             if let Some(b) = plan.batch_default {
-                base.entry("batch".into()).or_insert(ArgValue::Int(b.into()));
+                base.entry("batch".into())
+                    .or_insert(ArgValue::Int(b.into()));
             }
             if let Some(i) = plan.imgsz_default {
-                base.entry("imgsz".into()).or_insert(ArgValue::Int(i.into()));
+                base.entry("imgsz".into())
+                    .or_insert(ArgValue::Int(i.into()));
             }
             base.insert("device".into(), ArgValue::Str(device.into()));
             let variants: Vec<Vec<String>> = if plan.variants > 1 {
@@ -192,29 +218,55 @@ fn render_stage(templates: &Templates, input: &RenderInput, stage: &PlannedStage
             // On resume Ultralytics reloads the arguments from the checkpoint;
             // only the device may change (another slice).
             let resume_args = vec![format!("device={device}")];
-            ctx.train = Some(TrainCtx { data, cache, args: arg_words(&base), resume_args, variants });
+            ctx.train = Some(TrainCtx {
+                data,
+                cache,
+                args: arg_words(&base),
+                resume_args,
+                variants,
+            });
         }
         StageKind::Val => {
-            let val = spec.stages.val.as_ref().expect("planned val stage comes from the spec");
+            let val = spec
+                .stages
+                .val
+                .as_ref()
+                .expect("planned val stage comes from the spec");
             let mut args = val.args.clone();
             if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
-                args.entry("imgsz".into()).or_insert(ArgValue::Int(i.into()));
+                args.entry("imgsz".into())
+                    .or_insert(ArgValue::Int(i.into()));
             }
             let val_device = if stage.gres.is_some() { "0" } else { "cpu" };
             args.insert("device".into(), ArgValue::Str(val_device.into()));
-            ctx.val = Some(ValCtx { data, args: arg_words(&args) });
+            ctx.val = Some(ValCtx {
+                data,
+                args: arg_words(&args),
+            });
         }
         StageKind::Export => {
-            let export = spec.stages.export.as_ref().expect("planned export stage comes from the spec");
+            let export = spec
+                .stages
+                .export
+                .as_ref()
+                .expect("planned export stage comes from the spec");
             let mut args = export.args.clone();
             if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
-                args.entry("imgsz".into()).or_insert(ArgValue::Int(i.into()));
+                args.entry("imgsz".into())
+                    .or_insert(ArgValue::Int(i.into()));
             }
             args.insert("device".into(), ArgValue::Str("cpu".into()));
-            ctx.export = Some(ExportCtx { formats: export.formats.clone(), args: arg_words(&args) });
+            ctx.export = Some(ExportCtx {
+                formats: export.formats.clone(),
+                args: arg_words(&args),
+            });
         }
     }
     let template = format!("{}.sh.j2", stage_name(stage.kind));
     let text = templates.render(&template, &ctx)?;
-    Ok(StageScript { kind: stage.kind, file_name: format!("{}.sh", stage_name(stage.kind)), text })
+    Ok(StageScript {
+        kind: stage.kind,
+        file_name: format!("{}.sh", stage_name(stage.kind)),
+        text,
+    })
 }

@@ -85,20 +85,29 @@ impl Manifest {
         };
         let dir = index_dir()?;
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        fsutil::write_atomic(&dir.join(format!("{}.json", self.run_id)), &serde_json::to_vec_pretty(&index)?, 0o644)
-            .context("writing the run index")?;
+        fsutil::write_atomic(
+            &dir.join(format!("{}.json", self.run_id)),
+            &serde_json::to_vec_pretty(&index)?,
+            0o644,
+        )
+        .context("writing the run index")?;
         Ok(())
     }
 
     /// Read a manifest; a corrupt file is an error naming it, never rewritten.
     pub fn load(path: &Path) -> Result<Manifest> {
-        let text = std::fs::read(path).with_context(|| format!("reading manifest {}", path.display()))?;
-        serde_json::from_slice(&text).with_context(|| format!("manifest {} is corrupt", path.display()))
+        let text =
+            std::fs::read(path).with_context(|| format!("reading manifest {}", path.display()))?;
+        serde_json::from_slice(&text)
+            .with_context(|| format!("manifest {} is corrupt", path.display()))
     }
 
     /// Every job id of every attempt.
     pub fn all_job_ids(&self) -> Vec<u64> {
-        self.stages.iter().flat_map(|s| s.attempts.iter().map(|a| a.job_id)).collect()
+        self.stages
+            .iter()
+            .flat_map(|s| s.attempts.iter().map(|a| a.job_id))
+            .collect()
     }
 }
 
@@ -129,7 +138,8 @@ pub fn index_dir() -> Result<PathBuf> {
 /// A new run id: `<name>-<UTC time>-<4 hex>`; sortable, and unique per submission.
 pub fn new_run_id(name: &str, now: DateTime<Utc>) -> String {
     let nanos = now.timestamp_subsec_nanos() as u64;
-    let mix = (u64::from(std::process::id()) << 32) ^ nanos ^ (now.timestamp() as u64).rotate_left(17);
+    let mix =
+        (u64::from(std::process::id()) << 32) ^ nanos ^ (now.timestamp() as u64).rotate_left(17);
     let short = crate::spec::fnv1a64(&mix.to_le_bytes()) & 0xffff;
     format!("{name}-{}-{short:04x}", now.format("%Y%m%dT%H%M%S"))
 }

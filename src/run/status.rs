@@ -41,11 +41,15 @@ pub enum TaskState {
 impl TaskState {
     pub fn from_slurm(state: &str) -> TaskState {
         match state {
-            "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" | "SUSPENDED" => TaskState::Pending,
-            "RUNNING" | "CONFIGURING" | "COMPLETING" | "STAGE_OUT" | "SIGNALING" | "RESIZING" => TaskState::Running,
+            "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD"
+            | "SUSPENDED" => TaskState::Pending,
+            "RUNNING" | "CONFIGURING" | "COMPLETING" | "STAGE_OUT" | "SIGNALING" | "RESIZING" => {
+                TaskState::Running
+            }
             "COMPLETED" => TaskState::Completed,
             "CANCELLED" | "REVOKED" | "DEADLINE" => TaskState::Cancelled,
-            "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED" | "SPECIAL_EXIT" => TaskState::Failed,
+            "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED"
+            | "SPECIAL_EXIT" => TaskState::Failed,
             _ => TaskState::Unknown,
         }
     }
@@ -108,8 +112,12 @@ pub fn read_job_files(workdir: &Path) -> JobFiles {
             },
             None => (key.clone(), None),
         };
-        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
-        let Ok(rec) = serde_json::from_str::<JobFileRecord>(&text) else { continue };
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let Ok(rec) = serde_json::from_str::<JobFileRecord>(&text) else {
+            continue;
+        };
         let slot = out.entry((stage, task)).or_default();
         if is_end {
             slot.1 = Some(rec);
@@ -199,7 +207,10 @@ impl RunState {
     }
 
     pub fn is_finished(&self) -> bool {
-        matches!(self, RunState::Completed | RunState::Failed { .. } | RunState::Cancelled { .. })
+        matches!(
+            self,
+            RunState::Completed | RunState::Failed { .. } | RunState::Cancelled { .. }
+        )
     }
 }
 
@@ -231,7 +242,10 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
         });
     let text = match reason {
         "" | "None" => return None,
-        "Resources" => format!("waiting for {}", slice.unwrap_or_else(|| "free resources".into())),
+        "Resources" => format!(
+            "waiting for {}",
+            slice.unwrap_or_else(|| "free resources".into())
+        ),
         "Priority" => "waiting behind jobs of higher priority".into(),
         "Dependency" => match upstream {
             Some(u) => format!("waiting for {u} to finish"),
@@ -246,13 +260,19 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
         "JobArrayTaskLimit" => "waiting: the sweep's max_parallel tasks are running".into(),
         "ReqNodeNotAvail" => "a node it needs is down, drained or reserved".into(),
         "PartitionTimeLimit" => "its time limit is longer than the partition allows".into(),
-        "QOSMaxJobsPerUserLimit" | "AssocMaxJobsLimit" => "you have as many jobs running as your limit allows".into(),
-        "QOSMaxGRESPerUser" | "AssocGrpGRES" => "your group holds as many GPUs as its limit allows".into(),
+        "QOSMaxJobsPerUserLimit" | "AssocMaxJobsLimit" => {
+            "you have as many jobs running as your limit allows".into()
+        }
+        "QOSMaxGRESPerUser" | "AssocGrpGRES" => {
+            "your group holds as many GPUs as its limit allows".into()
+        }
         "NonZeroExitCode" => "the script exited with an error".into(),
         "TimeLimit" => "ran out of time".into(),
         "OutOfMemory" => "ran out of memory".into(),
         "BadConstraints" => "can never run: the request does not fit any node".into(),
-        other if other.starts_with("Nodes required for job are DOWN") => "a node it needs is down, drained or reserved".into(),
+        other if other.starts_with("Nodes required for job are DOWN") => {
+            "a node it needs is down, drained or reserved".into()
+        }
         other => other.to_string(),
     };
     Some(text)
@@ -262,23 +282,44 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
 pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainProgress> {
     let text = std::fs::read_to_string(results_csv).ok()?;
     let mut lines = text.lines();
-    let header: Vec<String> = lines.next()?.split(',').map(|h| h.trim().to_string()).collect();
+    let header: Vec<String> = lines
+        .next()?
+        .split(',')
+        .map(|h| h.trim().to_string())
+        .collect();
     let col = |name: &str| header.iter().position(|h| h == name);
-    let (epoch_col, map_col, map50_col) = (col("epoch")?, col("metrics/mAP50-95(B)"), col("metrics/mAP50(B)"));
+    let (epoch_col, map_col, map50_col) = (
+        col("epoch")?,
+        col("metrics/mAP50-95(B)"),
+        col("metrics/mAP50(B)"),
+    );
     let mut last_epoch = 0;
     let (mut best, mut best50): (Option<f64>, Option<f64>) = (None, None);
     for line in lines {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        let Some(e) = f.get(epoch_col).and_then(|e| e.parse::<f64>().ok()) else { continue };
+        let Some(e) = f.get(epoch_col).and_then(|e| e.parse::<f64>().ok()) else {
+            continue;
+        };
         last_epoch = last_epoch.max(e as u32);
-        if let Some(v) = map_col.and_then(|c| f.get(c)).and_then(|v| v.parse::<f64>().ok()) {
+        if let Some(v) = map_col
+            .and_then(|c| f.get(c))
+            .and_then(|v| v.parse::<f64>().ok())
+        {
             best = Some(best.map_or(v, |b| b.max(v)));
         }
-        if let Some(v) = map50_col.and_then(|c| f.get(c)).and_then(|v| v.parse::<f64>().ok()) {
+        if let Some(v) = map50_col
+            .and_then(|c| f.get(c))
+            .and_then(|v| v.parse::<f64>().ok())
+        {
             best50 = Some(best50.map_or(v, |b| b.max(v)));
         }
     }
-    Some(TrainProgress { epoch: last_epoch, epochs, best_map50_95: best, best_map50: best50 })
+    Some(TrainProgress {
+        epoch: last_epoch,
+        epochs,
+        best_map50_95: best,
+        best_map50: best50,
+    })
 }
 
 /// The task ids of an attempt: all of `0..tasks`, or the subset it was submitted with.
@@ -292,9 +333,17 @@ pub fn attempt_tasks(stage: &StageRecord, attempt: &Attempt) -> Option<Vec<u32>>
     })
 }
 
-fn task_from_row(row: &QueueRow, task: Option<u32>, upstream: Option<&str>, files: Option<&(Option<JobFileRecord>, Option<JobFileRecord>)>) -> TaskStatus {
+fn task_from_row(
+    row: &QueueRow,
+    task: Option<u32>,
+    upstream: Option<&str>,
+    files: Option<&(Option<JobFileRecord>, Option<JobFileRecord>)>,
+) -> TaskStatus {
     let state = TaskState::from_slurm(&row.state);
-    let slice = files.and_then(|f| f.0.as_ref()).map(|s| s.gpus.clone()).filter(|g| !g.is_empty());
+    let slice = files
+        .and_then(|f| f.0.as_ref())
+        .map(|s| s.gpus.clone())
+        .filter(|g| !g.is_empty());
     let reason_text = reason_in_words(&row.reason, Some(&row.gres), upstream);
     TaskStatus {
         task,
@@ -310,12 +359,21 @@ fn task_from_row(row: &QueueRow, task: Option<u32>, upstream: Option<&str>, file
         time_limit: Some(row.time_limit.clone()),
         node: (!row.nodes.is_empty()).then(|| row.nodes.clone()),
         slice,
-        exit_code: if state == TaskState::Completed || state == TaskState::Failed { row.exit_code } else { None },
+        exit_code: if state == TaskState::Completed || state == TaskState::Failed {
+            row.exit_code
+        } else {
+            None
+        },
         source: Source::Squeue,
     }
 }
 
-fn task_from_files(job_id: String, task: Option<u32>, attempt_id: u64, files: Option<&(Option<JobFileRecord>, Option<JobFileRecord>)>) -> TaskStatus {
+fn task_from_files(
+    job_id: String,
+    task: Option<u32>,
+    attempt_id: u64,
+    files: Option<&(Option<JobFileRecord>, Option<JobFileRecord>)>,
+) -> TaskStatus {
     let mine = |r: &&JobFileRecord| r.array_job_id == attempt_id.to_string();
     let start = files.and_then(|f| f.0.as_ref()).filter(mine);
     let end = files.and_then(|f| f.1.as_ref()).filter(mine);
@@ -339,18 +397,32 @@ fn task_from_files(job_id: String, task: Option<u32>, attempt_id: u64, files: Op
         node: start.map(|s| s.node.clone()),
         slice: start.map(|s| s.gpus.clone()).filter(|g| !g.is_empty()),
         exit_code,
-        source: if start.is_some() || end.is_some() { Source::JobFiles } else { Source::None },
+        source: if start.is_some() || end.is_some() {
+            Source::JobFiles
+        } else {
+            Source::None
+        },
     }
 }
 
 /// Put everything together. `rows` come from one squeue call over every
 /// latest-attempt job id; `acct` from at most one sacct call.
-pub fn compute(manifest: &Manifest, rows: &[QueueRow], acct: &[AcctRow], files: &JobFiles, slurm_reachable: bool) -> RunStatus {
+pub fn compute(
+    manifest: &Manifest,
+    rows: &[QueueRow],
+    acct: &[AcctRow],
+    files: &JobFiles,
+    slurm_reachable: bool,
+) -> RunStatus {
     let mut stages = Vec::new();
     let stage_names: Vec<&str> = manifest.stages.iter().map(|s| s.stage.as_str()).collect();
     for (si, stage) in manifest.stages.iter().enumerate() {
-        let upstream = if si > 0 { Some(stage_names[si - 1]) } else { None };
-        let Some(attempt) = stage.latest() else {
+        let upstream = if si > 0 {
+            Some(stage_names[si - 1])
+        } else {
+            None
+        };
+        let Some(latest) = stage.latest() else {
             stages.push(StageStatus {
                 stage: stage.stage.clone(),
                 state: TaskState::Unknown,
@@ -364,12 +436,25 @@ pub fn compute(manifest: &Manifest, rows: &[QueueRow], acct: &[AcctRow], files: 
             });
             continue;
         };
-        let ids: Vec<Option<u32>> = match attempt_tasks(stage, attempt) {
-            Some(t) => t.into_iter().map(Some).collect(),
-            None => vec![None],
+        // Each task's state comes from the latest attempt that ran it: a
+        // resume may resubmit only some variants of a sweep.
+        let universe: Vec<Option<u32>> = if stage.tasks > 1 || latest.array.is_some() {
+            (0..stage.tasks.max(1) as u32).map(Some).collect()
+        } else {
+            vec![None]
         };
         let mut tasks = Vec::new();
-        for task in ids {
+        for task in universe {
+            let attempt = stage
+                .attempts
+                .iter()
+                .rev()
+                .find(|a| match (task, attempt_tasks(stage, a)) {
+                    (Some(t), Some(list)) => list.contains(&t),
+                    (None, _) => true,
+                    (Some(_), None) => true,
+                })
+                .unwrap_or(latest);
             let file = files.get(&(stage.stage.clone(), task));
             let row = rows.iter().find(|r| {
                 r.array_job_id == attempt.job_id
@@ -399,6 +484,7 @@ pub fn compute(manifest: &Manifest, rows: &[QueueRow], acct: &[AcctRow], files: 
             };
             tasks.push(status);
         }
+        let attempt = latest;
         let mut counts = BTreeMap::new();
         for t in &tasks {
             *counts.entry(t.state.word().to_string()).or_insert(0) += 1;
@@ -413,7 +499,8 @@ pub fn compute(manifest: &Manifest, rows: &[QueueRow], acct: &[AcctRow], files: 
                         Some(i) => format!("train-{i}"),
                         None => "train".to_string(),
                     };
-                    train_progress(&manifest.workdir.join(dir).join("results.csv"), epochs).map(|p| (t.task, p))
+                    train_progress(&manifest.workdir.join(dir).join("results.csv"), epochs)
+                        .map(|p| (t.task, p))
                 })
                 .collect()
         } else {
@@ -444,7 +531,11 @@ pub fn compute(manifest: &Manifest, rows: &[QueueRow], acct: &[AcctRow], files: 
 
 fn epochs_of(manifest: &Manifest) -> Option<u32> {
     let table: toml::Table = manifest.spec_text.parse().ok()?;
-    table.get("train")?.get("epochs")?.as_integer().and_then(|e| u32::try_from(e).ok())
+    table
+        .get("train")?
+        .get("epochs")?
+        .as_integer()
+        .and_then(|e| u32::try_from(e).ok())
 }
 
 /// A stage's state from its tasks: running beats pending; failed beats cancelled.
@@ -472,16 +563,22 @@ pub fn aggregate(tasks: &[TaskStatus]) -> TaskState {
 pub fn run_state(stages: &[StageStatus]) -> RunState {
     if let Some(s) = stages.iter().find(|s| s.state == TaskState::Failed) {
         if !stages.iter().any(|s| s.state.is_active()) {
-            return RunState::Failed { stage: s.stage.clone() };
+            return RunState::Failed {
+                stage: s.stage.clone(),
+            };
         }
     }
     if let Some(s) = stages.iter().find(|s| s.state == TaskState::Running) {
-        return RunState::Running { stage: s.stage.clone() };
+        return RunState::Running {
+            stage: s.stage.clone(),
+        };
     }
     if stages.iter().any(|s| s.state == TaskState::Pending) {
         return match stages.iter().find(|s| s.state == TaskState::Failed) {
             // A failure upstream with stages still queued: they will be cancelled.
-            Some(f) => RunState::Failed { stage: f.stage.clone() },
+            Some(f) => RunState::Failed {
+                stage: f.stage.clone(),
+            },
             None => RunState::Pending,
         };
     }
@@ -489,7 +586,9 @@ pub fn run_state(stages: &[StageStatus]) -> RunState {
         return RunState::Completed;
     }
     if let Some(s) = stages.iter().find(|s| s.state == TaskState::Cancelled) {
-        return RunState::Cancelled { stage: s.stage.clone() };
+        return RunState::Cancelled {
+            stage: s.stage.clone(),
+        };
     }
     RunState::Unknown
 }
@@ -559,22 +658,40 @@ mod tests {
 
     #[test]
     fn failed_prepare_names_the_run_failure_and_explains_the_rest() {
-        let m = manifest(vec![stage("prepare", 1, 10), stage("train", 1, 11), stage("export", 1, 12)]);
+        let m = manifest(vec![
+            stage("prepare", 1, 10),
+            stage("train", 1, 11),
+            stage("export", 1, 12),
+        ]);
         let rows = vec![
             row("10", 10, "", "FAILED", "NonZeroExitCode"),
             row("11", 11, "", "PENDING", "DependencyNeverSatisfied"),
             row("12", 12, "", "PENDING", "Dependency"),
         ];
         let s = compute(&m, &rows, &[], &JobFiles::new(), true);
-        assert_eq!(s.state, RunState::Failed { stage: "prepare".into() });
+        assert_eq!(
+            s.state,
+            RunState::Failed {
+                stage: "prepare".into()
+            }
+        );
         let train = s.stage("train").unwrap();
-        assert_eq!(train.tasks[0].reason_text.as_deref(), Some("will never run: prepare failed"));
-        assert_eq!(s.stage("export").unwrap().tasks[0].reason_text.as_deref(), Some("waiting for train to finish"));
+        assert_eq!(
+            train.tasks[0].reason_text.as_deref(),
+            Some("will never run: prepare failed")
+        );
+        assert_eq!(
+            s.stage("export").unwrap().tasks[0].reason_text.as_deref(),
+            Some("waiting for train to finish")
+        );
     }
 
     #[test]
     fn resources_reason_names_the_slice() {
-        assert_eq!(reason_in_words("Resources", Some("gres:gpu:1g.5gb:1"), None).as_deref(), Some("waiting for a free 1g.5gb slice"));
+        assert_eq!(
+            reason_in_words("Resources", Some("gres:gpu:1g.5gb:1"), None).as_deref(),
+            Some("waiting for a free 1g.5gb slice")
+        );
     }
 
     #[test]
@@ -590,7 +707,12 @@ mod tests {
         assert_eq!(t.tasks.len(), 4);
         assert_eq!(t.counts.get("pending"), Some(&2));
         assert_eq!(t.state, TaskState::Running);
-        assert_eq!(s.state, RunState::Running { stage: "train".into() });
+        assert_eq!(
+            s.state,
+            RunState::Running {
+                stage: "train".into()
+            }
+        );
         assert_eq!(t.tasks[3].job_id, "20_3");
     }
 
@@ -598,13 +720,26 @@ mod tests {
     fn job_files_stand_in_when_slurm_forgot_and_only_for_this_attempt() {
         let m = manifest(vec![stage("prepare", 1, 30), stage("train", 1, 31)]);
         let mut files = JobFiles::new();
-        let rec = |array: &str, code: Option<i32>| JobFileRecord { array_job_id: array.into(), exit_code: code, ..Default::default() };
-        files.insert(("prepare".into(), None), (Some(rec("30", None)), Some(rec("30", Some(0)))));
+        let rec = |array: &str, code: Option<i32>| JobFileRecord {
+            array_job_id: array.into(),
+            exit_code: code,
+            ..Default::default()
+        };
+        files.insert(
+            ("prepare".into(), None),
+            (Some(rec("30", None)), Some(rec("30", Some(0)))),
+        );
         // An end record of an older attempt (job 5) must not count.
-        files.insert(("train".into(), None), (Some(rec("5", None)), Some(rec("5", Some(1)))));
+        files.insert(
+            ("train".into(), None),
+            (Some(rec("5", None)), Some(rec("5", Some(1)))),
+        );
         let s = compute(&m, &[], &[], &files, false);
         assert_eq!(s.stage("prepare").unwrap().state, TaskState::Completed);
-        assert_eq!(s.stage("prepare").unwrap().tasks[0].source, Source::JobFiles);
+        assert_eq!(
+            s.stage("prepare").unwrap().tasks[0].source,
+            Source::JobFiles
+        );
         assert_eq!(s.stage("train").unwrap().tasks[0].state, TaskState::Unknown);
         assert!(s.stale);
     }
@@ -612,17 +747,35 @@ mod tests {
     #[test]
     fn all_completed_is_completed_and_cancel_is_cancelled() {
         let m = manifest(vec![stage("prepare", 1, 40), stage("train", 1, 41)]);
-        let done = vec![row("40", 40, "", "COMPLETED", ""), row("41", 41, "", "COMPLETED", "")];
-        assert_eq!(compute(&m, &done, &[], &JobFiles::new(), true).state, RunState::Completed);
-        let cancelled = vec![row("40", 40, "", "COMPLETED", ""), row("41", 41, "", "CANCELLED", "")];
-        assert_eq!(compute(&m, &cancelled, &[], &JobFiles::new(), true).state, RunState::Cancelled { stage: "train".into() });
+        let done = vec![
+            row("40", 40, "", "COMPLETED", ""),
+            row("41", 41, "", "COMPLETED", ""),
+        ];
+        assert_eq!(
+            compute(&m, &done, &[], &JobFiles::new(), true).state,
+            RunState::Completed
+        );
+        let cancelled = vec![
+            row("40", 40, "", "COMPLETED", ""),
+            row("41", 41, "", "CANCELLED", ""),
+        ];
+        assert_eq!(
+            compute(&m, &cancelled, &[], &JobFiles::new(), true).state,
+            RunState::Cancelled {
+                stage: "train".into()
+            }
+        );
     }
 
     #[test]
     fn results_csv_gives_epoch_and_best_map() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("results.csv");
-        std::fs::write(&p, "epoch,metrics/mAP50(B),metrics/mAP50-95(B)\n1,0.2,0.1\n2,0.5,0.3\n3,0.4,0.25\n").unwrap();
+        std::fs::write(
+            &p,
+            "epoch,metrics/mAP50(B),metrics/mAP50-95(B)\n1,0.2,0.1\n2,0.5,0.3\n3,0.4,0.25\n",
+        )
+        .unwrap();
         let pr = train_progress(&p, Some(10)).unwrap();
         assert_eq!(pr.epoch, 3);
         assert_eq!(pr.best_map50_95, Some(0.3));

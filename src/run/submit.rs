@@ -39,15 +39,17 @@ pub struct SubmittedJob {
 }
 
 /// The exact `sbatch` arguments of a request, given the ids of the stages before it.
-pub fn sbatch_args(req: &JobRequest, earlier: &[SubmittedJob]) -> Result<(Vec<String>, Option<String>, Vec<u64>)> {
+pub fn sbatch_args(
+    req: &JobRequest,
+    earlier: &[SubmittedJob],
+) -> Result<(Vec<String>, Option<String>, Vec<u64>)> {
     let mut args = vec!["--hold".to_string()];
     let mut deps = Vec::new();
     let mut ids = Vec::new();
     for (stage, kind) in &req.after {
-        let job = earlier
-            .iter()
-            .find(|j| j.stage == *stage)
-            .ok_or_else(|| anyhow!("stage {stage:?} must be submitted before the stages that wait for it"))?;
+        let job = earlier.iter().find(|j| j.stage == *stage).ok_or_else(|| {
+            anyhow!("stage {stage:?} must be submitted before the stages that wait for it")
+        })?;
         deps.push(format!("{}:{}", kind.slurm_word(), job.job_id));
         ids.push(job.job_id);
     }
@@ -71,8 +73,15 @@ fn roll_back(slurm: &Slurm, jobs: &[SubmittedJob]) -> String {
     let mut args = vec!["--quiet"];
     args.extend(ids.iter().map(String::as_str));
     match slurm.run_retrying("scancel", &args) {
-        Ok(_) => format!("cancelled the {} job(s) already submitted ({})", ids.len(), ids.join(", ")),
-        Err(e) => format!("could NOT cancel the jobs already submitted ({}): {e:#}", ids.join(", ")),
+        Ok(_) => format!(
+            "cancelled the {} job(s) already submitted ({})",
+            ids.len(),
+            ids.join(", ")
+        ),
+        Err(e) => format!(
+            "could NOT cancel the jobs already submitted ({}): {e:#}",
+            ids.join(", ")
+        ),
     }
 }
 
@@ -123,8 +132,20 @@ mod tests {
     #[test]
     fn dependencies_name_the_earlier_ids() {
         let earlier = vec![
-            SubmittedJob { stage: StageKind::Prepare, job_id: 10, array: None, dependency: None, depends_on: vec![] },
-            SubmittedJob { stage: StageKind::Train, job_id: 11, array: Some("0-3%2".into()), dependency: None, depends_on: vec![] },
+            SubmittedJob {
+                stage: StageKind::Prepare,
+                job_id: 10,
+                array: None,
+                dependency: None,
+                depends_on: vec![],
+            },
+            SubmittedJob {
+                stage: StageKind::Train,
+                job_id: 11,
+                array: Some("0-3%2".into()),
+                dependency: None,
+                depends_on: vec![],
+            },
         ];
         let req = JobRequest {
             kind: StageKind::Export,
@@ -133,14 +154,27 @@ mod tests {
             after: vec![(StageKind::Train, DepKind::AfterCorr)],
         };
         let (args, dep, ids) = sbatch_args(&req, &earlier).unwrap();
-        assert_eq!(args, vec!["--hold", "--dependency=aftercorr:11", "--array=0-3%2", "/w/scripts/export.sh"]);
+        assert_eq!(
+            args,
+            vec![
+                "--hold",
+                "--dependency=aftercorr:11",
+                "--array=0-3%2",
+                "/w/scripts/export.sh"
+            ]
+        );
         assert_eq!(dep.as_deref(), Some("aftercorr:11"));
         assert_eq!(ids, vec![11]);
     }
 
     #[test]
     fn a_missing_predecessor_is_an_error_not_a_free_pass() {
-        let req = JobRequest { kind: StageKind::Train, script: "/t.sh".into(), array: None, after: vec![(StageKind::Prepare, DepKind::AfterOk)] };
+        let req = JobRequest {
+            kind: StageKind::Train,
+            script: "/t.sh".into(),
+            array: None,
+            after: vec![(StageKind::Prepare, DepKind::AfterOk)],
+        };
         assert!(sbatch_args(&req, &[]).is_err());
     }
 }

@@ -74,11 +74,19 @@ pub fn parse_rows(text: &str) -> Vec<QueueRow> {
             }
             let array_job_id = f[1].trim().parse().ok()?;
             // Slurm prints the raw wait status: exit code in the high byte.
-            let exit_code = f[9].trim().parse::<i32>().ok().map(|raw| if raw > 255 { raw >> 8 } else { raw });
+            let exit_code =
+                f[9].trim()
+                    .parse::<i32>()
+                    .ok()
+                    .map(|raw| if raw > 255 { raw >> 8 } else { raw });
             Some(QueueRow {
                 job_id: f[0].trim().to_string(),
                 array_job_id,
-                tasks: if opt(f[2]).is_empty() { Vec::new() } else { parse_task_list(f[2]) },
+                tasks: if opt(f[2]).is_empty() {
+                    Vec::new()
+                } else {
+                    parse_task_list(f[2])
+                },
                 state: f[3].trim().to_string(),
                 reason: opt(f[4]),
                 time_used: f[5].trim().to_string(),
@@ -107,7 +115,10 @@ pub fn jobs(slurm: &Slurm, ids: &[u64]) -> Result<Vec<QueueRow>> {
             return Ok(Vec::new());
         }
         return Err(super::CommandFailed {
-            command: crate::process::display_command("squeue", &["-h", "-t", "all", "-j", &list, "-O", FORMAT]),
+            command: crate::process::display_command(
+                "squeue",
+                &["-h", "-t", "all", "-j", &list, "-O", FORMAT],
+            ),
             status: crate::process::describe_status(&out.status),
             stderr: err,
         }
