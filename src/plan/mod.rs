@@ -176,7 +176,13 @@ pub fn plan(
             match choice {
                 Ok(c) => c,
                 Err(nofit) => {
-                    errors.push(spec.error_at("resources.gpu", nofit.message, Some(nofit.help)));
+                    // Point at what drove the estimate when `gpu` was left to its default.
+                    let key = if spec.location("resources.gpu").is_some() {
+                        "resources.gpu"
+                    } else {
+                        "train.model"
+                    };
+                    errors.push(spec.error_at(key, nofit.message, Some(nofit.help)));
                     GpuChoice {
                         gres: None,
                         kind: None,
