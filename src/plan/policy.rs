@@ -84,25 +84,10 @@ impl Policy {
     }
 }
 
-/// Seconds of a Slurm time: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`.
+/// Seconds of a Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`,
+/// `D-HH:MM:SS`), by the same rules specs are checked with.
 pub fn parse_slurm_time(text: &str) -> Option<u64> {
-    let (days, rest) = match text.split_once('-') {
-        Some((d, r)) => (d.parse::<u64>().ok()?, r),
-        None => (0, text),
-    };
-    let parts: Vec<u64> = rest
-        .split(':')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    let secs = match (text.contains('-'), parts.as_slice()) {
-        (false, [m]) => m * 60,
-        (false, [m, s]) => m * 60 + s,
-        (_, [h, m, s]) => h * 3600 + m * 60 + s,
-        (true, [h]) => h * 3600,
-        (true, [h, m]) => h * 3600 + m * 60,
-        _ => return None,
-    };
-    Some(days * 86400 + secs)
+    crate::spec::values::parse_slurm_time(text).ok().map(|t| t.seconds)
 }
 
 #[cfg(test)]
