@@ -12,6 +12,10 @@ use crate::sysroot;
 
 /// Path of the JSON fixture; read at `nvmlInit`.
 pub const FIXTURE_ENV: &str = "FAKE_NVML_FIXTURE";
+/// Without `FAKE_NVML_FIXTURE`, the fixture is this file beside the library itself,
+/// so tests in one process can each load their own copy without touching the
+/// (process-wide) environment.
+pub const FIXTURE_BESIDE_LIBRARY: &str = "fake-nvml.json";
 /// When set, `mig-minors`, capability files and device nodes are kept under this root.
 pub const SYSROOT_ENV: &str = "FAKE_NVML_SYSROOT";
 /// When set to 1, the caller counts as non-root (tests run as root).
@@ -33,9 +37,13 @@ fn report(message: String) -> Code {
 impl Driver {
     /// What nvmlInit does: read the fixture and the environment.
     pub fn from_env() -> Result<Driver, Code> {
-        let Some(fixture) = std::env::var_os(FIXTURE_ENV).filter(|v| !v.is_empty()) else {
+        let fixture = std::env::var_os(FIXTURE_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(fixture_beside_library);
+        let Some(fixture) = fixture else {
             eprintln!(
-                "fake-nvml: {FIXTURE_ENV} is not set, so there is no fake GPU to drive (see docs/fake-nvml.md)"
+                "fake-nvml: {FIXTURE_ENV} is not set and there is no {FIXTURE_BESIDE_LIBRARY} beside the library, so there is no fake GPU to drive (see docs/fake-nvml.md)"
             );
             return Err(model::DRIVER_NOT_LOADED);
         };
@@ -120,6 +128,25 @@ impl Driver {
         drop(lock);
         out
     }
+}
+
+/// `fake-nvml.json` in the directory of the loaded library file, if there is one.
+/// The library finds its own file in /proc/self/maps by the address of its code.
+fn fixture_beside_library() -> Option<PathBuf> {
+    let here = fixture_beside_library as fn() -> Option<PathBuf> as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let library = maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (lo, hi) = fields.next()?.split_once('-')?;
+        let (lo, hi) = (
+            usize::from_str_radix(lo, 16).ok()?,
+            usize::from_str_radix(hi, 16).ok()?,
+        );
+        let path = fields.nth(4)?;
+        (lo <= here && here < hi && path.starts_with('/')).then(|| PathBuf::from(path))
+    })?;
+    let candidate = library.parent()?.join(FIXTURE_BESIDE_LIBRARY);
+    candidate.is_file().then_some(candidate)
 }
 
 /// The saved state if it belongs to this fixture, else a fresh one (written).
