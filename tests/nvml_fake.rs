@@ -503,3 +503,44 @@ fn topology_round_trips_through_json() {
         json!({"current": true, "pending": true})
     );
 }
+
+#[test]
+fn concurrent_library_instances_never_lose_an_instance() {
+    let node = FakeNode::new("h100-sxm5-80gb.json");
+    let libs: Vec<_> = (0..8)
+        .map(|i| node.second_library(&format!("t{i}")))
+        .collect();
+    let results: Vec<Result<u32, MigErrorKind>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = libs
+            .iter()
+            .enumerate()
+            .map(|(i, lib)| {
+                scope.spawn(move || {
+                    let nvml = yolo_sched::nvml::open(&lib.clone().into_os_string()).unwrap();
+                    apply::create_instance(&nvml, 0, 19, at(i as u32 % 7, 1))
+                        .map(|c| c.gpu_instance_id)
+                        .map_err(|e| e.kind)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let made: Vec<u32> = results.iter().filter_map(|r| r.ok()).collect();
+    let refused: Vec<MigErrorKind> = results.iter().filter_map(|r| r.err()).collect();
+    assert_eq!(made.len(), 7, "{results:?}");
+    assert_eq!(
+        refused,
+        vec![MigErrorKind::InsufficientResources],
+        "two threads wanted slice 0"
+    );
+    let ids: Vec<u32> = topology(&node).gpus[0]
+        .gpu_instances
+        .iter()
+        .map(|g| g.id)
+        .collect();
+    assert_eq!(
+        ids,
+        vec![7, 8, 9, 10, 11, 12, 13],
+        "every success is in the saved state"
+    );
+}
