@@ -544,3 +544,33 @@ fn concurrent_library_instances_never_lose_an_instance() {
         "every success is in the saved state"
     );
 }
+
+#[test]
+fn a_yolo_sched_subprocess_finds_the_node_through_the_environment() {
+    let node = FakeNode::new("h200-partitioned-busy.json");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_yolo-sched"));
+    cmd.args(["doctor", "--json"]).env("NO_COLOR", "1");
+    node.apply_env(&mut cmd);
+    let out = cmd.output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor --json: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(report["nvml"]["loaded"], json!(true), "{report}");
+    assert_eq!(report["nvml"]["device_count"], json!(1));
+    // Loading the driver laid out its files: the fixed minors table and one
+    // capability node per existing GPU instance (2, 3, 9, 10) and compute instance.
+    let minors =
+        std::fs::read_to_string(node.sysroot.join("proc/driver/nvidia-caps/mig-minors")).unwrap();
+    assert!(minors.contains("\ngpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n"));
+    let mut caps: Vec<u32> = std::fs::read_dir(node.sysroot.join("dev/nvidia-caps"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .map(|n| n.trim_start_matches("nvidia-cap").parse().unwrap())
+        .collect();
+    caps.sort();
+    assert_eq!(caps, vec![1, 2, 21, 22, 30, 31, 84, 85, 93, 94]);
+    assert!(node.sysroot.join("dev/nvidia0").exists());
+}
