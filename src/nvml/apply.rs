@@ -8,8 +8,9 @@ use std::fmt;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
-    nvmlReturn_enum_NVML_ERROR_IN_USE, nvmlReturn_enum_NVML_ERROR_RESET_REQUIRED,
-    nvmlReturn_enum_NVML_SUCCESS, NVML_COMPUTE_INSTANCE_PROFILE_COUNT,
+    nvmlReturn_enum_NVML_ERROR_IN_USE as NVML_ERROR_IN_USE,
+    nvmlReturn_enum_NVML_ERROR_RESET_REQUIRED as NVML_ERROR_RESET_REQUIRED,
+    nvmlReturn_enum_NVML_SUCCESS as NVML_SUCCESS, NVML_COMPUTE_INSTANCE_PROFILE_COUNT,
     NVML_GPU_INSTANCE_PROFILE_COUNT,
 };
 
@@ -128,12 +129,11 @@ pub fn set_mig_mode(nvml: &Nvml, gpu: u32, enabled: bool) -> Result<MigModeOutco
     let status = dev
         .set_mig_mode(enabled)
         .map_err(|e| MigError::new(gpu, action.clone(), e))?;
-    #[allow(non_upper_case_globals)]
     match status {
-        nvmlReturn_enum_NVML_SUCCESS if before.current == want => Ok(MigModeOutcome::AlreadySet),
-        nvmlReturn_enum_NVML_SUCCESS => Ok(MigModeOutcome::Activated),
-        nvmlReturn_enum_NVML_ERROR_RESET_REQUIRED => Ok(MigModeOutcome::ResetRequired),
-        nvmlReturn_enum_NVML_ERROR_IN_USE => Ok(MigModeOutcome::Busy),
+        NVML_SUCCESS if before.current == want => Ok(MigModeOutcome::AlreadySet),
+        NVML_SUCCESS => Ok(MigModeOutcome::Activated),
+        NVML_ERROR_RESET_REQUIRED => Ok(MigModeOutcome::ResetRequired),
+        NVML_ERROR_IN_USE => Ok(MigModeOutcome::Busy),
         other => Err(MigError::new(gpu, action, NvmlError::from(other))),
     }
 }
