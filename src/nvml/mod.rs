@@ -1,8 +1,15 @@
 //! NVIDIA GPUs through NVML (nvml-wrapper).
 //!
-//! `probe` only answers whether the library loads; the topology and MIG
-//! apply code builds on the same loading rules.
+//! `probe` finds and loads the library (`--nvml-lib`, `YOLO_SCHED_NVML_LIB`, or the
+//! driver's `libnvidia-ml.so.1`); `topology` reads every GPU and its MIG state;
+//! `apply` makes the MIG changes, one NVML step each; `raw` holds the calls
+//! nvml-wrapper lacks and is the crate's only `unsafe` code. Tests run all of it
+//! against the fake library built from `fake-nvml/` (docs/fake-nvml.md).
 
+pub mod apply;
 pub mod probe;
+pub mod raw;
+pub mod topology;
 
-pub use probe::{library_path, probe, NvmlProbe, LIB_ENV};
+pub use probe::{library_path, open, probe, NvmlProbe, LIB_ENV};
+pub use topology::Topology;

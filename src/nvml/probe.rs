@@ -52,6 +52,21 @@ pub fn probe(library: &OsString) -> NvmlProbe {
     }
 }
 
+/// Load NVML for real work. The error says which library was tried and what to do;
+/// a machine without the NVIDIA driver gets a message, not a panic.
+pub fn open(library: &OsString) -> anyhow::Result<nvml_wrapper::Nvml> {
+    nvml_wrapper::Nvml::builder()
+        .lib_path(library)
+        .init()
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "{} (library {:?}; point --nvml-lib or {LIB_ENV} at libnvidia-ml.so.1 if the driver is installed elsewhere)",
+                describe_init_error(&err),
+                library.to_string_lossy()
+            )
+        })
+}
+
 fn describe_init_error(err: &nvml_wrapper::error::NvmlError) -> String {
     use nvml_wrapper::error::NvmlError;
     match err {
@@ -74,6 +89,16 @@ mod tests {
         assert!(!p.loaded);
         let e = p.error.unwrap();
         assert!(e.contains("could not be loaded"), "{e}");
+    }
+
+    #[test]
+    fn open_without_a_driver_is_a_clear_error() {
+        let err = open(&OsString::from("/nonexistent/libnvidia-ml.so.1")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("could not be loaded") && text.contains(LIB_ENV),
+            "{text}"
+        );
     }
 
     #[test]
