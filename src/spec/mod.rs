@@ -108,3 +108,6 @@ impl Spec {
         self.resolve(&self.train.data)
     }
 }
+
+#[cfg(test)]
+mod tests;

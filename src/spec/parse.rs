@@ -320,10 +320,25 @@ fn unknown_key(table_path: &str, key: &str, allowed: &[&str]) -> Problem {
         "unknown key `{key}` {place}; expected one of: {}",
         allowed.join(", ")
     ));
-    if table_path == "train" && (ultralytics::find(key).is_some() || args::controlled_reason(StageKind::Train, key).is_some()) {
-        return p.help(format!(
-            "`{key}` is a `yolo train` argument: put it in `train.args`, e.g. args = {{ {key} = … }}"
-        ));
+    let home = HOMES
+        .iter()
+        .find(|(home, keys)| *home != table_path && keys.contains(&key))
+        .map(|(home, _)| {
+            if home.is_empty() {
+                "at the top level".to_string()
+            } else {
+                format!("in [{home}]")
+            }
+        });
+    if table_path == "train" && ultralytics::find(key).is_some() {
+        return p.help(match home {
+            Some(home) => format!(
+                "`{key}` belongs {home}; Ultralytics' own `{key}` argument goes in `train.args`"
+            ),
+            None => format!(
+                "`{key}` is a `yolo train` argument: put it in `train.args`, e.g. args = {{ {key} = … }}"
+            ),
+        });
     }
     if (table_path == "stages.prepare" || table_path == "stages.export") && key == "gpu" {
         return Problem::new(format!(
@@ -334,15 +349,8 @@ fn unknown_key(table_path: &str, key: &str, allowed: &[&str]) -> Problem {
     if let Some(c) = suggest::closest(key, allowed.iter().copied()) {
         return p.help(format!("did you mean `{c}`?"));
     }
-    for (home, keys) in HOMES {
-        if *home != table_path && keys.contains(&key) {
-            let where_ = if home.is_empty() {
-                "at the top level".to_string()
-            } else {
-                format!("in [{home}]")
-            };
-            return p.help(format!("`{key}` belongs {where_}"));
-        }
+    if let Some(home) = home {
+        return p.help(format!("`{key}` belongs {home}"));
     }
     if table_path == "resources" && (key == "gpus" || key == "gres") {
         p = p.help("did you mean `gpu`?");
@@ -1063,6 +1071,16 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
         }
         if let Some(reason) = args::controlled_reason(StageKind::Train, key) {
             cx.error(k.span(), &path, format!("`{key}` is set by yolo-sched and cannot be swept: {reason}"), None);
+            ok = false;
+            continue;
+        }
+        if key == "data" {
+            cx.error(
+                k.span(),
+                &path,
+                "the dataset cannot be swept: the prepare stage checks (and caches) one dataset per run".into(),
+                Some("submit one run per dataset, e.g. one spec each".into()),
+            );
             ok = false;
             continue;
         }
