@@ -60,7 +60,11 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
                     spec.run.name,
                     stages.len(),
                     plural(stages.len() as u64),
-                    stages.iter().map(|s| s.name()).collect::<Vec<_>>().join(" → "),
+                    stages
+                        .iter()
+                        .map(|s| s.name())
+                        .collect::<Vec<_>>()
+                        .join(" → "),
                     variants,
                     plural(variants),
                 ))?;

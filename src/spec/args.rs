@@ -123,7 +123,9 @@ pub fn check_kind(kind: ArgKind, v: &ArgValue) -> Result<(), Problem> {
         },
         ArgKind::Int { min } => match v {
             ArgValue::Int(i) if *i >= min => Ok(()),
-            ArgValue::Int(_) => Err(Problem::new(format!("{v} is too small; expected an integer ≥ {min}"))),
+            ArgValue::Int(_) => Err(Problem::new(format!(
+                "{v} is too small; expected an integer ≥ {min}"
+            ))),
             ArgValue::Float(f) if f.fract() == 0.0 => {
                 Err(expected("an integer").help(format!("write {}", *f as i64)))
             }
@@ -159,9 +161,15 @@ pub fn check_kind(kind: ArgKind, v: &ArgValue) -> Result<(), Problem> {
             _ => Err(expected("true, false or a number between 0.0 and 1.0")),
         },
         ArgKind::FractionOrPair => match v {
-            ArgValue::List(items) if items.len() == 2 && items.iter().all(|x| as_number(x).is_some()) => Ok(()),
+            ArgValue::List(items)
+                if items.len() == 2 && items.iter().all(|x| as_number(x).is_some()) =>
+            {
+                Ok(())
+            }
             _ if is_fraction(v) => Ok(()),
-            _ => Err(expected("a number between 0.0 and 1.0, or a list of two numbers")),
+            _ => Err(expected(
+                "a number between 0.0 and 1.0, or a list of two numbers",
+            )),
         },
         ArgKind::Choice(choices) => check_choice(choices, v, false),
         ArgKind::BoolOrChoice(choices) => check_choice(choices, v, true),
@@ -206,7 +214,10 @@ fn check_choice(choices: &[&str], v: &ArgValue, bool_ok: bool) -> Result<(), Pro
             }
             Err(p)
         }
-        _ => Err(Problem::new(format!("expected {what}, found {} ({v})", v.type_name()))),
+        _ => Err(Problem::new(format!(
+            "expected {what}, found {} ({v})",
+            v.type_name()
+        ))),
     }
 }
 
@@ -217,17 +228,20 @@ pub fn check_model(s: &str) -> Result<(), Problem> {
     if lower.ends_with(".pt") || lower.ends_with(".yaml") || lower.ends_with(".yml") {
         return Ok(());
     }
-    let expected = "expected PyTorch weights (.pt, e.g. \"yolov8s.pt\") or a model YAML (.yaml, from scratch)";
+    let expected =
+        "expected PyTorch weights (.pt, e.g. \"yolov8s.pt\") or a model YAML (.yaml, from scratch)";
     let stem = std::path::Path::new(s)
         .file_stem()
         .and_then(|x| x.to_str())
         .unwrap_or(s);
     let ext = std::path::Path::new(s).extension().and_then(|x| x.to_str());
     Err(match ext {
-        None => Problem::new(format!("\"{s}\" has no file extension; {expected}"))
-            .help(format!("write \"{s}.pt\" (pretrained) or \"{s}.yaml\" (from scratch)")),
-        Some(e) => Problem::new(format!("\"{s}\" is a .{e} file; `yolo train` {expected}"))
-            .help(format!("train from \"{stem}.pt\"; exported formats cannot be trained")),
+        None => Problem::new(format!("\"{s}\" has no file extension; {expected}")).help(format!(
+            "write \"{s}.pt\" (pretrained) or \"{s}.yaml\" (from scratch)"
+        )),
+        Some(e) => Problem::new(format!("\"{s}\" is a .{e} file; `yolo train` {expected}")).help(
+            format!("train from \"{stem}.pt\"; exported formats cannot be trained"),
+        ),
     })
 }
 
@@ -286,7 +300,8 @@ pub fn check_batch(v: &ArgValue) -> Result<Batch, Problem> {
         ArgValue::Int(n) => Err(Problem::new(format!("{n} is not a batch size; {expected}"))),
         ArgValue::Float(f) if *f > 0.0 && *f < 1.0 => Ok(Batch::AutoFraction(*f)),
         ArgValue::Float(f) if f.fract() == 0.0 && *f >= 1.0 => {
-            Err(Problem::new(format!("{v} is a float; {expected}")).help(format!("write {}", *f as i64)))
+            Err(Problem::new(format!("{v} is a float; {expected}"))
+                .help(format!("write {}", *f as i64)))
         }
         ArgValue::Float(_) => Err(Problem::new(format!("{v} is not a batch size; {expected}"))),
         other => Err(Problem::new(format!(
@@ -301,7 +316,9 @@ pub fn check_count(key: &str, v: &ArgValue) -> Result<u32, Problem> {
     let min = if key == "workers" { 0 } else { 1 };
     check_kind(ArgKind::Int { min }, v)?;
     match v {
-        ArgValue::Int(n) => u32::try_from(*n).map_err(|_| Problem::new(format!("{n} is too large"))),
+        ArgValue::Int(n) => {
+            u32::try_from(*n).map_err(|_| Problem::new(format!("{n} is too large")))
+        }
         _ => unreachable_kind(),
     }
 }
@@ -402,16 +419,26 @@ mod tests {
         assert!(check_kind(ArgKind::DataFraction, &ArgValue::Float(0.0)).is_err());
         assert!(check_kind(ArgKind::Int { min: 0 }, &ArgValue::Int(-1)).is_err());
         assert_eq!(
-            check_kind(ArgKind::Int { min: 0 }, &ArgValue::Float(3.0)).unwrap_err().help.as_deref(),
+            check_kind(ArgKind::Int { min: 0 }, &ArgValue::Float(3.0))
+                .unwrap_err()
+                .help
+                .as_deref(),
             Some("write 3")
         );
         let choice = ArgKind::Choice(&["SGD", "AdamW", "auto"]);
         assert!(check_kind(choice, &ArgValue::Str("adamw".into())).is_ok());
         assert_eq!(
-            check_kind(choice, &ArgValue::Str("AdamX".into())).unwrap_err().help.as_deref(),
+            check_kind(choice, &ArgValue::Str("AdamX".into()))
+                .unwrap_err()
+                .help
+                .as_deref(),
             Some("did you mean \"AdamW\"?")
         );
-        assert!(check_kind(ArgKind::IntOrIntList, &ArgValue::List(vec![ArgValue::Int(1)])).is_ok());
+        assert!(check_kind(
+            ArgKind::IntOrIntList,
+            &ArgValue::List(vec![ArgValue::Int(1)])
+        )
+        .is_ok());
         assert!(check_kind(ArgKind::IntOrIntList, &ArgValue::Str("1".into())).is_err());
     }
 
@@ -424,8 +451,16 @@ mod tests {
         assert!(check_imgsz(&ArgValue::Str("640".into())).is_err());
         assert_eq!(check_batch(&ArgValue::Int(16)), Ok(Batch::Images(16)));
         assert_eq!(check_batch(&ArgValue::Int(-1)), Ok(Batch::AutoDefault));
-        assert_eq!(check_batch(&ArgValue::Float(0.7)), Ok(Batch::AutoFraction(0.7)));
-        for bad in [ArgValue::Int(0), ArgValue::Int(-2), ArgValue::Float(1.5), ArgValue::Float(1.0)] {
+        assert_eq!(
+            check_batch(&ArgValue::Float(0.7)),
+            Ok(Batch::AutoFraction(0.7))
+        );
+        for bad in [
+            ArgValue::Int(0),
+            ArgValue::Int(-2),
+            ArgValue::Float(1.5),
+            ArgValue::Float(1.0),
+        ] {
             assert!(check_batch(&bad).is_err(), "{bad:?}");
         }
     }
@@ -437,12 +472,24 @@ mod tests {
         let e = check_arg(StageKind::Train, "epochs", &ArgValue::Int(3), false).unwrap_err();
         assert_eq!(e.help.as_deref(), Some("set `train.epochs` instead"));
         assert!(check_arg(StageKind::Train, "epochs", &ArgValue::Int(3), true).is_ok());
-        assert!(check_arg(StageKind::Train, "data", &ArgValue::Str("a.yaml".into()), true).is_err());
+        assert!(check_arg(
+            StageKind::Train,
+            "data",
+            &ArgValue::Str("a.yaml".into()),
+            true
+        )
+        .is_err());
         let e = check_arg(StageKind::Train, "lr", &ArgValue::Float(0.1), false).unwrap_err();
         assert_eq!(e.help.as_deref(), Some("did you mean `lr0`?"));
         assert!(check_arg(StageKind::Train, "save", &ArgValue::Bool(false), false).is_err());
         assert!(check_arg(StageKind::Train, "cos_lr", &ArgValue::Bool(true), false).is_ok());
-        assert!(check_arg(StageKind::Export, "format", &ArgValue::Str("onnx".into()), false).is_err());
+        assert!(check_arg(
+            StageKind::Export,
+            "format",
+            &ArgValue::Str("onnx".into()),
+            false
+        )
+        .is_err());
         assert!(check_arg(StageKind::Export, "half", &ArgValue::Bool(true), false).is_ok());
     }
 

@@ -118,11 +118,23 @@ mod tests {
     #[test]
     fn offsets_become_lines_and_columns() {
         let text = "a = 1\nbé = 2\n";
-        assert_eq!(Location::of_offset(text, 0), Location { line: 1, column: 1 });
-        assert_eq!(Location::of_offset(text, 6), Location { line: 2, column: 1 });
+        assert_eq!(
+            Location::of_offset(text, 0),
+            Location { line: 1, column: 1 }
+        );
+        assert_eq!(
+            Location::of_offset(text, 6),
+            Location { line: 2, column: 1 }
+        );
         // 'é' is two bytes but one column: the space after it is column 3.
-        assert_eq!(Location::of_offset(text, 9), Location { line: 2, column: 3 });
-        assert_eq!(Location::of_offset(text, 999), Location { line: 3, column: 1 });
+        assert_eq!(
+            Location::of_offset(text, 9),
+            Location { line: 2, column: 3 }
+        );
+        assert_eq!(
+            Location::of_offset(text, 999),
+            Location { line: 3, column: 1 }
+        );
     }
 
     #[test]

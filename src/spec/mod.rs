@@ -60,8 +60,13 @@ pub fn read_checked(path: &Path) -> anyhow::Result<Result<Spec, SpecErrors>> {
 /// `yolov8n.pt` are resolved by Ultralytics).
 pub fn check_paths(spec: &Spec) -> Vec<SpecError> {
     let mut out = Vec::new();
-    let base = spec.origin.base_dir.display().to_string();
-    let help = Some(format!("relative paths are relative to the spec's directory ({base})"));
+    let base = match spec.origin.base_dir.display().to_string() {
+        dot if dot == "." => "the current directory".to_string(),
+        dir => dir,
+    };
+    let help = Some(format!(
+        "relative paths are relative to the spec's directory ({base})"
+    ));
     let data = spec.resolve(&spec.train.data);
     if !data.is_file() {
         out.push(spec.error_at(
@@ -82,8 +87,16 @@ pub fn check_paths(spec: &Spec) -> Vec<SpecError> {
         if model.contains('/') {
             let path = spec.resolve(&model);
             if !path.is_file() {
-                let loc_key = if key.starts_with("sweep.") { "sweep.model" } else { key.as_str() };
-                let mut e = spec.error_at(loc_key, format!("model file {} does not exist", path.display()), help.clone());
+                let loc_key = if key.starts_with("sweep.") {
+                    "sweep.model"
+                } else {
+                    key.as_str()
+                };
+                let mut e = spec.error_at(
+                    loc_key,
+                    format!("model file {} does not exist", path.display()),
+                    help.clone(),
+                );
                 e.key = key;
                 out.push(e);
             }
@@ -96,7 +109,7 @@ impl Spec {
     /// A path from the spec, resolved against the spec's directory when relative.
     pub fn resolve(&self, path: &str) -> PathBuf {
         let p = Path::new(path);
-        if p.is_absolute() {
+        if p.is_absolute() || self.origin.base_dir == Path::new(".") {
             p.to_path_buf()
         } else {
             self.origin.base_dir.join(p)

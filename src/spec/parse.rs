@@ -38,12 +38,22 @@ const RUN_KEYS: &[&str] = &[
     "mail_user",
     "mail_type",
 ];
-const TRAIN_TABLE_KEYS: &[&str] = &["model", "data", "epochs", "imgsz", "batch", "workers", "args"];
+const TRAIN_TABLE_KEYS: &[&str] = &[
+    "model", "data", "epochs", "imgsz", "batch", "workers", "args",
+];
 const RESOURCE_KEYS: &[&str] = &["gpu", "time", "cpus", "mem"];
 const STAGE_NAMES: &[&str] = &["prepare", "val", "export"];
 const PREPARE_KEYS: &[&str] = &["enabled", "partition", "time", "cpus", "mem", "cache"];
 const VAL_KEYS: &[&str] = &["enabled", "partition", "time", "cpus", "mem", "gpu", "args"];
-const EXPORT_KEYS: &[&str] = &["enabled", "partition", "time", "cpus", "mem", "formats", "args"];
+const EXPORT_KEYS: &[&str] = &[
+    "enabled",
+    "partition",
+    "time",
+    "cpus",
+    "mem",
+    "formats",
+    "args",
+];
 
 /// Where each key of the format lives, for "`time` belongs in [resources]".
 const HOMES: &[(&str, &[&str])] = &[
@@ -102,7 +112,13 @@ impl Cx<'_> {
         Location::of_offset(self.text, span.start)
     }
 
-    fn make(&self, span: &Range<usize>, key: &str, message: String, help: Option<String>) -> SpecError {
+    fn make(
+        &self,
+        span: &Range<usize>,
+        key: &str,
+        message: String,
+        help: Option<String>,
+    ) -> SpecError {
         let loc = self.at(span);
         SpecError {
             file: self.file.to_string(),
@@ -130,7 +146,11 @@ impl Cx<'_> {
 
     /// A warning at the recorded position of `key` (for checks after parsing).
     fn warn_at(&mut self, key: &str, message: String, help: Option<String>) {
-        let loc = self.locations.get(key).copied().unwrap_or(Location { line: 1, column: 1 });
+        let loc = self
+            .locations
+            .get(key)
+            .copied()
+            .unwrap_or(Location { line: 1, column: 1 });
         self.warnings.push(SpecError {
             file: self.file.to_string(),
             line: loc.line,
@@ -154,7 +174,10 @@ impl Cx<'_> {
 
     fn wrong_type(&mut self, key: &str, v: &Val<'_>, expected: &str, help: Option<String>) {
         let found = type_name(v.get_ref());
-        let msg = format!("expected {expected}, found {found} ({})", self.snippet(&v.span()));
+        let msg = format!(
+            "expected {expected}, found {found} ({})",
+            self.snippet(&v.span())
+        );
         self.error(v.span(), key, msg, help);
     }
 
@@ -179,7 +202,12 @@ impl Cx<'_> {
             DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
                 Ok(n) => Some(n),
                 Err(_) => {
-                    self.error(v.span(), key, format!("is too large; expected {expected}"), None);
+                    self.error(
+                        v.span(),
+                        key,
+                        format!("is too large; expected {expected}"),
+                        None,
+                    );
                     None
                 }
             },
@@ -205,7 +233,13 @@ impl Cx<'_> {
         }
     }
 
-    fn array_of<'v, 'i>(&mut self, key: &str, v: &'v Val<'i>, expected: &str, help: Option<String>) -> Option<&'v DeArray<'i>> {
+    fn array_of<'v, 'i>(
+        &mut self,
+        key: &str,
+        v: &'v Val<'i>,
+        expected: &str,
+        help: Option<String>,
+    ) -> Option<&'v DeArray<'i>> {
         match v.get_ref() {
             DeValue::Array(a) => Some(a),
             _ => {
@@ -359,9 +393,9 @@ fn unknown_key(table_path: &str, key: &str, allowed: &[&str]) -> Problem {
 }
 
 fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
-    let f = cx.fields("", root, ROOT_KEYS);
     let top = 0..0;
-    match f.get("version") {
+    // The version decides how to read the rest, so it is checked first.
+    match root.get("version") {
         None => cx.error(
             top.clone(),
             "version",
@@ -390,6 +424,7 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
             }
         }
     }
+    let f = cx.fields("", root, ROOT_KEYS);
 
     let run_table = match f.get("run") {
         Some(v) => cx.table_of("run", v).map(|t| (t, v.span())),
@@ -414,14 +449,19 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
                 top.clone(),
                 "train",
                 "missing table [train]; expected at least `model` and `data`".into(),
-                Some("add:\n      [train]\n      model = \"yolov8n.pt\"\n      data = \"data.yaml\"".into()),
+                Some(
+                    "add:\n      [train]\n      model = \"yolov8n.pt\"\n      data = \"data.yaml\""
+                        .into(),
+                ),
             );
             None
         }
     };
 
     let resources = match f.get("resources") {
-        Some(v) => cx.table_of("resources", v).and_then(|t| read_resources(cx, t)),
+        Some(v) => cx
+            .table_of("resources", v)
+            .and_then(|t| read_resources(cx, t)),
         None => Some(Resources {
             gpu: GpuRequest::Auto,
             time: None,
@@ -436,7 +476,9 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
     };
 
     let sweep = match f.get("sweep") {
-        Some(v) => cx.table_of("sweep", v).and_then(|t| read_sweep(cx, t, v.span())),
+        Some(v) => cx
+            .table_of("sweep", v)
+            .and_then(|t| read_sweep(cx, t, v.span())),
         None => Some(Sweep::default()),
     };
 
@@ -456,29 +498,35 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
 fn read_run(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<Run> {
     let f = cx.fields("run", t, RUN_KEYS);
     let name = match f.get("name") {
-        Some(v) => cx.str_of("run.name", v, "a string").and_then(|s| match values::check_run_name(s) {
-            Ok(()) => Some(s.to_string()),
-            Err(p) => {
-                cx.problem(v.span(), "run.name", p);
-                None
-            }
-        }),
+        Some(v) => {
+            cx.str_of("run.name", v, "a string")
+                .and_then(|s| match values::check_run_name(s) {
+                    Ok(()) => Some(s.to_string()),
+                    Err(p) => {
+                        cx.problem(v.span(), "run.name", p);
+                        None
+                    }
+                })
+        }
         None => {
             cx.error(
                 header,
                 "run.name",
-                "missing key `name` in [run]; expected a run name (letters, digits, '.', '_', '-')".into(),
+                "missing key `name` in [run]; expected a run name (letters, digits, '.', '_', '-')"
+                    .into(),
                 Some("add e.g. name = \"pcb-defects\"".into()),
             );
             None
         }
     };
     let workdir = match f.get("workdir") {
-        Some(v) => cx.str_of("run.workdir", v, "a path").and_then(|s| match values::parse_path_template(s) {
-            Ok(t) => Some(t),
-            Err(p) => {
-                cx.problem(v.span(), "run.workdir", p);
-                None
+        Some(v) => cx.str_of("run.workdir", v, "a path").and_then(|s| {
+            match values::parse_path_template(s) {
+                Ok(t) => Some(t),
+                Err(p) => {
+                    cx.problem(v.span(), "run.workdir", p);
+                    None
+                }
             }
         }),
         None => name
@@ -489,7 +537,12 @@ fn read_run(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<Ru
     let qos = slurm_name(cx, &f, "run", "qos", false);
     let partition = slurm_name(cx, &f, "run", "partition", true);
     let setup = match f.get("setup") {
-        Some(v) => cx.strings_of("run.setup", v, "a list of shell lines", values::check_setup_line),
+        Some(v) => cx.strings_of(
+            "run.setup",
+            v,
+            "a list of shell lines",
+            values::check_setup_line,
+        ),
         None => Some(Vec::new()),
     };
     let mail_user = match f.get("mail_user") {
@@ -529,7 +582,8 @@ fn read_run(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<Ru
             cx.warn(
                 v.span(),
                 "run.mail_type",
-                "no `mail_user` given: Slurm mails the submitting user on the cluster's mail host".into(),
+                "no `mail_user` given: Slurm mails the submitting user on the cluster's mail host"
+                    .into(),
                 None,
             );
         }
@@ -595,7 +649,10 @@ fn read_train(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
     let imgsz = arg_of(cx, "imgsz");
     let batch = arg_of(cx, "batch");
     let workers = arg_of(cx, "workers");
-    for (key, example) in [("model", "\"yolov8n.pt\""), ("data", "\"datasets/pcb.yaml\"")] {
+    for (key, example) in [
+        ("model", "\"yolov8n.pt\""),
+        ("data", "\"datasets/pcb.yaml\""),
+    ] {
         if !f.contains_key(key) {
             cx.error(
                 header.clone(),
@@ -628,7 +685,12 @@ fn read_train(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
 }
 
 /// `args = { … }` of a stage: every key a known, allowed `yolo` argument.
-fn read_args(cx: &mut Cx<'_>, path: &str, stage: StageKind, v: &Val<'_>) -> Option<BTreeMap<String, ArgValue>> {
+fn read_args(
+    cx: &mut Cx<'_>,
+    path: &str,
+    stage: StageKind,
+    v: &Val<'_>,
+) -> Option<BTreeMap<String, ArgValue>> {
     let DeValue::Table(t) = v.get_ref() else {
         cx.wrong_type(
             path,
@@ -645,7 +707,12 @@ fn read_args(cx: &mut Cx<'_>, path: &str, stage: StageKind, v: &Val<'_>) -> Opti
         let key_path = format!("{path}.{key}");
         cx.locations.insert(key_path.clone(), cx.at(&val.span()));
         if !ok_arg_name(key) {
-            cx.error(k.span(), &key_path, format!("`{key}` is not a `yolo` argument name"), None);
+            cx.error(
+                k.span(),
+                &key_path,
+                format!("`{key}` is not a `yolo` argument name"),
+                None,
+            );
             ok = false;
             continue;
         }
@@ -668,11 +735,12 @@ fn read_args(cx: &mut Cx<'_>, path: &str, stage: StageKind, v: &Val<'_>) -> Opti
                 out.insert(key.to_string(), value);
             }
             Err(p) => {
-                let span = if args::controlled_reason(stage, key).is_some() || TRAIN_KEYS.contains(&key) {
-                    k.span()
-                } else {
-                    val.span()
-                };
+                let span =
+                    if args::controlled_reason(stage, key).is_some() || TRAIN_KEYS.contains(&key) {
+                        k.span()
+                    } else {
+                        val.span()
+                    };
                 cx.problem(span, &key_path, p);
                 ok = false;
             }
@@ -726,7 +794,11 @@ fn read_gpu(cx: &mut Cx<'_>, path: &str, v: &Val<'_>) -> Option<GpuRequest> {
     }
 }
 
-fn opt_time(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>, table: &str) -> Result<Option<SlurmTime>, ()> {
+fn opt_time(
+    cx: &mut Cx<'_>,
+    f: &BTreeMap<String, &Val<'_>>,
+    table: &str,
+) -> Result<Option<SlurmTime>, ()> {
     let Some(v) = f.get("time") else {
         return Ok(None);
     };
@@ -755,7 +827,11 @@ fn opt_time(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>, table: &str) -> Res
     }
 }
 
-fn opt_mem(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>, table: &str) -> Result<Option<MemSize>, ()> {
+fn opt_mem(
+    cx: &mut Cx<'_>,
+    f: &BTreeMap<String, &Val<'_>>,
+    table: &str,
+) -> Result<Option<MemSize>, ()> {
     let Some(v) = f.get("mem") else {
         return Ok(None);
     };
@@ -763,7 +839,10 @@ fn opt_mem(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>, table: &str) -> Resu
     let s = match v.get_ref() {
         DeValue::String(s) => s.as_ref(),
         DeValue::Integer(i) => {
-            let help = Some(format!("write \"{}M\" (megabytes) or a size in G, e.g. \"32G\"", i.as_str()));
+            let help = Some(format!(
+                "write \"{}M\" (megabytes) or a size in G, e.g. \"32G\"",
+                i.as_str()
+            ));
             cx.wrong_type(&path, v, "a Slurm memory size string such as \"32G\"", help);
             return Err(());
         }
@@ -784,12 +863,18 @@ fn opt_mem(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>, table: &str) -> Resu
 /// Most CPUs one task may ask for; more is certainly a typo.
 const MAX_CPUS: i64 = 4096;
 
-fn opt_cpus(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>, table: &str) -> Result<Option<u32>, ()> {
+fn opt_cpus(
+    cx: &mut Cx<'_>,
+    f: &BTreeMap<String, &Val<'_>>,
+    table: &str,
+) -> Result<Option<u32>, ()> {
     let Some(v) = f.get("cpus") else {
         return Ok(None);
     };
     let path = join(table, "cpus");
-    let n = cx.int_of(&path, v, "a number of CPUs (an integer ≥ 1)").ok_or(())?;
+    let n = cx
+        .int_of(&path, v, "a number of CPUs (an integer ≥ 1)")
+        .ok_or(())?;
     if !(1..=MAX_CPUS).contains(&n) {
         cx.error(
             v.span(),
@@ -802,7 +887,11 @@ fn opt_cpus(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>, table: &str) -> Res
     Ok(Some(n as u32))
 }
 
-fn stage_resources(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>, table: &str) -> Option<StageResources> {
+fn stage_resources(
+    cx: &mut Cx<'_>,
+    f: &BTreeMap<String, &Val<'_>>,
+    table: &str,
+) -> Option<StageResources> {
     let partition = slurm_name(cx, f, table, "partition", true);
     let time = opt_time(cx, f, table);
     let cpus = opt_cpus(cx, f, table);
@@ -826,7 +915,10 @@ fn default_stages() -> Stages {
 fn default_export() -> ExportStage {
     ExportStage {
         resources: StageResources::default(),
-        formats: DEFAULT_EXPORT_FORMATS.iter().map(|s| s.to_string()).collect(),
+        formats: DEFAULT_EXPORT_FORMATS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
         args: BTreeMap::new(),
     }
 }
@@ -872,7 +964,9 @@ fn stage_switch<'a, 'i>(cx: &mut Cx<'_>, name: &str, v: &'a Val<'i>) -> StageSwi
                 &path,
                 v,
                 "a table ([stages.NAME]) or true/false",
-                Some(format!("write [stages.{name}] with its settings, or {name} = false in [stages]")),
+                Some(format!(
+                    "write [stages.{name}] with its settings, or {name} = false in [stages]"
+                )),
             );
             StageSwitch::Invalid
         }
@@ -946,7 +1040,11 @@ fn read_stages(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Stages> {
                     None => Some(BTreeMap::new()),
                 };
                 match (resources, gpu, args) {
-                    (Some(resources), Some(gpu), Some(args)) => Some(ValStage { resources, gpu, args }),
+                    (Some(resources), Some(gpu), Some(args)) => Some(ValStage {
+                        resources,
+                        gpu,
+                        args,
+                    }),
                     _ => {
                         ok = false;
                         None
@@ -994,7 +1092,12 @@ fn read_stages(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Stages> {
 
 fn read_formats(cx: &mut Cx<'_>, v: &Val<'_>) -> Option<Vec<String>> {
     let path = "stages.export.formats";
-    let formats = cx.strings_of(path, v, "a list of export formats, e.g. [\"onnx\"]", check_format)?;
+    let formats = cx.strings_of(
+        path,
+        v,
+        "a list of export formats, e.g. [\"onnx\"]",
+        check_format,
+    )?;
     if formats.is_empty() {
         cx.error(
             v.span(),
@@ -1051,16 +1154,26 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
         cx.locations.insert(path.clone(), cx.at(&v.span()));
         if key == "max_parallel" {
             match cx.int_of(&path, v, "a number of array tasks (an integer ≥ 1)") {
-                Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => sweep.max_parallel = Some(n as u32),
+                Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => {
+                    sweep.max_parallel = Some(n as u32)
+                }
                 Some(n) => {
-                    cx.error(v.span(), &path, format!("{n} is out of range; expected an integer ≥ 1"), None);
+                    cx.error(
+                        v.span(),
+                        &path,
+                        format!("{n} is out of range; expected an integer ≥ 1"),
+                        None,
+                    );
                     ok = false;
                 }
                 None => ok = false,
             }
             continue;
         }
-        if !ok_arg_name(key) || (ultralytics::find(key).is_none() && args::controlled_reason(StageKind::Train, key).is_none()) {
+        if !ok_arg_name(key)
+            || (ultralytics::find(key).is_none()
+                && args::controlled_reason(StageKind::Train, key).is_none())
+        {
             let mut p = args::unknown_arg(key, StageKind::Train);
             if p.help.is_none() && suggest::distance(key, "max_parallel") <= 3 {
                 p = p.help("did you mean `max_parallel`?");
@@ -1070,7 +1183,12 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
             continue;
         }
         if let Some(reason) = args::controlled_reason(StageKind::Train, key) {
-            cx.error(k.span(), &path, format!("`{key}` is set by yolo-sched and cannot be swept: {reason}"), None);
+            cx.error(
+                k.span(),
+                &path,
+                format!("`{key}` is set by yolo-sched and cannot be swept: {reason}"),
+                None,
+            );
             ok = false;
             continue;
         }
@@ -1092,7 +1210,10 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
                 continue;
             }
             _ => {
-                let help = Some(format!("write {key} = [{}] (a list of the values to try)", cx.snippet(&v.span())));
+                let help = Some(format!(
+                    "write {key} = [{}] (a list of the values to try)",
+                    cx.snippet(&v.span())
+                ));
                 cx.wrong_type(&path, v, "a list of values to try", help);
                 ok = false;
                 continue;
@@ -1103,7 +1224,9 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
                 v.span(),
                 &path,
                 "is an empty list, which makes zero variants; expected at least one value".into(),
-                Some(format!("list the values of `{key}` to try, or remove the line")),
+                Some(format!(
+                    "list the values of `{key}` to try, or remove the line"
+                )),
             );
             ok = false;
             continue;

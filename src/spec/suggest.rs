@@ -49,7 +49,9 @@ mod tests {
 
     #[test]
     fn typos_find_their_key() {
-        let keys = ["model", "data", "epochs", "imgsz", "batch", "workers", "args"];
+        let keys = [
+            "model", "data", "epochs", "imgsz", "batch", "workers", "args",
+        ];
         assert_eq!(closest("epoch", keys), Some("epochs"));
         assert_eq!(closest("Epochs", keys), Some("epochs"));
         assert_eq!(closest("imgsize", keys), Some("imgsz"));

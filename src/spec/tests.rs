@@ -95,13 +95,25 @@ fn the_issue_example_parses_with_every_value() {
     assert_eq!(spec.stages.export.as_ref().unwrap().formats, vec!["onnx"]);
     assert_eq!(
         spec.stages(),
-        vec![StageKind::Prepare, StageKind::Train, StageKind::Val, StageKind::Export]
+        vec![
+            StageKind::Prepare,
+            StageKind::Train,
+            StageKind::Val,
+            StageKind::Export
+        ]
     );
     assert_eq!(spec.sweep.max_parallel, Some(4));
     assert_eq!(spec.variant_count(), 4);
     assert_eq!(spec.origin.base_dir, std::path::Path::new("specs"));
-    assert_eq!(spec.data_path(), std::path::Path::new("specs/datasets/pcb.yaml"));
-    assert!(spec.origin.warnings.is_empty(), "{:?}", spec.origin.warnings);
+    assert_eq!(
+        spec.data_path(),
+        std::path::Path::new("specs/datasets/pcb.yaml")
+    );
+    assert!(
+        spec.origin.warnings.is_empty(),
+        "{:?}",
+        spec.origin.warnings
+    );
 }
 
 #[test]
@@ -109,8 +121,14 @@ fn defaults_fill_what_a_minimal_spec_leaves_out() {
     let spec = parse(MINIMAL, "tiny.toml").unwrap();
     assert_eq!(spec.run.workdir.as_str(), "runs/tiny");
     assert_eq!(spec.resources.gpu, GpuRequest::Auto);
-    assert_eq!(spec.stages(), vec![StageKind::Prepare, StageKind::Train, StageKind::Export]);
-    assert_eq!(spec.stages.export.as_ref().unwrap().formats, vec!["torchscript"]);
+    assert_eq!(
+        spec.stages(),
+        vec![StageKind::Prepare, StageKind::Train, StageKind::Export]
+    );
+    assert_eq!(
+        spec.stages.export.as_ref().unwrap().formats,
+        vec!["torchscript"]
+    );
     assert_eq!(spec.train.epochs, None);
     assert_eq!(spec.train_cpus(), ultralytics::DEFAULT_WORKERS + 1);
     assert_eq!(spec.variant_count(), 1);
@@ -120,7 +138,9 @@ fn defaults_fill_what_a_minimal_spec_leaves_out() {
 
 #[test]
 fn stages_can_be_switched_off_and_on() {
-    let text = format!("{MINIMAL}\n[stages]\nprepare = false\nval = true\n[stages.export]\nenabled = false\n");
+    let text = format!(
+        "{MINIMAL}\n[stages]\nprepare = false\nval = true\n[stages.export]\nenabled = false\n"
+    );
     let spec = parse(&text, "s.toml").unwrap();
     assert_eq!(spec.stages(), vec![StageKind::Train, StageKind::Val]);
 }
@@ -143,7 +163,12 @@ fn sweep_variants_are_the_product_with_the_first_key_slowest() {
     assert_eq!(variants.len(), 12);
     assert_eq!(spec.variant_count(), 12);
     let show = |v: &BTreeMap<String, ArgValue>| {
-        format!("{} {} {}", v["lr0"].to_cli(), v["batch"].to_cli(), v["model"].to_cli())
+        format!(
+            "{} {} {}",
+            v["lr0"].to_cli(),
+            v["batch"].to_cli(),
+            v["model"].to_cli()
+        )
     };
     assert_eq!(show(&variants[0]), "0.01 8 yolov8n.pt");
     assert_eq!(show(&variants[1]), "0.01 8 yolov8s.pt");
@@ -176,7 +201,16 @@ time = "eight hours"
     let lines: Vec<usize> = errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, [4, 8, 9, 11, 12], "{errors:#?}");
     let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
-    assert_eq!(keys, ["run.name", "train.imgsz", "train.epoch", "resources.gpu", "resources.time"]);
+    assert_eq!(
+        keys,
+        [
+            "run.name",
+            "train.imgsz",
+            "train.epoch",
+            "resources.gpu",
+            "resources.time"
+        ]
+    );
     assert_eq!(errors[2].column, 1);
     assert_eq!(errors[2].help.as_deref(), Some("did you mean `epochs`?"));
 }
@@ -186,11 +220,19 @@ fn unknown_keys_get_suggestions_or_their_home() {
     let e = one_error(&format!("{MINIMAL}[resources]\ngpus = \"auto\"\n"));
     assert_eq!(e.help.as_deref(), Some("did you mean `gpu`?"));
     let e = one_error(&format!("{MINIMAL}lr0 = 0.01\n"));
-    assert!(e.help.as_deref().unwrap().contains("put it in `train.args`"), "{e:?}");
+    assert!(
+        e.help
+            .as_deref()
+            .unwrap()
+            .contains("put it in `train.args`"),
+        "{e:?}"
+    );
     let e = one_error(&format!("{MINIMAL}time = \"01:00:00\"\n"));
     assert_eq!(
         e.help.as_deref(),
-        Some("`time` belongs in [resources]; Ultralytics' own `time` argument goes in `train.args`")
+        Some(
+            "`time` belongs in [resources]; Ultralytics' own `time` argument goes in `train.args`"
+        )
     );
     let e = one_error(&MINIMAL.replace("[train]", "gpu = \"auto\"\n[train]"));
     assert_eq!(e.help.as_deref(), Some("`gpu` belongs in [resources]"));
@@ -202,7 +244,9 @@ fn unknown_keys_get_suggestions_or_their_home() {
 
 #[test]
 fn sweep_rules() {
-    let e = one_error(&format!("{MINIMAL}[sweep]\ndata = [\"a.yaml\", \"b.yaml\"]\n"));
+    let e = one_error(&format!(
+        "{MINIMAL}[sweep]\ndata = [\"a.yaml\", \"b.yaml\"]\n"
+    ));
     assert!(e.message.contains("cannot be swept"), "{e:?}");
     let e = one_error(&format!("{MINIMAL}[sweep]\nlr0 = [0.01, 0.01]\n"));
     assert_eq!(e.key, "sweep.lr0[1]");
@@ -215,7 +259,10 @@ fn sweep_rules() {
     assert_eq!(e.help.as_deref(), Some("did you mean `max_parallel`?"));
     let e = one_error(&format!("{MINIMAL}[sweep]\nbatch = [0.5, -1, 2.5]\n"));
     assert_eq!(e.key, "sweep.batch[2]");
-    let huge: String = (0..2001).map(|i| format!("{i}")).collect::<Vec<_>>().join(",");
+    let huge: String = (0..2001)
+        .map(|i| format!("{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
     let text = format!("{MINIMAL}[sweep]\nseed = [{huge}]\nclose_mosaic = [{huge}]\n");
     let e = one_error(&text);
     assert_eq!(e.key, "sweep");
@@ -246,16 +293,24 @@ fn toml_syntax_errors_are_located() {
 fn hostile_values_are_refused_or_kept_inert() {
     let e = one_error(&MINIMAL.replace("name = \"tiny\"", "name = \"$(touch /tmp/pwned)\""));
     assert_eq!(e.key, "run.name");
-    let e = one_error(&format!("{MINIMAL}args = {{ optimizer = \"SGD\\nrm -rf ~\" }}\n"));
+    let e = one_error(&format!(
+        "{MINIMAL}args = {{ optimizer = \"SGD\\nrm -rf ~\" }}\n"
+    ));
     assert!(e.message.contains("control character"), "{e:?}");
     let e = one_error(&MINIMAL.replace("[train]", "setup = [\"ok\\nsecond line\"]\n[train]"));
     assert_eq!(e.key, "run.setup[0]");
     let e = one_error(&MINIMAL.replace("[train]", "partition = \"gpu;id\"\n[train]"));
     assert_eq!(e.key, "run.partition");
-    let e = one_error(&format!("{MINIMAL}[stages.prepare]\ncache = \"/x/$(id)\"\n"));
+    let e = one_error(&format!(
+        "{MINIMAL}[stages.prepare]\ncache = \"/x/$(id)\"\n"
+    ));
     assert_eq!(e.key, "stages.prepare.cache");
     // Shell metacharacters in a plain string argument are allowed: the renderer quotes them.
-    let spec = parse(&format!("{MINIMAL}args = {{ tracker = \"a b;$(id)\" }}\n"), "s.toml").unwrap();
+    let spec = parse(
+        &format!("{MINIMAL}args = {{ tracker = \"a b;$(id)\" }}\n"),
+        "s.toml",
+    )
+    .unwrap();
     assert_eq!(spec.train.args["tracker"].to_cli(), "a b;$(id)");
 }
 
@@ -263,7 +318,12 @@ fn hostile_values_are_refused_or_kept_inert() {
 fn warnings_do_not_fail_the_spec() {
     let text = format!("{MINIMAL}workers = 8\n[resources]\ncpus = 4\ngpu = \"none\"\n");
     let spec = parse(&text, "s.toml").unwrap();
-    let keys: Vec<&str> = spec.origin.warnings.iter().map(|w| w.key.as_str()).collect();
+    let keys: Vec<&str> = spec
+        .origin
+        .warnings
+        .iter()
+        .map(|w| w.key.as_str())
+        .collect();
     assert_eq!(keys, ["resources.cpus", "resources.gpu"]);
     assert_eq!(
         spec.origin.warnings[0].help.as_deref(),
@@ -279,7 +339,11 @@ fn the_hash_ignores_formatting_but_not_content() {
         .replace("[resources]", "# moved\n[resources]");
     let b = parse(&reformatted, "elsewhere/b.toml").unwrap();
     assert_eq!(a.content_hash(), b.content_hash());
-    let c = parse(&ISSUE_EXAMPLE.replace("epochs = 100", "epochs = 101"), "a.toml").unwrap();
+    let c = parse(
+        &ISSUE_EXAMPLE.replace("epochs = 100", "epochs = 101"),
+        "a.toml",
+    )
+    .unwrap();
     assert_ne!(a.content_hash(), c.content_hash());
     assert_eq!(a.hash_hex().len(), 16);
     // Known FNV-1a 64 values.
@@ -290,17 +354,29 @@ fn the_hash_ignores_formatting_but_not_content() {
 #[test]
 fn error_at_locates_keys_for_later_checks() {
     let spec = parse(ISSUE_EXAMPLE, "a.toml").unwrap();
-    let line_of = |needle: &str| ISSUE_EXAMPLE.lines().position(|l| l.starts_with(needle)).unwrap() + 1;
+    let line_of = |needle: &str| {
+        ISSUE_EXAMPLE
+            .lines()
+            .position(|l| l.starts_with(needle))
+            .unwrap()
+            + 1
+    };
     let e = spec.error_at("sweep", "too many variants", None);
     assert_eq!((e.line, e.column), (line_of("[sweep]"), 1));
     let e = spec.error_at("resources.gpu", "no such GPU type", Some("use auto".into()));
     assert_eq!(e.line, line_of("gpu = "));
     assert_eq!(
         e.to_string(),
-        format!("a.toml:{}:7: `resources.gpu`: no such GPU type\n    help: use auto", line_of("gpu = "))
+        format!(
+            "a.toml:{}:7: `resources.gpu`: no such GPU type\n    help: use auto",
+            line_of("gpu = ")
+        )
     );
     // A key that was not written falls back to its table.
-    assert_eq!(spec.error_at("resources.nothing", "x", None).line, line_of("[resources]"));
+    assert_eq!(
+        spec.error_at("resources.nothing", "x", None).line,
+        line_of("[resources]")
+    );
 }
 
 #[test]
@@ -315,7 +391,16 @@ fn args_render_as_ultralytics_reads_them() {
         .iter()
         .map(|(k, v)| format!("{k}={}", v.to_cli()))
         .collect();
-    assert_eq!(cli, ["cos_lr=False", "freeze=[0,1]", "lr0=1.0", "lrf=1e-5", "optimizer=AdamW"]);
+    assert_eq!(
+        cli,
+        [
+            "cos_lr=False",
+            "freeze=[0,1]",
+            "lr0=1.0",
+            "lrf=1e-5",
+            "optimizer=AdamW"
+        ]
+    );
 }
 
 #[test]

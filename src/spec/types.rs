@@ -323,7 +323,10 @@ impl Spec {
     /// CPUs the dataloader needs: the largest `workers` over all variants + 1
     /// (Ultralytics' default of 8 workers when unset).
     pub fn workers_cpus(&self) -> u32 {
-        let base = self.train.workers.unwrap_or(super::ultralytics::DEFAULT_WORKERS);
+        let base = self
+            .train
+            .workers
+            .unwrap_or(super::ultralytics::DEFAULT_WORKERS);
         let swept = self
             .sweep
             .axes
@@ -346,7 +349,12 @@ impl Spec {
     /// An error about a key of this spec, located at the key (or its closest
     /// written parent, or line 1), for checks done after parsing (e.g. by the
     /// planner against the cluster's limits).
-    pub fn error_at(&self, key: &str, message: impl Into<String>, help: Option<String>) -> SpecError {
+    pub fn error_at(
+        &self,
+        key: &str,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) -> SpecError {
         let mut probe = key;
         let loc = loop {
             if let Some(loc) = self.location(probe) {

@@ -82,7 +82,9 @@ const fn legacy(name: &'static str, kind: ArgKind) -> YoloArg {
 
 use ArgKind::*;
 
-const TASKS: &[&str] = &["detect", "segment", "classify", "pose", "obb", "semantic", "depth"];
+const TASKS: &[&str] = &[
+    "detect", "segment", "classify", "pose", "obb", "semantic", "depth",
+];
 const MODES: &[&str] = &["train", "val", "predict", "export", "track", "benchmark"];
 const OPTIMIZERS: &[&str] = &[
     "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSProp", "auto",
@@ -212,7 +214,10 @@ pub const YOLO_ARGS: &[YoloArg] = &[
     arg("cutmix", Fraction),
     arg("copy_paste", Fraction),
     arg("copy_paste_mode", Choice(&["flip", "mixup"])),
-    arg("auto_augment", Choice(&["randaugment", "autoaugment", "augmix"])),
+    arg(
+        "auto_augment",
+        Choice(&["randaugment", "autoaugment", "augmix"]),
+    ),
     arg("erasing", Fraction),
     legacy("crop_fraction", Fraction),
     // Custom config.yaml
@@ -269,7 +274,9 @@ mod tests {
         for a in YOLO_ARGS {
             assert!(seen.insert(a.name), "duplicate {}", a.name);
             assert!(
-                a.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                a.name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
                 "{}",
                 a.name
             );

@@ -57,7 +57,8 @@ pub fn check_setup_line(s: &str) -> Checked<()> {
 /// `[run] name`: letters, digits, '.', '_', '-', 1..=64 characters, not starting with
 /// '.' or '-' (it names a directory and appears as a command-line word).
 pub fn check_run_name(s: &str) -> Checked<()> {
-    let expected = "a run name: 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-'";
+    let expected =
+        "a run name: 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-'";
     if s.is_empty() {
         return Err(Problem::new(format!("is empty; expected {expected}")));
     }
@@ -75,7 +76,13 @@ pub fn check_run_name(s: &str) -> Checked<()> {
     {
         let fixed: String = s
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
             .collect();
         let fixed = fixed.trim_start_matches(['.', '-']);
         let mut p = Problem::new(format!("contains {c:?}; expected {expected}"));
@@ -85,7 +92,10 @@ pub fn check_run_name(s: &str) -> Checked<()> {
         return Err(p);
     }
     if s.starts_with(['.', '-']) {
-        return Err(Problem::new(format!("starts with {:?}; expected {expected}", &s[..1])));
+        return Err(Problem::new(format!(
+            "starts with {:?}; expected {expected}",
+            &s[..1]
+        )));
     }
     Ok(())
 }
@@ -93,7 +103,11 @@ pub fn check_run_name(s: &str) -> Checked<()> {
 /// Slurm account, QOS or partition names. Partitions may be a comma list.
 pub fn check_slurm_name(s: &str, allow_list: bool) -> Checked<()> {
     let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
-    let items: Vec<&str> = if allow_list { s.split(',').collect() } else { vec![s] };
+    let items: Vec<&str> = if allow_list {
+        s.split(',').collect()
+    } else {
+        vec![s]
+    };
     for item in items {
         if item.is_empty() {
             return Err(Problem::new(if allow_list {
@@ -105,7 +119,11 @@ pub fn check_slurm_name(s: &str, allow_list: bool) -> Checked<()> {
         if let Some(c) = item.chars().find(|c| !ok_char(*c)) {
             return Err(Problem::new(format!(
                 "contains {c:?}; expected a Slurm name of letters, digits, '_', '-' or '.'{}",
-                if allow_list { " (several separated by ',')" } else { "" }
+                if allow_list {
+                    " (several separated by ',')"
+                } else {
+                    ""
+                }
             )));
         }
     }
@@ -120,7 +138,9 @@ pub fn parse_slurm_time(s: &str) -> Checked<SlurmTime> {
         if let Some(h) = time_suggestion(s) {
             p = p.help(format!("write \"{h}\""));
         } else if s.eq_ignore_ascii_case("unlimited") || s.eq_ignore_ascii_case("infinite") {
-            p = p.help("give a limit: a job with an end time can be backfilled and sites cap time limits");
+            p = p.help(
+                "give a limit: a job with an end time can be backfilled and sites cap time limits",
+            );
         }
         p
     };
@@ -153,7 +173,9 @@ pub fn parse_slurm_time(s: &str) -> Checked<SlurmTime> {
         _ => return Err(bad()),
     };
     if seconds == 0 {
-        return Err(Problem::new(format!("{s:?} is zero; a time limit must be positive")));
+        return Err(Problem::new(format!(
+            "{s:?} is zero; a time limit must be positive"
+        )));
     }
     Ok(SlurmTime {
         text: s.to_string(),
@@ -186,7 +208,10 @@ pub fn parse_mem(s: &str) -> Checked<MemSize> {
     let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
     let suffix = &s[digits.len()..];
     let suggestion = || {
-        let unit = suffix.trim().trim_end_matches(['b', 'B', 'i']).to_ascii_uppercase();
+        let unit = suffix
+            .trim()
+            .trim_end_matches(['b', 'B', 'i'])
+            .to_ascii_uppercase();
         if !digits.is_empty() && matches!(unit.as_str(), "K" | "M" | "G" | "T") {
             Some(format!("write \"{digits}{unit}\""))
         } else {
@@ -236,16 +261,22 @@ pub fn parse_gpu(s: &str) -> Checked<GpuRequest> {
         });
     }
     if lower == "auto" || lower == "none" {
-        return Err(Problem::new(format!("{s:?} is not {expected}")).help(format!("write \"{lower}\"")));
+        return Err(
+            Problem::new(format!("{s:?} is not {expected}")).help(format!("write \"{lower}\""))
+        );
     }
     if let Some(rest) = s.strip_prefix("gpu:") {
-        return Err(Problem::new(format!(
-            "{s:?} is a GRES string; expected {expected}"
-        ))
-        .help(format!("write \"{rest}\" (yolo-sched adds the gpu: prefix)")));
+        return Err(
+            Problem::new(format!("{s:?} is a GRES string; expected {expected}")).help(format!(
+                "write \"{rest}\" (yolo-sched adds the gpu: prefix)"
+            )),
+        );
     }
     if lower == "shard" {
-        return Err(Problem::new(format!("{s:?} has no shard count; expected \"shard:N\"")).help("write \"shard:1\""));
+        return Err(
+            Problem::new(format!("{s:?} has no shard count; expected \"shard:N\""))
+                .help("write \"shard:1\""),
+        );
     }
     if let Some(n) = s.strip_prefix("shard:") {
         let digits = !n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit());
@@ -315,7 +346,8 @@ pub fn is_mig_profile(s: &str) -> bool {
 fn is_gpu_type(s: &str) -> bool {
     s.len() <= 64
         && s.starts_with(|c: char| c.is_ascii_alphabetic())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 /// "1g5gb", "1g.5", "1g-5gb", "1G.5GB" → "1g.5gb".
@@ -346,8 +378,10 @@ pub fn parse_path_template(s: &str) -> Checked<PathTemplate> {
     }
     check_no_control(s)?;
     if s.starts_with('~') {
-        return Err(Problem::new(format!("{s:?} starts with '~', which yolo-sched does not expand"))
-            .help(format!("write \"$HOME{}\"", &s[1..])));
+        return Err(Problem::new(format!(
+            "{s:?} starts with '~', which yolo-sched does not expand"
+        ))
+        .help(format!("write \"$HOME{}\"", &s[1..])));
     }
     if s.contains('`') {
         return Err(Problem::new(format!(
@@ -413,7 +447,9 @@ pub const MAIL_TYPES: &[&str] = &[
 /// `--mail-user`: a user name or e-mail address.
 pub fn check_mail_user(s: &str) -> Checked<()> {
     if s.is_empty() {
-        return Err(Problem::new("is empty; expected a user name or e-mail address"));
+        return Err(Problem::new(
+            "is empty; expected a user name or e-mail address",
+        ));
     }
     match s
         .chars()
@@ -440,11 +476,19 @@ mod tests {
         assert_eq!(secs("2-12"), Ok(2 * 86400 + 12 * 3600));
         assert_eq!(secs("1-02:30"), Ok(86400 + 2 * 3600 + 1800));
         assert_eq!(secs("1-00:00:01"), Ok(86401));
-        for bad in ["", "8h", "1:60", "1:2:3:4", "1-24", "-1", "a", "1-", "0", "00:00:00", "1:99:00"] {
+        for bad in [
+            "", "8h", "1:60", "1:2:3:4", "1-24", "-1", "a", "1-", "0", "00:00:00", "1:99:00",
+        ] {
             assert!(parse_slurm_time(bad).is_err(), "{bad}");
         }
-        assert_eq!(parse_slurm_time("8h").unwrap_err().help.as_deref(), Some("write \"08:00:00\""));
-        assert_eq!(parse_slurm_time("2 days").unwrap_err().help.as_deref(), Some("write \"2-00:00:00\""));
+        assert_eq!(
+            parse_slurm_time("8h").unwrap_err().help.as_deref(),
+            Some("write \"08:00:00\"")
+        );
+        assert_eq!(
+            parse_slurm_time("2 days").unwrap_err().help.as_deref(),
+            Some("write \"2-00:00:00\"")
+        );
     }
 
     #[test]
@@ -459,8 +503,14 @@ mod tests {
         assert!(parse_mem("0").is_err());
         assert!(parse_mem("lots").is_err());
         assert!(parse_mem("99999999999999999999G").is_err());
-        assert_eq!(parse_mem("32GB").unwrap_err().help.as_deref(), Some("write \"32G\""));
-        assert_eq!(parse_mem("8 GiB").unwrap_err().help.as_deref(), Some("write \"8G\""));
+        assert_eq!(
+            parse_mem("32GB").unwrap_err().help.as_deref(),
+            Some("write \"32G\"")
+        );
+        assert_eq!(
+            parse_mem("8 GiB").unwrap_err().help.as_deref(),
+            Some("write \"8G\"")
+        );
     }
 
     #[test]
@@ -468,17 +518,36 @@ mod tests {
         assert_eq!(parse_gpu("auto"), Ok(GpuRequest::Auto));
         assert_eq!(parse_gpu("none"), Ok(GpuRequest::None));
         assert_eq!(parse_gpu("1g.5gb"), Ok(GpuRequest::Mig("1g.5gb".into())));
-        assert_eq!(parse_gpu("1g.10gb+me"), Ok(GpuRequest::Mig("1g.10gb+me".into())));
-        assert_eq!(parse_gpu("3g.40gb:1"), Ok(GpuRequest::Mig("3g.40gb".into())));
+        assert_eq!(
+            parse_gpu("1g.10gb+me"),
+            Ok(GpuRequest::Mig("1g.10gb+me".into()))
+        );
+        assert_eq!(
+            parse_gpu("3g.40gb:1"),
+            Ok(GpuRequest::Mig("3g.40gb".into()))
+        );
         assert_eq!(parse_gpu("a100"), Ok(GpuRequest::Type("a100".into())));
         assert_eq!(parse_gpu("shard:4"), Ok(GpuRequest::Shard(4)));
         let mig2 = parse_gpu("1g.5gb:2").unwrap_err();
-        assert!(mig2.message.contains("one CUDA process sees only one MIG device"), "{mig2:?}");
-        assert!(parse_gpu("a100:2").unwrap_err().message.contains("device=0"));
+        assert!(
+            mig2.message
+                .contains("one CUDA process sees only one MIG device"),
+            "{mig2:?}"
+        );
+        assert!(parse_gpu("a100:2")
+            .unwrap_err()
+            .message
+            .contains("device=0"));
         assert!(parse_gpu("shard:0").is_err());
         assert!(parse_gpu("shard:x").is_err());
-        assert_eq!(parse_gpu("1g5gb").unwrap_err().help.as_deref(), Some("did you mean \"1g.5gb\"?"));
-        assert_eq!(parse_gpu("Auto").unwrap_err().help.as_deref(), Some("write \"auto\""));
+        assert_eq!(
+            parse_gpu("1g5gb").unwrap_err().help.as_deref(),
+            Some("did you mean \"1g.5gb\"?")
+        );
+        assert_eq!(
+            parse_gpu("Auto").unwrap_err().help.as_deref(),
+            Some("write \"auto\"")
+        );
         assert_eq!(
             parse_gpu("gpu:a100").unwrap_err().help.as_deref(),
             Some("write \"a100\" (yolo-sched adds the gpu: prefix)")
@@ -518,8 +587,14 @@ mod tests {
             _ => None,
         };
         assert_eq!(t.expand(look).unwrap(), "/local/ssd/ann/7x");
-        assert_eq!(t.shell_word(), "/local/ssd/\"${USER}\"/\"${SLURM_JOB_ID}\"x");
-        assert_eq!(parse_path_template("/x/$NOPE").unwrap().expand(look), Err("NOPE".into()));
+        assert_eq!(
+            t.shell_word(),
+            "/local/ssd/\"${USER}\"/\"${SLURM_JOB_ID}\"x"
+        );
+        assert_eq!(
+            parse_path_template("/x/$NOPE").unwrap().expand(look),
+            Err("NOPE".into())
+        );
         for bad in ["$(id)", "/a/`id`", "~/x", "/a/${USER", "/a/$", "/a/$1", ""] {
             assert!(parse_path_template(bad).is_err(), "{bad}");
         }
