@@ -1,3 +1,1 @@
-fn main() {
-    yolo_sched::cli::run_main()
-}
+fn main() { yolo_sched::cli::run_main() }

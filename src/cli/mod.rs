@@ -40,13 +40,7 @@ pub struct GlobalArgs {
     pub site: Option<PathBuf>,
 
     /// When to colour output: auto (a terminal without NO_COLOR), always or never.
-    #[arg(
-        long,
-        global = true,
-        value_name = "WHEN",
-        default_value = "auto",
-        env = "YOLO_SCHED_COLOR"
-    )]
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto", env = "YOLO_SCHED_COLOR")]
     pub color: output::ColorChoice,
 }
 
@@ -142,11 +136,7 @@ pub fn run_main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() {
-                exit::INVALID_INPUT
-            } else {
-                exit::OK
-            };
+            let code = if e.use_stderr() { exit::INVALID_INPUT } else { exit::OK };
             let _ = e.print();
             std::process::exit(code);
         }
