@@ -75,13 +75,21 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
     }
     let required_missing: Vec<&str> = missing.iter().copied().filter(|c| *c != "sacct").collect();
     if required_missing.is_empty() {
-        check(&mut checks, "slurm commands", Status::Ok, format!("on PATH: {}", found.join(", ")));
+        check(
+            &mut checks,
+            "slurm commands",
+            Status::Ok,
+            format!("on PATH: {}", found.join(", ")),
+        );
     } else {
         check(
             &mut checks,
             "slurm commands",
             Status::Fail,
-            format!("not on PATH: {} (install slurm-client, or fix PATH)", required_missing.join(", ")),
+            format!(
+                "not on PATH: {} (install slurm-client, or fix PATH)",
+                required_missing.join(", ")
+            ),
         );
     }
 
@@ -98,11 +106,20 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                         &mut checks,
                         "slurm version",
                         Status::Warn,
-                        format!("{v}: known MIG bugs, upgrade to {} or later: {}", version::MIG_SAFE, warnings.join("; ")),
+                        format!(
+                            "{v}: known MIG bugs, upgrade to {} or later: {}",
+                            version::MIG_SAFE,
+                            warnings.join("; ")
+                        ),
                     );
                 }
             }
-            None => check(&mut checks, "slurm version", Status::Warn, format!("unrecognised: {}", out.trim())),
+            None => check(
+                &mut checks,
+                "slurm version",
+                Status::Warn,
+                format!("unrecognised: {}", out.trim()),
+            ),
         },
         Err(e) if required_missing.contains(&"sinfo") => {
             let _ = e;
@@ -115,13 +132,22 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
         match slurm.run_raw("scontrol", &["ping"]) {
             Ok(out) if out.stdout_str().contains("is UP") => {
                 ctld_up = true;
-                check(&mut checks, "slurmctld", Status::Ok, out.stdout_str().trim().to_string());
+                check(
+                    &mut checks,
+                    "slurmctld",
+                    Status::Ok,
+                    out.stdout_str().trim().to_string(),
+                );
             }
             Ok(out) => check(
                 &mut checks,
                 "slurmctld",
                 Status::Fail,
-                format!("does not answer: {}{}", out.stdout_str().trim(), out.stderr_str().trim()),
+                format!(
+                    "does not answer: {}{}",
+                    out.stdout_str().trim(),
+                    out.stderr_str().trim()
+                ),
             ),
             Err(e) => check(&mut checks, "slurmctld", Status::Fail, format!("{e:#}")),
         }
@@ -136,7 +162,12 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                 partitions = sinfo::partitions(&nodes);
                 gres = sinfo::gres_totals(&nodes);
                 if partitions.is_empty() {
-                    check(&mut checks, "partitions", Status::Fail, "sinfo lists no partitions");
+                    check(
+                        &mut checks,
+                        "partitions",
+                        Status::Fail,
+                        "sinfo lists no partitions",
+                    );
                 } else {
                     check(&mut checks, "partitions", Status::Ok, partitions.join(", "));
                 }
@@ -146,7 +177,12 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                     .map(|(k, n)| format!("{k}:{n}"))
                     .collect();
                 if gpu.is_empty() {
-                    check(&mut checks, "gres", Status::Warn, "no GPU GRES in the cluster: GPU stages cannot run");
+                    check(
+                        &mut checks,
+                        "gres",
+                        Status::Warn,
+                        "no GPU GRES in the cluster: GPU stages cannot run",
+                    );
                 } else {
                     check(&mut checks, "gres", Status::Ok, gpu.join(", "));
                 }
@@ -154,7 +190,9 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                     .iter()
                     .filter(|n| {
                         let s = n.display_state();
-                        ["down", "drain", "inval", "fail", "not_responding"].iter().any(|b| s.contains(b))
+                        ["down", "drain", "inval", "fail", "not_responding"]
+                            .iter()
+                            .any(|b| s.contains(b))
                     })
                     .map(|n| {
                         if n.reason.is_empty() {
@@ -165,9 +203,19 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                     })
                     .collect();
                 if unhealthy.is_empty() {
-                    check(&mut checks, "nodes", Status::Ok, format!("{} node(s), none down or drained", nodes.len()));
+                    check(
+                        &mut checks,
+                        "nodes",
+                        Status::Ok,
+                        format!("{} node(s), none down or drained", nodes.len()),
+                    );
                 } else {
-                    check(&mut checks, "nodes", Status::Warn, format!("not usable: {}", unhealthy.join(", ")));
+                    check(
+                        &mut checks,
+                        "nodes",
+                        Status::Warn,
+                        format!("not usable: {}", unhealthy.join(", ")),
+                    );
                 }
             }
             Err(e) => check(&mut checks, "partitions", Status::Fail, format!("{e:#}")),
@@ -195,7 +243,12 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                     .split(':')
                     .any(|d| Path::new(d).join("gpu_nvml.so").exists());
                 if has_nvml {
-                    check(&mut checks, "gpu autodetect", Status::Ok, "gpu_nvml.so present: AutoDetect=nvml is possible");
+                    check(
+                        &mut checks,
+                        "gpu autodetect",
+                        Status::Ok,
+                        "gpu_nvml.so present: AutoDetect=nvml is possible",
+                    );
                 } else {
                     check(
                         &mut checks,
@@ -219,7 +272,9 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                 "{} loaded: driver {}, {} GPU(s)",
                 nvml.library,
                 nvml.driver_version.as_deref().unwrap_or("unknown"),
-                nvml.device_count.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
+                nvml.device_count
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "?".into())
             ),
         );
     } else {

@@ -1,1 +1,3 @@
-fn main() { yolo_sched::cli::run_main() }
+fn main() {
+    yolo_sched::cli::run_main()
+}

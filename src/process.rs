@@ -181,8 +181,12 @@ mod tests {
     #[test]
     fn timeout_kills_the_whole_group() {
         let start = Instant::now();
-        let err = run_with_timeout("sh", &["-c", "sleep 30 & sleep 30"], Duration::from_millis(300))
-            .unwrap_err();
+        let err = run_with_timeout(
+            "sh",
+            &["-c", "sleep 30 & sleep 30"],
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
         assert!(matches!(err, RunError::Timeout { .. }), "{err}");
         assert!(start.elapsed() < Duration::from_secs(5));
         assert!(err.to_string().contains("sleep 30"));
@@ -200,7 +204,10 @@ mod tests {
     fn large_output_does_not_deadlock() {
         let out = run_with_timeout(
             "sh",
-            &["-c", "head -c 1000000 /dev/zero; head -c 300000 /dev/zero >&2"],
+            &[
+                "-c",
+                "head -c 1000000 /dev/zero; head -c 300000 /dev/zero >&2",
+            ],
             Duration::from_secs(10),
         )
         .unwrap();

@@ -41,7 +41,11 @@ pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
                 Status::Warn => ("warn", "33"),
                 Status::Fail => ("FAIL", "31"),
             };
-            table.add_row(vec![c.name.clone(), paint(word, code, color), c.detail.clone()]);
+            table.add_row(vec![
+                c.name.clone(),
+                paint(word, code, color),
+                c.detail.clone(),
+            ]);
         }
         output::println(&table)?;
         output::println(if report.usable {

@@ -10,7 +10,9 @@ use clap_complete::Shell;
 use super::Cli;
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  yolo-sched generate completions bash > /etc/bash_completion.d/yolo-sched\n  yolo-sched generate man --dir /usr/local/share/man/man1")]
+#[command(
+    after_help = "Examples:\n  yolo-sched generate completions bash > /etc/bash_completion.d/yolo-sched\n  yolo-sched generate man --dir /usr/local/share/man/man1"
+)]
 pub struct GenerateArgs {
     #[command(subcommand)]
     pub what: What,
@@ -44,7 +46,8 @@ pub fn run(args: &GenerateArgs) -> Result<i32> {
         }
         What::Man { dir: Some(dir) } => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            clap_mangen::generate_to(cmd, dir).with_context(|| format!("writing man pages to {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, dir)
+                .with_context(|| format!("writing man pages to {}", dir.display()))?;
         }
     }
     Ok(0)

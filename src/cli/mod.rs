@@ -3,7 +3,11 @@
 pub mod doctor;
 pub mod generate;
 pub mod output;
+pub mod runs;
+pub mod status;
+pub mod submit;
 pub mod validate;
+pub mod watch;
 
 use std::path::PathBuf;
 
@@ -40,30 +44,36 @@ pub struct GlobalArgs {
     pub site: Option<PathBuf>,
 
     /// When to colour output: auto (a terminal without NO_COLOR), always or never.
-    #[arg(long, global = true, value_name = "WHEN", default_value = "auto", env = "YOLO_SCHED_COLOR")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "WHEN",
+        default_value = "auto",
+        env = "YOLO_SCHED_COLOR"
+    )]
     pub color: output::ColorChoice,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Submit a training spec as a chain of Slurm jobs.
-    Submit(NotBuiltArgs),
+    Submit(submit::SubmitArgs),
     /// Check a training spec without submitting anything.
     Validate(validate::ValidateArgs),
     /// Show the stages of a run.
-    Status(NotBuiltArgs),
+    Status(status::StatusArgs),
     /// Follow a run until it ends.
-    Watch(NotBuiltArgs),
+    Watch(watch::WatchArgs),
     /// List your runs.
-    List(NotBuiltArgs),
+    List(status::ListArgs),
     /// Cancel every job of a run.
-    Cancel(NotBuiltArgs),
+    Cancel(runs::CancelArgs),
     /// Resubmit a run from its first failed stage.
-    Resume(NotBuiltArgs),
+    Resume(runs::ResumeArgs),
     /// Print a stage's Slurm output.
-    Logs(NotBuiltArgs),
+    Logs(runs::LogsArgs),
     /// Print the audit trail.
-    Audit(NotBuiltArgs),
+    Audit(runs::AuditArgs),
     /// Read GPUs through NVML, apply a MIG layout, write gres.conf (admins, as root).
     NodeSetup(NotBuiltArgs),
     /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
@@ -117,15 +127,15 @@ pub fn execute(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Doctor(args) => doctor::run(&mut ctx, &args),
         Command::Generate(args) => generate::run(&args),
-        Command::Submit(_) => not_built("submit"),
+        Command::Submit(args) => submit::run(&mut ctx, &args),
         Command::Validate(args) => validate::run(&mut ctx, &args),
-        Command::Status(_) => not_built("status"),
-        Command::Watch(_) => not_built("watch"),
-        Command::List(_) => not_built("list"),
-        Command::Cancel(_) => not_built("cancel"),
-        Command::Resume(_) => not_built("resume"),
-        Command::Logs(_) => not_built("logs"),
-        Command::Audit(_) => not_built("audit"),
+        Command::Status(args) => status::run(&mut ctx, &args),
+        Command::Watch(args) => watch::run(&mut ctx, &args),
+        Command::List(args) => status::list(&mut ctx, &args),
+        Command::Cancel(args) => runs::cancel(&mut ctx, &args),
+        Command::Resume(args) => runs::resume_run(&mut ctx, &args),
+        Command::Logs(args) => runs::logs(&mut ctx, &args),
+        Command::Audit(args) => runs::audit_cmd(&mut ctx, &args),
         Command::NodeSetup(_) => not_built("node-setup"),
         Command::Report(_) => not_built("report"),
     }
@@ -136,7 +146,11 @@ pub fn run_main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { exit::INVALID_INPUT } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::INVALID_INPUT
+            } else {
+                exit::OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }

@@ -37,10 +37,13 @@ impl Site {
                 return Err(e).with_context(|| format!("reading site file {}", path.display()))
             }
         };
-        let raw: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| invalid(format!("site file {}: {}", path.display(), e.message())))?;
-        Ok(Site { path: Some(path), raw })
+        let raw: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            invalid(format!("site file {}: {}", path.display(), e.message()))
+        })?;
+        Ok(Site {
+            path: Some(path),
+            raw,
+        })
     }
 
     /// A section of the site file deserialized into `T` (defaults when absent).

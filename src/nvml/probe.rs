@@ -79,6 +79,9 @@ mod tests {
     #[test]
     fn flag_wins_over_default() {
         let flag = PathBuf::from("/opt/nvidia/libnvidia-ml.so.1");
-        assert_eq!(library_path(Some(&flag)), OsString::from("/opt/nvidia/libnvidia-ml.so.1"));
+        assert_eq!(
+            library_path(Some(&flag)),
+            OsString::from("/opt/nvidia/libnvidia-ml.so.1")
+        );
     }
 }

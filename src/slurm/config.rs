@@ -36,7 +36,11 @@ impl ControllerConfig {
 
     /// `MinJobAge` in seconds.
     pub fn min_job_age(&self) -> Option<u64> {
-        self.get("MinJobAge")?.split_whitespace().next()?.parse().ok()
+        self.get("MinJobAge")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
     }
 
     /// True when jobs go to slurmdbd, so `sacct` works.
@@ -47,12 +51,15 @@ impl ControllerConfig {
 
     /// True when completed jobs are logged by jobcomp (so `sacct -c` works).
     pub fn has_jobcomp(&self) -> bool {
-        self.get("JobCompType").is_some_and(|t| !t.ends_with("/none") && !t.is_empty())
+        self.get("JobCompType")
+            .is_some_and(|t| !t.ends_with("/none") && !t.is_empty())
     }
 }
 
 pub fn fetch(slurm: &Slurm) -> Result<ControllerConfig> {
-    Ok(ControllerConfig::parse(&slurm.stdout("scontrol", &["show", "config"])?))
+    Ok(ControllerConfig::parse(
+        &slurm.stdout("scontrol", &["show", "config"])?,
+    ))
 }
 
 #[cfg(test)]

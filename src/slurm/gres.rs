@@ -42,7 +42,11 @@ fn split_items(s: &str) -> Vec<&str> {
         }
     }
     items.push(&s[start..]);
-    items.into_iter().map(str::trim).filter(|s| !s.is_empty()).collect()
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// Expand `0-1,4` into `[0, 1, 4]`.
@@ -140,7 +144,10 @@ mod tests {
     #[test]
     fn job_request_forms() {
         let it = parse_item("gres:gpu:1g.5gb:1").unwrap();
-        assert_eq!((it.name.as_str(), it.kind.as_deref(), it.count), ("gpu", Some("1g.5gb"), 1));
+        assert_eq!(
+            (it.name.as_str(), it.kind.as_deref(), it.count),
+            ("gpu", Some("1g.5gb"), 1)
+        );
         let it = parse_item("gpu:2").unwrap();
         assert_eq!((it.kind, it.count), (None, 2));
         let it = parse_item("shard:a100").unwrap();

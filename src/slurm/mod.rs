@@ -10,6 +10,7 @@ pub mod gres;
 pub mod runner;
 pub mod sbatch;
 pub mod sinfo;
+pub mod squeue;
 pub mod version;
 
 pub use runner::{CommandFailed, Slurm};

@@ -30,7 +30,11 @@ impl fmt::Display for CommandFailed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let stderr = self.stderr.trim();
         if stderr.is_empty() {
-            write!(f, "`{}` failed ({}) and printed nothing on stderr", self.command, self.status)
+            write!(
+                f,
+                "`{}` failed ({}) and printed nothing on stderr",
+                self.command, self.status
+            )
         } else {
             write!(f, "`{}` failed ({}): {}", self.command, self.status, stderr)
         }
@@ -97,7 +101,11 @@ impl Slurm {
     pub fn run_raw(&self, program: &str, args: &[&str]) -> Result<Captured> {
         CALLS.fetch_add(1, Ordering::Relaxed);
         if let Some(path) = &self.trace {
-            if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
                 let _ = writeln!(f, "{}", process::display_command(program, args));
             }
         }
@@ -156,7 +164,13 @@ mod tests {
     fn failure_names_command_and_stderr() {
         let slurm = Slurm::from_env();
         let err = slurm
-            .run("sh", &["-c", "echo 'sbatch: error: Invalid partition name specified' >&2; exit 1"])
+            .run(
+                "sh",
+                &[
+                    "-c",
+                    "echo 'sbatch: error: Invalid partition name specified' >&2; exit 1",
+                ],
+            )
             .unwrap_err();
         let text = err.to_string();
         assert!(text.contains("sh -c"), "{text}");
@@ -166,9 +180,13 @@ mod tests {
 
     #[test]
     fn transient_errors_are_recognised() {
-        assert!(is_transient("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"));
+        assert!(is_transient(
+            "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
+        ));
         assert!(is_transient("error: Resource temporarily unavailable"));
-        assert!(!is_transient("sbatch: error: Invalid generic resource (gres) specification"));
+        assert!(!is_transient(
+            "sbatch: error: Invalid generic resource (gres) specification"
+        ));
     }
 
     #[test]
@@ -180,7 +198,10 @@ mod tests {
              if [ $n -lt 3 ]; then echo 'Socket timed out on send/recv operation' >&2; exit 1; fi; echo ok",
             c = counter.display()
         );
-        let slurm = Slurm { retry_pause: Duration::from_millis(1), ..Slurm::from_env() };
+        let slurm = Slurm {
+            retry_pause: Duration::from_millis(1),
+            ..Slurm::from_env()
+        };
         let out = slurm.run_retrying("sh", &["-c", &script]).unwrap();
         assert_eq!(out.stdout_str(), "ok\n");
         assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "3");
@@ -190,9 +211,18 @@ mod tests {
     fn permanent_errors_are_not_retried() {
         let dir = tempfile::tempdir().unwrap();
         let counter = dir.path().join("n");
-        let script = format!("echo x >> {}; echo 'Invalid account' >&2; exit 1", counter.display());
-        let slurm = Slurm { retry_pause: Duration::from_millis(1), ..Slurm::from_env() };
+        let script = format!(
+            "echo x >> {}; echo 'Invalid account' >&2; exit 1",
+            counter.display()
+        );
+        let slurm = Slurm {
+            retry_pause: Duration::from_millis(1),
+            ..Slurm::from_env()
+        };
         assert!(slurm.run_retrying("sh", &["-c", &script]).is_err());
-        assert_eq!(std::fs::read_to_string(&counter).unwrap().lines().count(), 1);
+        assert_eq!(
+            std::fs::read_to_string(&counter).unwrap().lines().count(),
+            1
+        );
     }
 }

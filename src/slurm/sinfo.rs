@@ -65,7 +65,10 @@ pub fn nodes(slurm: &Slurm) -> Result<Vec<Node>> {
 
 /// The partitions of these nodes, sorted.
 pub fn partitions(nodes: &[Node]) -> Vec<String> {
-    let mut p: Vec<String> = nodes.iter().flat_map(|n| n.partitions.iter().cloned()).collect();
+    let mut p: Vec<String> = nodes
+        .iter()
+        .flat_map(|n| n.partitions.iter().cloned())
+        .collect();
     p.sort();
     p.dedup();
     p
@@ -114,14 +117,19 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_ignored_and_missing_ones_default() {
-        let nodes = parse_nodes(r#"{"nodes":[{"name":"n","future_field":{"x":1}}],"extra":1}"#).unwrap();
+        let nodes =
+            parse_nodes(r#"{"nodes":[{"name":"n","future_field":{"x":1}}],"extra":1}"#).unwrap();
         assert_eq!(nodes[0].name, "n");
         assert!(nodes[0].gres_items().is_empty());
     }
 
     #[test]
     fn drained_flag_is_shown() {
-        let n = Node { state: "IDLE".into(), state_flags: vec!["DRAIN".into()], ..Node::default() };
+        let n = Node {
+            state: "IDLE".into(),
+            state_flags: vec!["DRAIN".into()],
+            ..Node::default()
+        };
         assert_eq!(n.display_state(), "idle+drain");
     }
 }

@@ -17,27 +17,45 @@ impl fmt::Display for Version {
 }
 
 /// The first release with every MIG fix we know of (see `docs/admin-guide.md`).
-pub const MIG_SAFE: Version = Version { major: 23, minor: 11, micro: 4 };
+pub const MIG_SAFE: Version = Version {
+    major: 23,
+    minor: 11,
+    micro: 4,
+};
 
 /// Parse the output of `sinfo --version`: `slurm-wlm 22.05.8`, `slurm 23.11.4`,
 /// `slurm 24.05.0-0rc1`.
 pub fn parse(output: &str) -> Option<Version> {
-    let word = output.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))?;
+    let word = output
+        .split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))?;
     let mut it = word.split(['.', '-']);
     let major = it.next()?.parse().ok()?;
     let minor = it.next()?.parse().ok()?;
     let micro = it
         .next()
-        .map(|m| m.chars().take_while(char::is_ascii_digit).collect::<String>())
+        .map(|m| {
+            m.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
         .and_then(|m| m.parse().ok())
         .unwrap_or(0);
-    Some(Version { major, minor, micro })
+    Some(Version {
+        major,
+        minor,
+        micro,
+    })
 }
 
 /// Problems with MIG in releases older than 23.11.4, from Slurm's changelogs.
 pub fn mig_warnings(v: Version) -> Vec<&'static str> {
     let mut w = Vec::new();
-    let at = |major, minor, micro| Version { major, minor, micro };
+    let at = |major, minor, micro| Version {
+        major,
+        minor,
+        micro,
+    };
     if v < at(22, 5, 6) {
         w.push("before 22.05.6, MIG minor numbers are wrong when a device minor differs from its index");
     }
@@ -59,9 +77,30 @@ mod tests {
 
     #[test]
     fn parses_debian_and_upstream_forms() {
-        assert_eq!(parse("slurm-wlm 22.05.8\n"), Some(Version { major: 22, minor: 5, micro: 8 }));
-        assert_eq!(parse("slurm 23.11.4"), Some(Version { major: 23, minor: 11, micro: 4 }));
-        assert_eq!(parse("slurm 24.05.0-0rc1"), Some(Version { major: 24, minor: 5, micro: 0 }));
+        assert_eq!(
+            parse("slurm-wlm 22.05.8\n"),
+            Some(Version {
+                major: 22,
+                minor: 5,
+                micro: 8
+            })
+        );
+        assert_eq!(
+            parse("slurm 23.11.4"),
+            Some(Version {
+                major: 23,
+                minor: 11,
+                micro: 4
+            })
+        );
+        assert_eq!(
+            parse("slurm 24.05.0-0rc1"),
+            Some(Version {
+                major: 24,
+                minor: 5,
+                micro: 0
+            })
+        );
         assert_eq!(parse("garbage"), None);
     }
 

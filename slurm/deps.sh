@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Debian packages the test suite needs besides Slurm itself (cluster.sh installs that):
+#   prometheus                 promtool, to check the Prometheus exposition output
+#   prometheus-node-exporter   a real textfile-collector scrape of that output
+#   time                       /usr/bin/time -v for peak-memory figures in bench/
+#   python3                    generates the demo dataset and stands in for `yolo` in tests
+# Idempotent: installs only what is missing. Needs root.
+set -euo pipefail
+want=(prometheus prometheus-node-exporter time python3)
+missing=()
+for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    [ "$(id -u)" -eq 0 ] || { echo "deps: need root to install ${missing[*]}" >&2; exit 1; }
+    echo "deps: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Rust: the machine's toolchain (rustup) must be at least the crate's rust-version.
+if ! command -v cargo >/dev/null 2>&1; then
+    for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+        [ -x "$d/cargo" ] && export PATH="$d:$PATH"
+    done
+fi
+command -v cargo >/dev/null 2>&1 || {
+    echo "deps: cargo not found: install Rust 1.85 or newer with rustup (https://rustup.rs), then rerun" >&2
+    exit 1
+}

@@ -1,0 +1,436 @@
+//! `yolo-sched cancel`, `resume`, `logs` and `audit`: acting on a whole run.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde::Serialize;
+
+use super::output;
+use super::Context;
+use crate::error::invalid;
+use crate::run::audit::{self, AuditRecord};
+use crate::run::{query, resume};
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  yolo-sched cancel pcb-defects-20261130T150000-1a2b
+  yolo-sched cancel RUN --dry-run      # say what would be cancelled
+
+Cancels every job of the run still queued or running, in one scancel call.
+Cancelling a run that has nothing left to cancel succeeds and says so.")]
+pub struct CancelArgs {
+    pub run: String,
+    /// Say what would be cancelled; cancel nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  yolo-sched resume pcb-defects-20261130T150000-1a2b
+  yolo-sched resume RUN --dry-run
+
+Resubmits the first stage that did not complete and everything after it, for the
+sweep variants that need it; completed stages are reused. Training continues from
+weights/last.pt. Refuses while the run is still active, or when the output of a
+completed stage it needs is gone. Exit status 2 when there is nothing to resume.")]
+pub struct ResumeArgs {
+    pub run: String,
+    /// Say what would be resubmitted; submit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  yolo-sched logs RUN                 # the train stage's output
+  yolo-sched logs RUN prepare
+  yolo-sched logs RUN train --task 3  # one variant of a sweep
+  yolo-sched logs RUN train -f        # follow until the stage ends")]
+pub struct LogsArgs {
+    pub run: String,
+    /// prepare, train, val or export (default: train).
+    #[arg(default_value = "train")]
+    pub stage: String,
+    /// The array task (sweep variant) of an array stage.
+    #[arg(long)]
+    pub task: Option<u32>,
+    /// Keep printing what the stage writes until it ends.
+    #[arg(short, long)]
+    pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  yolo-sched audit
+  yolo-sched audit --user alice --since 24h
+  yolo-sched audit --run pcb-defects-20261130T150000-1a2b --json")]
+pub struct AuditArgs {
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Run id (or prefix).
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Only records newer than this: `30m`, `24h`, `7d`, or an RFC 3339 time.
+    #[arg(long)]
+    pub since: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Record a state-changing command; a failure to record is a warning, not a failure of the command.
+pub fn record(ctx: &mut Context, rec: &AuditRecord) {
+    let path = match ctx.site().and_then(audit::log_path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("yolo-sched: warning: no audit log: {e:#}");
+            return;
+        }
+    };
+    if let Err(e) = audit::append(&path, rec) {
+        eprintln!("yolo-sched: warning: could not write the audit log: {e:#}");
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct CancelOut {
+    run_id: String,
+    cancelled: Vec<u64>,
+    dry_run: bool,
+}
+
+pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
+    let manifest = query::find_run(&args.run)?;
+    let (st, error) = query::run_status(&ctx.slurm, &manifest);
+    if let Some(e) = error {
+        return Err(anyhow::anyhow!(
+            "cannot cancel run {}: Slurm did not answer: {e}",
+            manifest.run_id
+        ));
+    }
+    let ids = query::active_job_ids(&st);
+    if !ids.is_empty() && !args.dry_run {
+        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let mut argv = vec!["--quiet"];
+        argv.extend(list.iter().map(String::as_str));
+        let result = ctx.slurm.run_retrying("scancel", &argv);
+        let outcome = match &result {
+            Ok(_) => "ok".to_string(),
+            Err(e) => format!("{e:#}"),
+        };
+        record(
+            ctx,
+            &AuditRecord::new("cancel", Some(&manifest.run_id), ids.clone(), &outcome),
+        );
+        result?;
+    }
+    if args.json {
+        output::print_json(&CancelOut {
+            run_id: manifest.run_id.clone(),
+            cancelled: ids,
+            dry_run: args.dry_run,
+        })?;
+    } else if ids.is_empty() {
+        output::println(format!(
+            "run {}: nothing to cancel ({})",
+            manifest.run_id,
+            st.state.describe()
+        ))?;
+    } else {
+        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let verb = if args.dry_run {
+            "would cancel"
+        } else {
+            "cancelled"
+        };
+        let stages: Vec<&str> = st
+            .stages
+            .iter()
+            .filter(|s| s.tasks.iter().any(|t| t.state.is_active()))
+            .map(|s| s.stage.as_str())
+            .collect();
+        output::println(format!(
+            "run {}: {verb} job(s) {} ({})",
+            manifest.run_id,
+            list.join(", "),
+            stages.join(", ")
+        ))?;
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Serialize)]
+struct ResumeOut {
+    run_id: String,
+    dry_run: bool,
+    stages: Vec<String>,
+    tasks: Option<Vec<u32>>,
+    jobs: Vec<crate::run::submit::SubmittedJob>,
+}
+
+pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
+    let mut manifest = query::find_run(&args.run)?;
+    let _lock = resume::lock_run(&manifest)?;
+    // Read again under the lock: another resume may just have finished.
+    manifest = crate::run::Manifest::load(&crate::run::Manifest::path_in(&manifest.workdir))?;
+    let (st, error) = query::run_status(&ctx.slurm, &manifest);
+    if let Some(e) = error {
+        return Err(anyhow::anyhow!(
+            "cannot resume run {}: Slurm did not answer: {e}",
+            manifest.run_id
+        ));
+    }
+    let plan = resume::plan_resume(&manifest, &st)?;
+    let jobs = if args.dry_run {
+        Vec::new()
+    } else {
+        let result = resume::execute(&ctx.slurm, &mut manifest, &plan);
+        let (ids, outcome) = match &result {
+            Ok(j) => (j.iter().map(|j| j.job_id).collect(), "ok".to_string()),
+            Err(e) => (vec![], format!("{e:#}")),
+        };
+        record(
+            ctx,
+            &AuditRecord::new("resume", Some(&manifest.run_id), ids, &outcome),
+        );
+        result?
+    };
+    if args.json {
+        output::print_json(&ResumeOut {
+            run_id: manifest.run_id.clone(),
+            dry_run: args.dry_run,
+            stages: plan.stages.clone(),
+            tasks: plan.tasks.clone(),
+            jobs,
+        })?;
+        return Ok(0);
+    }
+    let variants = match &plan.tasks {
+        Some(t) => format!(
+            " for variant(s) {}",
+            t.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        ),
+        None => String::new(),
+    };
+    if args.dry_run {
+        output::println(format!(
+            "run {}: would resubmit {}{variants}",
+            manifest.run_id,
+            plan.stages.join(" → ")
+        ))?;
+    } else {
+        let ids: Vec<String> = jobs
+            .iter()
+            .map(|j| format!("{} {}", crate::plan::stage_name(j.stage), j.job_id))
+            .collect();
+        output::println(format!(
+            "run {}: resubmitted {}{variants} as attempt {}",
+            manifest.run_id,
+            ids.join(", "),
+            manifest.stages[plan.from].attempts.len()
+        ))?;
+    }
+    Ok(0)
+}
+
+pub fn logs(ctx: &mut Context, args: &LogsArgs) -> Result<i32> {
+    let manifest = query::find_run(&args.run)?;
+    let stage = manifest
+        .stages
+        .iter()
+        .find(|s| s.stage == args.stage)
+        .ok_or_else(|| {
+            let names: Vec<&str> = manifest.stages.iter().map(|s| s.stage.as_str()).collect();
+            invalid(format!(
+                "run {} has no stage `{}`; it has {}",
+                manifest.run_id,
+                args.stage,
+                names.join(", ")
+            ))
+        })?;
+    let path: PathBuf = if stage.tasks > 1 {
+        let task = args.task.ok_or_else(|| {
+            invalid(format!(
+                "stage {} is a sweep of {} variants: say which with --task N",
+                stage.stage, stage.tasks
+            ))
+        })?;
+        if task as usize >= stage.tasks {
+            return Err(invalid(format!(
+                "stage {} has variants 0..{}",
+                stage.stage,
+                stage.tasks - 1
+            )));
+        }
+        manifest
+            .workdir
+            .join("logs")
+            .join(format!("{}-{task}.out", stage.stage))
+    } else {
+        manifest
+            .workdir
+            .join("logs")
+            .join(format!("{}.out", stage.stage))
+    };
+    let mut offset = 0u64;
+    let mut out = std::io::stdout().lock();
+    let mut pause = Duration::from_millis(500);
+    loop {
+        if let Ok(mut f) = std::fs::File::open(&path) {
+            f.seek(SeekFrom::Start(offset))?;
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf)?;
+            offset += buf.len() as u64;
+            out.write_all(&buf)?;
+            out.flush()?;
+        } else if !args.follow {
+            return Err(anyhow::anyhow!(
+                "{} does not exist yet: the stage has not started",
+                path.display()
+            ));
+        }
+        if !args.follow {
+            return Ok(0);
+        }
+        let (st, _) = query::run_status(&ctx.slurm, &manifest);
+        let done = st.stage(&stage.stage).is_some_and(|s| {
+            let t = match args.task {
+                Some(i) => s.tasks.iter().find(|t| t.task == Some(i)),
+                None => s.tasks.first(),
+            };
+            t.is_some_and(|t| !t.state.is_active())
+        });
+        if done {
+            // One last read for what was written before the end.
+            if let Ok(mut f) = std::fs::File::open(&path) {
+                f.seek(SeekFrom::Start(offset))?;
+                let mut buf = Vec::new();
+                f.read_to_end(&mut buf)?;
+                out.write_all(&buf)?;
+            }
+            return Ok(0);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 3 / 2).min(Duration::from_secs(5));
+    }
+}
+
+/// `30m`, `24h`, `7d` or an RFC 3339 time → the instant.
+pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let (num, unit) = s.split_at(s.trim_end_matches(|c: char| c.is_ascii_alphabetic()).len());
+    let n: i64 = num.parse().map_err(|_| {
+        invalid(format!(
+            "--since {s:?}: expected e.g. 30m, 24h, 7d or an RFC 3339 time"
+        ))
+    })?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" | "" => n * 3600,
+        "d" => n * 86400,
+        "w" => n * 7 * 86400,
+        _ => {
+            return Err(invalid(format!(
+                "--since {s:?}: unknown unit `{unit}` (use s, m, h, d or w)"
+            )))
+        }
+    };
+    Ok(now - chrono::Duration::seconds(secs))
+}
+
+pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
+    let path = audit::log_path(ctx.site()?)?;
+    let (records, bad) = audit::read(&path)?;
+    for line in &bad {
+        eprintln!(
+            "yolo-sched: warning: {}:{line}: not an audit record; skipped",
+            path.display()
+        );
+    }
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, Utc::now()))
+        .transpose()?;
+    let selected: Vec<&AuditRecord> = records
+        .iter()
+        .filter(|r| args.user.as_ref().is_none_or(|u| &r.user == u))
+        .filter(|r| {
+            args.run.as_ref().is_none_or(|id| {
+                r.run_id
+                    .as_ref()
+                    .is_some_and(|x| x.starts_with(id.as_str()))
+            })
+        })
+        .filter(|r| since.is_none_or(|t| r.time >= t))
+        .collect();
+    if args.json {
+        output::print_json(&selected)?;
+        return Ok(0);
+    }
+    let mut table = output::new_table(&[
+        "time (UTC)",
+        "user",
+        "host",
+        "command",
+        "run",
+        "jobs",
+        "outcome",
+    ]);
+    for r in &selected {
+        table.add_row(vec![
+            r.time.format("%Y-%m-%d %H:%M:%S").to_string(),
+            r.user.clone(),
+            r.host.clone(),
+            r.command.clone(),
+            r.run_id.clone().unwrap_or_default(),
+            r.job_ids
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            r.outcome.clone(),
+        ]);
+    }
+    output::println(&table).with_context(|| "printing the audit log")?;
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_forms() {
+        let now = "2026-11-30T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        assert_eq!(
+            parse_since("24h", now).unwrap(),
+            "2026-11-29T12:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(
+            parse_since("30m", now).unwrap(),
+            "2026-11-30T11:30:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(
+            parse_since("2026-11-01T00:00:00Z", now).unwrap(),
+            "2026-11-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert!(parse_since("yesterday", now).is_err());
+        assert!(parse_since("3y", now).is_err());
+    }
+}

@@ -1,0 +1,274 @@
+//! `yolo-sched status` and `yolo-sched list`.
+
+use anyhow::Result;
+use clap::Args;
+use serde::Serialize;
+
+use super::output;
+use super::Context;
+use crate::run::query;
+use crate::run::status::{RunStatus, StageStatus, TaskState};
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  yolo-sched status pcb-defects-20261130T150000-1a2b
+  yolo-sched status pcb-defects-2026     # a unique prefix is enough
+  yolo-sched status runs/pcb-defects     # or the run directory
+  yolo-sched status RUN --tasks --json | jq '.stages[].tasks[] | select(.state==\"failed\")'
+
+Exit status: 0 when the status was shown (also for a failed run), 1 when Slurm
+could not be asked (the last known state from the job files is shown, marked stale),
+2 for an unknown run id.")]
+pub struct StatusArgs {
+    /// Run id (or a unique prefix, or the run directory).
+    pub run: String,
+    /// One row per array task instead of a summary per stage.
+    #[arg(long)]
+    pub tasks: bool,
+    /// Print the status as JSON (each task says which source it came from).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  yolo-sched list
+  yolo-sched list --json | jq -r '.[] | select(.state==\"failed\") | .run_id'")]
+pub struct ListArgs {
+    /// Print the runs as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// At most this many runs, newest first.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+}
+
+fn stage_summary(s: &StageStatus) -> String {
+    if s.tasks.len() <= 1 {
+        return s.state.word().to_string();
+    }
+    let parts: Vec<String> = s.counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    format!("{} ({})", s.state.word(), parts.join(", "))
+}
+
+fn progress_text(s: &StageStatus) -> Option<String> {
+    if s.progress.is_empty() {
+        return None;
+    }
+    let best = s
+        .progress
+        .iter()
+        .filter_map(|(_, p)| p.best_map50_95)
+        .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+    let epochs = s.progress.iter().find_map(|(_, p)| p.epochs);
+    let text = if s.progress.len() == 1 {
+        let p = &s.progress[0].1;
+        match epochs {
+            Some(n) => format!("epoch {} of {n}", p.epoch),
+            None => format!("epoch {}", p.epoch),
+        }
+    } else {
+        let done: u32 = s.progress.iter().map(|(_, p)| p.epoch).sum();
+        match epochs {
+            Some(n) => format!(
+                "{done} of {} epochs over {} variants",
+                n as usize * s.tasks.len(),
+                s.tasks.len()
+            ),
+            None => format!("{done} epochs over {} variants", s.tasks.len()),
+        }
+    };
+    Some(match best {
+        Some(b) => format!("{text}, best mAP50-95 {b:.3}"),
+        None => text,
+    })
+}
+
+pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()> {
+    let state = st.state.describe();
+    let painted = match &st.state {
+        crate::run::status::RunState::Completed => output::paint(&state, "32", color),
+        crate::run::status::RunState::Failed { .. }
+        | crate::run::status::RunState::Cancelled { .. } => output::paint(&state, "31", color),
+        _ => output::paint(&state, "33", color),
+    };
+    output::println(format!(
+        "run {} ({}): {painted}{}",
+        st.run_id,
+        st.name,
+        if st.stale {
+            " [stale: Slurm did not answer]"
+        } else {
+            ""
+        }
+    ))?;
+    let mut table = output::new_table(&[
+        "stage",
+        "attempt",
+        "job",
+        "state",
+        "elapsed / limit",
+        "node",
+        "gres",
+        "slice",
+        "exit",
+        "detail",
+    ]);
+    for s in &st.stages {
+        let rows: Vec<&crate::run::status::TaskStatus> = if show_tasks || s.tasks.len() == 1 {
+            s.tasks.iter().collect()
+        } else {
+            vec![]
+        };
+        if rows.is_empty() {
+            let detail = progress_text(s)
+                .or_else(|| s.tasks.iter().find_map(|t| t.reason_text.clone()))
+                .unwrap_or_default();
+            table.add_row(vec![
+                s.stage.clone(),
+                s.attempt.to_string(),
+                s.job_id
+                    .map(|j| format!("{j} [{}]", s.tasks.len()))
+                    .unwrap_or_default(),
+                stage_summary(s),
+                format!("- / {}", s.time_limit),
+                String::new(),
+                s.gres.clone().unwrap_or_else(|| "-".into()),
+                String::new(),
+                String::new(),
+                detail,
+            ]);
+            continue;
+        }
+        for t in rows {
+            let detail = if s.stage == "train" && t.state != TaskState::Pending {
+                s.progress.iter().find(|(k, _)| *k == t.task).map(|(_, p)| {
+                    let mut d = match p.epochs {
+                        Some(n) => format!("epoch {} of {n}", p.epoch),
+                        None => format!("epoch {}", p.epoch),
+                    };
+                    if let Some(b) = p.best_map50_95 {
+                        d.push_str(&format!(", best mAP50-95 {b:.3}"));
+                    }
+                    d
+                })
+            } else {
+                None
+            }
+            .or_else(|| t.reason_text.clone())
+            .unwrap_or_default();
+            table.add_row(vec![
+                match t.task {
+                    Some(i) => format!("{}[{i}]", s.stage),
+                    None => s.stage.clone(),
+                },
+                s.attempt.to_string(),
+                t.job_id.clone(),
+                t.slurm_state
+                    .clone()
+                    .map(|x| x.to_lowercase())
+                    .unwrap_or_else(|| t.state.word().to_string()),
+                format!(
+                    "{} / {}",
+                    t.elapsed.clone().unwrap_or_else(|| "-".into()),
+                    t.time_limit.clone().unwrap_or_else(|| s.time_limit.clone())
+                ),
+                t.node.clone().unwrap_or_default(),
+                s.gres.clone().unwrap_or_else(|| "-".into()),
+                t.slice.clone().unwrap_or_default(),
+                t.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+                detail,
+            ]);
+        }
+    }
+    output::println(&table)?;
+    Ok(())
+}
+
+pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
+    let manifest = query::find_run(&args.run)?;
+    let (st, error) = query::run_status(&ctx.slurm, &manifest);
+    if args.json {
+        output::print_json(&st)?;
+    } else {
+        print_status(&st, args.tasks, ctx.color())?;
+    }
+    if let Some(e) = error {
+        eprintln!("yolo-sched: error: Slurm could not be asked; showing the last state the jobs recorded: {e}");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Serialize)]
+struct ListRow {
+    run_id: String,
+    name: String,
+    submitted_at: String,
+    state: crate::run::status::RunState,
+    current_stage: Option<String>,
+    workdir: String,
+}
+
+pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
+    let entries = query::index_entries()?;
+    let mut manifests = Vec::new();
+    for e in entries.iter().take(args.limit) {
+        match crate::run::Manifest::load(&crate::run::Manifest::path_in(&e.workdir)) {
+            Ok(m) => manifests.push(m),
+            Err(err) => eprintln!("yolo-sched: warning: run {}: {err:#}", e.run_id),
+        }
+    }
+    let refs: Vec<&crate::run::Manifest> = manifests.iter().collect();
+    let view = query::ask_slurm(&ctx.slurm, &refs);
+    let rows: Vec<ListRow> = manifests
+        .iter()
+        .map(|m| {
+            let files = crate::run::status::read_job_files(&m.workdir);
+            let st = crate::run::status::compute(m, &view.rows, &view.acct, &files, view.reachable);
+            let current = st
+                .stages
+                .iter()
+                .find(|s| s.state != TaskState::Completed)
+                .map(|s| s.stage.clone());
+            ListRow {
+                run_id: m.run_id.clone(),
+                name: m.name.clone(),
+                submitted_at: m.submitted_at.format("%Y-%m-%d %H:%M").to_string(),
+                state: st.state.clone(),
+                current_stage: current,
+                workdir: m.workdir.display().to_string(),
+            }
+        })
+        .collect();
+    if args.json {
+        output::print_json(&rows)?;
+    } else if rows.is_empty() {
+        output::println("no runs yet: submit one with `yolo-sched submit spec.toml`")?;
+    } else {
+        let mut table = output::new_table(&[
+            "run id",
+            "name",
+            "submitted (UTC)",
+            "state",
+            "current stage",
+        ]);
+        for r in &rows {
+            table.add_row(vec![
+                r.run_id.clone(),
+                r.name.clone(),
+                r.submitted_at.clone(),
+                r.state.describe(),
+                r.current_stage.clone().unwrap_or_default(),
+            ]);
+        }
+        output::println(&table)?;
+    }
+    if let Some(e) = view.error {
+        eprintln!("yolo-sched: error: Slurm could not be asked; states are the last the jobs recorded: {e}");
+        return Ok(1);
+    }
+    Ok(0)
+}

@@ -1,0 +1,144 @@
+//! `yolo-sched watch`: follow a run until it ends.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::output;
+use super::Context;
+use crate::run::query;
+use crate::run::status::{RunState, RunStatus, TaskState};
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  yolo-sched watch pcb-defects-20261130T150000-1a2b
+  yolo-sched submit spec.toml --json | jq -r .run_id | xargs yolo-sched watch
+
+Progress bars on a terminal, one line per change otherwise. One Slurm query per
+round for the whole run; rounds start 2 s apart and grow to 30 s while nothing
+changes. Exit status: 0 when the run completed, 1 when it failed or was cancelled.")]
+pub struct WatchArgs {
+    pub run: String,
+    /// First pause between rounds, seconds.
+    #[arg(long, default_value_t = 2.0, env = "YOLO_SCHED_WATCH_INTERVAL")]
+    pub interval: f64,
+    /// Longest pause between rounds, seconds.
+    #[arg(long, default_value_t = 30.0, env = "YOLO_SCHED_WATCH_MAX_INTERVAL")]
+    pub max_interval: f64,
+}
+
+/// One line per stage: what changed is printed in plain mode.
+fn stage_lines(st: &RunStatus) -> BTreeMap<String, String> {
+    st.stages
+        .iter()
+        .map(|s| {
+            let mut line = if s.tasks.len() > 1 {
+                let parts: Vec<String> = s.counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                format!("{} ({})", s.state.word(), parts.join(", "))
+            } else {
+                s.state.word().to_string()
+            };
+            if s.state == TaskState::Pending {
+                if let Some(r) = s.tasks.iter().find_map(|t| t.reason_text.clone()) {
+                    line.push_str(&format!(": {r}"));
+                }
+            }
+            if s.state == TaskState::Running && !s.progress.is_empty() {
+                let done: u32 = s.progress.iter().map(|(_, p)| p.epoch).sum();
+                match s.progress[0].1.epochs {
+                    Some(n) => {
+                        line.push_str(&format!(", epoch {done} of {}", n as usize * s.tasks.len()))
+                    }
+                    None => line.push_str(&format!(", epoch {done}")),
+                }
+            }
+            (s.stage.clone(), line)
+        })
+        .collect()
+}
+
+pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
+    let manifest = query::find_run(&args.run)?;
+    let tty = std::io::stderr().is_terminal();
+    let multi = MultiProgress::with_draw_target(if tty {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let style = ProgressStyle::with_template("{prefix:>8} [{bar:30}] {pos}/{len} {msg}")
+        .expect("static template")
+        .progress_chars("=> ");
+    let mut bars: BTreeMap<String, ProgressBar> = BTreeMap::new();
+    let mut last: BTreeMap<String, String> = BTreeMap::new();
+    let first = Duration::from_secs_f64(args.interval.max(0.05));
+    let max = Duration::from_secs_f64(args.max_interval.max(args.interval));
+    let mut pause = first;
+    let mut failures = 0;
+    loop {
+        let (st, error) = query::run_status(&ctx.slurm, &manifest);
+        if let Some(e) = &error {
+            failures += 1;
+            if failures >= 5 {
+                return Err(anyhow::anyhow!(
+                    "Slurm did not answer {failures} times in a row: {e}"
+                ));
+            }
+        } else {
+            failures = 0;
+        }
+        let lines = stage_lines(&st);
+        let changed = lines != last;
+        if tty {
+            for s in &st.stages {
+                let bar = bars.entry(s.stage.clone()).or_insert_with(|| {
+                    let b = multi.add(ProgressBar::new(1));
+                    b.set_style(style.clone());
+                    b.set_prefix(s.stage.clone());
+                    b
+                });
+                let (pos, len) = match (s.stage.as_str(), s.progress.first()) {
+                    ("train", Some((_, p))) if s.tasks.len() == 1 => (
+                        u64::from(p.epoch),
+                        u64::from(p.epochs.unwrap_or(p.epoch.max(1))),
+                    ),
+                    _ => (
+                        s.counts.get("completed").copied().unwrap_or(0) as u64,
+                        s.tasks.len().max(1) as u64,
+                    ),
+                };
+                bar.set_length(len);
+                bar.set_position(pos);
+                bar.set_message(lines.get(&s.stage).cloned().unwrap_or_default());
+            }
+        } else if changed {
+            let now = chrono::Local::now().format("%H:%M:%S");
+            for (stage, line) in &lines {
+                if last.get(stage) != Some(line) {
+                    output::println(format!("{now} {} {stage}: {line}", st.run_id))?;
+                }
+            }
+        }
+        if changed {
+            pause = first;
+        }
+        last = lines;
+        if st.state.is_finished() && error.is_none() {
+            for b in bars.values() {
+                b.finish();
+            }
+            output::println(format!("run {}: {}", st.run_id, st.state.describe()))?;
+            return Ok(if st.state == RunState::Completed {
+                0
+            } else {
+                1
+            });
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 3 / 2).min(max);
+    }
+}

@@ -1,0 +1,454 @@
+//! Which GRES a training stage asks for: the smallest slice that fits.
+//!
+//! Candidates are the GPU types the cluster has (`sinfo` GRES), in three pools:
+//! MIG slices for small jobs, shards of GPUs without MIG for medium jobs (only
+//! when the site configures a shared pool), whole GPUs for large jobs. `auto`
+//! takes the first pool with a candidate whose usable memory covers the
+//! estimate, and in it the candidate with the least memory.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::estimate::Estimate;
+
+/// Usable memory (GiB) of MIG profiles as `nvidia-smi mig -lgip` reports it:
+/// less than the name says. A100-40GB, A100-80GB, H100-80GB, H200-141GB.
+const MIG_USABLE_GIB: [(&str, f64); 17] = [
+    ("1g.5gb", 4.75),
+    ("1g.10gb", 9.5),
+    ("2g.10gb", 9.75),
+    ("3g.20gb", 19.62),
+    ("4g.20gb", 19.62),
+    ("7g.40gb", 39.5),
+    ("1g.20gb", 19.5),
+    ("2g.20gb", 19.5),
+    ("3g.40gb", 39.25),
+    ("4g.40gb", 39.25),
+    ("7g.80gb", 78.5),
+    ("1g.18gb", 16.0),
+    ("1g.35gb", 32.25),
+    ("2g.35gb", 32.25),
+    ("3g.71gb", 69.5),
+    ("4g.71gb", 69.5),
+    ("7g.141gb", 139.75),
+];
+
+/// Memory of whole-GPU GRES types, for the common names. Sites with other
+/// names (or 80 GB A100s named `a100`) set `[gpu_memory]` in the site file.
+const WHOLE_GPU_GIB: [(&str, f64); 12] = [
+    ("a100", 39.5),
+    ("a100_80gb", 79.0),
+    ("h100", 79.0),
+    ("h200", 139.75),
+    ("v100", 31.7),
+    ("v100_16gb", 15.7),
+    ("t4", 14.7),
+    ("a10", 22.0),
+    ("a30", 23.5),
+    ("a40", 44.5),
+    ("l4", 22.0),
+    ("l40s", 44.5),
+];
+
+/// `1g.5gb` → (compute slices 1, nominal GB 5); also `1g.10gb+me`.
+pub fn parse_mig_profile(name: &str) -> Option<(u32, u32)> {
+    let base = name.strip_suffix("+me").unwrap_or(name);
+    let (g, rest) = base.split_once("g.")?;
+    let gb = rest.strip_suffix("gb")?;
+    Some((g.parse().ok()?, gb.parse().ok()?))
+}
+
+pub fn is_mig_profile(name: &str) -> bool {
+    parse_mig_profile(name).is_some()
+}
+
+/// The site's pools and memory overrides (`[pools]`, `[gpu_memory]`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Pools {
+    /// Small jobs: MIG slices.
+    pub mig: Option<Pool>,
+    /// Medium jobs: shards of GPUs without MIG.
+    pub shared: Option<SharedPool>,
+    /// Large jobs: whole GPUs.
+    pub exclusive: Option<Pool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Pool {
+    /// Partition the pool's jobs go to (else the spec's, else Slurm's default).
+    pub partition: Option<String>,
+    /// GRES types that belong to the pool (else every type of its kind).
+    pub types: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedPool {
+    pub partition: Option<String>,
+    /// Memory one shard stands for, GiB: `shard:N` with N = ceil(need / shard_gib).
+    pub shard_gib: f64,
+    /// Jobs needing more than this go to the exclusive pool.
+    pub max_gib: f64,
+}
+
+/// What the cluster offers and what the site allows.
+#[derive(Debug, Clone, Default)]
+pub struct Offer {
+    /// GPU GRES types in the cluster with their counts (`1g.5gb` → 4).
+    pub gpu_types: BTreeMap<String, u64>,
+    /// Total shards in the cluster.
+    pub shards: u64,
+    /// When set, only these types may be requested.
+    pub allowed: Option<Vec<String>>,
+    pub pools: Pools,
+    /// `[gpu_memory]` overrides, GiB per type.
+    pub memory_overrides: BTreeMap<String, f64>,
+}
+
+impl Offer {
+    /// Usable memory of a GRES type, when known.
+    pub fn usable_gib(&self, gres_type: &str) -> Option<f64> {
+        if let Some(v) = self.memory_overrides.get(gres_type) {
+            return Some(*v);
+        }
+        let lower = gres_type.to_ascii_lowercase();
+        if let Some((_, v)) = MIG_USABLE_GIB
+            .iter()
+            .find(|(n, _)| *n == lower.trim_end_matches("+me"))
+        {
+            return Some(*v);
+        }
+        if let Some((_, gb)) = parse_mig_profile(&lower) {
+            // An unlisted profile: about 95 % of its nominal size is usable.
+            return Some(f64::from(gb) * 0.95);
+        }
+        WHOLE_GPU_GIB
+            .iter()
+            .find(|(n, _)| *n == lower)
+            .map(|(_, v)| *v)
+    }
+
+    fn allowed(&self, t: &str) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|x| x == t))
+    }
+
+    fn in_pool(pool: Option<&Pool>, t: &str) -> bool {
+        pool.and_then(|p| p.types.as_ref())
+            .is_none_or(|types| types.iter().any(|x| x == t))
+    }
+
+    /// What the cluster has, in words, for error messages.
+    pub fn describe(&self) -> String {
+        if self.gpu_types.is_empty() && self.shards == 0 {
+            return "no GPU GRES at all".to_string();
+        }
+        let mut parts: Vec<String> = self
+            .gpu_types
+            .iter()
+            .map(|(t, n)| match self.usable_gib(t) {
+                Some(g) => format!("{t} ×{n} ({g:.2} GiB)"),
+                None => format!("{t} ×{n} (memory unknown)"),
+            })
+            .collect();
+        if self.shards > 0 {
+            parts.push(format!("shard ×{}", self.shards));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The decision for the train stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuChoice {
+    /// `--gres` value (`gpu:1g.5gb:1`, `shard:2`, `gpu:a100:1`), `None` for CPU training.
+    pub gres: Option<String>,
+    /// The GRES type or `shard`.
+    pub kind: Option<String>,
+    /// Partition from the pool, if the site set one.
+    pub pool_partition: Option<String>,
+    pub usable_gib: Option<f64>,
+    /// One line per step of the reasoning, for `--explain`.
+    pub explanation: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Why no choice could be made: message and suggestion.
+#[derive(Debug, Clone)]
+pub struct NoFit {
+    pub message: String,
+    pub help: String,
+}
+
+/// Pick the smallest slice that fits `estimate` (for `gpu = "auto"`).
+pub fn choose_auto(
+    estimate: &Estimate,
+    offer: &Offer,
+    warn_fraction: f64,
+) -> Result<GpuChoice, NoFit> {
+    let need = estimate.needed_gib;
+    let mut explanation = vec![format!("estimate: {estimate}")];
+
+    let mut mig: Vec<(f64, u32, &String)> = offer
+        .gpu_types
+        .keys()
+        .filter(|t| {
+            is_mig_profile(t) && offer.allowed(t) && Offer::in_pool(offer.pools.mig.as_ref(), t)
+        })
+        .filter_map(|t| {
+            offer
+                .usable_gib(t)
+                .map(|g| (g, parse_mig_profile(t).map_or(0, |p| p.0), t))
+        })
+        .collect();
+    mig.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(b.2)));
+    if let Some((gib, _, t)) = mig.iter().find(|(g, _, _)| *g >= need) {
+        explanation.push(format!("{t} has {gib:.2} GiB usable: the smallest MIG slice in the cluster that holds {need:.1} GiB"));
+        return Ok(finish(
+            format!("gpu:{t}:1"),
+            t,
+            *gib,
+            offer.pools.mig.as_ref().and_then(|p| p.partition.clone()),
+            need,
+            warn_fraction,
+            explanation,
+        ));
+    }
+    if !mig.is_empty() {
+        explanation.push(format!(
+            "no MIG slice holds {need:.1} GiB (largest: {} with {:.2} GiB)",
+            mig.last().map(|m| m.2.as_str()).unwrap_or(""),
+            mig.last().map(|m| m.0).unwrap_or(0.0)
+        ));
+    }
+
+    if let Some(shared) = &offer.pools.shared {
+        if offer.shards > 0 && need <= shared.max_gib && shared.shard_gib > 0.0 {
+            let n = (need / shared.shard_gib).ceil().max(1.0) as u64;
+            explanation.push(format!(
+                "shared pool: {need:.1} GiB ≤ {} GiB, {} GiB per shard → shard:{n} (shards are not fenced: other jobs share the GPU)",
+                shared.max_gib, shared.shard_gib
+            ));
+            return Ok(GpuChoice {
+                gres: Some(format!("shard:{n}")),
+                kind: Some("shard".into()),
+                pool_partition: shared.partition.clone(),
+                usable_gib: Some(n as f64 * shared.shard_gib),
+                explanation,
+                warnings: Vec::new(),
+            });
+        }
+    }
+
+    let mut whole: Vec<(f64, &String)> = offer
+        .gpu_types
+        .keys()
+        .filter(|t| {
+            !is_mig_profile(t)
+                && offer.allowed(t)
+                && Offer::in_pool(offer.pools.exclusive.as_ref(), t)
+        })
+        .filter_map(|t| offer.usable_gib(t).map(|g| (g, t)))
+        .collect();
+    whole.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(b.1)));
+    if let Some((gib, t)) = whole.iter().find(|(g, _)| *g >= need) {
+        explanation.push(format!(
+            "whole GPU {t} ({gib:.2} GiB): the smallest GPU type that holds {need:.1} GiB"
+        ));
+        return Ok(finish(
+            format!("gpu:{t}:1"),
+            t,
+            *gib,
+            offer
+                .pools
+                .exclusive
+                .as_ref()
+                .and_then(|p| p.partition.clone()),
+            need,
+            warn_fraction,
+            explanation,
+        ));
+    }
+    Err(NoFit {
+        message: format!("no GPU in the cluster holds the estimated {need:.1} GiB ({estimate})"),
+        help: format!(
+            "the cluster has: {}. Lower `batch` or `imgsz`, use a smaller model, or name a GPU with `[resources] gpu`",
+            offer.describe()
+        ),
+    })
+}
+
+fn finish(
+    gres: String,
+    kind: &str,
+    gib: f64,
+    pool_partition: Option<String>,
+    need: f64,
+    warn_fraction: f64,
+    explanation: Vec<String>,
+) -> GpuChoice {
+    let mut warnings = Vec::new();
+    if need > gib * warn_fraction {
+        warnings.push(format!(
+            "the estimate ({need:.1} GiB with headroom) is {:.0}% of {kind}'s {gib:.2} GiB, above the {:.0}% warning level: watch for out-of-memory errors",
+            need / gib * 100.0,
+            warn_fraction * 100.0
+        ));
+    }
+    GpuChoice {
+        gres: Some(gres),
+        kind: Some(kind.to_string()),
+        pool_partition,
+        usable_gib: Some(gib),
+        explanation,
+        warnings,
+    }
+}
+
+/// Check an explicit request (`1g.5gb`, `a100`, `shard:N`) against the cluster.
+pub fn check_explicit(kind: &str, is_shard: bool, offer: &Offer) -> Result<(), NoFit> {
+    if is_shard {
+        if offer.shards == 0 {
+            return Err(NoFit {
+                message: "the cluster has no `shard` GRES".into(),
+                help: format!("the cluster has: {}", offer.describe()),
+            });
+        }
+        return Ok(());
+    }
+    if !offer.allowed(kind) {
+        return Err(NoFit {
+            message: format!("the site does not allow `{kind}`"),
+            help: format!(
+                "allowed: {}",
+                offer
+                    .allowed
+                    .as_ref()
+                    .map(|a| a.join(", "))
+                    .unwrap_or_default()
+            ),
+        });
+    }
+    if !offer.gpu_types.contains_key(kind) {
+        let close = crate::suggest::closest(kind, offer.gpu_types.keys().map(String::as_str));
+        return Err(NoFit {
+            message: format!("the cluster has no GPU of type `{kind}`"),
+            help: match close {
+                Some(c) => format!("did you mean `{c}`? The cluster has: {}", offer.describe()),
+                None => format!("the cluster has: {}", offer.describe()),
+            },
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local_cluster() -> Offer {
+        Offer {
+            gpu_types: [("1g.5gb", 4), ("2g.10gb", 2), ("a100", 1)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            shards: 8,
+            ..Offer::default()
+        }
+    }
+
+    #[test]
+    fn yolov8s_at_640_batch16_fits_1g5gb_with_a_warning() {
+        let c = choose_auto(
+            &Estimate::new("yolov8s.pt", 640, Some(16)),
+            &local_cluster(),
+            0.8,
+        )
+        .unwrap();
+        assert_eq!(c.gres.as_deref(), Some("gpu:1g.5gb:1"));
+        assert!(
+            c.explanation
+                .iter()
+                .any(|l| l.contains("1g.5gb has 4.75 GiB")),
+            "{:?}",
+            c.explanation
+        );
+        assert_eq!(c.warnings.len(), 1, "4.4 of 4.75 GiB is above 80%");
+    }
+
+    #[test]
+    fn bigger_models_get_bigger_slices_then_whole_gpus() {
+        let m = choose_auto(
+            &Estimate::new("yolov8m.pt", 640, Some(16)),
+            &local_cluster(),
+            0.8,
+        )
+        .unwrap();
+        assert_eq!(m.gres.as_deref(), Some("gpu:2g.10gb:1"));
+        let x = choose_auto(
+            &Estimate::new("yolov8x.pt", 640, Some(16)),
+            &local_cluster(),
+            0.8,
+        )
+        .unwrap();
+        assert_eq!(x.gres.as_deref(), Some("gpu:a100:1"));
+    }
+
+    #[test]
+    fn too_big_lists_what_the_cluster_has() {
+        let err = choose_auto(
+            &Estimate::new("yolov8x.pt", 1920, Some(64)),
+            &local_cluster(),
+            0.8,
+        )
+        .unwrap_err();
+        assert!(err.message.contains("no GPU in the cluster holds"));
+        assert!(err.help.contains("1g.5gb ×4 (4.75 GiB)"), "{}", err.help);
+    }
+
+    #[test]
+    fn the_shared_pool_takes_medium_jobs_when_configured() {
+        let mut offer = local_cluster();
+        offer.gpu_types.remove("2g.10gb");
+        offer.pools.shared = Some(SharedPool {
+            partition: Some("shared".into()),
+            shard_gib: 4.0,
+            max_gib: 16.0,
+        });
+        let c = choose_auto(&Estimate::new("yolov8m.pt", 640, Some(16)), &offer, 0.8).unwrap();
+        assert_eq!(c.gres.as_deref(), Some("shard:2"));
+        assert_eq!(c.pool_partition.as_deref(), Some("shared"));
+    }
+
+    #[test]
+    fn site_allow_list_and_memory_overrides_apply() {
+        let mut offer = local_cluster();
+        offer.allowed = Some(vec!["2g.10gb".into(), "a100".into()]);
+        let c = choose_auto(&Estimate::new("yolov8n.pt", 640, Some(16)), &offer, 0.8).unwrap();
+        assert_eq!(c.gres.as_deref(), Some("gpu:2g.10gb:1"));
+        offer.memory_overrides.insert("a100".into(), 79.0);
+        assert_eq!(offer.usable_gib("a100"), Some(79.0));
+    }
+
+    #[test]
+    fn explicit_requests_are_checked_with_suggestions() {
+        let offer = local_cluster();
+        assert!(check_explicit("1g.5gb", false, &offer).is_ok());
+        let err = check_explicit("1g.5g", false, &offer).unwrap_err();
+        assert!(err.help.contains("did you mean `1g.5gb`"), "{}", err.help);
+        assert!(check_explicit("", true, &offer).is_ok());
+        assert!(check_explicit("", true, &Offer::default()).is_err());
+    }
+
+    #[test]
+    fn profile_names_parse() {
+        assert_eq!(parse_mig_profile("1g.5gb"), Some((1, 5)));
+        assert_eq!(parse_mig_profile("7g.141gb"), Some((7, 141)));
+        assert_eq!(parse_mig_profile("1g.10gb+me"), Some((1, 10)));
+        assert_eq!(parse_mig_profile("a100"), None);
+    }
+}

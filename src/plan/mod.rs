@@ -1,0 +1,471 @@
+//! From a validated spec to a stage graph with resources: what `submit` will
+//! ask Slurm for. Pure: the cluster's offer and the site policy come in as
+//! values, so every rule is tested without Slurm.
+
+pub mod estimate;
+pub mod gpu;
+pub mod policy;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::spec::{GpuRequest, Spec, SpecError, SpecErrors, StageKind};
+pub use estimate::Estimate;
+pub use gpu::{GpuChoice, Offer};
+pub use policy::Policy;
+
+/// How a stage waits for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DepKind {
+    /// Wait for the whole job (or array) to succeed.
+    AfterOk,
+    /// Array to array: task i waits for task i of the other array.
+    AfterCorr,
+}
+
+impl DepKind {
+    pub fn slurm_word(self) -> &'static str {
+        match self {
+            DepKind::AfterOk => "afterok",
+            DepKind::AfterCorr => "aftercorr",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Dependency {
+    pub stage: StageKind,
+    pub kind: DepKind,
+}
+
+/// A job array: one task per sweep variant.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArraySpec {
+    pub tasks: usize,
+    pub max_parallel: Option<u32>,
+}
+
+impl ArraySpec {
+    /// `--array` value: `0-99%4`.
+    pub fn slurm_value(&self) -> String {
+        let mut s = format!("0-{}", self.tasks.saturating_sub(1));
+        if let Some(p) = self.max_parallel {
+            s.push_str(&format!("%{p}"));
+        }
+        s
+    }
+
+    /// Only some tasks (resume of failed variants): `3,7,9%4`.
+    pub fn slurm_value_for(&self, tasks: &[usize]) -> String {
+        let list: Vec<String> = tasks.iter().map(usize::to_string).collect();
+        let mut s = list.join(",");
+        if let Some(p) = self.max_parallel {
+            s.push_str(&format!("%{p}"));
+        }
+        s
+    }
+}
+
+/// One stage as Slurm will run it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedStage {
+    pub kind: StageKind,
+    /// `<run>.<stage>`.
+    pub job_name: String,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    pub time: String,
+    pub cpus: u32,
+    pub mem: String,
+    pub gres: Option<String>,
+    pub array: Option<ArraySpec>,
+    pub depends_on: Vec<Dependency>,
+}
+
+/// The whole plan of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub run_name: String,
+    pub workdir: PathBuf,
+    pub variants: usize,
+    pub stages: Vec<PlannedStage>,
+    pub gpu: GpuChoice,
+    pub estimate: Option<Estimate>,
+    /// Effective batch and imgsz after site defaults (for the train command).
+    pub batch_default: Option<u32>,
+    pub imgsz_default: Option<u32>,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    pub fn stage(&self, kind: StageKind) -> Option<&PlannedStage> {
+        self.stages.iter().find(|s| s.kind == kind)
+    }
+}
+
+/// Limits from the running controller that the plan must respect.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerLimits {
+    pub max_array_size: Option<u64>,
+}
+
+pub fn stage_name(kind: StageKind) -> &'static str {
+    match kind {
+        StageKind::Prepare => "prepare",
+        StageKind::Train => "train",
+        StageKind::Val => "val",
+        StageKind::Export => "export",
+    }
+}
+
+/// Build the plan. `workdir` is already absolute. Errors point into the spec.
+pub fn plan(
+    spec: &Spec,
+    workdir: &Path,
+    offer: &Offer,
+    policy: &Policy,
+    limits: &ControllerLimits,
+) -> Result<Plan, SpecErrors> {
+    let mut errors: Vec<SpecError> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let variants = usize::try_from(spec.variant_count()).unwrap_or(usize::MAX);
+
+    // Array size: Slurm refuses indices at or above MaxArraySize.
+    let mut array_limit: Option<(u64, String)> = limits
+        .max_array_size
+        .map(|m| (m, format!("the cluster's MaxArraySize is {m}")));
+    if let Some(site_max) = policy.limits.max_array_size {
+        if array_limit.as_ref().is_none_or(|(m, _)| site_max < *m) {
+            array_limit = Some((
+                site_max,
+                format!("the site limit `limits.max_array_size` is {site_max}"),
+            ));
+        }
+    }
+    if let Some((max, why)) = &array_limit {
+        if variants as u64 > *max {
+            errors.push(spec.error_at(
+                "sweep",
+                format!(
+                    "the sweep makes {variants} variants, more than one job array can hold ({why})"
+                ),
+                Some("sweep fewer values, or split the sweep into several specs".into()),
+            ));
+        }
+    }
+
+    let imgsz = spec.train.imgsz.or(policy.defaults.imgsz).unwrap_or(640);
+    let batch_images: Option<u32> = match spec.train.batch {
+        Some(crate::spec::Batch::Images(n)) => Some(n),
+        Some(_) => None,
+        None => Some(policy.defaults.batch.unwrap_or(16)),
+    };
+    // A sweep over batch or imgsz sizes the slice for the largest variant.
+    let (max_batch, max_imgsz) = sweep_maxima(spec, batch_images, imgsz);
+
+    let mut estimate = None;
+    let gpu = match &spec.resources.gpu {
+        GpuRequest::Auto => {
+            let est = Estimate::new(&spec.train.model, max_imgsz, max_batch);
+            let choice =
+                gpu::choose_auto(&est, offer, policy.defaults.memory_warning.unwrap_or(0.8));
+            estimate = Some(est);
+            match choice {
+                Ok(c) => c,
+                Err(nofit) => {
+                    // Point at what drove the estimate when `gpu` was left to its default.
+                    let key = if spec.location("resources.gpu").is_some() {
+                        "resources.gpu"
+                    } else {
+                        "train.model"
+                    };
+                    errors.push(spec.error_at(key, nofit.message, Some(nofit.help)));
+                    GpuChoice {
+                        gres: None,
+                        kind: None,
+                        pool_partition: None,
+                        usable_gib: None,
+                        explanation: vec![],
+                        warnings: vec![],
+                    }
+                }
+            }
+        }
+        GpuRequest::Mig(t) | GpuRequest::Type(t) => {
+            if let Err(nofit) = gpu::check_explicit(t, false, offer) {
+                errors.push(spec.error_at("resources.gpu", nofit.message, Some(nofit.help)));
+            }
+            explicit_choice(format!("gpu:{t}:1"), t, offer, "named in the spec")
+        }
+        GpuRequest::Shard(n) => {
+            if let Err(nofit) = gpu::check_explicit("shard", true, offer) {
+                errors.push(spec.error_at("resources.gpu", nofit.message, Some(nofit.help)));
+            }
+            explicit_choice(format!("shard:{n}"), "shard", offer, "named in the spec")
+        }
+        GpuRequest::None => GpuChoice {
+            gres: None,
+            kind: None,
+            pool_partition: None,
+            usable_gib: None,
+            explanation: vec!["no GPU: training runs on CPU (`device=cpu`)".into()],
+            warnings: vec![],
+        },
+    };
+    warnings.extend(gpu.warnings.iter().cloned());
+
+    // Time limits: the site's maximum applies to every stage.
+    let train_time = spec
+        .resources
+        .time
+        .as_ref()
+        .map(|t| (t.text.clone(), t.seconds))
+        .unwrap_or_else(|| policy.defaults.time_or("08:00:00"));
+    if let Some((max_text, max_secs)) = policy.limits.max_time() {
+        if train_time.1 > max_secs {
+            errors.push(spec.error_at(
+                "resources.time",
+                format!("time limit {} is longer than the site's maximum {max_text} (`limits.max_time`)", train_time.0),
+                Some(format!("ask for at most {max_text}; training resumes from last.pt when requeued")),
+            ));
+        }
+    }
+
+    let gpu_partition = spec
+        .run
+        .partition
+        .clone()
+        .or_else(|| gpu.pool_partition.clone())
+        .or_else(|| policy.defaults.gpu_partition.clone());
+    let cpu_partition_default = policy.defaults.cpu_partition.clone();
+    let name = &spec.run.name;
+    let array = (variants > 1).then(|| ArraySpec {
+        tasks: variants,
+        max_parallel: spec.sweep.max_parallel,
+    });
+    let mut stages = Vec::new();
+
+    if let Some(prep) = &spec.stages.prepare {
+        let (time, secs) = prep
+            .resources
+            .time
+            .as_ref()
+            .map(|t| (t.text.clone(), t.seconds))
+            .unwrap_or(("01:00:00".into(), 3600));
+        check_time(
+            spec,
+            policy,
+            "stages.prepare.time",
+            &time,
+            secs,
+            &mut errors,
+        );
+        stages.push(PlannedStage {
+            kind: StageKind::Prepare,
+            job_name: format!("{name}.prepare"),
+            partition: prep
+                .resources
+                .partition
+                .clone()
+                .or_else(|| cpu_partition_default.clone()),
+            account: spec.run.account.clone(),
+            qos: spec.run.qos.clone(),
+            time,
+            cpus: prep.resources.cpus.unwrap_or(2),
+            mem: prep
+                .resources
+                .mem
+                .as_ref()
+                .map(|m| m.text.clone())
+                .unwrap_or_else(|| "4G".into()),
+            gres: None,
+            array: None,
+            depends_on: vec![],
+        });
+    }
+    let mut train_deps = Vec::new();
+    if spec.stages.prepare.is_some() {
+        train_deps.push(Dependency {
+            stage: StageKind::Prepare,
+            kind: DepKind::AfterOk,
+        });
+    }
+    stages.push(PlannedStage {
+        kind: StageKind::Train,
+        job_name: format!("{name}.train"),
+        partition: gpu_partition.clone(),
+        account: spec.run.account.clone(),
+        qos: spec.run.qos.clone(),
+        time: train_time.0.clone(),
+        cpus: spec.train_cpus(),
+        mem: spec
+            .resources
+            .mem
+            .as_ref()
+            .map(|m| m.text.clone())
+            .unwrap_or_else(|| "16G".into()),
+        gres: gpu.gres.clone(),
+        array: array.clone(),
+        depends_on: train_deps,
+    });
+    let per_task = if array.is_some() {
+        DepKind::AfterCorr
+    } else {
+        DepKind::AfterOk
+    };
+    let mut last = StageKind::Train;
+    if let Some(val) = &spec.stages.val {
+        let (time, secs) = val
+            .resources
+            .time
+            .as_ref()
+            .map(|t| (t.text.clone(), t.seconds))
+            .unwrap_or(("01:00:00".into(), 3600));
+        check_time(spec, policy, "stages.val.time", &time, secs, &mut errors);
+        let gres = match &val.gpu {
+            None => gpu.gres.clone(),
+            Some(GpuRequest::None) => None,
+            Some(GpuRequest::Mig(t)) | Some(GpuRequest::Type(t)) => Some(format!("gpu:{t}:1")),
+            Some(GpuRequest::Shard(n)) => Some(format!("shard:{n}")),
+            Some(GpuRequest::Auto) => gpu.gres.clone(),
+        };
+        stages.push(PlannedStage {
+            kind: StageKind::Val,
+            job_name: format!("{name}.val"),
+            partition: val
+                .resources
+                .partition
+                .clone()
+                .or_else(|| gpu_partition.clone()),
+            account: spec.run.account.clone(),
+            qos: spec.run.qos.clone(),
+            time,
+            cpus: val.resources.cpus.unwrap_or(spec.train_cpus()),
+            mem: val
+                .resources
+                .mem
+                .as_ref()
+                .map(|m| m.text.clone())
+                .unwrap_or_else(|| "8G".into()),
+            gres,
+            array: array.clone(),
+            depends_on: vec![Dependency {
+                stage: StageKind::Train,
+                kind: per_task,
+            }],
+        });
+        last = StageKind::Val;
+    }
+    if let Some(export) = &spec.stages.export {
+        let (time, secs) = export
+            .resources
+            .time
+            .as_ref()
+            .map(|t| (t.text.clone(), t.seconds))
+            .unwrap_or(("00:30:00".into(), 1800));
+        check_time(spec, policy, "stages.export.time", &time, secs, &mut errors);
+        stages.push(PlannedStage {
+            kind: StageKind::Export,
+            job_name: format!("{name}.export"),
+            partition: export
+                .resources
+                .partition
+                .clone()
+                .or_else(|| cpu_partition_default.clone()),
+            account: spec.run.account.clone(),
+            qos: spec.run.qos.clone(),
+            time,
+            cpus: export.resources.cpus.unwrap_or(2),
+            mem: export
+                .resources
+                .mem
+                .as_ref()
+                .map(|m| m.text.clone())
+                .unwrap_or_else(|| "4G".into()),
+            gres: None,
+            array: array.clone(),
+            depends_on: vec![Dependency {
+                stage: last,
+                kind: per_task,
+            }],
+        });
+    }
+
+    if !errors.is_empty() {
+        return Err(SpecErrors::new(&spec.origin.file, errors));
+    }
+    Ok(Plan {
+        run_name: name.clone(),
+        workdir: workdir.to_path_buf(),
+        variants,
+        stages,
+        gpu,
+        estimate,
+        batch_default: if spec.train.batch.is_none() {
+            policy.defaults.batch
+        } else {
+            None
+        },
+        imgsz_default: if spec.train.imgsz.is_none() {
+            policy.defaults.imgsz
+        } else {
+            None
+        },
+        warnings,
+    })
+}
+
+fn check_time(
+    spec: &Spec,
+    policy: &Policy,
+    key: &str,
+    text: &str,
+    secs: u64,
+    errors: &mut Vec<SpecError>,
+) {
+    if let Some((max_text, max_secs)) = policy.limits.max_time() {
+        if secs > max_secs {
+            errors.push(spec.error_at(
+                key,
+                format!("time limit {text} is longer than the site's maximum {max_text} (`limits.max_time`)"),
+                Some(format!("ask for at most {max_text}")),
+            ));
+        }
+    }
+}
+
+fn explicit_choice(gres: String, kind: &str, offer: &Offer, why: &str) -> GpuChoice {
+    GpuChoice {
+        gres: Some(gres.clone()),
+        kind: Some(kind.to_string()),
+        pool_partition: None,
+        usable_gib: offer.usable_gib(kind),
+        explanation: vec![format!("--gres={gres}: {why}")],
+        warnings: vec![],
+    }
+}
+
+/// The largest batch (None = AutoBatch) and imgsz over all sweep variants.
+fn sweep_maxima(spec: &Spec, batch: Option<u32>, imgsz: u32) -> (Option<u32>, u32) {
+    use crate::spec::ArgValue;
+    let mut max_batch = batch;
+    let mut max_imgsz = imgsz;
+    for axis in &spec.sweep.axes {
+        for v in &axis.values {
+            match (axis.key.as_str(), v) {
+                ("batch", ArgValue::Int(n)) if *n > 0 => {
+                    let n = u32::try_from(*n).unwrap_or(u32::MAX);
+                    max_batch = Some(max_batch.map_or(n, |b| b.max(n)));
+                }
+                ("imgsz", ArgValue::Int(n)) if *n > 0 => {
+                    max_imgsz = max_imgsz.max(u32::try_from(*n).unwrap_or(u32::MAX));
+                }
+                _ => {}
+            }
+        }
+    }
+    (max_batch, max_imgsz)
+}

@@ -1,0 +1,144 @@
+//! Site policy for submissions: defaults for newcomers, limits, pools
+//! (`[defaults]`, `[limits]`, `[pools]`, `[gpu_memory]` of the site file).
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::Deserialize;
+
+use super::gpu::Pools;
+use crate::config::Site;
+
+/// `[defaults]`: applied when a spec leaves the value out.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Defaults {
+    /// The seed's conservative default for newcomers is 8.
+    pub batch: Option<u32>,
+    pub imgsz: Option<u32>,
+    /// Train time limit when the spec sets none.
+    pub time: Option<String>,
+    /// Warn when the estimate exceeds this fraction of the slice (default 0.8).
+    pub memory_warning: Option<f64>,
+    pub cpu_partition: Option<String>,
+    pub gpu_partition: Option<String>,
+}
+
+impl Defaults {
+    /// The default train time as (text, seconds).
+    pub fn time_or(&self, fallback: &str) -> (String, u64) {
+        let text = self.time.clone().unwrap_or_else(|| fallback.to_string());
+        let secs = parse_slurm_time(&text).unwrap_or(8 * 3600);
+        (text, secs)
+    }
+}
+
+/// `[limits]`: values a spec may not exceed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub max_time: Option<String>,
+    pub max_array_size: Option<u64>,
+    /// GRES types (MIG profiles, GPU types) that may be requested.
+    pub allowed_gpus: Option<Vec<String>>,
+}
+
+impl Limits {
+    pub fn max_time(&self) -> Option<(String, u64)> {
+        let t = self.max_time.as_ref()?;
+        parse_slurm_time(t).map(|s| (t.clone(), s))
+    }
+}
+
+/// Everything the planner takes from the site file.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub defaults: Defaults,
+    pub limits: Limits,
+    pub pools: Pools,
+    pub gpu_memory: BTreeMap<String, f64>,
+}
+
+impl Policy {
+    pub fn from_site(site: &Site) -> Result<Policy> {
+        let policy = Policy {
+            defaults: site.section("defaults")?,
+            limits: site.section("limits")?,
+            pools: site.section("pools")?,
+            gpu_memory: site.section("gpu_memory")?,
+        };
+        for (key, value) in [
+            ("defaults.time", &policy.defaults.time),
+            ("limits.max_time", &policy.limits.max_time),
+        ] {
+            if let Some(v) = value {
+                if parse_slurm_time(v).is_none() {
+                    return Err(crate::error::invalid(format!(
+                        "site file {}: `{key}` = {v:?} is not a Slurm time (HH:MM:SS, D-HH:MM, …)",
+                        site.describe()
+                    )));
+                }
+            }
+        }
+        Ok(policy)
+    }
+}
+
+/// Seconds of a Slurm time: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`.
+pub fn parse_slurm_time(text: &str) -> Option<u64> {
+    let (days, rest) = match text.split_once('-') {
+        Some((d, r)) => (d.parse::<u64>().ok()?, r),
+        None => (0, text),
+    };
+    let parts: Vec<u64> = rest
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let secs = match (text.contains('-'), parts.as_slice()) {
+        (false, [m]) => m * 60,
+        (false, [m, s]) => m * 60 + s,
+        (_, [h, m, s]) => h * 3600 + m * 60 + s,
+        (true, [h]) => h * 3600,
+        (true, [h, m]) => h * 3600 + m * 60,
+        _ => return None,
+    };
+    Some(days * 86400 + secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_times() {
+        assert_eq!(parse_slurm_time("30"), Some(1800));
+        assert_eq!(parse_slurm_time("30:15"), Some(1815));
+        assert_eq!(parse_slurm_time("08:00:00"), Some(28800));
+        assert_eq!(parse_slurm_time("1-12"), Some(129600));
+        assert_eq!(parse_slurm_time("1-00:30"), Some(88200));
+        assert_eq!(parse_slurm_time("2-01:00:05"), Some(176405));
+        assert_eq!(parse_slurm_time("eight hours"), None);
+    }
+
+    #[test]
+    fn site_sections_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("site.toml");
+        std::fs::write(
+            &p,
+            "[defaults]\nbatch = 8\nimgsz = 640\ntime = \"08:00:00\"\n[limits]\nmax_time = \"08:00:00\"\nmax_array_size = 500\n\
+             [pools.shared]\nshard_gib = 4.0\nmax_gib = 16.0\n[gpu_memory]\na100 = 79.0\n",
+        )
+        .unwrap();
+        let site = Site::load(Some(&p)).unwrap();
+        let pol = Policy::from_site(&site).unwrap();
+        assert_eq!(pol.defaults.batch, Some(8));
+        assert_eq!(pol.limits.max_time(), Some(("08:00:00".into(), 28800)));
+        assert_eq!(pol.gpu_memory.get("a100"), Some(&79.0));
+        assert!(pol.pools.shared.is_some());
+
+        std::fs::write(&p, "[limits]\nmax_time = \"forever\"\n").unwrap();
+        let err = Policy::from_site(&Site::load(Some(&p)).unwrap()).unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&err), 2);
+    }
+}

@@ -1,0 +1,272 @@
+//! The context each stage template is rendered with, built from a spec and its plan.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::Templates;
+use crate::plan::{stage_name, Plan, PlannedStage};
+use crate::spec::{ArgValue, GpuRequest, Spec, StageKind};
+
+#[derive(Debug, Serialize)]
+struct RunCtx<'a> {
+    id: &'a str,
+    name: &'a str,
+    workdir: String,
+    spec_hash: String,
+}
+
+#[derive(Debug, Serialize)]
+struct StageCtx {
+    name: &'static str,
+    job_name: String,
+    comment: String,
+    output: String,
+    error: String,
+    time: String,
+    cpus: u32,
+    mem: String,
+    partition: Option<String>,
+    account: Option<String>,
+    qos: Option<String>,
+    gres: Option<String>,
+    array: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct PrepareCtx {
+    data: String,
+    /// A shell word (variables expand on the node), marked safe by the caller.
+    cache: Option<minijinja::Value>,
+}
+
+#[derive(Debug, Serialize)]
+struct TrainCtx {
+    data: String,
+    cache: Option<minijinja::Value>,
+    args: Vec<String>,
+    resume_args: Vec<String>,
+    variants: Vec<Vec<String>>,
+}
+
+#[derive(Debug, Serialize)]
+struct ValCtx {
+    data: String,
+    args: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ExportCtx {
+    formats: Vec<String>,
+    args: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ScriptCtx<'a> {
+    version: &'static str,
+    template_name: String,
+    run: RunCtx<'a>,
+    stage: StageCtx,
+    setup: Vec<minijinja::Value>,
+    yolo_sched: String,
+    yolo: String,
+    prepare: Option<PrepareCtx>,
+    train: Option<TrainCtx>,
+    val: Option<ValCtx>,
+    export: Option<ExportCtx>,
+}
+
+/// A rendered stage script.
+#[derive(Debug, Clone)]
+pub struct StageScript {
+    pub kind: StageKind,
+    pub file_name: String,
+    pub text: String,
+}
+
+/// `key=value` words for `yolo`.
+fn arg_words(args: &BTreeMap<String, ArgValue>) -> Vec<String> {
+    args.iter()
+        .map(|(k, v)| format!("{k}={}", v.to_cli()))
+        .collect()
+}
+
+/// Resolve a spec path (dataset YAML) against the spec's directory, absolute.
+pub fn absolute_in(base: &Path, p: &str) -> String {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        p.to_string()
+    } else {
+        base.join(path).display().to_string()
+    }
+}
+
+/// Where Slurm writes a stage's output: `<workdir>/logs/<stage>[-<task>].out`.
+pub fn log_path(workdir: &Path, stage: StageKind, array: bool) -> PathBuf {
+    let name = stage_name(stage);
+    workdir.join("logs").join(if array {
+        format!("{name}-%a.out")
+    } else {
+        format!("{name}.out")
+    })
+}
+
+pub struct RenderInput<'a> {
+    pub spec: &'a Spec,
+    pub plan: &'a Plan,
+    pub run_id: &'a str,
+    /// Absolute path of the yolo-sched binary the prepare stage runs.
+    pub yolo_sched: &'a Path,
+    /// The `yolo` command (`yolo`, or a path).
+    pub yolo: &'a str,
+    /// The spec's directory, absolute: relative dataset paths resolve against it.
+    pub base_dir: &'a Path,
+}
+
+/// Render every stage of the plan.
+pub fn render_all(templates: &Templates, input: &RenderInput) -> Result<Vec<StageScript>> {
+    input
+        .plan
+        .stages
+        .iter()
+        .map(|stage| render_stage(templates, input, stage))
+        .collect()
+}
+
+fn render_stage(
+    templates: &Templates,
+    input: &RenderInput,
+    stage: &PlannedStage,
+) -> Result<StageScript> {
+    let spec = input.spec;
+    let plan = input.plan;
+    let workdir = plan.workdir.display().to_string();
+    let is_array = stage.array.is_some();
+    let out = log_path(&plan.workdir, stage.kind, is_array);
+    let data = absolute_in(input.base_dir, &spec.train.data);
+    let cache = spec
+        .stages
+        .prepare
+        .as_ref()
+        .and_then(|p| p.cache.as_ref())
+        .map(|c| minijinja::Value::from_safe_string(c.shell_word()));
+    let device = if matches!(spec.resources.gpu, GpuRequest::None) {
+        "cpu"
+    } else {
+        "0"
+    };
+
+    let mut ctx = ScriptCtx {
+        version: env!("CARGO_PKG_VERSION"),
+        template_name: format!("{}.sh.j2", stage_name(stage.kind)),
+        run: RunCtx {
+            id: input.run_id,
+            name: &spec.run.name,
+            workdir: workdir.clone(),
+            spec_hash: spec.hash_hex(),
+        },
+        stage: StageCtx {
+            name: stage_name(stage.kind),
+            job_name: stage.job_name.clone(),
+            comment: format!("yolo-sched:{}", input.run_id),
+            output: out.display().to_string(),
+            error: out.display().to_string(),
+            time: stage.time.clone(),
+            cpus: stage.cpus,
+            mem: stage.mem.clone(),
+            partition: stage.partition.clone(),
+            account: stage.account.clone(),
+            qos: stage.qos.clone(),
+            gres: stage.gres.clone(),
+            array: stage.array.as_ref().map(|a| a.slurm_value()),
+        },
+        setup: spec
+            .run
+            .setup
+            .iter()
+            .map(|l| minijinja::Value::from_safe_string(l.clone()))
+            .collect(),
+        yolo_sched: input.yolo_sched.display().to_string(),
+        yolo: input.yolo.to_string(),
+        prepare: None,
+        train: None,
+        val: None,
+        export: None,
+    };
+
+    match stage.kind {
+        StageKind::Prepare => ctx.prepare = Some(PrepareCtx { data, cache }),
+        StageKind::Train => {
+            let mut base = spec.train_args(&BTreeMap::new());
+            base.remove("data");
+            if let Some(b) = plan.batch_default {
+                base.entry("batch".into())
+                    .or_insert(ArgValue::Int(b.into()));
+            }
+            if let Some(i) = plan.imgsz_default {
+                base.entry("imgsz".into())
+                    .or_insert(ArgValue::Int(i.into()));
+            }
+            base.insert("device".into(), ArgValue::Str(device.into()));
+            let variants: Vec<Vec<String>> = if plan.variants > 1 {
+                spec.sweep_variants().iter().map(arg_words).collect()
+            } else {
+                Vec::new()
+            };
+            // On resume Ultralytics reloads the arguments from the checkpoint;
+            // only the device may change (another slice).
+            let resume_args = vec![format!("device={device}")];
+            ctx.train = Some(TrainCtx {
+                data,
+                cache,
+                args: arg_words(&base),
+                resume_args,
+                variants,
+            });
+        }
+        StageKind::Val => {
+            let val = spec
+                .stages
+                .val
+                .as_ref()
+                .expect("planned val stage comes from the spec");
+            let mut args = val.args.clone();
+            if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
+                args.entry("imgsz".into())
+                    .or_insert(ArgValue::Int(i.into()));
+            }
+            let val_device = if stage.gres.is_some() { "0" } else { "cpu" };
+            args.insert("device".into(), ArgValue::Str(val_device.into()));
+            ctx.val = Some(ValCtx {
+                data,
+                args: arg_words(&args),
+            });
+        }
+        StageKind::Export => {
+            let export = spec
+                .stages
+                .export
+                .as_ref()
+                .expect("planned export stage comes from the spec");
+            let mut args = export.args.clone();
+            if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
+                args.entry("imgsz".into())
+                    .or_insert(ArgValue::Int(i.into()));
+            }
+            args.insert("device".into(), ArgValue::Str("cpu".into()));
+            ctx.export = Some(ExportCtx {
+                formats: export.formats.clone(),
+                args: arg_words(&args),
+            });
+        }
+    }
+    let template = format!("{}.sh.j2", stage_name(stage.kind));
+    let text = templates.render(&template, &ctx)?;
+    Ok(StageScript {
+        kind: stage.kind,
+        file_name: format!("{}.sh", stage_name(stage.kind)),
+        text,
+    })
+}

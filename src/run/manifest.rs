@@ -1,0 +1,170 @@
+//! The run manifest: what was submitted, written atomically under the run's
+//! workdir, plus a small index entry under `$XDG_STATE_HOME/yolo-sched/runs/`
+//! so later commands find a run by its id.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil;
+
+pub const SCHEMA_VERSION: u32 = 1;
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// One submission of a stage (the first, or a resume).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub job_id: u64,
+    /// `--array` value when the stage is an array (`0-3%2`, or `1,3` on resume).
+    pub array: Option<String>,
+    /// Job ids this attempt depends on, with the dependency kind (`afterok:12`).
+    pub dependency: Option<String>,
+    pub submitted_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageRecord {
+    pub stage: String,
+    pub job_name: String,
+    pub partition: Option<String>,
+    pub gres: Option<String>,
+    pub time: String,
+    pub cpus: u32,
+    pub mem: String,
+    /// Number of array tasks (1 when not an array).
+    pub tasks: usize,
+    pub depends_on: Vec<String>,
+    /// The script, relative to the workdir.
+    pub script: String,
+    pub attempts: Vec<Attempt>,
+}
+
+impl StageRecord {
+    pub fn latest(&self) -> Option<&Attempt> {
+        self.attempts.last()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub name: String,
+    pub user: String,
+    pub host: String,
+    pub submitted_at: DateTime<Utc>,
+    pub workdir: PathBuf,
+    pub spec_file: PathBuf,
+    pub spec_hash: String,
+    /// The spec as it was at submission.
+    pub spec_text: String,
+    pub variants: usize,
+    pub gpu_explanation: Vec<String>,
+    pub estimate_gib: Option<f64>,
+    pub stages: Vec<StageRecord>,
+}
+
+impl Manifest {
+    pub fn path_in(workdir: &Path) -> PathBuf {
+        workdir.join(MANIFEST_FILE)
+    }
+
+    /// Write the manifest under its workdir (atomically) and its index entry.
+    pub fn save(&self) -> Result<()> {
+        let text = serde_json::to_vec_pretty(self)?;
+        fsutil::write_atomic(&Manifest::path_in(&self.workdir), &text, 0o644)
+            .with_context(|| format!("writing the manifest of run {}", self.run_id))?;
+        let index = IndexEntry {
+            run_id: self.run_id.clone(),
+            name: self.name.clone(),
+            workdir: self.workdir.clone(),
+            submitted_at: self.submitted_at,
+        };
+        let dir = index_dir()?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        fsutil::write_atomic(
+            &dir.join(format!("{}.json", self.run_id)),
+            &serde_json::to_vec_pretty(&index)?,
+            0o644,
+        )
+        .context("writing the run index")?;
+        Ok(())
+    }
+
+    /// Read a manifest; a corrupt file is an error naming it, never rewritten.
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let text =
+            std::fs::read(path).with_context(|| format!("reading manifest {}", path.display()))?;
+        serde_json::from_slice(&text)
+            .with_context(|| format!("manifest {} is corrupt", path.display()))
+    }
+
+    /// Every job id of every attempt.
+    pub fn all_job_ids(&self) -> Vec<u64> {
+        self.stages
+            .iter()
+            .flat_map(|s| s.attempts.iter().map(|a| a.job_id))
+            .collect()
+    }
+}
+
+/// The index entry that maps a run id to its workdir.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub run_id: String,
+    pub name: String,
+    pub workdir: PathBuf,
+    pub submitted_at: DateTime<Utc>,
+}
+
+/// `$XDG_STATE_HOME/yolo-sched`, else `~/.local/state/yolo-sched`.
+pub fn state_dir() -> Result<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(x).join("yolo-sched"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .context("neither XDG_STATE_HOME nor HOME is set: cannot place the run index")?;
+    Ok(PathBuf::from(home).join(".local/state/yolo-sched"))
+}
+
+pub fn index_dir() -> Result<PathBuf> {
+    Ok(state_dir()?.join("runs"))
+}
+
+/// A new run id: `<name>-<UTC time>-<4 hex>`; sortable, and unique per submission.
+pub fn new_run_id(name: &str, now: DateTime<Utc>) -> String {
+    let nanos = now.timestamp_subsec_nanos() as u64;
+    let mix =
+        (u64::from(std::process::id()) << 32) ^ nanos ^ (now.timestamp() as u64).rotate_left(17);
+    let short = crate::spec::fnv1a64(&mix.to_le_bytes()) & 0xffff;
+    format!("{name}-{}-{short:04x}", now.format("%Y%m%dT%H%M%S"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_sort_by_time_and_carry_the_name() {
+        let t1 = "2026-11-30T15:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let t2 = "2026-11-30T15:00:01Z".parse::<DateTime<Utc>>().unwrap();
+        let a = new_run_id("pcb", t1);
+        let b = new_run_id("pcb", t2);
+        assert!(a.starts_with("pcb-20261130T150000-"), "{a}");
+        assert!(a < b);
+    }
+
+    #[test]
+    fn corrupt_manifest_is_named_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(MANIFEST_FILE);
+        std::fs::write(&p, b"{ not json").unwrap();
+        let err = Manifest::load(&p).unwrap_err();
+        assert!(format!("{err:#}").contains("is corrupt"));
+        assert_eq!(std::fs::read(&p).unwrap(), b"{ not json");
+    }
+}

@@ -1,0 +1,249 @@
+//! Finding runs and asking Slurm about them: one `squeue` for any number of
+//! runs, and at most one `sacct` for the jobs that already left the queue.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::manifest::{index_dir, IndexEntry, Manifest};
+use super::status::{self, AcctRow, RunStatus, TaskState};
+use crate::error::invalid;
+use crate::slurm::squeue::{self, QueueRow};
+use crate::slurm::Slurm;
+
+/// Every run in the caller's index, newest first. Entries whose manifest is
+/// gone are skipped; a corrupt index entry is skipped with a warning.
+pub fn index_entries() -> Result<Vec<IndexEntry>> {
+    let dir = index_dir()?;
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(out);
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().and_then(|x| x.to_str()) != Some("json") {
+            continue;
+        }
+        match std::fs::read(&p)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<IndexEntry>(&t).ok())
+        {
+            Some(entry) => out.push(entry),
+            None => eprintln!(
+                "yolo-sched: warning: skipping unreadable run index entry {}",
+                p.display()
+            ),
+        }
+    }
+    out.sort_by(|a, b| {
+        b.submitted_at
+            .cmp(&a.submitted_at)
+            .then(b.run_id.cmp(&a.run_id))
+    });
+    Ok(out)
+}
+
+/// Find a run by id (or unique id prefix, or a path to its workdir/manifest).
+pub fn find_run(id: &str) -> Result<Manifest> {
+    let as_path = PathBuf::from(id);
+    if as_path.join(super::manifest::MANIFEST_FILE).is_file() {
+        return Manifest::load(&Manifest::path_in(&as_path));
+    }
+    if as_path.is_file()
+        && as_path
+            .file_name()
+            .is_some_and(|n| n == super::manifest::MANIFEST_FILE)
+    {
+        return Manifest::load(&as_path);
+    }
+    let entries = index_entries()?;
+    let exact = entries.iter().find(|e| e.run_id == id);
+    let prefixed: Vec<&IndexEntry> = entries
+        .iter()
+        .filter(|e| e.run_id.starts_with(id))
+        .collect();
+    let chosen: &IndexEntry = match exact {
+        Some(e) => e,
+        None => match prefixed.as_slice() {
+            [one] => one,
+            [] => {
+                let mut close: Vec<(usize, &str)> = entries
+                    .iter()
+                    .map(|e| {
+                        (
+                            crate::suggest::distance(id, &e.run_id)
+                                .min(crate::suggest::distance(id, &e.name) + 1),
+                            e.run_id.as_str(),
+                        )
+                    })
+                    .collect();
+                close.sort();
+                let names: Vec<&str> = close.iter().take(3).map(|(_, n)| *n).collect();
+                let hint = if names.is_empty() {
+                    "you have no runs yet (`yolo-sched list`)".to_string()
+                } else {
+                    format!("closest: {}", names.join(", "))
+                };
+                return Err(invalid(format!("no run `{id}`; {hint}")));
+            }
+            many => {
+                let names: Vec<&str> = many.iter().take(5).map(|e| e.run_id.as_str()).collect();
+                return Err(invalid(format!(
+                    "`{id}` matches several runs: {}",
+                    names.join(", ")
+                )));
+            }
+        },
+    };
+    let path = Manifest::path_in(&chosen.workdir);
+    if !path.exists() {
+        return Err(anyhow::anyhow!(
+            "run {}: its manifest {} is gone (was the run directory deleted?)",
+            chosen.run_id,
+            path.display()
+        ));
+    }
+    Manifest::load(&path)
+}
+
+/// Job ids to ask squeue about: every attempt of every stage (a resume may
+/// have resubmitted only some tasks, so older attempts still speak for the rest).
+fn latest_ids(manifests: &[&Manifest]) -> Vec<u64> {
+    let set: BTreeSet<u64> = manifests
+        .iter()
+        .flat_map(|m| {
+            m.stages
+                .iter()
+                .flat_map(|s| s.attempts.iter().map(|a| a.job_id))
+        })
+        .collect();
+    set.into_iter().collect()
+}
+
+/// What Slurm says about these runs: queue rows, accounting rows, and whether
+/// Slurm answered at all.
+pub struct SlurmView {
+    pub rows: Vec<QueueRow>,
+    pub acct: Vec<AcctRow>,
+    pub reachable: bool,
+    pub error: Option<String>,
+}
+
+/// One squeue call, then one sacct call only for jobs squeue no longer has.
+pub fn ask_slurm(slurm: &Slurm, manifests: &[&Manifest]) -> SlurmView {
+    let ids = latest_ids(manifests);
+    let rows = match squeue::jobs(slurm, &ids) {
+        Ok(r) => r,
+        Err(e) => {
+            return SlurmView {
+                rows: vec![],
+                acct: vec![],
+                reachable: false,
+                error: Some(format!("{e:#}")),
+            }
+        }
+    };
+    let missing: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|id| !rows.iter().any(|r| r.array_job_id == *id))
+        .collect();
+    let acct = if missing.is_empty() {
+        Vec::new()
+    } else {
+        sacct_rows(slurm, &missing)
+    };
+    SlurmView {
+        rows,
+        acct,
+        reachable: true,
+        error: None,
+    }
+}
+
+/// `sacct` for finished jobs; empty when accounting is not there.
+fn sacct_rows(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
+    let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+    let list = list.join(",");
+    let Ok(out) = slurm.run_raw(
+        "sacct",
+        &[
+            "-X",
+            "-n",
+            "-P",
+            "-j",
+            &list,
+            "-o",
+            "JobID,State,ExitCode,NodeList",
+        ],
+    ) else {
+        return Vec::new();
+    };
+    if !out.status.success() {
+        return Vec::new();
+    }
+    parse_sacct(&out.stdout_str())
+}
+
+pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            if f.len() < 4 {
+                return None;
+            }
+            Some(AcctRow {
+                job_id: f[0].to_string(),
+                state: f[1].to_string(),
+                exit_code: f[2].split(':').next().and_then(|c| c.parse().ok()),
+                node: f[3].to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Status of one run (one squeue call, at most one sacct call).
+pub fn run_status(slurm: &Slurm, manifest: &Manifest) -> (RunStatus, Option<String>) {
+    let view = ask_slurm(slurm, &[manifest]);
+    let files = status::read_job_files(&manifest.workdir);
+    (
+        status::compute(manifest, &view.rows, &view.acct, &files, view.reachable),
+        view.error,
+    )
+}
+
+/// Job ids of a run still queued or running (array ids stand for all their tasks).
+pub fn active_job_ids(st: &RunStatus) -> Vec<u64> {
+    let set: BTreeSet<u64> = st
+        .stages
+        .iter()
+        .filter(|s| s.tasks.iter().any(|t| t.state.is_active()))
+        .filter_map(|s| s.job_id)
+        .collect();
+    set.into_iter().collect()
+}
+
+pub fn is_active(st: &RunStatus) -> bool {
+    st.stages.iter().any(|s| {
+        s.tasks
+            .iter()
+            .any(|t| matches!(t.state, TaskState::Pending | TaskState::Running))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sacct_parsable_rows() {
+        let rows = parse_sacct(
+            "12|COMPLETED|0:0|node1\n13_2|FAILED|3:0|node2\n14|CANCELLED by 0|0:0|None assigned\n",
+        );
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[1].job_id, "13_2");
+        assert_eq!(rows[1].exit_code, Some(3));
+        assert_eq!(rows[2].state, "CANCELLED by 0");
+    }
+}

@@ -1,0 +1,255 @@
+//! `resume`: resubmit the first stage that did not complete and everything
+//! after it, for the sweep variants that need it, as a new attempt.
+//!
+//! Completed stages are not rerun and no new job depends on their old ids
+//! (an `afterok` on a purged id passes silently). Training continues from
+//! `weights/last.pt`; a variant whose training had finished is skipped by the
+//! train script itself (its done marker), because resuming a finished
+//! Ultralytics run fails.
+
+use std::fs::OpenOptions;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use chrono::Utc;
+use nix::fcntl::{Flock, FlockArg};
+use serde::Serialize;
+
+use super::manifest::{Attempt, Manifest};
+use super::status::{RunState, RunStatus, TaskState};
+use super::submit::{self as submitter, JobRequest, SubmittedJob};
+use crate::error::invalid;
+use crate::plan::DepKind;
+use crate::slurm::Slurm;
+use crate::spec::StageKind;
+
+/// What a resume will submit.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResumePlan {
+    /// Index into the manifest's stages of the first stage to resubmit.
+    pub from: usize,
+    pub stages: Vec<String>,
+    /// Sweep variants (array tasks) to rerun; `None` for a run without arrays.
+    pub tasks: Option<Vec<u32>>,
+}
+
+pub fn stage_kind(name: &str) -> Option<StageKind> {
+    match name {
+        "prepare" => Some(StageKind::Prepare),
+        "train" => Some(StageKind::Train),
+        "val" => Some(StageKind::Val),
+        "export" => Some(StageKind::Export),
+        _ => None,
+    }
+}
+
+/// Decide what to resubmit, or say why not.
+pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan> {
+    if super::query::is_active(status) {
+        return Err(invalid(format!(
+            "run {} is still active ({}): wait for it, or `yolo-sched cancel {}` first",
+            manifest.run_id,
+            status.state.describe(),
+            manifest.run_id
+        )));
+    }
+    if status.state == RunState::Completed {
+        return Err(invalid(format!(
+            "run {} completed: nothing to resume",
+            manifest.run_id
+        )));
+    }
+    let from = status
+        .stages
+        .iter()
+        .position(|s| s.state != TaskState::Completed)
+        .ok_or_else(|| {
+            invalid(format!(
+                "run {}: every stage completed; nothing to resume",
+                manifest.run_id
+            ))
+        })?;
+    let is_array = manifest.stages.iter().any(|s| s.tasks > 1);
+    let tasks = if is_array {
+        let mut set: Vec<u32> = status.stages[from..]
+            .iter()
+            .flat_map(|s| {
+                s.tasks
+                    .iter()
+                    .filter(|t| t.state != TaskState::Completed)
+                    .filter_map(|t| t.task)
+            })
+            .collect();
+        set.sort_unstable();
+        set.dedup();
+        if set.is_empty() && manifest.stages[from].tasks <= 1 {
+            None
+        } else if set.is_empty() {
+            (0..manifest.variants as u32).collect::<Vec<_>>().into()
+        } else {
+            Some(set)
+        }
+    } else {
+        None
+    };
+    // The outputs the resubmitted stages read must still be there.
+    let upstream_done: Vec<&str> = manifest.stages[..from]
+        .iter()
+        .map(|s| s.stage.as_str())
+        .collect();
+    if upstream_done.contains(&"train") {
+        let variants: Vec<Option<u32>> = match &tasks {
+            Some(t) => t.iter().copied().map(Some).collect(),
+            None => vec![None],
+        };
+        for v in variants {
+            let dir = match v {
+                Some(i) if manifest.variants > 1 => format!("train-{i}"),
+                _ => "train".to_string(),
+            };
+            let best = manifest.workdir.join(&dir).join("weights").join("best.pt");
+            if !best.exists() {
+                return Err(anyhow!(
+                    "cannot resume run {}: the completed train stage's output {} is gone; \
+                     submit the spec again to retrain",
+                    manifest.run_id,
+                    best.display()
+                ));
+            }
+        }
+    }
+    for s in &manifest.stages[from..] {
+        let script = manifest.workdir.join(&s.script);
+        if !script.exists() {
+            return Err(anyhow!(
+                "cannot resume run {}: its script {} is gone",
+                manifest.run_id,
+                script.display()
+            ));
+        }
+    }
+    Ok(ResumePlan {
+        from,
+        stages: manifest.stages[from..]
+            .iter()
+            .map(|s| s.stage.clone())
+            .collect(),
+        tasks,
+    })
+}
+
+/// Held exclusively while a resume runs, so two resumes of one run cannot both submit.
+pub struct RunLock {
+    _lock: Flock<std::fs::File>,
+}
+
+pub fn lock_run(manifest: &Manifest) -> Result<RunLock> {
+    let path: PathBuf = manifest.workdir.join(".yolo-sched.lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(RunLock { _lock: lock }),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(anyhow!(
+            "another yolo-sched command is changing run {} right now (lock {}); try again when it has finished",
+            manifest.run_id,
+            path.display()
+        )),
+        Err((_, e)) => Err(anyhow!("locking {}: {e}", path.display())),
+    }
+}
+
+/// The job requests of a resume plan: the stages' existing scripts, arrays
+/// limited to the variants to rerun, dependencies only inside this submission.
+pub fn requests(manifest: &Manifest, plan: &ResumePlan) -> Result<Vec<JobRequest>> {
+    let mut out = Vec::new();
+    let mut previous: Option<(StageKind, bool)> = None;
+    for s in &manifest.stages[plan.from..] {
+        let kind = stage_kind(&s.stage)
+            .ok_or_else(|| anyhow!("manifest has an unknown stage `{}`", s.stage))?;
+        let is_array = s.tasks > 1;
+        let array = match (&plan.tasks, is_array) {
+            (Some(t), true) => {
+                let throttle = s
+                    .attempts
+                    .first()
+                    .and_then(|a| a.array.as_ref())
+                    .and_then(|a| a.split_once('%').map(|(_, p)| p.to_string()));
+                let list: Vec<String> = t.iter().map(u32::to_string).collect();
+                Some(match throttle {
+                    Some(p) => format!("{}%{p}", list.join(",")),
+                    None => list.join(","),
+                })
+            }
+            _ => None,
+        };
+        let after = match previous {
+            Some((prev, prev_array)) => vec![(
+                prev,
+                if prev_array && is_array {
+                    DepKind::AfterCorr
+                } else {
+                    DepKind::AfterOk
+                },
+            )],
+            None => vec![],
+        };
+        out.push(JobRequest {
+            kind,
+            script: manifest.workdir.join(&s.script),
+            array,
+            after,
+        });
+        previous = Some((kind, is_array));
+    }
+    Ok(out)
+}
+
+/// Submit the resume, record the new attempt in the manifest, release.
+pub fn execute(
+    slurm: &Slurm,
+    manifest: &mut Manifest,
+    plan: &ResumePlan,
+) -> Result<Vec<SubmittedJob>> {
+    let reqs = requests(manifest, plan)?;
+    let submitted = submitter::submit_held(slurm, &reqs)?;
+    let now = Utc::now();
+    for job in &submitted {
+        let name = crate::plan::stage_name(job.stage);
+        let stage = manifest
+            .stages
+            .iter_mut()
+            .find(|s| s.stage == name)
+            .expect("resubmitted stages come from the manifest");
+        let attempt = stage.attempts.len() as u32 + 1;
+        let req = reqs
+            .iter()
+            .find(|r| r.kind == job.stage)
+            .expect("each job has its request");
+        stage.attempts.push(Attempt {
+            attempt,
+            job_id: job.job_id,
+            array: req
+                .array
+                .clone()
+                .or_else(|| (stage.tasks > 1).then(|| format!("0-{}", stage.tasks - 1))),
+            dependency: job.dependency.clone(),
+            submitted_at: now,
+        });
+    }
+    if let Err(e) = manifest.save() {
+        let ids: Vec<String> = submitted.iter().map(|j| j.job_id.to_string()).collect();
+        let mut args = vec!["--quiet"];
+        args.extend(ids.iter().map(String::as_str));
+        let _ = slurm.run_retrying("scancel", &args);
+        return Err(e.context(format!(
+            "cancelled the resubmitted jobs ({})",
+            ids.join(", ")
+        )));
+    }
+    submitter::release(slurm, &submitted)?;
+    Ok(submitted)
+}

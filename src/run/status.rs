@@ -1,0 +1,784 @@
+//! Where a run is: every stage and array task, from Slurm and from the records
+//! the stage scripts write themselves.
+//!
+//! Sources, in order of trust: `squeue` (live, and finished jobs for
+//! MinJobAge), `sacct` (only for jobs that left the queue, only with
+//! accounting), and the job-written `state/<stage>[.<task>].{start,end}.json`
+//! files, so status never depends on a database being up.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::manifest::{Attempt, Manifest, StageRecord};
+use crate::slurm::squeue::{parse_task_list, QueueRow};
+
+/// Where a task's state came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Squeue,
+    Sacct,
+    JobFiles,
+    None,
+}
+
+/// A task's state in yolo-sched's words (Slurm's long state names, simplified).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    /// Known to have started, no end record, and Slurm no longer knows it.
+    Lost,
+    Unknown,
+}
+
+impl TaskState {
+    pub fn from_slurm(state: &str) -> TaskState {
+        match state {
+            "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD"
+            | "SUSPENDED" => TaskState::Pending,
+            "RUNNING" | "CONFIGURING" | "COMPLETING" | "STAGE_OUT" | "SIGNALING" | "RESIZING" => {
+                TaskState::Running
+            }
+            "COMPLETED" => TaskState::Completed,
+            "CANCELLED" | "REVOKED" | "DEADLINE" => TaskState::Cancelled,
+            "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED"
+            | "SPECIAL_EXIT" => TaskState::Failed,
+            _ => TaskState::Unknown,
+        }
+    }
+
+    pub fn is_active(self) -> bool {
+        matches!(self, TaskState::Pending | TaskState::Running)
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::Running => "running",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Cancelled => "cancelled",
+            TaskState::Lost => "lost",
+            TaskState::Unknown => "unknown",
+        }
+    }
+}
+
+/// A record a stage script wrote (`start.json` or `end.json`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct JobFileRecord {
+    pub array_job_id: String,
+    pub job_id: String,
+    pub array_task: String,
+    pub node: String,
+    pub gpus: String,
+    pub cuda_visible_devices: String,
+    pub started: String,
+    pub ended: String,
+    pub exit_code: Option<i32>,
+}
+
+/// Start and end records of one task, keyed by `(stage, task)`.
+pub type JobFiles = BTreeMap<(String, Option<u32>), (Option<JobFileRecord>, Option<JobFileRecord>)>;
+
+/// Read every record under `<workdir>/state`. Unreadable files are skipped:
+/// a record being written right now is simply not there yet.
+pub fn read_job_files(workdir: &Path) -> JobFiles {
+    let mut out: JobFiles = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(workdir.join("state")) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let (key, is_end) = if let Some(k) = name.strip_suffix(".start.json") {
+            (k.to_string(), false)
+        } else if let Some(k) = name.strip_suffix(".end.json") {
+            (k.to_string(), true)
+        } else {
+            continue;
+        };
+        let (stage, task) = match key.split_once('.') {
+            Some((s, t)) => match t.parse::<u32>() {
+                Ok(t) => (s.to_string(), Some(t)),
+                Err(_) => continue,
+            },
+            None => (key.clone(), None),
+        };
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let Ok(rec) = serde_json::from_str::<JobFileRecord>(&text) else {
+            continue;
+        };
+        let slot = out.entry((stage, task)).or_default();
+        if is_end {
+            slot.1 = Some(rec);
+        } else {
+            slot.0 = Some(rec);
+        }
+    }
+    out
+}
+
+/// A finished job as `sacct` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcctRow {
+    /// `12` or `12_3`.
+    pub job_id: String,
+    pub state: String,
+    pub exit_code: Option<i32>,
+    pub node: String,
+}
+
+/// One task (or the single job) of a stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskStatus {
+    pub task: Option<u32>,
+    /// `12` or `12_3`.
+    pub job_id: String,
+    pub state: TaskState,
+    /// Slurm's state word when Slurm gave one (`TIMEOUT`, `OUT_OF_MEMORY`, …).
+    pub slurm_state: Option<String>,
+    pub reason: Option<String>,
+    /// The reason in plain words.
+    pub reason_text: Option<String>,
+    pub elapsed: Option<String>,
+    pub time_limit: Option<String>,
+    pub node: Option<String>,
+    /// The slice index Slurm gave the job (`SLURM_JOB_GPUS`), from the job's own record.
+    pub slice: Option<String>,
+    pub exit_code: Option<i32>,
+    pub source: Source,
+}
+
+/// Progress of training, from a `results.csv`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainProgress {
+    pub epoch: u32,
+    pub epochs: Option<u32>,
+    pub best_map50_95: Option<f64>,
+    pub best_map50: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageStatus {
+    pub stage: String,
+    pub state: TaskState,
+    pub attempt: u32,
+    pub job_id: Option<u64>,
+    pub gres: Option<String>,
+    pub time_limit: String,
+    pub tasks: Vec<TaskStatus>,
+    /// Count of tasks per state.
+    pub counts: BTreeMap<String, usize>,
+    pub progress: Vec<(Option<u32>, TrainProgress)>,
+}
+
+/// The run as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RunState {
+    Pending,
+    Running { stage: String },
+    Completed,
+    Failed { stage: String },
+    Cancelled { stage: String },
+    Unknown,
+}
+
+impl RunState {
+    pub fn describe(&self) -> String {
+        match self {
+            RunState::Pending => "pending".into(),
+            RunState::Running { stage } => format!("running ({stage})"),
+            RunState::Completed => "completed".into(),
+            RunState::Failed { stage } => format!("failed ({stage})"),
+            RunState::Cancelled { stage } => format!("cancelled ({stage})"),
+            RunState::Unknown => "unknown".into(),
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self,
+            RunState::Completed | RunState::Failed { .. } | RunState::Cancelled { .. }
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunStatus {
+    pub run_id: String,
+    pub name: String,
+    pub workdir: String,
+    pub state: RunState,
+    pub stages: Vec<StageStatus>,
+    /// True when Slurm could not be asked and everything comes from job files.
+    pub stale: bool,
+}
+
+impl RunStatus {
+    pub fn stage(&self, name: &str) -> Option<&StageStatus> {
+        self.stages.iter().find(|s| s.stage == name)
+    }
+}
+
+/// A pending reason in plain words.
+pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>) -> Option<String> {
+    let slice = gres
+        .and_then(|g| crate::slurm::gres::parse_item(g))
+        .map(|i| match i.kind {
+            Some(k) if i.name == "gpu" => format!("a free {k} slice"),
+            Some(k) => format!("free {} {k}", i.name),
+            None => format!("a free {}", i.name),
+        });
+    let text = match reason {
+        "" | "None" => return None,
+        "Resources" => format!(
+            "waiting for {}",
+            slice.unwrap_or_else(|| "free resources".into())
+        ),
+        "Priority" => "waiting behind jobs of higher priority".into(),
+        "Dependency" => match upstream {
+            Some(u) => format!("waiting for {u} to finish"),
+            None => "waiting for the stage before it".into(),
+        },
+        "DependencyNeverSatisfied" => match upstream {
+            Some(u) => format!("will never run: {u} failed"),
+            None => "will never run: the stage before it failed".into(),
+        },
+        "JobHeldUser" | "JobHeldAdmin" => "held; `scontrol release` it".into(),
+        "BeginTime" => "waiting for its start time".into(),
+        "JobArrayTaskLimit" => "waiting: the sweep's max_parallel tasks are running".into(),
+        "ReqNodeNotAvail" => "a node it needs is down, drained or reserved".into(),
+        "PartitionTimeLimit" => "its time limit is longer than the partition allows".into(),
+        "QOSMaxJobsPerUserLimit" | "AssocMaxJobsLimit" => {
+            "you have as many jobs running as your limit allows".into()
+        }
+        "QOSMaxGRESPerUser" | "AssocGrpGRES" => {
+            "your group holds as many GPUs as its limit allows".into()
+        }
+        "NonZeroExitCode" => "the script exited with an error".into(),
+        "TimeLimit" => "ran out of time".into(),
+        "OutOfMemory" => "ran out of memory".into(),
+        "BadConstraints" => "can never run: the request does not fit any node".into(),
+        other if other.starts_with("Nodes required for job are DOWN") => {
+            "a node it needs is down, drained or reserved".into()
+        }
+        other => other.to_string(),
+    };
+    Some(text)
+}
+
+/// Read `results.csv`: the last epoch and the best mAP so far.
+pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainProgress> {
+    let text = std::fs::read_to_string(results_csv).ok()?;
+    let mut lines = text.lines();
+    let header: Vec<String> = lines
+        .next()?
+        .split(',')
+        .map(|h| h.trim().to_string())
+        .collect();
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let (epoch_col, map_col, map50_col) = (
+        col("epoch")?,
+        col("metrics/mAP50-95(B)"),
+        col("metrics/mAP50(B)"),
+    );
+    let mut last_epoch = 0;
+    let (mut best, mut best50): (Option<f64>, Option<f64>) = (None, None);
+    for line in lines {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let Some(e) = f.get(epoch_col).and_then(|e| e.parse::<f64>().ok()) else {
+            continue;
+        };
+        last_epoch = last_epoch.max(e as u32);
+        if let Some(v) = map_col
+            .and_then(|c| f.get(c))
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            best = Some(best.map_or(v, |b| b.max(v)));
+        }
+        if let Some(v) = map50_col
+            .and_then(|c| f.get(c))
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            best50 = Some(best50.map_or(v, |b| b.max(v)));
+        }
+    }
+    Some(TrainProgress {
+        epoch: last_epoch,
+        epochs,
+        best_map50_95: best,
+        best_map50: best50,
+    })
+}
+
+/// The task ids of an attempt: all of `0..tasks`, or the subset it was submitted with.
+pub fn attempt_tasks(stage: &StageRecord, attempt: &Attempt) -> Option<Vec<u32>> {
+    if stage.tasks <= 1 && attempt.array.is_none() {
+        return None;
+    }
+    Some(match &attempt.array {
+        Some(a) => parse_task_list(a),
+        None => (0..stage.tasks as u32).collect(),
+    })
+}
+
+fn task_from_row(
+    row: &QueueRow,
+    task: Option<u32>,
+    upstream: Option<&str>,
+    files: Option<&(Option<JobFileRecord>, Option<JobFileRecord>)>,
+) -> TaskStatus {
+    let state = TaskState::from_slurm(&row.state);
+    let slice = files
+        .and_then(|f| f.0.as_ref())
+        .map(|s| s.gpus.clone())
+        .filter(|g| !g.is_empty());
+    let reason_text = reason_in_words(&row.reason, Some(&row.gres), upstream);
+    TaskStatus {
+        task,
+        job_id: match task {
+            Some(t) => format!("{}_{t}", row.array_job_id),
+            None => row.job_id.clone(),
+        },
+        state,
+        slurm_state: Some(row.state.clone()),
+        reason: (!row.reason.is_empty()).then(|| row.reason.clone()),
+        reason_text,
+        elapsed: Some(row.time_used.clone()),
+        time_limit: Some(row.time_limit.clone()),
+        node: (!row.nodes.is_empty()).then(|| row.nodes.clone()),
+        slice,
+        exit_code: if state == TaskState::Completed || state == TaskState::Failed {
+            row.exit_code
+        } else {
+            None
+        },
+        source: Source::Squeue,
+    }
+}
+
+fn task_from_files(
+    job_id: String,
+    task: Option<u32>,
+    attempt_id: u64,
+    files: Option<&(Option<JobFileRecord>, Option<JobFileRecord>)>,
+) -> TaskStatus {
+    let mine = |r: &&JobFileRecord| r.array_job_id == attempt_id.to_string();
+    let start = files.and_then(|f| f.0.as_ref()).filter(mine);
+    let end = files.and_then(|f| f.1.as_ref()).filter(mine);
+    let (state, exit_code) = match (start, end) {
+        (_, Some(e)) => match e.exit_code {
+            Some(0) => (TaskState::Completed, Some(0)),
+            other => (TaskState::Failed, other),
+        },
+        (Some(_), None) => (TaskState::Lost, None),
+        (None, None) => (TaskState::Unknown, None),
+    };
+    TaskStatus {
+        task,
+        job_id,
+        state,
+        slurm_state: None,
+        reason: None,
+        reason_text: None,
+        elapsed: None,
+        time_limit: None,
+        node: start.map(|s| s.node.clone()),
+        slice: start.map(|s| s.gpus.clone()).filter(|g| !g.is_empty()),
+        exit_code,
+        source: if start.is_some() || end.is_some() {
+            Source::JobFiles
+        } else {
+            Source::None
+        },
+    }
+}
+
+/// Put everything together. `rows` come from one squeue call over every
+/// latest-attempt job id; `acct` from at most one sacct call.
+pub fn compute(
+    manifest: &Manifest,
+    rows: &[QueueRow],
+    acct: &[AcctRow],
+    files: &JobFiles,
+    slurm_reachable: bool,
+) -> RunStatus {
+    let mut stages = Vec::new();
+    let stage_names: Vec<&str> = manifest.stages.iter().map(|s| s.stage.as_str()).collect();
+    for (si, stage) in manifest.stages.iter().enumerate() {
+        let upstream = if si > 0 {
+            Some(stage_names[si - 1])
+        } else {
+            None
+        };
+        let Some(latest) = stage.latest() else {
+            stages.push(StageStatus {
+                stage: stage.stage.clone(),
+                state: TaskState::Unknown,
+                attempt: 0,
+                job_id: None,
+                gres: stage.gres.clone(),
+                time_limit: stage.time.clone(),
+                tasks: vec![],
+                counts: BTreeMap::new(),
+                progress: vec![],
+            });
+            continue;
+        };
+        // Each task's state comes from the latest attempt that ran it: a
+        // resume may resubmit only some variants of a sweep.
+        let universe: Vec<Option<u32>> = if stage.tasks > 1 || latest.array.is_some() {
+            (0..stage.tasks.max(1) as u32).map(Some).collect()
+        } else {
+            vec![None]
+        };
+        let mut tasks = Vec::new();
+        for task in universe {
+            let attempt = stage
+                .attempts
+                .iter()
+                .rev()
+                .find(|a| match (task, attempt_tasks(stage, a)) {
+                    (Some(t), Some(list)) => list.contains(&t),
+                    (None, _) => true,
+                    (Some(_), None) => true,
+                })
+                .unwrap_or(latest);
+            let file = files.get(&(stage.stage.clone(), task));
+            let row = rows.iter().find(|r| {
+                r.array_job_id == attempt.job_id
+                    && match task {
+                        Some(t) => r.tasks.contains(&t),
+                        None => r.tasks.is_empty() || r.job_id == attempt.job_id.to_string(),
+                    }
+            });
+            let job_id = match task {
+                Some(t) => format!("{}_{t}", attempt.job_id),
+                None => attempt.job_id.to_string(),
+            };
+            let status = if let Some(row) = row {
+                task_from_row(row, task, upstream, file)
+            } else if let Some(a) = acct.iter().find(|a| a.job_id == job_id) {
+                let mut t = task_from_files(job_id.clone(), task, attempt.job_id, file);
+                t.state = TaskState::from_slurm(a.state.split_whitespace().next().unwrap_or(""));
+                t.slurm_state = Some(a.state.clone());
+                t.exit_code = a.exit_code.or(t.exit_code);
+                if !a.node.is_empty() && a.node != "None assigned" {
+                    t.node = Some(a.node.clone());
+                }
+                t.source = Source::Sacct;
+                t
+            } else {
+                task_from_files(job_id, task, attempt.job_id, file)
+            };
+            tasks.push(status);
+        }
+        let attempt = latest;
+        let mut counts = BTreeMap::new();
+        for t in &tasks {
+            *counts.entry(t.state.word().to_string()).or_insert(0) += 1;
+        }
+        let state = aggregate(&tasks);
+        let progress = if stage.stage == "train" {
+            let epochs = epochs_of(manifest);
+            tasks
+                .iter()
+                .filter_map(|t| {
+                    let dir = match t.task {
+                        Some(i) => format!("train-{i}"),
+                        None => "train".to_string(),
+                    };
+                    train_progress(&manifest.workdir.join(dir).join("results.csv"), epochs)
+                        .map(|p| (t.task, p))
+                })
+                .collect()
+        } else {
+            vec![]
+        };
+        stages.push(StageStatus {
+            stage: stage.stage.clone(),
+            state,
+            attempt: attempt.attempt,
+            job_id: Some(attempt.job_id),
+            gres: stage.gres.clone(),
+            time_limit: stage.time.clone(),
+            tasks,
+            counts,
+            progress,
+        });
+    }
+    let state = run_state(&stages);
+    RunStatus {
+        run_id: manifest.run_id.clone(),
+        name: manifest.name.clone(),
+        workdir: manifest.workdir.display().to_string(),
+        state,
+        stages,
+        stale: !slurm_reachable,
+    }
+}
+
+fn epochs_of(manifest: &Manifest) -> Option<u32> {
+    let table: toml::Table = manifest.spec_text.parse().ok()?;
+    table
+        .get("train")?
+        .get("epochs")?
+        .as_integer()
+        .and_then(|e| u32::try_from(e).ok())
+}
+
+/// A stage's state from its tasks: running beats pending; failed beats cancelled.
+pub fn aggregate(tasks: &[TaskStatus]) -> TaskState {
+    let has = |s: TaskState| tasks.iter().any(|t| t.state == s);
+    if tasks.is_empty() {
+        TaskState::Unknown
+    } else if has(TaskState::Running) {
+        TaskState::Running
+    } else if has(TaskState::Pending) {
+        TaskState::Pending
+    } else if tasks.iter().all(|t| t.state == TaskState::Completed) {
+        TaskState::Completed
+    } else if has(TaskState::Failed) || has(TaskState::Lost) {
+        TaskState::Failed
+    } else if has(TaskState::Cancelled) {
+        TaskState::Cancelled
+    } else {
+        TaskState::Unknown
+    }
+}
+
+/// The run's state: the first failed stage names it; else cancelled; else
+/// active; else completed.
+pub fn run_state(stages: &[StageStatus]) -> RunState {
+    if let Some(s) = stages.iter().find(|s| s.state == TaskState::Failed) {
+        if !stages.iter().any(|s| s.state.is_active()) {
+            return RunState::Failed {
+                stage: s.stage.clone(),
+            };
+        }
+    }
+    if let Some(s) = stages.iter().find(|s| s.state == TaskState::Running) {
+        return RunState::Running {
+            stage: s.stage.clone(),
+        };
+    }
+    if stages.iter().any(|s| s.state == TaskState::Pending) {
+        return match stages.iter().find(|s| s.state == TaskState::Failed) {
+            // A failure upstream with stages still queued: they will be cancelled.
+            Some(f) => RunState::Failed {
+                stage: f.stage.clone(),
+            },
+            None => RunState::Pending,
+        };
+    }
+    if stages.iter().all(|s| s.state == TaskState::Completed) && !stages.is_empty() {
+        return RunState::Completed;
+    }
+    if let Some(s) = stages.iter().find(|s| s.state == TaskState::Cancelled) {
+        return RunState::Cancelled {
+            stage: s.stage.clone(),
+        };
+    }
+    RunState::Unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::manifest::SCHEMA_VERSION;
+    use chrono::Utc;
+
+    fn stage(name: &str, tasks: usize, job: u64) -> StageRecord {
+        StageRecord {
+            stage: name.into(),
+            job_name: format!("r.{name}"),
+            partition: None,
+            gres: (name == "train").then(|| "gpu:1g.5gb:1".into()),
+            time: "01:00:00".into(),
+            cpus: 1,
+            mem: "1G".into(),
+            tasks,
+            depends_on: vec![],
+            script: format!("scripts/{name}.sh"),
+            attempts: vec![Attempt {
+                attempt: 1,
+                job_id: job,
+                array: (tasks > 1).then(|| format!("0-{}", tasks - 1)),
+                dependency: None,
+                submitted_at: Utc::now(),
+            }],
+        }
+    }
+
+    fn manifest(stages: Vec<StageRecord>) -> Manifest {
+        Manifest {
+            schema_version: SCHEMA_VERSION,
+            run_id: "r-1".into(),
+            name: "r".into(),
+            user: "u".into(),
+            host: "h".into(),
+            submitted_at: Utc::now(),
+            workdir: "/nonexistent/run".into(),
+            spec_file: "/s.toml".into(),
+            spec_hash: "0".into(),
+            spec_text: "[train]\nepochs = 5\n".into(),
+            variants: 1,
+            gpu_explanation: vec![],
+            estimate_gib: None,
+            stages,
+        }
+    }
+
+    fn row(job: &str, array: u64, tasks: &str, state: &str, reason: &str) -> QueueRow {
+        QueueRow {
+            job_id: job.into(),
+            array_job_id: array,
+            tasks: parse_task_list(tasks),
+            state: state.into(),
+            reason: reason.into(),
+            time_used: "0:01".into(),
+            time_limit: "1:00:00".into(),
+            nodes: String::new(),
+            gres: "gres:gpu:1g.5gb:1".into(),
+            exit_code: None,
+            name: String::new(),
+        }
+    }
+
+    #[test]
+    fn failed_prepare_names_the_run_failure_and_explains_the_rest() {
+        let m = manifest(vec![
+            stage("prepare", 1, 10),
+            stage("train", 1, 11),
+            stage("export", 1, 12),
+        ]);
+        let rows = vec![
+            row("10", 10, "", "FAILED", "NonZeroExitCode"),
+            row("11", 11, "", "PENDING", "DependencyNeverSatisfied"),
+            row("12", 12, "", "PENDING", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(
+            s.state,
+            RunState::Failed {
+                stage: "prepare".into()
+            }
+        );
+        let train = s.stage("train").unwrap();
+        assert_eq!(
+            train.tasks[0].reason_text.as_deref(),
+            Some("will never run: prepare failed")
+        );
+        assert_eq!(
+            s.stage("export").unwrap().tasks[0].reason_text.as_deref(),
+            Some("waiting for train to finish")
+        );
+    }
+
+    #[test]
+    fn resources_reason_names_the_slice() {
+        assert_eq!(
+            reason_in_words("Resources", Some("gres:gpu:1g.5gb:1"), None).as_deref(),
+            Some("waiting for a free 1g.5gb slice")
+        );
+    }
+
+    #[test]
+    fn array_tasks_are_matched_to_their_rows() {
+        let m = manifest(vec![stage("train", 4, 20)]);
+        let rows = vec![
+            row("20_0", 20, "0", "COMPLETED", ""),
+            row("20_1", 20, "1", "RUNNING", ""),
+            row("20", 20, "2-3%2", "PENDING", "JobArrayTaskLimit"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let t = s.stage("train").unwrap();
+        assert_eq!(t.tasks.len(), 4);
+        assert_eq!(t.counts.get("pending"), Some(&2));
+        assert_eq!(t.state, TaskState::Running);
+        assert_eq!(
+            s.state,
+            RunState::Running {
+                stage: "train".into()
+            }
+        );
+        assert_eq!(t.tasks[3].job_id, "20_3");
+    }
+
+    #[test]
+    fn job_files_stand_in_when_slurm_forgot_and_only_for_this_attempt() {
+        let m = manifest(vec![stage("prepare", 1, 30), stage("train", 1, 31)]);
+        let mut files = JobFiles::new();
+        let rec = |array: &str, code: Option<i32>| JobFileRecord {
+            array_job_id: array.into(),
+            exit_code: code,
+            ..Default::default()
+        };
+        files.insert(
+            ("prepare".into(), None),
+            (Some(rec("30", None)), Some(rec("30", Some(0)))),
+        );
+        // An end record of an older attempt (job 5) must not count.
+        files.insert(
+            ("train".into(), None),
+            (Some(rec("5", None)), Some(rec("5", Some(1)))),
+        );
+        let s = compute(&m, &[], &[], &files, false);
+        assert_eq!(s.stage("prepare").unwrap().state, TaskState::Completed);
+        assert_eq!(
+            s.stage("prepare").unwrap().tasks[0].source,
+            Source::JobFiles
+        );
+        assert_eq!(s.stage("train").unwrap().tasks[0].state, TaskState::Unknown);
+        assert!(s.stale);
+    }
+
+    #[test]
+    fn all_completed_is_completed_and_cancel_is_cancelled() {
+        let m = manifest(vec![stage("prepare", 1, 40), stage("train", 1, 41)]);
+        let done = vec![
+            row("40", 40, "", "COMPLETED", ""),
+            row("41", 41, "", "COMPLETED", ""),
+        ];
+        assert_eq!(
+            compute(&m, &done, &[], &JobFiles::new(), true).state,
+            RunState::Completed
+        );
+        let cancelled = vec![
+            row("40", 40, "", "COMPLETED", ""),
+            row("41", 41, "", "CANCELLED", ""),
+        ];
+        assert_eq!(
+            compute(&m, &cancelled, &[], &JobFiles::new(), true).state,
+            RunState::Cancelled {
+                stage: "train".into()
+            }
+        );
+    }
+
+    #[test]
+    fn results_csv_gives_epoch_and_best_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.csv");
+        std::fs::write(
+            &p,
+            "epoch,metrics/mAP50(B),metrics/mAP50-95(B)\n1,0.2,0.1\n2,0.5,0.3\n3,0.4,0.25\n",
+        )
+        .unwrap();
+        let pr = train_progress(&p, Some(10)).unwrap();
+        assert_eq!(pr.epoch, 3);
+        assert_eq!(pr.best_map50_95, Some(0.3));
+        assert_eq!(pr.best_map50, Some(0.5));
+    }
+}

@@ -1,0 +1,144 @@
+//! The foundation against the live cluster: `doctor`, and jobs submitted
+//! through `yolo_sched::slurm` seeing their MIG slice.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use yolo_sched::slurm::{sbatch, Slurm};
+
+#[test]
+fn doctor_sees_partitions_and_the_1g5gb_type() {
+    if !cluster_available() {
+        return;
+    }
+    let out = run(yolo().args(["doctor", "--json"]));
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["usable"], true);
+    let parts: Vec<&str> = v["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(
+        parts.contains(&"cpu") && parts.contains(&"gpu"),
+        "{parts:?}"
+    );
+    assert!(
+        v["gres"]["gpu:1g.5gb"].as_u64().unwrap() >= 4,
+        "{}",
+        v["gres"]
+    );
+    assert!(v["gres"]["gpu:2g.10gb"].as_u64().unwrap() >= 2);
+    assert!(v["slurm_version"].as_str().unwrap().starts_with("22.05"));
+
+    let table = run(yolo().arg("doctor"));
+    assert_eq!(table.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("gpu:1g.5gb:"), "{text}");
+    assert!(text.contains("usable: yes"));
+}
+
+#[test]
+fn doctor_fails_clearly_without_slurm_on_path() {
+    let out = run(yolo()
+        .args(["doctor", "--json"])
+        .env("PATH", "/nonexistent"));
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["usable"], false);
+    let cmds = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "slurm commands")
+        .unwrap();
+    assert_eq!(cmds["status"], "fail");
+    assert!(cmds["detail"].as_str().unwrap().contains("sbatch"));
+}
+
+fn submit_env_job(slurm: &Slurm, dir: &std::path::Path, tag: &str, sleep: u32) -> u64 {
+    let out = dir.join(format!("{tag}.env"));
+    let script = format!(
+        "echo START=$(date +%s.%N); echo NODE=$SLURMD_NODENAME; echo CVD=$CUDA_VISIBLE_DEVICES; sleep {sleep}; echo END=$(date +%s.%N)"
+    );
+    let out_arg = format!("--output={}", out.display());
+    sbatch::submit(
+        slurm,
+        &[
+            "--partition=gpu",
+            "--nodelist=node1",
+            "--gres=gpu:1g.5gb:1",
+            "--job-name=yolo-test-env",
+            &out_arg,
+            "--wrap",
+            &script,
+        ],
+    )
+    .expect("sbatch")
+}
+
+fn field<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {text:?}"))
+}
+
+#[test]
+fn a_job_submitted_through_the_slurm_module_sees_its_slice() {
+    if !cluster_available() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let slurm = Slurm::from_env();
+    let job = submit_env_job(&slurm, dir.path(), "single", 0);
+    assert_eq!(
+        wait_jobs(&[job], Duration::from_secs(60)),
+        vec!["COMPLETED"]
+    );
+    let text = read(&dir.path().join("single.env"));
+    let cvd = field(&text, "CVD");
+    // 1g.5gb slices are the first four devices in the node's gres.conf.
+    let idx: u32 = cvd
+        .parse()
+        .unwrap_or_else(|_| panic!("CUDA_VISIBLE_DEVICES={cvd:?}"));
+    assert!(idx <= 3, "a 1g.5gb job got device {idx}");
+}
+
+#[test]
+fn two_concurrent_1g5gb_jobs_get_different_slices() {
+    if !cluster_available() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let slurm = Slurm::from_env();
+    let a = submit_env_job(&slurm, dir.path(), "a", 4);
+    let b = submit_env_job(&slurm, dir.path(), "b", 4);
+    assert_eq!(
+        wait_jobs(&[a, b], Duration::from_secs(120)),
+        vec!["COMPLETED", "COMPLETED"]
+    );
+    let ta = read(&dir.path().join("a.env"));
+    let tb = read(&dir.path().join("b.env"));
+    let span = |t: &str| -> (f64, f64) {
+        (
+            field(t, "START").parse().unwrap(),
+            field(t, "END").parse().unwrap(),
+        )
+    };
+    let ((sa, ea), (sb, eb)) = (span(&ta), span(&tb));
+    assert!(
+        sa < eb && sb < ea,
+        "the two jobs did not overlap in time: a {sa}..{ea}, b {sb}..{eb}"
+    );
+    assert_eq!(field(&ta, "NODE"), "node1");
+    assert_eq!(field(&tb, "NODE"), "node1");
+    assert_ne!(
+        field(&ta, "CVD"),
+        field(&tb, "CVD"),
+        "two running jobs share one slice"
+    );
+}

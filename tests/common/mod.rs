@@ -1,0 +1,106 @@
+//! Helpers shared by the integration tests that drive the built binary and
+//! the live local Slurm cluster (`slurm/cluster.sh up`).
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Set by the README's test command and CI: the cluster must be there.
+pub const EXPECT_CLUSTER_ENV: &str = "YOLO_SCHED_EXPECT_CLUSTER";
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_yolo-sched"))
+}
+
+/// A `yolo-sched` command with a clean environment for settings.
+pub fn yolo() -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.env_remove("YOLO_SCHED_SITE")
+        .env_remove("YOLO_SCHED_NVML_LIB")
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+/// Run and return the output, printing it when the test fails later.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("running yolo-sched");
+    eprintln!(
+        "*** {:?}\n--- status: {}\n--- stdout:\n{}\n--- stderr:\n{}",
+        cmd,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn cluster_answers() -> bool {
+    Command::new("scontrol")
+        .arg("ping")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("is UP"))
+        .unwrap_or(false)
+}
+
+/// True when the live cluster is up. When it is expected (CI, the README's test
+/// command) and absent, the test fails instead of being skipped.
+pub fn cluster_available() -> bool {
+    if cluster_answers() {
+        return true;
+    }
+    if std::env::var(EXPECT_CLUSTER_ENV).is_ok_and(|v| v == "1") {
+        panic!("the local Slurm cluster is expected ({EXPECT_CLUSTER_ENV}=1) but `scontrol ping` does not answer; run `slurm/cluster.sh up`");
+    }
+    eprintln!("skipping: no local Slurm cluster (start it with `slurm/cluster.sh up`)");
+    false
+}
+
+/// A job's state from `squeue -t all` (finished jobs stay listed for MinJobAge).
+pub fn job_state(job: u64) -> Option<String> {
+    let out = Command::new("squeue")
+        .args(["-h", "-t", "all", "-j", &job.to_string(), "-o", "%T"])
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+/// Wait until every job has left PENDING/RUNNING; returns their final states.
+pub fn wait_jobs(jobs: &[u64], limit: Duration) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let states: Vec<String> = jobs
+            .iter()
+            .map(|j| job_state(*j).unwrap_or_else(|| "UNKNOWN".into()))
+            .collect();
+        let done = states.iter().all(|s| {
+            !matches!(
+                s.as_str(),
+                "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "UNKNOWN"
+            )
+        });
+        if done {
+            return states;
+        }
+        if start.elapsed() > limit {
+            panic!("jobs {jobs:?} still not finished after {limit:?}: {states:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A scratch directory every user can write (jobs may run as `researcher`).
+pub fn shared_tempdir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("yolo-sched-test-")
+        .tempdir_in(std::env::temp_dir())
+        .expect("tempdir");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    dir
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}

@@ -1,0 +1,163 @@
+//! Hostile spec values never execute: generated strings go into the spec, the
+//! train script is rendered, checked with `bash -n`, and then RUN with bash
+//! (outside Slurm, `yolo` replaced by a recorder). The recorder must receive
+//! each value as exactly one argument, and nothing the value says may happen.
+
+use std::path::Path;
+use std::process::Command;
+
+use proptest::prelude::*;
+use yolo_sched::plan::{self, ControllerLimits, Offer, Policy};
+use yolo_sched::render::scripts::{render_all, RenderInput};
+use yolo_sched::render::Templates;
+
+const RECORDER: &str =
+    "#!/bin/sh\n: > \"$RECORD\"\nfor a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n";
+
+fn offer() -> Offer {
+    Offer {
+        gpu_types: [("1g.5gb".to_string(), 4u64)].into_iter().collect(),
+        shards: 0,
+        ..Offer::default()
+    }
+}
+
+/// Render the spec's train script, run it, and return the words `yolo` got.
+fn run_train_script(dir: &Path, spec_text: &str) -> Option<Vec<String>> {
+    std::fs::write(
+        dir.join("data.yaml"),
+        "path: .\ntrain: images\nval: images\nnames: [a]\n",
+    )
+    .unwrap();
+    let spec = match yolo_sched::spec::parse(spec_text, dir.join("spec.toml").to_str().unwrap()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("spec rejected: {e}");
+            return None;
+        }
+    };
+    let workdir = dir.join("run");
+    let plan = match plan::plan(
+        &spec,
+        &workdir,
+        &offer(),
+        &Policy::default(),
+        &ControllerLimits::default(),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("plan rejected: {e}");
+            return None;
+        }
+    };
+    let recorder = dir.join("yolo-recorder");
+    std::fs::write(&recorder, RECORDER).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&recorder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scripts = render_all(
+        &Templates::new(None).unwrap(),
+        &RenderInput {
+            spec: &spec,
+            plan: &plan,
+            run_id: "hostile-1",
+            yolo_sched: Path::new("/bin/false"),
+            yolo: recorder.to_str().unwrap(),
+            base_dir: dir,
+        },
+    )
+    .unwrap();
+    let train = scripts.iter().find(|s| s.file_name == "train.sh").unwrap();
+    let script = dir.join("train.sh");
+    std::fs::write(&script, &train.text).unwrap();
+    for s in &scripts {
+        let p = dir.join(&s.file_name);
+        std::fs::write(&p, &s.text).unwrap();
+        let check = Command::new("bash").arg("-n").arg(&p).output().unwrap();
+        assert!(
+            check.status.success(),
+            "bash -n {}: {}",
+            s.file_name,
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+    std::fs::create_dir_all(&workdir).unwrap();
+    let record = dir.join("argv");
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("RECORD", &record)
+        .env("SLURM_JOB_ID", "1")
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "train.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&record).unwrap();
+    Some(
+        bytes
+            .split(|b| *b == 0)
+            .filter(|w| !w.is_empty())
+            .map(|w| String::from_utf8(w.to_vec()).unwrap())
+            .collect(),
+    )
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn hostile_values_reach_yolo_as_single_words(
+        evil in r#"[a-z$`'"; |&()<>*?\\{}!#~=-]{1,24}"#,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let canary = dir.path().join("pwned");
+        let payload = format!("{evil}$(touch {c})`touch {c}`;touch {c}", c = canary.display());
+        let spec = format!(
+            "version = 1\n[run]\nname = \"hostile\"\n[train]\nmodel = {}\ndata = \"data.yaml\"\nepochs = 1\nargs = {{ pretrained = {} }}\n[resources]\ngpu = \"1g.5gb\"\n[stages.prepare]\nenabled = false\n",
+            toml_string(&format!("{payload}.pt")),
+            toml_string(&format!("{payload}.pt")),
+        );
+        // Every generated value is printable, so the spec must be accepted:
+        // a rejection here would make this test pass without checking anything.
+        let words = run_train_script(dir.path(), &spec);
+        prop_assert!(words.is_some(), "the spec was rejected: {}", spec);
+        let words = words.unwrap();
+        prop_assert!(!canary.exists(), "a spec value was executed");
+        let model_word = format!("model={payload}.pt");
+        let pretrained_word = format!("pretrained={payload}.pt");
+        prop_assert!(words.contains(&model_word), "{:?}", words);
+        prop_assert!(words.contains(&pretrained_word), "{:?}", words);
+    }
+}
+
+#[test]
+fn the_issue_examples_never_execute() {
+    let dir = tempfile::tempdir().unwrap();
+    let canary = dir.path().join("pwned");
+    // A run name with a command is refused outright.
+    let bad_name = format!(
+        "version = 1\n[run]\nname = \"x; touch {c}\"\n[train]\nmodel = \"yolov8n.pt\"\ndata = \"data.yaml\"\n",
+        c = canary.display()
+    );
+    std::fs::write(dir.path().join("data.yaml"), "names: [a]\n").unwrap();
+    assert!(
+        yolo_sched::spec::parse(&bad_name, dir.path().join("spec.toml").to_str().unwrap()).is_err()
+    );
+    // `$(…)` in args reaches yolo as text.
+    let spec = format!(
+        "version = 1\n[run]\nname = \"ok\"\n[train]\nmodel = \"yolov8n.pt\"\ndata = \"data.yaml\"\nargs = {{ pretrained = \"$(touch {c}).pt\" }}\n[stages.prepare]\nenabled = false\n",
+        c = canary.display()
+    );
+    let words = run_train_script(dir.path(), &spec).expect("the spec is valid");
+    assert!(!canary.exists());
+    assert!(
+        words.contains(&format!("pretrained=$(touch {}).pt", canary.display())),
+        "{words:?}"
+    );
+}
