@@ -28,16 +28,7 @@ pub const MAX_VARIANTS: u64 = 4_000_001;
 pub const DEFAULT_EXPORT_FORMATS: &[&str] = &["torchscript"];
 
 const ROOT_KEYS: &[&str] = &["version", "run", "train", "resources", "stages", "sweep"];
-const RUN_KEYS: &[&str] = &[
-    "name",
-    "workdir",
-    "account",
-    "qos",
-    "partition",
-    "setup",
-    "mail_user",
-    "mail_type",
-];
+const RUN_KEYS: &[&str] = &["name", "workdir", "account", "qos", "partition", "setup"];
 const TRAIN_TABLE_KEYS: &[&str] = &[
     "model", "data", "epochs", "imgsz", "batch", "workers", "args",
 ];
@@ -545,49 +536,6 @@ fn read_run(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<Ru
         ),
         None => Some(Vec::new()),
     };
-    let mail_user = match f.get("mail_user") {
-        Some(v) => cx
-            .str_of("run.mail_user", v, "a user name or e-mail address")
-            .and_then(|s| match values::check_mail_user(s) {
-                Ok(()) => Some(s.to_string()),
-                Err(p) => {
-                    cx.problem(v.span(), "run.mail_user", p);
-                    None
-                }
-            }),
-        None => None,
-    };
-    let mail_type = match f.get("mail_type") {
-        Some(v) => cx
-            .strings_of("run.mail_type", v, "a list of Slurm mail types", |s| {
-                let upper = s.to_ascii_uppercase();
-                if values::MAIL_TYPES.contains(&upper.as_str()) {
-                    Ok(())
-                } else {
-                    let mut p = Problem::new(format!(
-                        "\"{s}\" is not a Slurm mail type; expected one of {}",
-                        values::MAIL_TYPES.join(", ")
-                    ));
-                    if let Some(c) = suggest::closest(&upper, values::MAIL_TYPES.iter().copied()) {
-                        p = p.help(format!("did you mean \"{c}\"?"));
-                    }
-                    Err(p)
-                }
-            })
-            .map(|v| v.into_iter().map(|s| s.to_ascii_uppercase()).collect()),
-        None => Some(Vec::new()),
-    };
-    if f.get("mail_type").is_some() && f.get("mail_user").is_none() {
-        if let Some(v) = f.get("mail_type") {
-            cx.warn(
-                v.span(),
-                "run.mail_type",
-                "no `mail_user` given: Slurm mails the submitting user on the cluster's mail host"
-                    .into(),
-                None,
-            );
-        }
-    }
     Some(Run {
         name: name?,
         workdir: workdir?,
@@ -595,8 +543,6 @@ fn read_run(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<Ru
         qos: qos.ok()?,
         partition: partition.ok()?,
         setup: setup?,
-        mail_user,
-        mail_type: mail_type?,
     })
 }
 

@@ -62,10 +62,6 @@ pub struct Run {
     pub partition: Option<String>,
     /// Shell lines run first in every stage, verbatim (they are the user's own commands).
     pub setup: Vec<String>,
-    /// `--mail-user`.
-    pub mail_user: Option<String>,
-    /// `--mail-type` values, upper case (e.g. `["END", "FAIL"]`); empty = not set.
-    pub mail_type: Vec<String>,
 }
 
 /// `[train]`: the `yolo train` command.

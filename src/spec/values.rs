@@ -427,41 +427,6 @@ pub fn parse_path_template(s: &str) -> Checked<PathTemplate> {
     Ok(PathTemplate::from_parts(s.to_string(), parts))
 }
 
-/// Slurm `--mail-type` values.
-pub const MAIL_TYPES: &[&str] = &[
-    "NONE",
-    "BEGIN",
-    "END",
-    "FAIL",
-    "REQUEUE",
-    "ALL",
-    "INVALID_DEPEND",
-    "STAGE_OUT",
-    "TIME_LIMIT",
-    "TIME_LIMIT_90",
-    "TIME_LIMIT_80",
-    "TIME_LIMIT_50",
-    "ARRAY_TASKS",
-];
-
-/// `--mail-user`: a user name or e-mail address.
-pub fn check_mail_user(s: &str) -> Checked<()> {
-    if s.is_empty() {
-        return Err(Problem::new(
-            "is empty; expected a user name or e-mail address",
-        ));
-    }
-    match s
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '%' | '+' | '-' | '@')))
-    {
-        Some(c) => Err(Problem::new(format!(
-            "contains {c:?}; expected a user name or e-mail address"
-        ))),
-        None => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,7 +591,5 @@ mod tests {
         assert!(check_setup_line("a\nb").is_err());
         assert!(check_setup_line("a\u{0}b").is_err());
         assert!(check_no_control("a\u{1b}[31m").is_err());
-        assert!(check_mail_user("ann@example.org").is_ok());
-        assert!(check_mail_user("ann <a@b>").is_err());
     }
 }
