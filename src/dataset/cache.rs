@@ -266,7 +266,10 @@ fn safe_stem(file: &Path) -> String {
 fn free_bytes(dir: &Path) -> Result<u64> {
     let st = nix::sys::statvfs::statvfs(dir)
         .with_context(|| format!("reading free space of {}", dir.display()))?;
-    Ok(u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size())))
+    // The field widths differ between platforms; on Linux both are u64.
+    #[allow(clippy::useless_conversion)]
+    let bytes = u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size()));
+    Ok(bytes)
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

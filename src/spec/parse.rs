@@ -1215,15 +1215,13 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
             ok = false;
         }
     }
-    if sweep.axes.is_empty() && ok {
-        if sweep.max_parallel.is_some() {
-            cx.warn(
-                header.clone(),
-                "sweep",
-                "[sweep] has `max_parallel` but no argument to sweep: one variant".into(),
-                None,
-            );
-        }
+    if sweep.axes.is_empty() && ok && sweep.max_parallel.is_some() {
+        cx.warn(
+            header.clone(),
+            "sweep",
+            "[sweep] has `max_parallel` but no argument to sweep: one variant".into(),
+            None,
+        );
     }
     let n = sweep.variant_count();
     if ok && n > MAX_VARIANTS {

@@ -377,11 +377,11 @@ pub fn parse_path_template(s: &str) -> Checked<PathTemplate> {
         return Err(Problem::new("is empty; expected a path"));
     }
     check_no_control(s)?;
-    if s.starts_with('~') {
+    if let Some(rest) = s.strip_prefix('~') {
         return Err(Problem::new(format!(
             "{s:?} starts with '~', which yolo-sched does not expand"
         ))
-        .help(format!("write \"$HOME{}\"", &s[1..])));
+        .help(format!("write \"$HOME{rest}\"")));
     }
     if s.contains('`') {
         return Err(Problem::new(format!(
