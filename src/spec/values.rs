@@ -554,7 +554,7 @@ mod tests {
         assert_eq!(t.expand(look).unwrap(), "/local/ssd/ann/7x");
         assert_eq!(
             t.shell_word(),
-            "/local/ssd/\"${USER}\"/\"${SLURM_JOB_ID}\"x"
+            "/local/ssd/\"${USER:?is not set (a spec path uses it)}\"/\"${SLURM_JOB_ID:?is not set (a spec path uses it)}\"x"
         );
         assert_eq!(
             parse_path_template("/x/$NOPE").unwrap().expand(look),
@@ -579,6 +579,20 @@ mod tests {
             .output()
             .unwrap();
         assert_eq!(String::from_utf8(out.stdout).unwrap(), "/tmp/a b'c//h o/;x");
+        // An unset variable stops the shell with its name, never a wrong path.
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s' {}", t.shell_word()))
+            .env_remove("HOME")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(out.stdout.is_empty());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.contains("HOME: is not set (a spec path uses it)"),
+            "{stderr}"
+        );
     }
 
     #[test]
