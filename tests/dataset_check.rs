@@ -337,7 +337,12 @@ fn the_demo_dataset_passes_and_regenerates_byte_for_byte() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = yolo_sched(
         repo,
-        &["dataset", "check", "examples/pcb/data.yaml", "--json"],
+        &[
+            "dataset",
+            "check",
+            "examples/pcb/dataset/data.yaml",
+            "--json",
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     let v = json_of(&out);
@@ -365,9 +370,13 @@ fn the_demo_dataset_passes_and_regenerates_byte_for_byte() {
     // compressed bytes may differ between zlib builds, e.g. zlib-ng).
     let mut compared = 0;
     for sub in ["labels/train", "labels/val"] {
-        for entry in std::fs::read_dir(repo.join("examples/pcb").join(sub)).unwrap() {
+        for entry in std::fs::read_dir(repo.join("examples/pcb/dataset").join(sub)).unwrap() {
             let path = entry.unwrap().path();
-            let fresh = tmp.path().join(sub).join(path.file_name().unwrap());
+            let fresh = tmp
+                .path()
+                .join("dataset")
+                .join(sub)
+                .join(path.file_name().unwrap());
             assert_eq!(
                 std::fs::read(&path).unwrap(),
                 std::fs::read(&fresh).unwrap(),
@@ -380,8 +389,8 @@ fn the_demo_dataset_passes_and_regenerates_byte_for_byte() {
     let same_pixels = Command::new("python3")
         .arg("-c")
         .arg(PNG_PIXELS_EQUAL)
-        .arg(repo.join("examples/pcb/images"))
-        .arg(tmp.path().join("images"))
+        .arg(repo.join("examples/pcb/dataset/images"))
+        .arg(tmp.path().join("dataset/images"))
         .output()
         .unwrap();
     assert!(

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate the small PCB-defect demo dataset in this directory.
+"""Generate the small PCB-defect demo dataset in dataset/ beside this file.
 
 Synthetic 64x64 RGB images of a circuit board (green solder mask, copper traces,
 pads) with three kinds of defects, and YOLO label files (`class cx cy w h`,
@@ -19,7 +19,7 @@ import shutil
 import struct
 import zlib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset")
 SIZE = 64
 SPLITS = {"train": 36, "val": 12}
 BACKGROUND_EVERY = 9  # every 9th board has no defect
@@ -109,11 +109,11 @@ DEFECTS = [add_short, add_open, add_scratch]
 def main():
     rng = random.Random(20240611)
     for sub in ("images", "labels"):
-        shutil.rmtree(os.path.join(HERE, sub), ignore_errors=True)
+        shutil.rmtree(os.path.join(OUT, sub), ignore_errors=True)
     n = 0
     for split, count in SPLITS.items():
-        os.makedirs(os.path.join(HERE, "images", split))
-        os.makedirs(os.path.join(HERE, "labels", split))
+        os.makedirs(os.path.join(OUT, "images", split))
+        os.makedirs(os.path.join(OUT, "labels", split))
         for i in range(count):
             n += 1
             img, traces = board(rng)
@@ -124,9 +124,9 @@ def main():
                     cx, cy, w, h = DEFECTS[cls](img, rng, traces)
                     lines.append(f"{cls} {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}")
             name = f"board_{split}_{i:03d}"
-            with open(os.path.join(HERE, "images", split, name + ".png"), "wb") as f:
+            with open(os.path.join(OUT, "images", split, name + ".png"), "wb") as f:
                 f.write(png(img))
-            with open(os.path.join(HERE, "labels", split, name + ".txt"), "w") as f:
+            with open(os.path.join(OUT, "labels", split, name + ".txt"), "w") as f:
                 f.write("".join(line + "\n" for line in lines))
 
 

@@ -11,6 +11,10 @@ use crate::dataset::{self, CheckOptions, Report, Severity};
 use crate::error::exit;
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  yolo-sched dataset check examples/pcb/dataset/data.yaml
+  yolo-sched dataset check data.yaml --json --summary summary.json")]
 pub struct DatasetArgs {
     #[command(subcommand)]
     pub command: DatasetCommand,
