@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod dataset;
 pub mod doctor;
 pub mod error;
 pub mod fsutil;

@@ -1,5 +1,6 @@
 //! Argument parsing, dispatch and output; the work is done by library modules.
 
+pub mod dataset;
 pub mod doctor;
 pub mod generate;
 pub mod output;
@@ -60,6 +61,8 @@ pub enum Command {
     Submit(submit::SubmitArgs),
     /// Check a training spec without submitting anything.
     Validate(validate::ValidateArgs),
+    /// Check an Ultralytics dataset (images, labels) and copy it to local storage.
+    Dataset(dataset::DatasetArgs),
     /// Show the stages of a run.
     Status(status::StatusArgs),
     /// Follow a run until it ends.
@@ -129,6 +132,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Generate(args) => generate::run(&args),
         Command::Submit(args) => submit::run(&mut ctx, &args),
         Command::Validate(args) => validate::run(&mut ctx, &args),
+        Command::Dataset(args) => dataset::run(&mut ctx, &args),
         Command::Status(args) => status::run(&mut ctx, &args),
         Command::Watch(args) => watch::run(&mut ctx, &args),
         Command::List(args) => status::list(&mut ctx, &args),

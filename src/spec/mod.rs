@@ -60,7 +60,10 @@ pub fn read_checked(path: &Path) -> anyhow::Result<Result<Spec, SpecErrors>> {
 /// `yolov8n.pt` are resolved by Ultralytics).
 pub fn check_paths(spec: &Spec) -> Vec<SpecError> {
     let mut out = Vec::new();
-    let base = spec.origin.base_dir.display().to_string();
+    let base = match spec.origin.base_dir.display().to_string() {
+        dot if dot == "." => "the current directory".to_string(),
+        dir => dir,
+    };
     let help = Some(format!(
         "relative paths are relative to the spec's directory ({base})"
     ));
@@ -106,7 +109,7 @@ impl Spec {
     /// A path from the spec, resolved against the spec's directory when relative.
     pub fn resolve(&self, path: &str) -> PathBuf {
         let p = Path::new(path);
-        if p.is_absolute() {
+        if p.is_absolute() || self.origin.base_dir == Path::new(".") {
             p.to_path_buf()
         } else {
             self.origin.base_dir.join(p)
@@ -118,3 +121,6 @@ impl Spec {
         self.resolve(&self.train.data)
     }
 }
+
+#[cfg(test)]
+mod tests;

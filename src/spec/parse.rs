@@ -28,16 +28,7 @@ pub const MAX_VARIANTS: u64 = 4_000_001;
 pub const DEFAULT_EXPORT_FORMATS: &[&str] = &["torchscript"];
 
 const ROOT_KEYS: &[&str] = &["version", "run", "train", "resources", "stages", "sweep"];
-const RUN_KEYS: &[&str] = &[
-    "name",
-    "workdir",
-    "account",
-    "qos",
-    "partition",
-    "setup",
-    "mail_user",
-    "mail_type",
-];
+const RUN_KEYS: &[&str] = &["name", "workdir", "account", "qos", "partition", "setup"];
 const TRAIN_TABLE_KEYS: &[&str] = &[
     "model", "data", "epochs", "imgsz", "batch", "workers", "args",
 ];
@@ -354,13 +345,25 @@ fn unknown_key(table_path: &str, key: &str, allowed: &[&str]) -> Problem {
         "unknown key `{key}` {place}; expected one of: {}",
         allowed.join(", ")
     ));
-    if table_path == "train"
-        && (ultralytics::find(key).is_some()
-            || args::controlled_reason(StageKind::Train, key).is_some())
-    {
-        return p.help(format!(
-            "`{key}` is a `yolo train` argument: put it in `train.args`, e.g. args = {{ {key} = … }}"
-        ));
+    let home = HOMES
+        .iter()
+        .find(|(home, keys)| *home != table_path && keys.contains(&key))
+        .map(|(home, _)| {
+            if home.is_empty() {
+                "at the top level".to_string()
+            } else {
+                format!("in [{home}]")
+            }
+        });
+    if table_path == "train" && ultralytics::find(key).is_some() {
+        return p.help(match home {
+            Some(home) => format!(
+                "`{key}` belongs {home}; Ultralytics' own `{key}` argument goes in `train.args`"
+            ),
+            None => format!(
+                "`{key}` is a `yolo train` argument: put it in `train.args`, e.g. args = {{ {key} = … }}"
+            ),
+        });
     }
     if (table_path == "stages.prepare" || table_path == "stages.export") && key == "gpu" {
         return Problem::new(format!(
@@ -371,15 +374,8 @@ fn unknown_key(table_path: &str, key: &str, allowed: &[&str]) -> Problem {
     if let Some(c) = suggest::closest(key, allowed.iter().copied()) {
         return p.help(format!("did you mean `{c}`?"));
     }
-    for (home, keys) in HOMES {
-        if *home != table_path && keys.contains(&key) {
-            let where_ = if home.is_empty() {
-                "at the top level".to_string()
-            } else {
-                format!("in [{home}]")
-            };
-            return p.help(format!("`{key}` belongs {where_}"));
-        }
+    if let Some(home) = home {
+        return p.help(format!("`{key}` belongs {home}"));
     }
     if table_path == "resources" && (key == "gpus" || key == "gres") {
         p = p.help("did you mean `gpu`?");
@@ -388,9 +384,9 @@ fn unknown_key(table_path: &str, key: &str, allowed: &[&str]) -> Problem {
 }
 
 fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
-    let f = cx.fields("", root, ROOT_KEYS);
     let top = 0..0;
-    match f.get("version") {
+    // The version decides how to read the rest, so it is checked first.
+    match root.get("version") {
         None => cx.error(
             top.clone(),
             "version",
@@ -419,6 +415,7 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
             }
         }
     }
+    let f = cx.fields("", root, ROOT_KEYS);
 
     let run_table = match f.get("run") {
         Some(v) => cx.table_of("run", v).map(|t| (t, v.span())),
@@ -539,49 +536,6 @@ fn read_run(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<Ru
         ),
         None => Some(Vec::new()),
     };
-    let mail_user = match f.get("mail_user") {
-        Some(v) => cx
-            .str_of("run.mail_user", v, "a user name or e-mail address")
-            .and_then(|s| match values::check_mail_user(s) {
-                Ok(()) => Some(s.to_string()),
-                Err(p) => {
-                    cx.problem(v.span(), "run.mail_user", p);
-                    None
-                }
-            }),
-        None => None,
-    };
-    let mail_type = match f.get("mail_type") {
-        Some(v) => cx
-            .strings_of("run.mail_type", v, "a list of Slurm mail types", |s| {
-                let upper = s.to_ascii_uppercase();
-                if values::MAIL_TYPES.contains(&upper.as_str()) {
-                    Ok(())
-                } else {
-                    let mut p = Problem::new(format!(
-                        "\"{s}\" is not a Slurm mail type; expected one of {}",
-                        values::MAIL_TYPES.join(", ")
-                    ));
-                    if let Some(c) = suggest::closest(&upper, values::MAIL_TYPES.iter().copied()) {
-                        p = p.help(format!("did you mean \"{c}\"?"));
-                    }
-                    Err(p)
-                }
-            })
-            .map(|v| v.into_iter().map(|s| s.to_ascii_uppercase()).collect()),
-        None => Some(Vec::new()),
-    };
-    if f.get("mail_type").is_some() && f.get("mail_user").is_none() {
-        if let Some(v) = f.get("mail_type") {
-            cx.warn(
-                v.span(),
-                "run.mail_type",
-                "no `mail_user` given: Slurm mails the submitting user on the cluster's mail host"
-                    .into(),
-                None,
-            );
-        }
-    }
     Some(Run {
         name: name?,
         workdir: workdir?,
@@ -589,8 +543,6 @@ fn read_run(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<Ru
         qos: qos.ok()?,
         partition: partition.ok()?,
         setup: setup?,
-        mail_user,
-        mail_type: mail_type?,
     })
 }
 
@@ -1186,6 +1138,16 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
             ok = false;
             continue;
         }
+        if key == "data" {
+            cx.error(
+                k.span(),
+                &path,
+                "the dataset cannot be swept: the prepare stage checks (and caches) one dataset per run".into(),
+                Some("submit one run per dataset, e.g. one spec each".into()),
+            );
+            ok = false;
+            continue;
+        }
         let items = match v.get_ref() {
             DeValue::Array(a) => a,
             DeValue::Table(_) => {
@@ -1253,15 +1215,13 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
             ok = false;
         }
     }
-    if sweep.axes.is_empty() && ok {
-        if sweep.max_parallel.is_some() {
-            cx.warn(
-                header.clone(),
-                "sweep",
-                "[sweep] has `max_parallel` but no argument to sweep: one variant".into(),
-                None,
-            );
-        }
+    if sweep.axes.is_empty() && ok && sweep.max_parallel.is_some() {
+        cx.warn(
+            header.clone(),
+            "sweep",
+            "[sweep] has `max_parallel` but no argument to sweep: one variant".into(),
+            None,
+        );
     }
     let n = sweep.variant_count();
     if ok && n > MAX_VARIANTS {

@@ -1,11 +1,11 @@
 //! "Did you mean …?": the closest known name to a misspelt one.
 
 /// The candidate closest to `word` (case-insensitive optimal string alignment
-/// distance), if it is close enough to be a likely typo: at most 1 edit for
-/// short words, up to 3 for long ones.
+/// distance), if it is close enough to be a likely typo: one edit per three
+/// characters, at least 1 and at most 3.
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let word_lc = word.to_lowercase();
-    let limit = (word.chars().count() / 3).clamp(1, 3);
+    let limit = (word.chars().count().div_ceil(3)).clamp(1, 3);
     let mut best: Option<(usize, &'a str)> = None;
     for c in candidates {
         let d = distance(&word_lc, &c.to_lowercase());

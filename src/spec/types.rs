@@ -62,10 +62,6 @@ pub struct Run {
     pub partition: Option<String>,
     /// Shell lines run first in every stage, verbatim (they are the user's own commands).
     pub setup: Vec<String>,
-    /// `--mail-user`.
-    pub mail_user: Option<String>,
-    /// `--mail-type` values, upper case (e.g. `["END", "FAIL"]`); empty = not set.
-    pub mail_type: Vec<String>,
 }
 
 /// `[train]`: the `yolo train` command.
@@ -580,8 +576,10 @@ impl PathTemplate {
     }
 
     /// One shell word that the shell expands to the path: literals single-quoted
-    /// with `crate::shell::quote`, variables as `"${NAME}"` (so their values are
-    /// never split or globbed, and nothing else is expanded).
+    /// with `crate::shell::quote`, variables as `"${NAME:?…}"` (so their values
+    /// are never split or globbed, nothing else is expanded, and an unset or
+    /// empty variable stops the script with a message naming it instead of
+    /// making a different path).
     pub fn shell_word(&self) -> String {
         let mut out = String::new();
         for part in &self.parts {
@@ -590,7 +588,7 @@ impl PathTemplate {
                 PathPart::Var(name) => {
                     out.push_str("\"${");
                     out.push_str(name);
-                    out.push_str("}\"");
+                    out.push_str(":?is not set (a spec path uses it)}\"");
                 }
             }
         }
