@@ -11,8 +11,12 @@ fn main() {
 }
 
 fn sweep_spec() -> String {
-    let lr: Vec<String> = (1..=10).map(|i| format!("{:.3}", f64::from(i) / 1000.0)).collect();
-    let mom: Vec<String> = (0..10).map(|i| format!("{:.2}", 0.8 + f64::from(i) / 100.0)).collect();
+    let lr: Vec<String> = (1..=10)
+        .map(|i| format!("{:.3}", f64::from(i) / 1000.0))
+        .collect();
+    let mom: Vec<String> = (0..10)
+        .map(|i| format!("{:.2}", 0.8 + f64::from(i) / 100.0))
+        .collect();
     let batch: Vec<String> = (1..=10).map(|i| (i * 4).to_string()).collect();
     format!(
         "version = 1\n[run]\nname = \"bench\"\n[train]\nmodel = \"yolov8s.pt\"\ndata = \"data.yaml\"\nepochs = 100\n\
@@ -25,10 +29,15 @@ fn sweep_spec() -> String {
 
 fn offer() -> Offer {
     Offer {
-        gpu_types: [("1g.5gb", 28u64), ("2g.10gb", 8), ("3g.20gb", 4), ("a100", 2)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        gpu_types: [
+            ("1g.5gb", 28u64),
+            ("2g.10gb", 8),
+            ("3g.20gb", 4),
+            ("a100", 2),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
         ..Offer::default()
     }
 }
@@ -44,7 +53,9 @@ fn parse_plan_render_1000_variants(bencher: divan::Bencher) {
     bencher.bench_local(|| {
         let spec = yolo_sched::spec::parse(&text, &file).unwrap();
         assert_eq!(spec.variant_count(), 1000);
-        let limits = ControllerLimits { max_array_size: Some(1001) };
+        let limits = ControllerLimits {
+            max_array_size: Some(1001),
+        };
         let plan = plan::plan(&spec, &workdir, &offer(), &Policy::default(), &limits).unwrap();
         let scripts = render_all(
             &templates,

@@ -47,7 +47,10 @@ impl Fixture {
     fn cmd(&self) -> Command {
         let mut c = yolo();
         c.env("XDG_STATE_HOME", self.path().join("state"))
-            .env("YOLO_SCHED_YOLO", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo"))
+            .env(
+                "YOLO_SCHED_YOLO",
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo"),
+            )
             .env("YOLO_STANDIN_EPOCH_SECONDS", "0.1")
             .env("YOLO_SCHED_WATCH_INTERVAL", "0.3")
             .env("YOLO_SCHED_WATCH_MAX_INTERVAL", "1");
@@ -75,7 +78,11 @@ impl Fixture {
 }
 
 fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let id = child.id();
     let guard = std::thread::spawn(move || {
         std::thread::sleep(limit);
@@ -83,7 +90,13 @@ fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
     });
     let out = child.wait_with_output().unwrap();
     drop(guard);
-    eprintln!("--- {:?}: {}\n{}\n{}", cmd, out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!(
+        "--- {:?}: {}\n{}\n{}",
+        cmd,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
@@ -101,7 +114,12 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn stage<'a>(status: &'a Value, name: &str) -> &'a Value {
-    status["stages"].as_array().unwrap().iter().find(|s| s["stage"] == name).unwrap_or_else(|| panic!("no stage {name} in {status}"))
+    status["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == name)
+        .unwrap_or_else(|| panic!("no stage {name} in {status}"))
 }
 
 fn record(workdir: &Path, key: &str, which: &str) -> Value {
@@ -116,7 +134,13 @@ fn time_of(v: &Value, field: &str) -> chrono::DateTime<chrono::Utc> {
 /// Break the dataset: a label line whose class is out of range.
 fn break_dataset(f: &Fixture) -> PathBuf {
     let labels = f.path().join("dataset/labels/train");
-    let first = std::fs::read_dir(&labels).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "txt")).min().unwrap();
+    let first = std::fs::read_dir(&labels)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .min()
+        .unwrap();
     let good = read(&first);
     std::fs::write(&first, "99 0.5 0.5 0.2 0.2\n").unwrap();
     std::fs::write(f.path().join("good-label"), good).unwrap();
@@ -130,7 +154,13 @@ fn a_chain_runs_in_order_with_training_on_a_1g5gb_slice() {
     }
     let f = Fixture::new();
     let canary = f.path().join("pwned");
-    let spec = f.write_spec("chain", &format!("[train.args]\npretrained = \"$(touch {c})`touch {c}`\"\n", c = canary.display()));
+    let spec = f.write_spec(
+        "chain",
+        &format!(
+            "[train.args]\npretrained = \"$(touch {c})`touch {c}`\"\n",
+            c = canary.display()
+        ),
+    );
     let (run_id, sub) = f.submit(&spec);
     let jobs = sub["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 3);
@@ -148,9 +178,16 @@ fn a_chain_runs_in_order_with_training_on_a_1g5gb_slice() {
     let train_start = time_of(&record(&workdir, "train", "start"), "started");
     let train_end = time_of(&record(&workdir, "train", "end"), "ended");
     let export_start = time_of(&record(&workdir, "export", "start"), "started");
-    assert!(prep_end <= train_start && train_end <= export_start, "{prep_end} {train_start} {train_end} {export_start}");
+    assert!(
+        prep_end <= train_start && train_end <= export_start,
+        "{prep_end} {train_start} {train_end} {export_start}"
+    );
     // Training got one 1g.5gb slice (indices 0-3 on this cluster's nodes).
-    let slice: u32 = record(&workdir, "train", "start")["gpus"].as_str().unwrap().parse().unwrap();
+    let slice: u32 = record(&workdir, "train", "start")["gpus"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(slice <= 3, "slice {slice}");
     assert_eq!(stage(&st, "train")["tasks"][0]["slice"], slice.to_string());
     assert!(workdir.join("train/weights/best.onnx").exists());
@@ -187,14 +224,22 @@ fn a_failing_prepare_cancels_the_rest_and_resume_completes_after_the_fix() {
     let st = f.status(&run_id);
     assert_eq!(st["state"]["state"], "failed");
     assert_eq!(st["state"]["stage"], "prepare");
-    assert_eq!(stage(&st, "prepare")["tasks"][0]["exit_code"].as_i64().map(|c| c != 0), Some(true));
+    assert_eq!(
+        stage(&st, "prepare")["tasks"][0]["exit_code"]
+            .as_i64()
+            .map(|c| c != 0),
+        Some(true)
+    );
 
     // Nothing to resume while it is broken? It resumes, and fails again: fix first.
     std::fs::write(&broken, read(&f.path().join("good-label"))).unwrap();
     let out = run(f.cmd().args(["resume", "--json", &run_id]));
     assert_eq!(out.status.code(), Some(0));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["stages"], serde_json::json!(["prepare", "train", "export"]));
+    assert_eq!(
+        r["stages"],
+        serde_json::json!(["prepare", "train", "export"])
+    );
     assert_eq!(f.watch(&run_id).status.code(), Some(0));
     let st = f.status(&run_id);
     assert_eq!(st["state"]["state"], "completed");
@@ -220,44 +265,82 @@ fn a_run_cancelled_mid_training_resumes_from_last_pt() {
     cmd.env("YOLO_STANDIN_EPOCH_SECONDS", "0.4");
     let out = run(cmd.args(["submit", "--json"]).arg(&spec));
     assert_eq!(out.status.code(), Some(0));
-    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"].as_str().unwrap().to_string();
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let st = f.status(&run_id);
     let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
     let results = workdir.join("train/results.csv");
     let start = Instant::now();
-    while std::fs::read_to_string(&results).map(|t| t.lines().count()).unwrap_or(0) < 4 {
-        assert!(start.elapsed() < Duration::from_secs(120), "training did not get going");
+    while std::fs::read_to_string(&results)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+        < 4
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "training did not get going"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let c = run(f.cmd().args(["cancel", "--json", &run_id]));
     assert_eq!(c.status.code(), Some(0));
     let cancelled: Value = serde_json::from_slice(&c.stdout).unwrap();
-    assert_eq!(cancelled["cancelled"].as_array().unwrap().len(), 2, "train and export: {cancelled}");
+    assert_eq!(
+        cancelled["cancelled"].as_array().unwrap().len(),
+        2,
+        "train and export: {cancelled}"
+    );
     assert_eq!(f.watch(&run_id).status.code(), Some(1));
     let st = f.status(&run_id);
     assert_eq!(st["state"]["state"], "cancelled");
     // Cancelling again is a no-op.
     let again = run(f.cmd().args(["cancel", "--json", &run_id]));
     assert_eq!(again.status.code(), Some(0));
-    assert_eq!(serde_json::from_slice::<Value>(&again.stdout).unwrap()["cancelled"], serde_json::json!([]));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&again.stdout).unwrap()["cancelled"],
+        serde_json::json!([])
+    );
 
     let done_epochs = read(&results).lines().count() - 1;
     // Two resumes at once: one submits, the other is refused (lock, or the run is already active again).
     let spawn = || {
         let mut c = f.cmd();
-        c.env("YOLO_STANDIN_EPOCH_SECONDS", "0.02").args(["resume", &run_id]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        c.env("YOLO_STANDIN_EPOCH_SECONDS", "0.02")
+            .args(["resume", &run_id])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
         c.spawn().unwrap()
     };
     let (a, b) = (spawn(), spawn());
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     let codes = [a.status.code(), b.status.code()];
-    eprintln!("resume A: {:?} {}\nresume B: {:?} {}", codes[0], String::from_utf8_lossy(&a.stderr), codes[1], String::from_utf8_lossy(&b.stderr));
-    assert_eq!(codes.iter().filter(|c| **c == Some(0)).count(), 1, "exactly one resume wins: {codes:?}");
+    eprintln!(
+        "resume A: {:?} {}\nresume B: {:?} {}",
+        codes[0],
+        String::from_utf8_lossy(&a.stderr),
+        codes[1],
+        String::from_utf8_lossy(&b.stderr)
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == Some(0)).count(),
+        1,
+        "exactly one resume wins: {codes:?}"
+    );
 
     assert_eq!(f.watch(&run_id).status.code(), Some(0));
     let resumed = read(&workdir.join("train/resumed.txt"));
-    let from: usize = resumed.trim().strip_prefix("resumed_from_epoch=").unwrap().parse().unwrap();
-    assert!(from >= 3 && from <= done_epochs + 1, "resumed from epoch {from}, {done_epochs} were done");
+    let from: usize = resumed
+        .trim()
+        .strip_prefix("resumed_from_epoch=")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        from >= 3 && from <= done_epochs + 1,
+        "resumed from epoch {from}, {done_epochs} were done"
+    );
     let st = f.status(&run_id);
     assert_eq!(st["state"]["state"], "completed");
     assert_eq!(stage(&st, "train")["attempt"], 2);
@@ -270,14 +353,23 @@ fn a_sweep_runs_as_arrays_with_per_task_dependencies() {
         return;
     }
     let f = Fixture::new();
-    let spec = f.write_spec("sweep", "[sweep]\nlr0 = [0.01, 0.001]\nbatch = [4, 8]\nmax_parallel = 2\n");
+    let spec = f.write_spec(
+        "sweep",
+        "[sweep]\nlr0 = [0.01, 0.001]\nbatch = [4, 8]\nmax_parallel = 2\n",
+    );
     let (run_id, sub) = f.submit(&spec);
     let jobs = sub["jobs"].as_array().unwrap();
     assert_eq!(jobs[0]["array"], Value::Null, "prepare runs once");
     assert_eq!(jobs[1]["array"], "0-3%2");
     assert_eq!(jobs[2]["array"], "0-3%2");
-    assert!(jobs[2]["dependency"].as_str().unwrap().starts_with("aftercorr:"));
-    assert!(jobs[1]["dependency"].as_str().unwrap().starts_with("afterok:"));
+    assert!(jobs[2]["dependency"]
+        .as_str()
+        .unwrap()
+        .starts_with("aftercorr:"));
+    assert!(jobs[1]["dependency"]
+        .as_str()
+        .unwrap()
+        .starts_with("afterok:"));
     assert_eq!(f.watch(&run_id).status.code(), Some(0));
     let st = f.status(&run_id);
     let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
@@ -286,11 +378,19 @@ fn a_sweep_runs_as_arrays_with_per_task_dependencies() {
     let expected = [("0.01", "4"), ("0.01", "8"), ("0.001", "4"), ("0.001", "8")];
     for (i, (lr, batch)) in expected.iter().enumerate() {
         let args = read(&workdir.join(format!("train-{i}/args.yaml")));
-        assert!(args.contains(&format!("lr0: {lr}\n")) && args.contains(&format!("batch: {batch}\n")), "variant {i}: {args}");
-        assert!(workdir.join(format!("train-{i}/weights/best.onnx")).exists());
+        assert!(
+            args.contains(&format!("lr0: {lr}\n")) && args.contains(&format!("batch: {batch}\n")),
+            "variant {i}: {args}"
+        );
+        assert!(workdir
+            .join(format!("train-{i}/weights/best.onnx"))
+            .exists());
         // Variant i's export started after variant i's training ended.
         let trained = time_of(&record(&workdir, &format!("train.{i}"), "end"), "ended");
-        let exported = time_of(&record(&workdir, &format!("export.{i}"), "start"), "started");
+        let exported = time_of(
+            &record(&workdir, &format!("export.{i}"), "start"),
+            "started",
+        );
         assert!(trained <= exported);
     }
 }
@@ -303,25 +403,54 @@ fn a_stage_slurm_refuses_leaves_nothing_in_the_queue() {
     let f = Fixture::new();
     let spec = f.write_spec("refused", "");
     // No node has 900 GB: sbatch refuses the export stage after prepare and train were accepted.
-    let text = read(&spec).replace("formats = [\"onnx\"]", "formats = [\"onnx\"]\nmem = \"900G\"");
+    let text = read(&spec).replace(
+        "formats = [\"onnx\"]",
+        "formats = [\"onnx\"]\nmem = \"900G\"",
+    );
     std::fs::write(&spec, text).unwrap();
     let trace = f.path().join("trace");
-    let out = run(f.cmd().env("YOLO_SCHED_SLURM_TRACE", &trace).arg("submit").arg(&spec));
+    let out = run(f
+        .cmd()
+        .env("YOLO_SCHED_SLURM_TRACE", &trace)
+        .arg("submit")
+        .arg(&spec));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("export stage"), "{err}");
-    assert!(err.contains("Requested node configuration is not available"), "{err}");
-    assert!(err.contains("cancelled the 2 job(s) already submitted"), "{err}");
+    assert!(
+        err.contains("Requested node configuration is not available"),
+        "{err}"
+    );
+    assert!(
+        err.contains("cancelled the 2 job(s) already submitted"),
+        "{err}"
+    );
     let calls = read(&trace);
-    assert_eq!(calls.lines().filter(|l| l.starts_with("sbatch")).count(), 3, "{calls}");
-    let cancel_line = calls.lines().find(|l| l.starts_with("scancel")).expect("scancel was called");
-    let cancelled: Vec<u64> = cancel_line.split_whitespace().filter_map(|w| w.parse::<u64>().ok()).collect();
+    assert_eq!(
+        calls.lines().filter(|l| l.starts_with("sbatch")).count(),
+        3,
+        "{calls}"
+    );
+    let cancel_line = calls
+        .lines()
+        .find(|l| l.starts_with("scancel"))
+        .expect("scancel was called");
+    let cancelled: Vec<u64> = cancel_line
+        .split_whitespace()
+        .filter_map(|w| w.parse::<u64>().ok())
+        .collect();
     assert_eq!(cancelled.len(), 2, "{cancel_line}");
     for id in cancelled {
         let state = job_state(id).unwrap_or_else(|| "PURGED".into());
-        assert!(!matches!(state.as_str(), "PENDING" | "RUNNING"), "job {id} left in the queue: {state}");
+        assert!(
+            !matches!(state.as_str(), "PENDING" | "RUNNING"),
+            "job {id} left in the queue: {state}"
+        );
     }
-    assert!(!f.path().join("runs/refused/manifest.json").exists(), "no manifest for a refused submission");
+    assert!(
+        !f.path().join("runs/refused/manifest.json").exists(),
+        "no manifest for a refused submission"
+    );
 }
 
 #[test]
@@ -330,17 +459,29 @@ fn status_of_a_100_task_sweep_costs_a_constant_number_of_slurm_calls() {
         return;
     }
     let f = Fixture::new();
-    let values: Vec<String> = (1..=100).map(|i| format!("{:.4}", f64::from(i) / 10000.0)).collect();
-    let spec = f.write_spec("big-sweep", &format!("[sweep]\nlr0 = [{}]\nmax_parallel = 2\n", values.join(", ")));
+    let values: Vec<String> = (1..=100)
+        .map(|i| format!("{:.4}", f64::from(i) / 10000.0))
+        .collect();
+    let spec = f.write_spec(
+        "big-sweep",
+        &format!("[sweep]\nlr0 = [{}]\nmax_parallel = 2\n", values.join(", ")),
+    );
     let (run_id, sub) = f.submit(&spec);
     assert_eq!(sub["jobs"][1]["array"], "0-99%2");
     let trace = f.path().join("status-trace");
-    let out = run(f.cmd().env("YOLO_SCHED_SLURM_TRACE", &trace).args(["status", "--json", "--tasks", &run_id]));
+    let out = run(f
+        .cmd()
+        .env("YOLO_SCHED_SLURM_TRACE", &trace)
+        .args(["status", "--json", "--tasks", &run_id]));
     assert_eq!(out.status.code(), Some(0));
     let st: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(stage(&st, "train")["tasks"].as_array().unwrap().len(), 100);
     let calls = read(&trace);
-    assert!(calls.lines().count() <= 2, "status ran {} Slurm commands:\n{calls}", calls.lines().count());
+    assert!(
+        calls.lines().count() <= 2,
+        "status ran {} Slurm commands:\n{calls}",
+        calls.lines().count()
+    );
     assert_eq!(calls.lines().filter(|l| l.starts_with("squeue")).count(), 1);
     let c = run(f.cmd().args(["cancel", &run_id]));
     assert_eq!(c.status.code(), Some(0));

@@ -242,7 +242,7 @@ pub fn plan(
         .or_else(|| policy.defaults.gpu_partition.clone());
     let cpu_partition_default = policy.defaults.cpu_partition.clone();
     let name = &spec.run.name;
-    let array = (variants > 1).then(|| ArraySpec {
+    let array = (variants > 1).then_some(ArraySpec {
         tasks: variants,
         max_parallel: spec.sweep.max_parallel,
     });

@@ -87,7 +87,9 @@ impl Policy {
 /// Seconds of a Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`,
 /// `D-HH:MM:SS`), by the same rules specs are checked with.
 pub fn parse_slurm_time(text: &str) -> Option<u64> {
-    crate::spec::values::parse_slurm_time(text).ok().map(|t| t.seconds)
+    crate::spec::values::parse_slurm_time(text)
+        .ok()
+        .map(|t| t.seconds)
 }
 
 #[cfg(test)]

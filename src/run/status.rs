@@ -234,7 +234,7 @@ impl RunStatus {
 /// A pending reason in plain words.
 pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>) -> Option<String> {
     let slice = gres
-        .and_then(|g| crate::slurm::gres::parse_item(g))
+        .and_then(crate::slurm::gres::parse_item)
         .map(|i| match i.kind {
             Some(k) if i.name == "gpu" => format!("a free {k} slice"),
             Some(k) => format!("free {} {k}", i.name),

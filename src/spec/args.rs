@@ -209,7 +209,7 @@ fn check_choice(choices: &[&str], v: &ArgValue, bool_ok: bool) -> Result<(), Pro
         ArgValue::Str(s) if choices.iter().any(|c| c.eq_ignore_ascii_case(s)) => Ok(()),
         ArgValue::Str(s) => {
             let mut p = Problem::new(format!("\"{s}\" is not {what}"));
-            if let Some(c) = super::suggest::closest(s, choices.iter().copied()) {
+            if let Some(c) = crate::suggest::closest(s, choices.iter().copied()) {
                 p = p.help(format!("did you mean \"{c}\"?"));
             }
             Err(p)
@@ -393,7 +393,7 @@ pub fn unknown_arg(key: &str, stage: StageKind) -> Problem {
     let mut p = Problem::new(format!(
         "`{key}` is not a `yolo {verb}` argument (Ultralytics would stop with \"'{key}' is not a valid YOLO argument\")"
     ));
-    if let Some(c) = super::suggest::closest(key, ultralytics::names()) {
+    if let Some(c) = crate::suggest::closest(key, ultralytics::names()) {
         p = p.help(format!("did you mean `{c}`?"));
     }
     p

@@ -8,16 +8,16 @@
 mod args;
 pub mod error;
 mod parse;
-mod suggest;
+
 pub mod types;
 pub mod ultralytics;
 pub mod values;
 
 use std::path::{Path, PathBuf};
 
+pub use crate::suggest::closest;
 pub use error::{Location, SpecError, SpecErrors};
 pub use parse::{DEFAULT_EXPORT_FORMATS, MAX_VARIANTS};
-pub use suggest::closest;
 pub use types::*;
 
 /// Parse and validate spec text. `file_name` names the spec in messages, and its

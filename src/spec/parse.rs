@@ -13,10 +13,10 @@ use toml::Spanned;
 
 use super::args::{self, TRAIN_KEYS};
 use super::error::{self, Location, SpecError, SpecErrors};
-use super::suggest;
 use super::types::*;
 use super::ultralytics;
 use super::values::{self, Problem};
+use crate::suggest;
 
 type Val<'i> = Spanned<DeValue<'i>>;
 
