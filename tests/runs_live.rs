@@ -395,36 +395,23 @@ fn a_sweep_runs_as_arrays_with_per_task_dependencies() {
     }
 }
 
-#[test]
-fn a_stage_slurm_refuses_leaves_nothing_in_the_queue() {
-    if !cluster_available() {
-        return;
-    }
-    let f = Fixture::new();
-    let spec = f.write_spec("refused", "");
-    // No node has 900 GB: sbatch refuses the export stage after prepare and train were accepted.
+/// Submit a spec whose export stage has `extra`, expecting Slurm to refuse the
+/// chain; return stderr and the ids the rollback cancelled.
+fn submit_refused(f: &Fixture, name: &str, extra: &str) -> (String, Vec<u64>) {
+    let spec = f.write_spec(name, "");
     let text = read(&spec).replace(
-        "formats = [\"onnx\"]",
-        "formats = [\"onnx\"]\nmem = \"900G\"",
+        "[stages.export]\npartition = \"cpu\"",
+        &format!("[stages.export]\n{extra}"),
     );
     std::fs::write(&spec, text).unwrap();
-    let trace = f.path().join("trace");
+    let trace = f.path().join(format!("{name}.trace"));
     let out = run(f
         .cmd()
         .env("YOLO_SCHED_SLURM_TRACE", &trace)
         .arg("submit")
         .arg(&spec));
     assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("export stage"), "{err}");
-    assert!(
-        err.contains("Requested node configuration is not available"),
-        "{err}"
-    );
-    assert!(
-        err.contains("cancelled the 2 job(s) already submitted"),
-        "{err}"
-    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     let calls = read(&trace);
     assert_eq!(
         calls.lines().filter(|l| l.starts_with("sbatch")).count(),
@@ -439,18 +426,45 @@ fn a_stage_slurm_refuses_leaves_nothing_in_the_queue() {
         .split_whitespace()
         .filter_map(|w| w.parse::<u64>().ok())
         .collect();
-    assert_eq!(cancelled.len(), 2, "{cancel_line}");
-    for id in cancelled {
-        let state = job_state(id).unwrap_or_else(|| "PURGED".into());
+    for id in &cancelled {
+        let state = job_state(*id).unwrap_or_else(|| "PURGED".into());
         assert!(
             !matches!(state.as_str(), "PENDING" | "RUNNING"),
             "job {id} left in the queue: {state}"
         );
     }
     assert!(
-        !f.path().join("runs/refused/manifest.json").exists(),
+        !f.path().join(format!("runs/{name}/manifest.json")).exists(),
         "no manifest for a refused submission"
     );
+    (err, cancelled)
+}
+
+#[test]
+fn a_stage_slurm_refuses_leaves_nothing_in_the_queue() {
+    if !cluster_available() {
+        return;
+    }
+    let f = Fixture::new();
+    // sbatch itself refuses the third stage: the two accepted ones are cancelled.
+    let (err, cancelled) = submit_refused(&f, "refused", "partition = \"nosuch\"");
+    assert!(err.contains("Slurm refused the export stage"), "{err}");
+    assert!(err.contains("Invalid partition name specified"), "{err}");
+    assert!(
+        err.contains("cancelled the 2 job(s) already submitted"),
+        "{err}"
+    );
+    assert_eq!(cancelled.len(), 2);
+
+    // A held job that can never run (64 CPUs on 16-CPU nodes) is accepted by
+    // sbatch and refused only on release: the whole chain is cancelled.
+    let (err, cancelled) = submit_refused(&f, "unrunnable", "partition = \"cpu\"\ncpus = 64");
+    assert!(err.contains("releasing the held jobs failed"), "{err}");
+    assert!(
+        err.contains("cancelled the 3 job(s) already submitted"),
+        "{err}"
+    );
+    assert_eq!(cancelled.len(), 3);
 }
 
 #[test]

@@ -274,7 +274,13 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
         ctx,
         &crate::run::audit::AuditRecord::new("submit", Some(&run_id), ids, &outcome),
     );
-    released?;
+    if let Err(e) = released {
+        // The chain was cancelled: leave no run behind that points at it.
+        if let Err(d) = manifest.discard() {
+            eprintln!("yolo-sched: warning: {d:#}");
+        }
+        return Err(e);
+    }
 
     let jobs = submitted
         .iter()

@@ -94,6 +94,19 @@ impl Manifest {
         Ok(())
     }
 
+    /// Forget a submission whose jobs were all taken back: remove the manifest
+    /// and its index entry, so the workdir is free for the next submission.
+    pub fn discard(&self) -> Result<()> {
+        let _ = std::fs::remove_file(index_dir()?.join(format!("{}.json", self.run_id)));
+        match std::fs::remove_file(Manifest::path_in(&self.workdir)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => {
+                Err(e).with_context(|| format!("removing the manifest of run {}", self.run_id))
+            }
+        }
+    }
+
     /// Read a manifest; a corrupt file is an error naming it, never rewritten.
     pub fn load(path: &Path) -> Result<Manifest> {
         let text =
