@@ -8,7 +8,8 @@
 #   slurm/cluster.sh env       print the settings in use
 #
 # Settings (environment):
-#   NODES=N           slurmd instances on this host (node1..nodeN, default 1)
+#   NODES=N           slurmd instances on this host (node1..nodeN, default 1; a running
+#                     cluster keeps its NODES, ACCOUNTING and MIN_JOB_AGE unless given)
 #   ACCOUNTING=0|1    MariaDB + slurmdbd so that sacct works (default 0; jobcomp/filetxt is always on)
 #   MIN_JOB_AGE=S     seconds slurmctld keeps finished jobs (default 1800; see docs/local-cluster.md)
 #   IDLE_TIMEOUT=S    how long up waits for the nodes to become idle (default 60)
@@ -32,6 +33,18 @@ readonly CTLD_PORT=6817
 readonly SLURMD_BASE_PORT=17000
 readonly TEST_USER=researcher
 
+# A running cluster keeps its settings unless they are given again: `up`
+# without NODES must not shrink a two-node cluster someone else started.
+readonly SETTINGS_FILE=/run/yolo-slurm/settings
+if [ -r "$SETTINGS_FILE" ] && [ -s /run/yolo-slurm/slurmctld.pid ]; then
+    while IFS='=' read -r key value; do
+        case "$key" in
+        NODES) NODES=${NODES:-$value} ;;
+        ACCOUNTING) ACCOUNTING=${ACCOUNTING:-$value} ;;
+        MIN_JOB_AGE) MIN_JOB_AGE=${MIN_JOB_AGE:-$value} ;;
+        esac
+    done <"$SETTINGS_FILE"
+fi
 NODES=${NODES:-1}
 ACCOUNTING=${ACCOUNTING:-0}
 MIN_JOB_AGE=${MIN_JOB_AGE:-1800}
@@ -461,6 +474,7 @@ cmd_up() {
     start_slurmctld
     start_slurmds
     wait_idle
+    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" >"$SETTINGS_FILE"
 }
 
 cmd_down() {
@@ -471,6 +485,7 @@ cmd_down() {
     stop_daemon slurmdbd slurmdbd
     stop_daemon mariadbd mariadbd
     stop_daemon munged munged
+    rm -f "$SETTINGS_FILE"
     log "down"
 }
 

@@ -32,8 +32,8 @@ pub struct WatchArgs {
     pub max_interval: f64,
 }
 
-/// One line per stage: what changed is printed in plain mode.
-fn stage_lines(st: &RunStatus) -> BTreeMap<String, String> {
+/// One line per stage, in stage order: what changed is printed in plain mode.
+fn stage_lines(st: &RunStatus) -> Vec<(String, String)> {
     st.stages
         .iter()
         .map(|s| {
@@ -74,7 +74,7 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
         .expect("static template")
         .progress_chars("=> ");
     let mut bars: BTreeMap<String, ProgressBar> = BTreeMap::new();
-    let mut last: BTreeMap<String, String> = BTreeMap::new();
+    let mut last: Vec<(String, String)> = Vec::new();
     let first = Duration::from_secs_f64(args.interval.max(0.05));
     let max = Duration::from_secs_f64(args.max_interval.max(args.interval));
     let mut pause = first;
@@ -113,12 +113,13 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
                 };
                 bar.set_length(len);
                 bar.set_position(pos);
-                bar.set_message(lines.get(&s.stage).cloned().unwrap_or_default());
+                let line = lines.iter().find(|(k, _)| *k == s.stage).map(|(_, l)| l.clone());
+                bar.set_message(line.unwrap_or_default());
             }
         } else if changed {
             let now = chrono::Local::now().format("%H:%M:%S");
             for (stage, line) in &lines {
-                if last.get(stage) != Some(line) {
+                if !last.iter().any(|(k, l)| k == stage && l == line) {
                     output::println(format!("{now} {} {stage}: {line}", st.run_id))?;
                 }
             }
