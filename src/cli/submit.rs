@@ -168,10 +168,13 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
     let spec = crate::spec::load(&args.spec)?;
     let policy = Policy::from_site(ctx.site()?)?;
     let offer = offer_from_cluster(ctx, &policy)?;
+    // MaxArraySize matters only for a sweep; a single run spares the call.
     let limits = ControllerLimits {
-        max_array_size: config::fetch(&ctx.slurm)
-            .ok()
-            .and_then(|c| c.max_array_size()),
+        max_array_size: if spec.variant_count() > 1 {
+            config::fetch(&ctx.slurm).ok().and_then(|c| c.max_array_size())
+        } else {
+            None
+        },
     };
     let workdir = resolve_workdir(&spec, args.workdir.as_deref())?;
     let existing = Manifest::path_in(&workdir);
