@@ -43,6 +43,9 @@ pub struct ListArgs {
     /// At most this many runs, newest first.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,
+    /// Every local user's runs whose index you can read (for admins).
+    #[arg(long)]
+    pub all_users: bool,
 }
 
 fn stage_summary(s: &StageStatus) -> String {
@@ -205,6 +208,7 @@ pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
 #[derive(Debug, Serialize)]
 struct ListRow {
     run_id: String,
+    user: String,
     name: String,
     submitted_at: String,
     state: crate::run::status::RunState,
@@ -213,7 +217,11 @@ struct ListRow {
 }
 
 pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
-    let entries = query::index_entries()?;
+    let entries = if args.all_users {
+        query::index_entries_all_users()?
+    } else {
+        query::index_entries()?
+    };
     let mut manifests = Vec::new();
     for e in entries.iter().take(args.limit) {
         match crate::run::Manifest::load(&crate::run::Manifest::path_in(&e.workdir)) {
@@ -235,6 +243,7 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
                 .map(|s| s.stage.clone());
             ListRow {
                 run_id: m.run_id.clone(),
+                user: m.user.clone(),
                 name: m.name.clone(),
                 submitted_at: m.submitted_at.format("%Y-%m-%d %H:%M").to_string(),
                 state: st.state.clone(),

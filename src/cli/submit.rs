@@ -171,7 +171,9 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
     // MaxArraySize matters only for a sweep; a single run spares the call.
     let limits = ControllerLimits {
         max_array_size: if spec.variant_count() > 1 {
-            config::fetch(&ctx.slurm).ok().and_then(|c| c.max_array_size())
+            config::fetch(&ctx.slurm)
+                .ok()
+                .and_then(|c| c.max_array_size())
         } else {
             None
         },

@@ -113,7 +113,10 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
                 };
                 bar.set_length(len);
                 bar.set_position(pos);
-                let line = lines.iter().find(|(k, _)| *k == s.stage).map(|(_, l)| l.clone());
+                let line = lines
+                    .iter()
+                    .find(|(k, _)| *k == s.stage)
+                    .map(|(_, l)| l.clone());
                 bar.set_message(line.unwrap_or_default());
             }
         } else if changed {

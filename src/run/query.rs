@@ -15,10 +15,45 @@ use crate::slurm::Slurm;
 /// Every run in the caller's index, newest first. Entries whose manifest is
 /// gone are skipped; a corrupt index entry is skipped with a warning.
 pub fn index_entries() -> Result<Vec<IndexEntry>> {
-    let dir = index_dir()?;
+    let mut out = read_index(&index_dir()?);
+    sort_newest_first(&mut out);
+    Ok(out)
+}
+
+/// The runs of every local user whose index the caller may read (admins):
+/// `<home>/.local/state/yolo-sched/runs` of each account in /etc/passwd, and
+/// the caller's own index.
+pub fn index_entries_all_users() -> Result<Vec<IndexEntry>> {
+    let mut dirs = vec![index_dir()?];
+    if let Ok(passwd) = std::fs::read_to_string("/etc/passwd") {
+        for line in passwd.lines() {
+            if let Some(home) = line.split(':').nth(5).filter(|h| !h.is_empty()) {
+                let dir = PathBuf::from(home).join(".local/state/yolo-sched/runs");
+                if !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+    }
+    let mut out: Vec<IndexEntry> = dirs.iter().flat_map(|d| read_index(d)).collect();
+    out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    out.dedup_by(|a, b| a.run_id == b.run_id);
+    sort_newest_first(&mut out);
+    Ok(out)
+}
+
+fn sort_newest_first(entries: &mut [IndexEntry]) {
+    entries.sort_by(|a, b| {
+        b.submitted_at
+            .cmp(&a.submitted_at)
+            .then(b.run_id.cmp(&a.run_id))
+    });
+}
+
+fn read_index(dir: &std::path::Path) -> Vec<IndexEntry> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Ok(out);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
     };
     for e in entries.flatten() {
         let p = e.path();
@@ -36,12 +71,7 @@ pub fn index_entries() -> Result<Vec<IndexEntry>> {
             ),
         }
     }
-    out.sort_by(|a, b| {
-        b.submitted_at
-            .cmp(&a.submitted_at)
-            .then(b.run_id.cmp(&a.run_id))
-    });
-    Ok(out)
+    out
 }
 
 /// Find a run by id (or unique id prefix, or a path to its workdir/manifest).
