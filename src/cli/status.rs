@@ -223,11 +223,23 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
         query::index_entries()?
     };
     let mut manifests = Vec::new();
+    let mut gone = 0;
     for e in entries.iter().take(args.limit) {
-        match crate::run::Manifest::load(&crate::run::Manifest::path_in(&e.workdir)) {
+        let path = crate::run::Manifest::path_in(&e.workdir);
+        if !path.exists() {
+            // The run directory was removed: the run is gone, not broken.
+            gone += 1;
+            continue;
+        }
+        match crate::run::Manifest::load(&path) {
             Ok(m) => manifests.push(m),
             Err(err) => eprintln!("yolo-sched: warning: run {}: {err:#}", e.run_id),
         }
+    }
+    if gone > 0 {
+        eprintln!(
+            "yolo-sched: {gone} run(s) in the index have no run directory any more; not listed"
+        );
     }
     let refs: Vec<&crate::run::Manifest> = manifests.iter().collect();
     let view = query::ask_slurm(&ctx.slurm, &refs);
@@ -257,21 +269,29 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
     } else if rows.is_empty() {
         output::println("no runs yet: submit one with `yolo-sched submit spec.toml`")?;
     } else {
-        let mut table = output::new_table(&[
+        let mut headers = vec![
             "run id",
             "name",
             "submitted (UTC)",
             "state",
             "current stage",
-        ]);
+        ];
+        if args.all_users {
+            headers.insert(1, "user");
+        }
+        let mut table = output::new_table(&headers);
         for r in &rows {
-            table.add_row(vec![
+            let mut row = vec![
                 r.run_id.clone(),
                 r.name.clone(),
                 r.submitted_at.clone(),
                 r.state.describe(),
                 r.current_stage.clone().unwrap_or_default(),
-            ]);
+            ];
+            if args.all_users {
+                row.insert(1, r.user.clone());
+            }
+            table.add_row(row);
         }
         output::println(&table)?;
     }
