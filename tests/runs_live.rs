@@ -197,6 +197,36 @@ fn a_chain_runs_in_order_with_training_on_a_1g5gb_slice() {
     let args = read(&workdir.join("train/args.yaml"));
     assert!(args.contains("pretrained: $(touch"), "{args}");
 
+    // Logs of a stage, and the run in the list.
+    let logs = run(f.cmd().args(["logs", &run_id, "train"]));
+    assert_eq!(logs.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("epoch 3/3"));
+    let list = run(f.cmd().args(["list", "--json"]));
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list[0]["run_id"], run_id.as_str());
+    assert_eq!(list[0]["state"]["state"], "completed");
+
+    // Slurm unreachable: the last state the jobs recorded, marked stale, exit 1.
+    let bin = f.path().join("broken-slurm");
+    std::fs::create_dir_all(&bin).unwrap();
+    for cmd in ["squeue", "sacct"] {
+        let p = bin.join(cmd);
+        std::fs::write(&p, "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let stale = run(f
+        .cmd()
+        .env("PATH", path)
+        .args(["status", "--json", &run_id]));
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&stale.stderr).contains("Unable to contact slurm controller"));
+    let stale: Value = serde_json::from_slice(&stale.stdout).unwrap();
+    assert_eq!(stale["stale"], true);
+    assert_eq!(stale["state"]["state"], "completed");
+    assert_eq!(stage(&stale, "train")["tasks"][0]["source"], "job_files");
+
     // The audit log has the submission.
     let audit = run(f.cmd().args(["audit", "--json", "--run", &run_id]));
     let records: Value = serde_json::from_slice(&audit.stdout).unwrap();
