@@ -469,3 +469,142 @@ fn sweep_maxima(spec: &Spec, batch: Option<u32>, imgsz: u32) -> (Option<u32>, u3
     }
     (max_batch, max_imgsz)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::gpu::Offer;
+
+    fn spec(extra: &str) -> Spec {
+        let dir = std::env::temp_dir();
+        let text = format!(
+            "version = 1\n[run]\nname = \"t\"\n[train]\nmodel = \"yolov8s.pt\"\ndata = \"d.yaml\"\n{extra}"
+        );
+        crate::spec::parse(&text, &dir.join("spec.toml").display().to_string()).unwrap()
+    }
+
+    fn offer() -> Offer {
+        Offer {
+            gpu_types: [("1g.5gb", 4u64), ("2g.10gb", 2), ("a100", 1)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            shards: 8,
+            ..Offer::default()
+        }
+    }
+
+    fn plan_of(s: &Spec, policy: &Policy, limits: &ControllerLimits) -> Result<Plan, SpecErrors> {
+        plan(s, Path::new("/w"), &offer(), policy, limits)
+    }
+
+    #[test]
+    fn the_default_graph_is_prepare_train_export_chained_afterok() {
+        let p = plan_of(&spec(""), &Policy::default(), &ControllerLimits::default()).unwrap();
+        let kinds: Vec<StageKind> = p.stages.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![StageKind::Prepare, StageKind::Train, StageKind::Export]
+        );
+        assert_eq!(p.stages[1].gres.as_deref(), Some("gpu:1g.5gb:1"));
+        assert_eq!(p.stages[1].depends_on[0].stage, StageKind::Prepare);
+        assert_eq!(p.stages[2].depends_on[0].kind, DepKind::AfterOk);
+        assert!(
+            p.stages[0].gres.is_none() && p.stages[2].gres.is_none(),
+            "CPU stages hold no GPU"
+        );
+        assert_eq!(p.stages[1].job_name, "t.train");
+    }
+
+    #[test]
+    fn a_sweep_makes_arrays_that_wait_per_task() {
+        let s = spec("[stages.val]\n[sweep]\nlr0 = [0.1, 0.01, 0.001]\nmax_parallel = 2\n");
+        let p = plan_of(&s, &Policy::default(), &ControllerLimits::default()).unwrap();
+        assert!(
+            p.stage(StageKind::Prepare).unwrap().array.is_none(),
+            "prepare runs once"
+        );
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(train.array.as_ref().unwrap().slurm_value(), "0-2%2");
+        let val = p.stage(StageKind::Val).unwrap();
+        assert_eq!(val.depends_on[0].kind, DepKind::AfterCorr);
+        assert_eq!(val.gres.as_deref(), Some("gpu:1g.5gb:1"));
+        let export = p.stage(StageKind::Export).unwrap();
+        assert_eq!(export.depends_on[0].stage, StageKind::Val);
+        assert_eq!(export.depends_on[0].kind, DepKind::AfterCorr);
+    }
+
+    #[test]
+    fn a_sweep_larger_than_max_array_size_is_refused_at_the_sweep() {
+        let values: Vec<String> = (0..12).map(|i| format!("0.{i:02}1")).collect();
+        let s = spec(&format!("[sweep]\nlr0 = [{}]\n", values.join(", ")));
+        let limits = ControllerLimits {
+            max_array_size: Some(10),
+        };
+        let err = plan_of(&s, &Policy::default(), &limits).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("12 variants") && text.contains("MaxArraySize is 10"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spec.toml:7:1: `sweep`"),
+            "points at the [sweep] line: {text}"
+        );
+    }
+
+    #[test]
+    fn site_limits_are_named_when_broken() {
+        let mut policy = Policy::default();
+        policy.limits.max_time = Some("04:00:00".into());
+        policy.limits.max_array_size = Some(2);
+        let s = spec("[resources]\ntime = \"08:00:00\"\n[sweep]\nlr0 = [0.1, 0.01, 0.001]\n");
+        let text = plan_of(
+            &s,
+            &policy,
+            &ControllerLimits {
+                max_array_size: Some(1001),
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            text.contains("longer than the site's maximum 04:00:00 (`limits.max_time`)"),
+            "{text}"
+        );
+        assert!(text.contains("`limits.max_array_size` is 2"), "{text}");
+    }
+
+    #[test]
+    fn site_defaults_fill_what_the_spec_leaves_out() {
+        let mut policy = Policy::default();
+        policy.defaults.batch = Some(8);
+        policy.defaults.imgsz = Some(640);
+        policy.defaults.gpu_partition = Some("gpu".into());
+        policy.defaults.cpu_partition = Some("cpu".into());
+        let p = plan_of(&spec(""), &policy, &ControllerLimits::default()).unwrap();
+        assert_eq!(p.batch_default, Some(8));
+        assert_eq!(
+            p.stage(StageKind::Train).unwrap().partition.as_deref(),
+            Some("gpu")
+        );
+        assert_eq!(
+            p.stage(StageKind::Prepare).unwrap().partition.as_deref(),
+            Some("cpu")
+        );
+        // yolov8s at batch 8: about 2.5 GiB with headroom.
+        assert!(p.estimate.as_ref().unwrap().needed_gib < 3.0);
+    }
+
+    #[test]
+    fn a_gpu_the_cluster_lacks_is_refused_with_what_it_has() {
+        let s = spec("[resources]\ngpu = \"3g.20gb\"\n");
+        let text = plan_of(&s, &Policy::default(), &ControllerLimits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("no GPU of type `3g.20gb`") && text.contains("1g.5gb ×4"),
+            "{text}"
+        );
+    }
+}
