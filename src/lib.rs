@@ -8,5 +8,6 @@ pub mod doctor;
 pub mod error;
 pub mod nvml;
 pub mod process;
+pub mod report;
 pub mod shell;
 pub mod slurm;

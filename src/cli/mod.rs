@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod generate;
 pub mod output;
+pub mod report;
 
 use std::path::PathBuf;
 
@@ -72,7 +73,7 @@ pub enum Command {
     /// Read GPUs through NVML, apply a MIG layout, write gres.conf (admins, as root).
     NodeSetup(NotBuiltArgs),
     /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
-    Report(NotBuiltArgs),
+    Report(report::ReportArgs),
     /// Check the Slurm, accounting and NVML environment.
     Doctor(doctor::DoctorArgs),
     /// Shell completions and the man page.
@@ -132,7 +133,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Logs(_) => not_built("logs"),
         Command::Audit(_) => not_built("audit"),
         Command::NodeSetup(_) => not_built("node-setup"),
-        Command::Report(_) => not_built("report"),
+        Command::Report(args) => report::run(&mut ctx, &args),
     }
 }
 
