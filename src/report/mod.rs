@@ -101,8 +101,13 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let listing = slurm
         .stdout("squeue", &squeue_args)
         .context("cannot read the job queue from Slurm")?;
-    let (queue, held) = queue::aggregate(&listing, now, opts.filter.clone());
+    let mut aggregator = queue::QueueAggregator::new(now, opts.filter.clone());
+    if sel.has(Section::Runs) {
+        aggregator = aggregator.keep_job_phases();
+    }
+    aggregator.add_text(&listing);
     drop(listing);
+    let (queue, held, job_phases) = aggregator.finish();
 
     let inventory = inventory::build(&nodes, opts.filter.partition.as_deref());
 
@@ -113,7 +118,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
 
     let manifests_needed = sel.has(Section::Runs) || sel.has(Section::RightSizing);
     let (manifests, unreadable) = match (&opts.runs_dir, manifests_needed) {
-        (Some(dir), true) => runs::read_dir(dir),
+        (Some(dir), true) => runs::read_dir(dir, &job_phases),
         _ => (Vec::new(), Vec::new()),
     };
     let runs = sel.has(Section::Runs).then(|| {

@@ -59,6 +59,8 @@ pub struct QueueAggregator {
     unparsed: u64,
     first_unparsed: Option<String>,
     key: String,
+    /// Phase per job id (array job id for arrays), when asked for.
+    job_phases: Option<HashMap<u64, Phase>>,
 }
 
 impl QueueAggregator {
@@ -80,7 +82,15 @@ impl QueueAggregator {
             unparsed: 0,
             first_unparsed: None,
             key: String::new(),
+            job_phases: None,
         }
+    }
+
+    /// Also remember every queued job id and its phase (for run states),
+    /// before filters apply.
+    pub fn keep_job_phases(mut self) -> Self {
+        self.job_phases = Some(HashMap::new());
+        self
     }
 
     /// Read a whole listing.
@@ -118,7 +128,19 @@ impl QueueAggregator {
     }
 
     pub fn add(&mut self, q: &QueueLine<'_>) {
-        if q.phase == Phase::Ended || !self.wanted(q) {
+        if q.phase == Phase::Ended {
+            return;
+        }
+        if let Some(phases) = &mut self.job_phases {
+            let base = q.job_id.split('_').next().unwrap_or(q.job_id);
+            if let Ok(id) = base.parse::<u64>() {
+                let slot = phases.entry(id).or_insert(q.phase);
+                if q.phase == Phase::Running {
+                    *slot = Phase::Running;
+                }
+            }
+        }
+        if !self.wanted(q) {
             return;
         }
         let mut slices = squeue::slices_per_job(q);
@@ -235,8 +257,9 @@ impl QueueAggregator {
         }
     }
 
-    /// The queue figures and the slices held now per user.
-    pub fn finish(self) -> (Queue, Vec<Held>) {
+    /// The queue figures, the slices held now per user, and the job phases
+    /// (empty unless `keep_job_phases` was called).
+    pub fn finish(self) -> (Queue, Vec<Held>, HashMap<u64, Phase>) {
         let mut rows: Vec<QueueRow> = self
             .rows
             .iter()
@@ -315,7 +338,7 @@ impl QueueAggregator {
             unparsed_lines: self.unparsed,
             first_unparsed: self.first_unparsed,
         };
-        (queue, held)
+        (queue, held, self.job_phases.unwrap_or_default())
     }
 }
 
@@ -349,7 +372,8 @@ pub fn weighted_median(values: &mut [(i64, u64)]) -> Option<i64> {
 pub fn aggregate(text: &str, now: NaiveDateTime, filter: Filter) -> (Queue, Vec<Held>) {
     let mut agg = QueueAggregator::new(now, filter);
     agg.add_text(text);
-    agg.finish()
+    let (queue, held, _) = agg.finish();
+    (queue, held)
 }
 
 #[cfg(test)]

@@ -114,6 +114,7 @@ mod tests {
             profile: Some(profile.into()),
             estimate_gib: est,
             peak_gib: peak,
+            ..Stage::default()
         }
     }
 
@@ -123,6 +124,7 @@ mod tests {
             name: "n".into(),
             state: "completed".into(),
             stages,
+            ..Manifest::default()
         }
     }
 
