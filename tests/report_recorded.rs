@@ -44,7 +44,11 @@ fn compact_listing_gives_the_known_queue() {
     assert_eq!(q.pending_jobs, 15);
 
     let r = row(&q.by_partition_type, "gpu", "gpu:1g.5gb");
-    assert_eq!((r.running_jobs, r.running_slices), (2, 2), "jobs 5 and 11 (--gpus)");
+    assert_eq!(
+        (r.running_jobs, r.running_slices),
+        (2, 2),
+        "jobs 5 and 11 (--gpus)"
+    );
     assert_eq!((r.pending_jobs, r.pending_slices), (13, 13));
     let r = row(&q.by_partition_type, "gpu", "gpu:2g.10gb");
     assert_eq!((r.running_jobs, r.pending_jobs), (4, 2));
@@ -58,11 +62,31 @@ fn compact_listing_gives_the_known_queue() {
     assert_eq!(
         q.pending_reasons,
         vec![
-            ReasonCount { reason: "Dependency".into(), description: "waiting for the jobs it depends on".into(), jobs: 11 },
-            ReasonCount { reason: "DependencyNeverSatisfied".into(), description: "can never run: dependency failed".into(), jobs: 1 },
-            ReasonCount { reason: "JobHeldUser".into(), description: "held by its owner (scontrol release)".into(), jobs: 1 },
-            ReasonCount { reason: "Priority".into(), description: "waiting behind higher-priority jobs".into(), jobs: 1 },
-            ReasonCount { reason: "Resources".into(), description: "waiting for free resources".into(), jobs: 1 },
+            ReasonCount {
+                reason: "Dependency".into(),
+                description: "waiting for the jobs it depends on".into(),
+                jobs: 11
+            },
+            ReasonCount {
+                reason: "DependencyNeverSatisfied".into(),
+                description: "can never run: dependency failed".into(),
+                jobs: 1
+            },
+            ReasonCount {
+                reason: "JobHeldUser".into(),
+                description: "held by its owner (scontrol release)".into(),
+                jobs: 1
+            },
+            ReasonCount {
+                reason: "Priority".into(),
+                description: "waiting behind higher-priority jobs".into(),
+                jobs: 1
+            },
+            ReasonCount {
+                reason: "Resources".into(),
+                description: "waiting for free resources".into(),
+                jobs: 1
+            },
         ]
     );
 
@@ -109,11 +133,20 @@ fn filters_apply_to_the_recorded_listing() {
         agg.add_text(COMPACT);
         agg.finish().0
     };
-    let q = only(Filter { user: Some("researcher".into()), ..Filter::default() });
+    let q = only(Filter {
+        user: Some("researcher".into()),
+        ..Filter::default()
+    });
     assert_eq!((q.running_jobs, q.pending_jobs), (2, 1));
-    let q = only(Filter { partition: Some("cpu".into()), ..Filter::default() });
+    let q = only(Filter {
+        partition: Some("cpu".into()),
+        ..Filter::default()
+    });
     assert_eq!((q.running_jobs, q.pending_jobs), (0, 0));
-    let q = only(Filter { account: Some("yrep".into()), ..Filter::default() });
+    let q = only(Filter {
+        account: Some("yrep".into()),
+        ..Filter::default()
+    });
     assert_eq!((q.running_jobs, q.pending_jobs), (8, 15));
 }
 
@@ -123,7 +156,11 @@ fn filters_apply_to_the_recorded_listing() {
 fn json_recording_agrees_with_the_compact_listing() {
     let doc: Value = serde_json::from_str(JSON).unwrap();
     let jobs = doc["jobs"].as_array().unwrap();
-    assert_eq!(jobs[0].as_object().unwrap().len(), 111, "22.05 prints 111 fields a job");
+    assert_eq!(
+        jobs[0].as_object().unwrap().len(),
+        111,
+        "22.05 prints 111 fields a job"
+    );
 
     let mut from_json: HashMap<String, (String, String, String, String)> = HashMap::new();
     for j in jobs {
@@ -163,9 +200,17 @@ fn json_recording_agrees_with_the_compact_listing() {
     assert_eq!(seen, 20);
     // The one thing only the JSON has: the type an untyped request got.
     let untyped = jobs.iter().find(|j| j["job_id"] == 12).unwrap();
-    assert!(untyped["gres_detail"][0].as_str().unwrap().starts_with("gpu:1g.5gb:1(IDX:2)"));
+    assert!(untyped["gres_detail"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("gpu:1g.5gb:1(IDX:2)"));
     // And it is about 27 times as large.
-    assert!(JSON.len() > 25 * COMPACT.len(), "{} vs {}", JSON.len(), COMPACT.len());
+    assert!(
+        JSON.len() > 25 * COMPACT.len(),
+        "{} vs {}",
+        JSON.len(),
+        COMPACT.len()
+    );
 }
 
 #[test]
@@ -174,14 +219,37 @@ fn recorded_sinfo_gives_the_inventory() {
     let inv = inventory::build(&nodes, None);
     assert_eq!(inv.nodes.len(), 2);
     let n1 = &inv.nodes[0];
-    assert_eq!((n1.node.as_str(), n1.state.as_str(), n1.reason.as_deref()), ("node1", "mixed", None));
+    assert_eq!(
+        (n1.node.as_str(), n1.state.as_str(), n1.reason.as_deref()),
+        ("node1", "mixed", None)
+    );
     assert_eq!(
         n1.gres,
         vec![
-            GresCount { kind: "gpu:1g.5gb".into(), total: 4, allocated: 3, free: 1 },
-            GresCount { kind: "gpu:2g.10gb".into(), total: 2, allocated: 2, free: 0 },
-            GresCount { kind: "gpu:a100".into(), total: 1, allocated: 0, free: 1 },
-            GresCount { kind: "shard:a100".into(), total: 8, allocated: 1, free: 7 },
+            GresCount {
+                kind: "gpu:1g.5gb".into(),
+                total: 4,
+                allocated: 3,
+                free: 1
+            },
+            GresCount {
+                kind: "gpu:2g.10gb".into(),
+                total: 2,
+                allocated: 2,
+                free: 0
+            },
+            GresCount {
+                kind: "gpu:a100".into(),
+                total: 1,
+                allocated: 0,
+                free: 1
+            },
+            GresCount {
+                kind: "shard:a100".into(),
+                total: 8,
+                allocated: 1,
+                free: 7
+            },
         ]
     );
     let total = |k: &str| inv.totals.iter().find(|t| t.kind == k).unwrap().clone();
@@ -192,17 +260,31 @@ fn recorded_sinfo_gives_the_inventory() {
 
     let drained = inventory::build(&sinfo::parse_nodes(SINFO_DRAINED).unwrap(), None);
     let n2 = &drained.nodes[1];
-    assert_eq!(n2.state, "draining", "mixed + DRAIN: jobs still run, nothing new starts");
+    assert_eq!(
+        n2.state, "draining",
+        "mixed + DRAIN: jobs still run, nothing new starts"
+    );
     assert_eq!(n2.reason.as_deref(), Some("yrep report test: bad fan"));
-    let t = drained.totals.iter().find(|t| t.kind == "gpu:1g.5gb").unwrap();
-    assert_eq!((t.free, t.free_usable), (5, 1), "node2's four free 1g.5gb slices are unusable");
+    let t = drained
+        .totals
+        .iter()
+        .find(|t| t.kind == "gpu:1g.5gb")
+        .unwrap();
+    assert_eq!(
+        (t.free, t.free_usable),
+        (5, 1),
+        "node2's four free 1g.5gb slices are unusable"
+    );
 }
 
 #[test]
 fn recorded_sacct_failure_means_accounting_disabled() {
     let state = sacct::failure_state(SACCT_STDERR, "exit status 1");
     assert_eq!(state.status, AccountingStatus::Disabled);
-    assert!(state.message.unwrap().contains("Slurm accounting storage is disabled"));
+    assert!(state
+        .message
+        .unwrap()
+        .contains("Slurm accounting storage is disabled"));
 }
 
 #[test]
@@ -219,9 +301,14 @@ fn recorded_run_manifest_reads_through_its_index() {
         std::fs::copy(f.path(), workdir.join("state").join(f.file_name())).unwrap();
     }
     // The recorded index names the workdir the run had; point it at the copy.
-    let mut index: Value = serde_json::from_str(&std::fs::read_to_string(data.join("index.json")).unwrap()).unwrap();
+    let mut index: Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("index.json")).unwrap()).unwrap();
     index["workdir"] = Value::String(workdir.display().to_string());
-    std::fs::write(index_dir.join("smoke-20261130T151539-650a.json"), index.to_string()).unwrap();
+    std::fs::write(
+        index_dir.join("smoke-20261130T151539-650a.json"),
+        index.to_string(),
+    )
+    .unwrap();
 
     let (manifests, unreadable) = runs::read_dir(&index_dir, &HashMap::new());
     assert!(unreadable.is_empty(), "{unreadable:?}");
@@ -229,7 +316,10 @@ fn recorded_run_manifest_reads_through_its_index() {
     assert_eq!(m.run_id, "smoke-20261130T151539-650a");
     assert_eq!(m.state, "completed");
     let train = &m.stages[0];
-    assert_eq!((train.name.as_str(), train.state.as_str()), ("train", "completed"));
+    assert_eq!(
+        (train.name.as_str(), train.state.as_str()),
+        ("train", "completed")
+    );
     assert_eq!(train.job_id.as_deref(), Some("28"));
     assert_eq!(train.profile.as_deref(), Some("1g.5gb"));
     assert_eq!(train.estimate_gib, Some(4.4));

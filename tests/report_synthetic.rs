@@ -67,7 +67,9 @@ fn generate(jobs: usize, seed: u64, now: NaiveDateTime) -> (String, Tally) {
         } else {
             format!("acct{}", &user[1..2])
         };
-        let partition = rng.pick(&["gpu", "gpu", "gpu", "gpu", "gpu", "gpu", "gpu", "cpu", "cpu", "gpu,cpu"]);
+        let partition = rng.pick(&[
+            "gpu", "gpu", "gpu", "gpu", "gpu", "gpu", "gpu", "cpu", "cpu", "gpu,cpu",
+        ]);
         let submitted = now - TimeDelta::seconds(rng.below(7 * 86_400) as i64);
         let roll = rng.below(100);
         let state = match roll {
@@ -88,7 +90,10 @@ fn generate(jobs: usize, seed: u64, now: NaiveDateTime) -> (String, Tally) {
             if rng.below(2) == 0 {
                 (format!("{id}_[{first}-{}%4]", first + count - 1), count)
             } else {
-                (format!("{id}_[{first},{}-{}]", first + 10, first + 9 + count), count + 1)
+                (
+                    format!("{id}_[{first},{}-{}]", first + 10, first + 9 + count),
+                    count + 1,
+                )
             }
         } else if running && rng.below(10) == 0 {
             (format!("{id}_{}", rng.below(8)), 1)
@@ -98,8 +103,12 @@ fn generate(jobs: usize, seed: u64, now: NaiveDateTime) -> (String, Tally) {
         let nodes = 1 + rng.below(2);
         let tasks = 1 + rng.below(4);
         let count = 1 + rng.below(2);
-        let (mut per_node, mut per_job, mut per_task, mut alloc) =
-            ("N/A".to_string(), "N/A".to_string(), "N/A".to_string(), "cpu=1,node=1,billing=1".to_string());
+        let (mut per_node, mut per_job, mut per_task, mut alloc) = (
+            "N/A".to_string(),
+            "N/A".to_string(),
+            "N/A".to_string(),
+            "cpu=1,node=1,billing=1".to_string(),
+        );
         // The type and slices per job the tally expects.
         let (kind, slices): (&str, u64) = match rng.below(6) {
             0 => {
@@ -146,7 +155,11 @@ fn generate(jobs: usize, seed: u64, now: NaiveDateTime) -> (String, Tally) {
             state,
             partition,
             &user,
-            if account.is_empty() { "(null)" } else { &account },
+            if account.is_empty() {
+                "(null)"
+            } else {
+                &account
+            },
             &submitted.format("%Y-%m-%dT%H:%M:%S").to_string(),
             &nodes.to_string(),
             &tasks.to_string(),
@@ -211,7 +224,10 @@ fn hundred_thousand_jobs_aggregate_to_the_generators_numbers() {
     assert_eq!(q.unparsed_lines, 0, "{:?}", q.first_unparsed);
     assert_eq!(q.running_jobs, expect.running);
     assert_eq!(q.pending_jobs, expect.pending);
-    assert!(expect.running > 40_000 && expect.pending > 40_000, "{expect:?}");
+    assert!(
+        expect.running > 40_000 && expect.pending > 40_000,
+        "{expect:?}"
+    );
 
     let rows: BTreeMap<(String, String), [u64; 4]> = q
         .by_partition_type
@@ -219,7 +235,12 @@ fn hundred_thousand_jobs_aggregate_to_the_generators_numbers() {
         .map(|r| {
             (
                 (r.partition.clone(), r.kind.clone()),
-                [r.running_jobs, r.pending_jobs, r.running_slices, r.pending_slices],
+                [
+                    r.running_jobs,
+                    r.pending_jobs,
+                    r.running_slices,
+                    r.pending_slices,
+                ],
             )
         })
         .collect();
@@ -265,7 +286,9 @@ fn a_user_filter_keeps_only_that_users_jobs() {
             user: Some(format!("u{u:02}")),
             ..Filter::default()
         };
-        sum += yolo_sched::report::queue::aggregate(&listing, now, f).0.running_jobs;
+        sum += yolo_sched::report::queue::aggregate(&listing, now, f)
+            .0
+            .running_jobs;
     }
     assert_eq!(sum, all.running_jobs);
 }

@@ -73,7 +73,9 @@ fn check_name(flag: &str, value: &Option<String>) -> Result<Option<String>> {
     let Some(v) = value else {
         return Ok(None);
     };
-    let bad = v.is_empty() || v.chars().any(|c| c == ',' || c.is_whitespace() || c.is_control());
+    let bad = v.is_empty()
+        || v.chars()
+            .any(|c| c == ',' || c.is_whitespace() || c.is_control());
     if bad {
         return Err(invalid(format!(
             "{flag} {v:?}: expected one name without commas, spaces or control characters"

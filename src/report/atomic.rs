@@ -88,12 +88,21 @@ mod tests {
         let path = dir.path().join("yolo.prom");
         write(&path, b"one\n").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "one\n");
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
         fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
         write(&path, b"two\n").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "two\n");
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("yolo.prom")]);
     }
 
@@ -101,9 +110,13 @@ mod tests {
     fn targets_are_checked() {
         let dir = tempfile::tempdir().unwrap();
         assert!(check_target(&dir.path().join("r.csv")).is_ok());
-        assert!(check_target(dir.path()).unwrap_err().contains("is a directory"));
+        assert!(check_target(dir.path())
+            .unwrap_err()
+            .contains("is a directory"));
         let missing = dir.path().join("nope/r.csv");
-        assert!(check_target(&missing).unwrap_err().contains("does not exist"));
+        assert!(check_target(&missing)
+            .unwrap_err()
+            .contains("does not exist"));
         assert!(write(&missing, b"x").is_err());
     }
 }

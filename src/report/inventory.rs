@@ -89,7 +89,7 @@ pub fn build(nodes: &[Node], partition: Option<&str>) -> Inventory {
             gres,
         });
     }
-    rows.sort_by(|a, b| natural_key(&a.node).cmp(&natural_key(&b.node)));
+    rows.sort_by_key(|r| natural_key(&r.node));
     Inventory {
         nodes: rows,
         totals: totals.into_values().collect(),
@@ -122,7 +122,10 @@ mod tests {
         assert_eq!(node_state(&node("idle", &["DRAIN"])), "drained");
         assert_eq!(node_state(&node("mixed", &["DRAIN"])), "draining");
         assert_eq!(node_state(&node("down", &["DRAIN"])), "down+drain");
-        assert_eq!(node_state(&node("mixed", &["NOT_RESPONDING"])), "mixed+not_responding");
+        assert_eq!(
+            node_state(&node("mixed", &["NOT_RESPONDING"])),
+            "mixed+not_responding"
+        );
         assert!(accepts_jobs("mixed"));
         assert!(!accepts_jobs("drained"));
         assert!(!accepts_jobs("mixed+not_responding"));
@@ -133,7 +136,9 @@ mod tests {
         let mut a = node("mixed", &[]);
         a.partitions = vec!["gpu".into()];
         a.gres = "gpu:1g.5gb:4,gpu:a100:1,shard:1g.5gb:0,shard:a100:8".into();
-        a.gres_used = "gpu:1g.5gb:3(IDX:0-2),gpu:a100:0(IDX:N/A),shard:1g.5gb:0(IDX:N/A),shard:a100:2(IDX:6)".into();
+        a.gres_used =
+            "gpu:1g.5gb:3(IDX:0-2),gpu:a100:0(IDX:N/A),shard:1g.5gb:0(IDX:N/A),shard:a100:2(IDX:6)"
+                .into();
         let mut b = node("idle", &["DRAIN"]);
         b.name = "n2".into();
         b.partitions = vec!["gpu".into(), "cpu".into()];
@@ -144,15 +149,33 @@ mod tests {
         assert_eq!(
             inv.nodes[0].gres,
             vec![
-                GresCount { kind: "gpu:1g.5gb".into(), total: 4, allocated: 3, free: 1 },
-                GresCount { kind: "gpu:a100".into(), total: 1, allocated: 0, free: 1 },
-                GresCount { kind: "shard:a100".into(), total: 8, allocated: 2, free: 6 },
+                GresCount {
+                    kind: "gpu:1g.5gb".into(),
+                    total: 4,
+                    allocated: 3,
+                    free: 1
+                },
+                GresCount {
+                    kind: "gpu:a100".into(),
+                    total: 1,
+                    allocated: 0,
+                    free: 1
+                },
+                GresCount {
+                    kind: "shard:a100".into(),
+                    total: 8,
+                    allocated: 2,
+                    free: 6
+                },
             ]
         );
         assert_eq!(inv.nodes[1].state, "drained");
         assert_eq!(inv.nodes[1].reason.as_deref(), Some("bad fan"));
         let t = &inv.totals[0];
-        assert_eq!((t.kind.as_str(), t.total, t.allocated, t.free, t.free_usable), ("gpu:1g.5gb", 8, 3, 5, 1));
+        assert_eq!(
+            (t.kind.as_str(), t.total, t.allocated, t.free, t.free_usable),
+            ("gpu:1g.5gb", 8, 3, 5, 1)
+        );
         let only_cpu = build(&[a, b], Some("cpu"));
         assert_eq!(only_cpu.nodes.len(), 1);
         assert_eq!(only_cpu.nodes[0].node, "n2");

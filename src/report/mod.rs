@@ -95,12 +95,15 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let now = started.naive_local();
     let sel = &opts.selection;
 
-    let nodes = sinfo::nodes(slurm).context("cannot read the nodes from Slurm")?;
+    let nodes = read_nodes(slurm).context("cannot read the nodes from Slurm")?;
     let squeue_args = squeue::args(&opts.filter);
     let squeue_args: Vec<&str> = squeue_args.iter().map(String::as_str).collect();
+    // No retries: a report runs every few minutes, and a busy controller is
+    // better served by the next run than by repeated queries now.
     let listing = slurm
-        .stdout("squeue", &squeue_args)
-        .context("cannot read the job queue from Slurm")?;
+        .run("squeue", &squeue_args)
+        .context("cannot read the job queue from Slurm")?
+        .stdout_str();
     let mut aggregator = queue::QueueAggregator::new(now, opts.filter.clone());
     if sel.has(Section::Runs) {
         aggregator = aggregator.keep_job_phases();
@@ -151,6 +154,46 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         runs,
         right_sizing,
     })
+}
+
+/// Errors `sinfo --json` reports inside the document. Without a controller
+/// 22.05 exits 0 with `"errors": [{"error": "Unspecified error", "errno": -1}]`
+/// and no nodes, which must not pass for an empty cluster.
+#[derive(serde::Deserialize)]
+struct JsonErrors {
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
+}
+
+/// The nodes from one `sinfo --json`, failing on errors inside the document.
+pub fn read_nodes(slurm: &Slurm) -> Result<Vec<sinfo::Node>> {
+    let text = slurm.run("sinfo", &["--json"])?.stdout_str();
+    check_json_errors(&text, "sinfo --json")?;
+    sinfo::parse_nodes(&text)
+}
+
+/// Fail when a Slurm JSON document carries errors.
+pub fn check_json_errors(text: &str, command: &str) -> Result<()> {
+    let doc: JsonErrors =
+        serde_json::from_str(text).with_context(|| format!("parsing `{command}` output"))?;
+    if doc.errors.is_empty() {
+        return Ok(());
+    }
+    let described: Vec<String> = doc
+        .errors
+        .iter()
+        .map(|e| {
+            let what = e.get("error").and_then(|v| v.as_str()).unwrap_or("error");
+            match e.get("errno") {
+                Some(n) => format!("{what} (errno {n})"),
+                None => what.to_string(),
+            }
+        })
+        .collect();
+    anyhow::bail!(
+        "`{command}` reported: {} (is slurmctld up? try `scontrol ping`)",
+        described.join("; ")
+    )
 }
 
 /// The one `sacct` call; its failure is reported, not raised.
@@ -243,4 +286,22 @@ pub fn render(
         Format::Csv => render::csv::render(&render::tables(report, selection, render::Style::Raw)),
         Format::Prometheus => render::prometheus::render(report, selection, report.generated_unix),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_inside_sinfo_json_fail() {
+        let unreachable =
+            r#"{"meta":{},"errors":[{"error":"Unspecified error","errno":-1}],"nodes":[]}"#;
+        let err = check_json_errors(unreachable, "sinfo --json").unwrap_err();
+        assert!(
+            err.to_string().contains("Unspecified error (errno -1)"),
+            "{err}"
+        );
+        assert!(check_json_errors(r#"{"errors":[],"nodes":[]}"#, "sinfo --json").is_ok());
+        assert!(check_json_errors(r#"{"nodes":[]}"#, "sinfo --json").is_ok());
+    }
 }

@@ -119,7 +119,11 @@ impl QueueAggregator {
 
     fn wanted(&self, q: &QueueLine<'_>) -> bool {
         self.filter.user.as_deref().is_none_or(|u| q.user == u)
-            && self.filter.account.as_deref().is_none_or(|a| q.account == a)
+            && self
+                .filter
+                .account
+                .as_deref()
+                .is_none_or(|a| q.account == a)
             && self
                 .filter
                 .partition
@@ -162,7 +166,9 @@ impl QueueAggregator {
         if !self.rows.contains_key(self.key.as_str()) {
             self.rows.insert(self.key.clone(), RowCounts::default());
         }
-        self.rows.get_mut(self.key.as_str()).expect("inserted above")
+        self.rows
+            .get_mut(self.key.as_str())
+            .expect("inserted above")
     }
 
     fn add_running(&mut self, q: &QueueLine<'_>, slices: &[(String, u64)]) {

@@ -68,7 +68,10 @@ mod tests {
 
     #[test]
     fn codes() {
-        assert_eq!(code("ReqNodeNotAvail, UnavailableNodes:node2"), "ReqNodeNotAvail");
+        assert_eq!(
+            code("ReqNodeNotAvail, UnavailableNodes:node2"),
+            "ReqNodeNotAvail"
+        );
         assert_eq!(code(" Resources "), "Resources");
         let sentence =
             "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions";
@@ -78,9 +81,18 @@ mod tests {
     #[test]
     fn words() {
         assert_eq!(describe("Resources"), "waiting for free resources");
-        assert_eq!(describe("DependencyNeverSatisfied"), "can never run: dependency failed");
-        assert_eq!(describe("QOSMaxWallDurationPerJobLimit"), "a QOS limit reached (QOSMaxWallDurationPerJobLimit)");
-        assert_eq!(describe("AssocGrpCpuLimit"), "an account limit reached (AssocGrpCpuLimit)");
+        assert_eq!(
+            describe("DependencyNeverSatisfied"),
+            "can never run: dependency failed"
+        );
+        assert_eq!(
+            describe("QOSMaxWallDurationPerJobLimit"),
+            "a QOS limit reached (QOSMaxWallDurationPerJobLimit)"
+        );
+        assert_eq!(
+            describe("AssocGrpCpuLimit"),
+            "an account limit reached (AssocGrpCpuLimit)"
+        );
         assert_eq!(describe("SomethingNew"), "SomethingNew");
         assert_eq!(
             describe(code("Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions")),

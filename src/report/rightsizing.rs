@@ -129,13 +129,19 @@ mod tests {
     }
 
     fn types() -> Vec<String> {
-        ["1g.5gb", "2g.10gb", "a100"].iter().map(|s| s.to_string()).collect()
+        ["1g.5gb", "2g.10gb", "a100"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
     }
 
     #[test]
     fn sizes() {
         assert_eq!(usable_gib("1g.5gb"), Some(4.75));
-        assert_eq!(usable_gib("7g.141gb").map(|g| (g * 100.0).round()), Some(12408.0));
+        assert_eq!(
+            usable_gib("7g.141gb").map(|g| (g * 100.0).round()),
+            Some(12408.0)
+        );
         assert_eq!(usable_gib("a100"), None);
         assert_eq!(usable_gib("xg.5gb"), None);
     }
@@ -158,7 +164,10 @@ mod tests {
     #[test]
     fn measured_peak_wins_and_gets_headroom() {
         // 4.5 GiB fits 1g.5gb (4.75) as an estimate, but not with 10 % headroom.
-        let r = hints(&[run(vec![stage("2g.10gb", Some(1.0), Some(4.5))])], &types());
+        let r = hints(
+            &[run(vec![stage("2g.10gb", Some(1.0), Some(4.5))])],
+            &types(),
+        );
         assert!(r.hints.is_empty(), "{:?}", r.hints);
         assert_eq!(r.stages_with_data, 1);
         let r = hints(&[run(vec![stage("2g.10gb", None, Some(4.0))])], &types());

@@ -96,7 +96,9 @@ fn profile_of(v: &Value) -> Option<String> {
 }
 
 fn first<'a>(obj: &'a Value, keys: &[&str]) -> Option<&'a Value> {
-    keys.iter().find_map(|k| obj.get(k)).filter(|v| !v.is_null())
+    keys.iter()
+        .find_map(|k| obj.get(k))
+        .filter(|v| !v.is_null())
 }
 
 fn stage_from(v: &Value) -> Stage {
@@ -107,7 +109,9 @@ fn stage_from(v: &Value) -> Stage {
         .and_then(|a| a.get("job_id"))
         .and_then(text);
     Stage {
-        name: first(v, &["stage", "name"]).and_then(text).unwrap_or_default(),
+        name: first(v, &["stage", "name"])
+            .and_then(text)
+            .unwrap_or_default(),
         state: first(v, &["state", "status"])
             .and_then(text)
             .unwrap_or_default()
@@ -139,7 +143,9 @@ pub fn parse_entry(json: &str) -> Result<Entry, String> {
     if !v.is_object() {
         return Err("not a JSON object".to_string());
     }
-    let run_id = first(&v, &["run_id", "id"]).and_then(text).unwrap_or_default();
+    let run_id = first(&v, &["run_id", "id"])
+        .and_then(text)
+        .unwrap_or_default();
     let workdir = v.get("workdir").and_then(text).map(PathBuf::from);
     if let (None, Some(workdir)) = (v.get("stages"), &workdir) {
         return Ok(Entry::Index {
@@ -201,7 +207,10 @@ pub fn read_job_records(workdir: &Path) -> JobRecords {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let (key, is_end) = match (name.strip_suffix(".start.json"), name.strip_suffix(".end.json")) {
+        let (key, is_end) = match (
+            name.strip_suffix(".start.json"),
+            name.strip_suffix(".end.json"),
+        ) {
             (Some(k), _) => (k.to_string(), false),
             (_, Some(k)) => (k.to_string(), true),
             _ => continue,
@@ -246,7 +255,12 @@ pub fn stage_state(
         _ => {}
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return if job.is_some() { "unknown" } else { "not submitted" }.into();
+        return if job.is_some() {
+            "unknown"
+        } else {
+            "not submitted"
+        }
+        .into();
     };
     let ended: Vec<i64> = records.values().filter_map(|r| r.exit_code).collect();
     if ended.iter().any(|c| *c != 0) {
@@ -324,7 +338,9 @@ pub fn read_dir(dir: &Path, active: &HashMap<u64, Phase>) -> (Vec<Manifest>, Vec
                         m.workdir = Some(workdir);
                         Ok(m)
                     }
-                    Ok(Entry::Index { .. }) => Err((manifest_path, "an index entry, not a manifest".into())),
+                    Ok(Entry::Index { .. }) => {
+                        Err((manifest_path, "an index entry, not a manifest".into()))
+                    }
                     Err(e) => Err((manifest_path, e)),
                 }
             }
@@ -339,7 +355,11 @@ pub fn read_dir(dir: &Path, active: &HashMap<u64, Phase>) -> (Vec<Manifest>, Vec
                         .map(|s| s.to_string_lossy().into_owned())
                         .unwrap_or_default();
                 }
-                let records = m.workdir.as_deref().map(read_job_records).unwrap_or_default();
+                let records = m
+                    .workdir
+                    .as_deref()
+                    .map(read_job_records)
+                    .unwrap_or_default();
                 for stage in &mut m.stages {
                     stage.state = stage_state(stage, records.get(&stage.name), active);
                 }
@@ -428,7 +448,8 @@ mod tests {
 
     #[test]
     fn index_entries_point_to_a_workdir() {
-        let e = parse_entry(r#"{"run_id":"x","name":"n","workdir":"/w/x","submitted_at":"…"}"#).unwrap();
+        let e = parse_entry(r#"{"run_id":"x","name":"n","workdir":"/w/x","submitted_at":"…"}"#)
+            .unwrap();
         assert_eq!(
             e,
             Entry::Index {
@@ -452,7 +473,10 @@ mod tests {
     }
 
     fn rec(started: bool, exit: Option<i64>) -> TaskRecord {
-        TaskRecord { started, exit_code: exit }
+        TaskRecord {
+            started,
+            exit_code: exit,
+        }
     }
 
     #[test]
@@ -539,13 +563,22 @@ mod tests {
         assert_eq!(
             runs.by_state,
             vec![
-                StateCount { state: "completed".into(), runs: 1 },
-                StateCount { state: "failed".into(), runs: 1 }
+                StateCount {
+                    state: "completed".into(),
+                    runs: 1
+                },
+                StateCount {
+                    state: "failed".into(),
+                    runs: 1
+                }
             ]
         );
         assert_eq!(
             runs.most_failing_stage,
-            Some(StageFailures { stage: "train".into(), failures: 1 })
+            Some(StageFailures {
+                stage: "train".into(),
+                failures: 1
+            })
         );
     }
 

@@ -39,7 +39,10 @@ pub fn args(since: NaiveDateTime, filter: &Filter) -> Vec<String> {
 /// What a failed `sacct` means for the report.
 pub fn failure_state(stderr: &str, status: &str) -> AccountingState {
     let text = stderr.trim();
-    if text.to_lowercase().contains("accounting storage is disabled") {
+    if text
+        .to_lowercase()
+        .contains("accounting storage is disabled")
+    {
         return AccountingState {
             status: AccountingStatus::Disabled,
             message: Some(format!(
@@ -123,7 +126,10 @@ mod tests {
         assert!(a.contains(&"--starttime=2026-11-29T15:00:00".to_string()));
         assert!(a.contains(&"--allusers".to_string()));
         assert!(a.contains(&"-X".to_string()));
-        let f = Filter { user: Some("alice".into()), ..Filter::default() };
+        let f = Filter {
+            user: Some("alice".into()),
+            ..Filter::default()
+        };
         assert!(args(t("2026-11-29T15:00:00"), &f).contains(&"--user=alice".to_string()));
     }
 
@@ -132,7 +138,10 @@ mod tests {
         let s = failure_state("Slurm accounting storage is disabled\n", "exit status 1");
         assert_eq!(s.status, AccountingStatus::Disabled);
         assert!(s.message.unwrap().contains("slurmdbd"));
-        let s = failure_state("sacct: error: Problem talking to the database: Connection refused", "exit status 1");
+        let s = failure_state(
+            "sacct: error: Problem talking to the database: Connection refused",
+            "exit status 1",
+        );
         assert_eq!(s.status, AccountingStatus::Failed);
         assert!(s.message.unwrap().contains("Connection refused"));
     }
@@ -156,7 +165,15 @@ garbage line
         assert_eq!(p.hours[&key("alice", "proj", "gpu:2g.10gb")], 4.0);
         assert_eq!(p.hours[&key("bob", "", "gpu")], 0.5);
         assert_eq!(p.hours.len(), 3);
-        let only_bob = parse(text, since, now, &Filter { user: Some("bob".into()), ..Filter::default() });
+        let only_bob = parse(
+            text,
+            since,
+            now,
+            &Filter {
+                user: Some("bob".into()),
+                ..Filter::default()
+            },
+        );
         assert_eq!(only_bob.hours.len(), 1);
     }
 }

@@ -141,7 +141,13 @@ fn nullish(s: &str) -> &str {
 /// Hand-written because it runs once per pending job.
 pub fn parse_time(s: &str) -> Option<NaiveDateTime> {
     let b = s.as_bytes();
-    if b.len() != 19 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+    if b.len() != 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |from: usize, to: usize| -> Option<u32> {
@@ -234,7 +240,9 @@ pub fn parse_line(line: &str) -> Result<QueueLine<'_>, LineError> {
         user,
         account: nullish(account),
         submitted: parse_time(submitted),
-        nodes: leading_number(nodes).filter(|n| *n > 0 && *n < NO_VAL32).unwrap_or(1),
+        nodes: leading_number(nodes)
+            .filter(|n| *n > 0 && *n < NO_VAL32)
+            .unwrap_or(1),
         tasks,
         tres_per_node: nullish(per_node),
         tres_per_job: nullish(per_job),
@@ -253,7 +261,10 @@ pub fn gres_in_tres(tres: &str) -> Vec<GresItem> {
     let mut items = Vec::new();
     for raw in tres.split(',') {
         let raw = raw.trim();
-        let Some(body) = raw.strip_prefix("gres:").or_else(|| raw.strip_prefix("gres/")) else {
+        let Some(body) = raw
+            .strip_prefix("gres:")
+            .or_else(|| raw.strip_prefix("gres/"))
+        else {
             continue;
         };
         let item = match body.split_once('=') {
@@ -337,8 +348,20 @@ mod tests {
     #[test]
     fn a_recorded_running_line() {
         let l = line(&[
-            "6", "RUNNING", "gpu", "researcher", "yrep", "2026-11-30T15:09:06", "1", "1",
-            "gres:gpu:2g.10gb:1", "N/A", "N/A", "cpu=1,node=1,billing=1", "(null)", "None",
+            "6",
+            "RUNNING",
+            "gpu",
+            "researcher",
+            "yrep",
+            "2026-11-30T15:09:06",
+            "1",
+            "1",
+            "gres:gpu:2g.10gb:1",
+            "N/A",
+            "N/A",
+            "cpu=1,node=1,billing=1",
+            "(null)",
+            "None",
         ]);
         let q = parse_line(&l).unwrap();
         assert_eq!(q.job_id, "6");
@@ -354,8 +377,20 @@ mod tests {
     #[test]
     fn pending_array_counts_its_tasks() {
         let l = line(&[
-            "15_[0-9%2]", "PENDING", "gpu", "root", "(null)", "2026-11-30T15:09:06", "1", "1",
-            "gres:gpu:1g.5gb:1", "N/A", "N/A", "cpu=1", "afterok:7(unfulfilled)", "Dependency",
+            "15_[0-9%2]",
+            "PENDING",
+            "gpu",
+            "root",
+            "(null)",
+            "2026-11-30T15:09:06",
+            "1",
+            "1",
+            "gres:gpu:1g.5gb:1",
+            "N/A",
+            "N/A",
+            "cpu=1",
+            "afterok:7(unfulfilled)",
+            "Dependency",
         ]);
         let q = parse_line(&l).unwrap();
         assert_eq!(q.jobs, 10);
@@ -378,8 +413,19 @@ mod tests {
     #[test]
     fn reason_may_contain_the_separator_and_commas() {
         let mut l = line(&[
-            "7", "PENDING", "gpu", "u", "a", "N/A", "2", "4", "gres:gpu:1g.5gb:1", "N/A", "N/A",
-            "", "(null)",
+            "7",
+            "PENDING",
+            "gpu",
+            "u",
+            "a",
+            "N/A",
+            "2",
+            "4",
+            "gres:gpu:1g.5gb:1",
+            "N/A",
+            "N/A",
+            "",
+            "(null)",
         ]);
         l.push_str("ReqNodeNotAvail, UnavailableNodes:node2\u{1f}odd\u{1f}");
         let q = parse_line(&l).unwrap();
@@ -401,24 +447,63 @@ mod tests {
     #[test]
     fn typed_allocation_wins_over_an_untyped_request() {
         let l = line(&[
-            "12", "RUNNING", "gpu", "u", "a", "", "1", "1", "gres:gpu:1", "N/A", "N/A",
-            "cpu=1,mem=4G,node=1,billing=1,gres/gpu:1g.5gb=1,gres/gpu=1", "", "None",
+            "12",
+            "RUNNING",
+            "gpu",
+            "u",
+            "a",
+            "",
+            "1",
+            "1",
+            "gres:gpu:1",
+            "N/A",
+            "N/A",
+            "cpu=1,mem=4G,node=1,billing=1,gres/gpu:1g.5gb=1,gres/gpu=1",
+            "",
+            "None",
         ]);
         let q = parse_line(&l).unwrap();
         assert_eq!(slices_per_job(&q), vec![("gpu:1g.5gb".to_string(), 1)]);
         // Without typed TRES accounting the request is all there is.
         let l = line(&[
-            "12", "RUNNING", "gpu", "u", "a", "", "1", "1", "gres:gpu:1", "N/A", "N/A",
-            "cpu=1,node=1,billing=1", "", "None",
+            "12",
+            "RUNNING",
+            "gpu",
+            "u",
+            "a",
+            "",
+            "1",
+            "1",
+            "gres:gpu:1",
+            "N/A",
+            "N/A",
+            "cpu=1,node=1,billing=1",
+            "",
+            "None",
         ]);
-        assert_eq!(slices_per_job(&parse_line(&l).unwrap()), vec![("gpu".to_string(), 1)]);
+        assert_eq!(
+            slices_per_job(&parse_line(&l).unwrap()),
+            vec![("gpu".to_string(), 1)]
+        );
     }
 
     #[test]
     fn per_job_per_node_and_per_task_requests() {
         let l = line(&[
-            "11", "PENDING", "gpu", "u", "a", "", "2", "3", "gres:shard:2",
-            "gres:gpu:1g.5gb:1", "gres/gpu:2g.10gb=1", "", "", "Resources",
+            "11",
+            "PENDING",
+            "gpu",
+            "u",
+            "a",
+            "",
+            "2",
+            "3",
+            "gres:shard:2",
+            "gres:gpu:1g.5gb:1",
+            "gres/gpu:2g.10gb=1",
+            "",
+            "",
+            "Resources",
         ]);
         let q = parse_line(&l).unwrap();
         let mut s = slices_per_job(&q);
@@ -436,8 +521,20 @@ mod tests {
     #[test]
     fn no_val_task_count_is_unknown() {
         let l = line(&[
-            "17", "FAILED", "gpu", "root", "yrep", "2026-11-30T15:09:08", "1", "4294967294",
-            "gres:gpu:1g.5gb:5", "N/A", "N/A", "cpu=1", "(null)", "BadConstraints",
+            "17",
+            "FAILED",
+            "gpu",
+            "root",
+            "yrep",
+            "2026-11-30T15:09:08",
+            "1",
+            "4294967294",
+            "gres:gpu:1g.5gb:5",
+            "N/A",
+            "N/A",
+            "cpu=1",
+            "(null)",
+            "BadConstraints",
         ]);
         let q = parse_line(&l).unwrap();
         assert_eq!(q.tasks, None);

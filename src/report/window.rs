@@ -76,16 +76,34 @@ mod tests {
 
     #[test]
     fn lengths() {
-        assert_eq!(since("24h", now()).unwrap().to_string(), "2026-11-29 12:00:00");
-        assert_eq!(since("1d12h", now()).unwrap().to_string(), "2026-11-29 00:00:00");
-        assert_eq!(since("90m", now()).unwrap().to_string(), "2026-11-30 10:30:00");
-        assert_eq!(since("1w", now()).unwrap().to_string(), "2026-11-23 12:00:00");
+        assert_eq!(
+            since("24h", now()).unwrap().to_string(),
+            "2026-11-29 12:00:00"
+        );
+        assert_eq!(
+            since("1d12h", now()).unwrap().to_string(),
+            "2026-11-29 00:00:00"
+        );
+        assert_eq!(
+            since("90m", now()).unwrap().to_string(),
+            "2026-11-30 10:30:00"
+        );
+        assert_eq!(
+            since("1w", now()).unwrap().to_string(),
+            "2026-11-23 12:00:00"
+        );
     }
 
     #[test]
     fn dates() {
-        assert_eq!(since("2026-11-29", now()).unwrap().to_string(), "2026-11-29 00:00:00");
-        assert_eq!(since("2026-11-29T08:30", now()).unwrap().to_string(), "2026-11-29 08:30:00");
+        assert_eq!(
+            since("2026-11-29", now()).unwrap().to_string(),
+            "2026-11-29 00:00:00"
+        );
+        assert_eq!(
+            since("2026-11-29T08:30", now()).unwrap().to_string(),
+            "2026-11-29 08:30:00"
+        );
     }
 
     #[test]
@@ -94,6 +112,8 @@ mod tests {
             let err = since(bad, now()).unwrap_err();
             assert!(err.contains("expected a length"), "{bad}: {err}");
         }
-        assert!(since("2026-12-01", now()).unwrap_err().contains("not in the past"));
+        assert!(since("2026-12-01", now())
+            .unwrap_err()
+            .contains("not in the past"));
     }
 }

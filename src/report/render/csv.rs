@@ -7,9 +7,8 @@ use super::TableData;
 /// Quote a field when it holds a comma, quote, CR or LF, or starts or ends
 /// with a space (some readers trim those); quotes inside are doubled.
 pub fn field(value: &str) -> String {
-    let needs = value.contains([',', '"', '\n', '\r'])
-        || value.starts_with(' ')
-        || value.ends_with(' ');
+    let needs =
+        value.contains([',', '"', '\n', '\r']) || value.starts_with(' ') || value.ends_with(' ');
     if needs {
         format!("\"{}\"", value.replace('"', "\"\""))
     } else {
@@ -67,7 +66,10 @@ mod tests {
             section: Section::Queue,
             title: "t",
             headers: vec!["reason", "jobs"],
-            rows: vec![vec!["ReqNodeNotAvail, UnavailableNodes:n2".into(), "3".into()]],
+            rows: vec![vec![
+                "ReqNodeNotAvail, UnavailableNodes:n2".into(),
+                "3".into(),
+            ]],
             notes: vec!["not in CSV".into()],
         }
     }

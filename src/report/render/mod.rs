@@ -138,15 +138,30 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
     if let Some(inv) = &report.inventory {
         let mut rows = Vec::new();
         for n in &inv.nodes {
-            let base = [n.node.clone(), n.state.clone(), n.reason.clone().unwrap_or_default()];
+            let base = [
+                n.node.clone(),
+                n.state.clone(),
+                n.reason.clone().unwrap_or_default(),
+            ];
             if n.gres.is_empty() {
-                rows.push([&base[..], &[String::new(), "0".into(), "0".into(), "0".into()]].concat());
+                rows.push(
+                    [
+                        &base[..],
+                        &[String::new(), "0".into(), "0".into(), "0".into()],
+                    ]
+                    .concat(),
+                );
             }
             for g in &n.gres {
                 rows.push(
                     [
                         &base[..],
-                        &[g.kind.clone(), g.total.to_string(), g.allocated.to_string(), g.free.to_string()],
+                        &[
+                            g.kind.clone(),
+                            g.total.to_string(),
+                            g.allocated.to_string(),
+                            g.free.to_string(),
+                        ],
                     ]
                     .concat(),
                 );
@@ -161,7 +176,15 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
             name: "inventory",
             section: Section::Inventory,
             title: "Slices per node",
-            headers: vec!["node", "state", "reason", "type", "total", "allocated", "free"],
+            headers: vec![
+                "node",
+                "state",
+                "reason",
+                "type",
+                "total",
+                "allocated",
+                "free",
+            ],
             rows,
             notes,
         });
@@ -187,7 +210,10 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
         });
     }
     if let Some(q) = &report.queue {
-        let mut notes = vec![format!("{} running, {} pending", q.running_jobs, q.pending_jobs)];
+        let mut notes = vec![format!(
+            "{} running, {} pending",
+            q.running_jobs, q.pending_jobs
+        )];
         if let Some(o) = &q.oldest_pending {
             notes.push(format!(
                 "oldest pending: job {} of {} in {}, waiting {} ({})",
@@ -209,7 +235,14 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
             name: "queue",
             section: Section::Queue,
             title: "Jobs per partition and type",
-            headers: vec!["partition", "type", "running_jobs", "pending_jobs", "running_slices", "pending_slices"],
+            headers: vec![
+                "partition",
+                "type",
+                "running_jobs",
+                "pending_jobs",
+                "running_slices",
+                "pending_slices",
+            ],
             rows: q
                 .by_partition_type
                 .iter()
@@ -230,7 +263,14 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
             name: "queue-types",
             section: Section::Queue,
             title: "Waiting per type",
-            headers: vec!["type", "running_jobs", "pending_jobs", "median_wait", "oldest_pending_job", "oldest_wait"],
+            headers: vec![
+                "type",
+                "running_jobs",
+                "pending_jobs",
+                "median_wait",
+                "oldest_pending_job",
+                "oldest_wait",
+            ],
             rows: q
                 .by_type
                 .iter()
@@ -240,7 +280,10 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
                         t.running_jobs.to_string(),
                         t.pending_jobs.to_string(),
                         seconds(t.median_wait_seconds, style),
-                        t.oldest_pending.as_ref().map(|o| o.job_id.clone()).unwrap_or_default(),
+                        t.oldest_pending
+                            .as_ref()
+                            .map(|o| o.job_id.clone())
+                            .unwrap_or_default(),
                         seconds(t.oldest_pending.as_ref().map(|o| o.wait_seconds), style),
                     ]
                 })
@@ -266,7 +309,9 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
                 q.never_runnable_jobs
             ));
         }
-        if q.never_runnable.len() as u64 > 0 && (q.never_runnable.len() as u64) < q.never_runnable_jobs {
+        if q.never_runnable.len() as u64 > 0
+            && (q.never_runnable.len() as u64) < q.never_runnable_jobs
+        {
             notes.push(format!("showing the oldest {}", q.never_runnable.len()));
         }
         push(TableData {
@@ -274,7 +319,16 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
             section: Section::Queue,
             title: "Jobs that can never run",
             headers: vec![
-                "job_id", "jobs", "user", "account", "partition", "types", "reason", "description", "dependency", "submitted",
+                "job_id",
+                "jobs",
+                "user",
+                "account",
+                "partition",
+                "types",
+                "reason",
+                "description",
+                "dependency",
+                "submitted",
             ],
             rows: q
                 .never_runnable
@@ -333,7 +387,10 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
     if let Some(r) = &report.runs {
         let mut notes = vec![format!("{} run(s) in {}", r.runs, r.dir)];
         if let Some(m) = &r.most_failing_stage {
-            notes.push(format!("most often failing stage: {} ({} run(s))", m.stage, m.failures));
+            notes.push(format!(
+                "most often failing stage: {} ({} run(s))",
+                m.stage, m.failures
+            ));
         }
         for u in &r.unreadable {
             notes.push(format!("unreadable manifest {}: {}", u.path, u.error));
@@ -343,7 +400,11 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
             section: Section::Runs,
             title: "Runs by state",
             headers: vec!["state", "runs"],
-            rows: r.by_state.iter().map(|s| vec![s.state.clone(), s.runs.to_string()]).collect(),
+            rows: r
+                .by_state
+                .iter()
+                .map(|s| vec![s.state.clone(), s.runs.to_string()])
+                .collect(),
             notes,
         });
         push(TableData {
@@ -365,7 +426,14 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
             section: Section::RightSizing,
             title: "Right-sizing hints",
             headers: vec![
-                "run_id", "stage", "job_id", "requested", "basis", "memory_gib", "suggested", "suggested_usable_gib",
+                "run_id",
+                "stage",
+                "job_id",
+                "requested",
+                "basis",
+                "memory_gib",
+                "suggested",
+                "suggested_usable_gib",
             ],
             rows: rs
                 .hints
@@ -416,6 +484,9 @@ mod tests {
         assert_eq!(s.sections, vec![Section::Inventory, Section::RightSizing]);
         assert!(s.has_table("inventory-totals"));
         let err = Selection::parse(&["queues".into()]).unwrap_err();
-        assert!(err.contains("\"queues\"") && err.contains("queue-reasons"), "{err}");
+        assert!(
+            err.contains("\"queues\"") && err.contains("queue-reasons"),
+            "{err}"
+        );
     }
 }

@@ -122,14 +122,20 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
         );
         for n in &inv.nodes {
             let reason = n.reason.clone().unwrap_or_default();
-            info.add(&[("node", &n.node), ("state", &n.state), ("reason", &reason)], 1.0);
+            info.add(
+                &[("node", &n.node), ("state", &n.state), ("reason", &reason)],
+                1.0,
+            );
             for g in &n.gres {
                 configured.add(&[("node", &n.node), ("type", &g.kind)], g.total as f64);
                 slices.add(
                     &[("node", &n.node), ("type", &g.kind), ("state", "allocated")],
                     g.allocated as f64,
                 );
-                slices.add(&[("node", &n.node), ("type", &g.kind), ("state", "free")], g.free as f64);
+                slices.add(
+                    &[("node", &n.node), ("type", &g.kind), ("state", "free")],
+                    g.free as f64,
+                );
             }
         }
         let mut usable = Family::new(
@@ -152,7 +158,13 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
             "GRES units held by running jobs or asked for by pending jobs, by partition, type and state.",
         );
         for r in &q.by_partition_type {
-            let l = |state| [("partition", r.partition.as_str()), ("type", r.kind.as_str()), ("state", state)];
+            let l = |state| {
+                [
+                    ("partition", r.partition.as_str()),
+                    ("type", r.kind.as_str()),
+                    ("state", state),
+                ]
+            };
             jobs.add(&l("running"), r.running_jobs as f64);
             jobs.add(&l("pending"), r.pending_jobs as f64);
             slices.add(&l("running"), r.running_slices as f64);
@@ -204,7 +216,11 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
             "Allocated slice-hours in the usage window (see yolo_sched_usage_window_seconds), by user, account and type. A gauge: the window slides.",
         );
         for r in &u.rows {
-            let labels = [("user", r.user.as_str()), ("account", r.account.as_str()), ("type", r.kind.as_str())];
+            let labels = [
+                ("user", r.user.as_str()),
+                ("account", r.account.as_str()),
+                ("type", r.kind.as_str()),
+            ];
             if r.slices_held > 0 {
                 held.add(&labels, r.slices_held as f64);
             }
@@ -216,14 +232,23 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
             "accounting_available",
             "1 when sacct answered, so slice-hours are reported; 0 when accounting is disabled or failed.",
         );
-        available.add(&[], f64::from(u8::from(u.accounting.status == AccountingStatus::Ok)));
-        let mut window = Family::new("usage_window_seconds", "Length of the slice-hours window (--since).");
+        available.add(
+            &[],
+            f64::from(u8::from(u.accounting.status == AccountingStatus::Ok)),
+        );
+        let mut window = Family::new(
+            "usage_window_seconds",
+            "Length of the slice-hours window (--since).",
+        );
         window.add(&[], u.window_seconds as f64);
         families.extend([held, hours, available, window]);
     }
 
     if let (Some(r), true) = (&report.runs, selection.has(Section::Runs)) {
-        let mut runs = Family::new("runs", "yolo-sched runs readable by the reporting user, by state.");
+        let mut runs = Family::new(
+            "runs",
+            "yolo-sched runs readable by the reporting user, by state.",
+        );
         for s in &r.by_state {
             runs.add(&[("state", &s.state)], s.runs as f64);
         }
@@ -234,7 +259,10 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
         for s in &r.failing_stages {
             failures.add(&[("stage", &s.stage)], s.failures as f64);
         }
-        let mut unreadable = Family::new("runs_unreadable_manifests", "Run manifests that could not be read.");
+        let mut unreadable = Family::new(
+            "runs_unreadable_manifests",
+            "Run manifests that could not be read.",
+        );
         unreadable.add(&[], r.unreadable.len() as f64);
         families.extend([runs, failures, unreadable]);
     }
@@ -269,7 +297,10 @@ mod tests {
     fn label_escaping() {
         assert_eq!(escape_label(r#"a\b"c"#), r#"a\\b\"c"#);
         assert_eq!(escape_label("two\nlines"), "two\\nlines");
-        assert_eq!(escape_label("ReqNodeNotAvail, UnavailableNodes:n2"), "ReqNodeNotAvail, UnavailableNodes:n2");
+        assert_eq!(
+            escape_label("ReqNodeNotAvail, UnavailableNodes:n2"),
+            "ReqNodeNotAvail, UnavailableNodes:n2"
+        );
     }
 
     #[test]
@@ -293,7 +324,12 @@ mod tests {
                     state: "drained".into(),
                     reason: Some("fan \"3\" \\ broken\nagain".into()),
                     partitions: vec![],
-                    gres: vec![GresCount { kind: "gpu:1g.5gb".into(), total: 4, allocated: 1, free: 3 }],
+                    gres: vec![GresCount {
+                        kind: "gpu:1g.5gb".into(),
+                        total: 4,
+                        allocated: 1,
+                        free: 3,
+                    }],
                 }],
                 totals: vec![],
             }),
@@ -303,14 +339,14 @@ mod tests {
             right_sizing: None,
         };
         let text = render(&report, &Selection::all(), 1_700_000_000);
-        assert!(text.starts_with(
-            "# HELP yolo_sched_report_generated_timestamp_seconds Unix time"
-        ));
+        assert!(text.starts_with("# HELP yolo_sched_report_generated_timestamp_seconds Unix time"));
         assert!(text.contains("# TYPE yolo_sched_node_info gauge\n"));
         assert!(text.contains(
             r#"yolo_sched_node_info{node="n1",state="drained",reason="fan \"3\" \\ broken\nagain"} 1"#
         ));
-        assert!(text.contains(r#"yolo_sched_node_slices{node="n1",type="gpu:1g.5gb",state="free"} 3"#));
+        assert!(
+            text.contains(r#"yolo_sched_node_slices{node="n1",type="gpu:1g.5gb",state="free"} 3"#)
+        );
         assert!(!text.contains("counter"));
         // The empty totals family is left out entirely.
         assert!(!text.contains("slices_free_usable"));
