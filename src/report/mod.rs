@@ -100,10 +100,11 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let squeue_args: Vec<&str> = squeue_args.iter().map(String::as_str).collect();
     // No retries: a report runs every few minutes, and a busy controller is
     // better served by the next run than by repeated queries now.
-    let listing = slurm
-        .run("squeue", &squeue_args)
-        .context("cannot read the job queue from Slurm")?
-        .stdout_str();
+    let listing = into_text(
+        slurm
+            .run("squeue", &squeue_args)
+            .context("cannot read the job queue from Slurm")?,
+    );
     let mut aggregator = queue::QueueAggregator::new(now, opts.filter.clone());
     if sel.has(Section::Runs) {
         aggregator = aggregator.keep_job_phases();
@@ -156,6 +157,13 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     })
 }
 
+/// A command's stdout as text without copying it (a lossy copy only when it
+/// is not UTF-8).
+fn into_text(out: crate::process::Captured) -> String {
+    String::from_utf8(out.stdout)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 /// Errors `sinfo --json` reports inside the document. Without a controller
 /// 22.05 exits 0 with `"errors": [{"error": "Unspecified error", "errno": -1}]`
 /// and no nodes, which must not pass for an empty cluster.
@@ -167,7 +175,7 @@ struct JsonErrors {
 
 /// The nodes from one `sinfo --json`, failing on errors inside the document.
 pub fn read_nodes(slurm: &Slurm) -> Result<Vec<sinfo::Node>> {
-    let text = slurm.run("sinfo", &["--json"])?.stdout_str();
+    let text = into_text(slurm.run("sinfo", &["--json"])?);
     check_json_errors(&text, "sinfo --json")?;
     sinfo::parse_nodes(&text)
 }
@@ -206,7 +214,7 @@ fn slice_hours(
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match slurm.run_raw("sacct", &args) {
         Ok(out) if out.status.success() => {
-            let parsed = sacct::parse(&out.stdout_str(), opts.since, now, &opts.filter);
+            let parsed = sacct::parse(&into_text(out), opts.since, now, &opts.filter);
             let message = (parsed.unparsed_lines > 0)
                 .then(|| format!("{} sacct line(s) could not be read", parsed.unparsed_lines));
             let state = AccountingState {
@@ -239,8 +247,10 @@ pub fn usage_rows(
     held: Vec<queue::Held>,
     window_seconds: i64,
 ) -> Usage {
-    let mut merged: std::collections::BTreeMap<(String, String, String), (u64, f64)> =
-        Default::default();
+    let mut merged: std::collections::HashMap<(String, String, String), (u64, f64)> =
+        std::collections::HashMap::with_capacity(
+            held.len() + hours.as_ref().map_or(0, |h| h.len()),
+        );
     for h in held {
         merged.entry((h.user, h.account, h.kind)).or_default().0 += h.slices;
     }
@@ -248,19 +258,23 @@ pub fn usage_rows(
     for (key, value) in hours.unwrap_or_default() {
         merged.entry(key).or_default().1 += value;
     }
+    let mut rows: Vec<UsageRow> = merged
+        .into_iter()
+        .map(|((user, account, kind), (slices_held, h))| UsageRow {
+            user,
+            account,
+            kind,
+            slices_held,
+            slice_hours: have_hours.then_some((h * 100.0).round() / 100.0),
+        })
+        .collect();
+    rows.sort_unstable_by(|a, b| {
+        (&a.user, &a.account, &a.kind).cmp(&(&b.user, &b.account, &b.kind))
+    });
     Usage {
         accounting,
         window_seconds,
-        rows: merged
-            .into_iter()
-            .map(|((user, account, kind), (slices_held, h))| UsageRow {
-                user,
-                account,
-                kind,
-                slices_held,
-                slice_hours: have_hours.then_some((h * 100.0).round() / 100.0),
-            })
-            .collect(),
+        rows,
     }
 }
 

@@ -4,6 +4,7 @@
 //! number per pending job for the median wait).
 
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use chrono::NaiveDateTime;
 
@@ -61,7 +62,12 @@ pub struct QueueAggregator {
     key: String,
     /// Phase per job id (array job id for arrays), when asked for.
     job_phases: Option<HashMap<u64, Phase>>,
+    /// Slices per job by request: queues repeat a few request shapes.
+    slice_cache: HashMap<String, Rc<[(String, u64)]>>,
 }
+
+/// Distinct request shapes remembered; beyond this they are worked out each time.
+const SLICE_CACHE_LIMIT: usize = 10_000;
 
 impl QueueAggregator {
     /// `now` is the cluster's local time (Slurm prints local times).
@@ -83,6 +89,7 @@ impl QueueAggregator {
             first_unparsed: None,
             key: String::new(),
             job_phases: None,
+            slice_cache: HashMap::new(),
         }
     }
 
@@ -147,15 +154,48 @@ impl QueueAggregator {
         if !self.wanted(q) {
             return;
         }
-        let mut slices = squeue::slices_per_job(q);
-        if slices.is_empty() {
-            slices.push((NO_GRES.to_string(), 0));
-        }
+        let slices = self.slices(q);
         match q.phase {
             Phase::Running => self.add_running(q, &slices),
             Phase::Pending => self.add_pending(q, &slices),
             Phase::Ended => {}
         }
+    }
+
+    /// `squeue::slices_per_job`, or `none` for jobs without GRES, remembered
+    /// per request shape.
+    fn slices(&mut self, q: &QueueLine<'_>) -> Rc<[(String, u64)]> {
+        use std::fmt::Write as _;
+        self.key.clear();
+        let alloc = if q.phase == Phase::Running {
+            q.tres_alloc
+        } else {
+            ""
+        };
+        let _ = write!(
+            self.key,
+            "{}:{}:{:?}",
+            q.phase == Phase::Running,
+            q.nodes,
+            q.tasks
+        );
+        for part in [q.tres_per_node, q.tres_per_job, q.tres_per_task, alloc] {
+            self.key.push(squeue::SEPARATOR);
+            self.key.push_str(part);
+        }
+        if let Some(hit) = self.slice_cache.get(self.key.as_str()) {
+            return Rc::clone(hit);
+        }
+        let mut slices = squeue::slices_per_job(q);
+        if slices.is_empty() {
+            slices.push((NO_GRES.to_string(), 0));
+        }
+        let slices: Rc<[(String, u64)]> = slices.into();
+        if self.slice_cache.len() < SLICE_CACHE_LIMIT {
+            self.slice_cache
+                .insert(self.key.clone(), Rc::clone(&slices));
+        }
+        slices
     }
 
     fn row(&mut self, partition: &str, kind: &str) -> &mut RowCounts {

@@ -1,12 +1,12 @@
 //! Slice-hours per user, account and type in a time window, from one `sacct`
 //! call (`--parsable2`, allocations only).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::NaiveDateTime;
 
 use super::model::{AccountingState, AccountingStatus};
-use super::squeue::{gres_in_tres, parse_time, Filter};
+use super::squeue::{gres_in_tres, parse_time, Filter, SEPARATOR};
 
 /// The fields asked for, in the order `parse` reads them.
 pub const FIELDS: &str = "JobID,User,Account,Partition,State,Start,End,AllocTRES";
@@ -75,14 +75,24 @@ pub struct Parsed {
 /// type `gpu`.
 pub fn parse(text: &str, since: NaiveDateTime, now: NaiveDateTime, filter: &Filter) -> Parsed {
     let mut out = Parsed::default();
+    // A day of accounting repeats the same few TRES strings and users; both
+    // are resolved once (the key is user, account and type joined by 0x1F).
+    let mut types_of: HashMap<&str, Vec<(String, u64)>> = HashMap::new();
+    let mut hours_by_key: HashMap<String, f64> = HashMap::new();
+    let mut key = String::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let cols: Vec<&str> = line.splitn(COLUMNS, '|').collect();
-        if cols.len() != COLUMNS {
+        let mut cols = line.splitn(COLUMNS, '|');
+        let mut found = 0;
+        let c: [&str; COLUMNS] = std::array::from_fn(|_| {
+            let col = cols.next();
+            found += usize::from(col.is_some());
+            col.unwrap_or("")
+        });
+        if found != COLUMNS {
             out.unparsed_lines += 1;
             continue;
         }
-        let (user, account, partition, start, end, tres) =
-            (cols[1], cols[2], cols[3], cols[5], cols[6], cols[7]);
+        let (user, account, partition, start, end, tres) = (c[1], c[2], c[3], c[5], c[6], c[7]);
         if filter.user.as_deref().is_some_and(|u| u != user)
             || filter.account.as_deref().is_some_and(|a| a != account)
             || filter
@@ -101,15 +111,44 @@ pub fn parse(text: &str, since: NaiveDateTime, now: NaiveDateTime, filter: &Filt
             continue;
         }
         let hours = (end - from).num_seconds() as f64 / 3600.0;
-        let items = gres_in_tres(tres);
-        let typed = items.iter().any(|g| g.kind.is_some());
-        for g in items.into_iter().filter(|g| g.kind.is_some() || !typed) {
-            *out.hours
-                .entry((user.to_string(), account.to_string(), g.key()))
-                .or_default() += hours * g.count as f64;
+        let types = types_of.entry(tres).or_insert_with(|| slice_types(tres));
+        for (kind, count) in types.iter() {
+            key.clear();
+            for part in [user, account, kind.as_str()] {
+                key.push_str(part);
+                key.push(SEPARATOR);
+            }
+            let add = hours * *count as f64;
+            match hours_by_key.get_mut(key.as_str()) {
+                Some(h) => *h += add,
+                None => {
+                    hours_by_key.insert(key.clone(), add);
+                }
+            }
         }
     }
+    // Collected and sorted once: `from_iter` bulk-builds the tree.
+    out.hours = hours_by_key
+        .into_iter()
+        .map(|(key, hours)| {
+            let mut parts = key.split(SEPARATOR);
+            let mut next = || parts.next().unwrap_or("").to_string();
+            ((next(), next(), next()), hours)
+        })
+        .collect();
     out
+}
+
+/// GRES types and counts of one AllocTRES string; only the untyped total
+/// when the site does not account typed GRES.
+fn slice_types(tres: &str) -> Vec<(String, u64)> {
+    let items = gres_in_tres(tres);
+    let typed = items.iter().any(|g| g.kind.is_some());
+    items
+        .into_iter()
+        .filter(|g| g.kind.is_some() || !typed)
+        .map(|g| (g.key(), g.count))
+        .collect()
 }
 
 #[cfg(test)]

@@ -108,6 +108,9 @@ pub fn human_duration(seconds: i64) -> String {
     }
 }
 
+/// Usage rows the table format shows (the CSV and JSON have all).
+pub const USAGE_ROWS_SHOWN: usize = 50;
+
 /// How a number of seconds is shown: raw for CSV, readable for tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
@@ -363,13 +366,29 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
                 u.accounting.message.clone().unwrap_or_default()
             )),
         }
+        // People get the heaviest users; files get every row.
+        let mut rows: Vec<&super::model::UsageRow> = u.rows.iter().collect();
+        if style == Style::Human && rows.len() > USAGE_ROWS_SHOWN {
+            rows.sort_by(|a, b| {
+                b.slices_held.cmp(&a.slices_held).then(
+                    b.slice_hours
+                        .unwrap_or(0.0)
+                        .total_cmp(&a.slice_hours.unwrap_or(0.0)),
+                )
+            });
+            notes.push(format!(
+                "showing the {USAGE_ROWS_SHOWN} of {} rows with the most slices held, then slice-hours; \
+                 --format csv --section usage lists all",
+                rows.len()
+            ));
+            rows.truncate(USAGE_ROWS_SHOWN);
+        }
         push(TableData {
             name: "usage",
             section: Section::Usage,
             title: "Slices per user",
             headers: vec!["user", "account", "type", "slices_held", "slice_hours"],
-            rows: u
-                .rows
+            rows: rows
                 .iter()
                 .map(|r| {
                     vec![
