@@ -95,16 +95,31 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let now = started.naive_local();
     let sel = &opts.selection;
 
-    let nodes = read_nodes(slurm).context("cannot read the nodes from Slurm")?;
-    let squeue_args = squeue::args(&opts.filter);
-    let squeue_args: Vec<&str> = squeue_args.iter().map(String::as_str).collect();
+    // The three commands run side by side: each waits on a daemon (slurmctld,
+    // slurmdbd), and the report takes as long as the slowest instead of the sum.
     // No retries: a report runs every few minutes, and a busy controller is
     // better served by the next run than by repeated queries now.
-    let listing = into_text(
-        slurm
-            .run("squeue", &squeue_args)
-            .context("cannot read the job queue from Slurm")?,
-    );
+    let squeue_args = squeue::args(&opts.filter);
+    let squeue_args: Vec<&str> = squeue_args.iter().map(String::as_str).collect();
+    let (nodes, listing, accounting) = std::thread::scope(|scope| {
+        let accounting = sel
+            .has(Section::Usage)
+            .then(|| scope.spawn(|| slice_hours(slurm, opts, now)));
+        let listing = scope.spawn(|| slurm.run("squeue", &squeue_args));
+        let nodes = read_nodes(slurm);
+        let listing = listing.join();
+        let accounting = accounting.map(|h| h.join());
+        (nodes, listing, accounting)
+    });
+    let nodes = nodes.context("cannot read the nodes from Slurm")?;
+    let listing = listing
+        .map_err(|_| anyhow::anyhow!("the squeue reader panicked"))?
+        .context("cannot read the job queue from Slurm")?;
+    let listing = into_text(listing);
+    let accounting = accounting
+        .transpose()
+        .map_err(|_| anyhow::anyhow!("the sacct reader panicked"))?;
+
     let mut aggregator = queue::QueueAggregator::new(now, opts.filter.clone());
     if sel.has(Section::Runs) {
         aggregator = aggregator.keep_job_phases();
@@ -115,8 +130,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
 
     let inventory = inventory::build(&nodes, opts.filter.partition.as_deref());
 
-    let usage = sel.has(Section::Usage).then(|| {
-        let (accounting, hours) = slice_hours(slurm, opts, now);
+    let usage = accounting.map(|(accounting, hours)| {
         usage_rows(accounting, hours, held, (now - opts.since).num_seconds())
     });
 
