@@ -114,10 +114,14 @@ fn add(agg: &mut QueueAggregator, job: &Job) {
 }
 
 fn main() {
-    let mode = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .unwrap_or_else(|| "json".into());
+    // `cargo bench` with no arguments runs every bench target: this one needs
+    // input and a mode, which only bench/report/run.sh gives it.
+    let Some(mode) = std::env::args().skip(1).find(|a| !a.starts_with('-')) else {
+        eprintln!(
+            "report_squeue_json: run by bench/report/run.sh (modes: json, compact; input on stdin)"
+        );
+        return;
+    };
     let now = chrono::Local::now().naive_local();
     let mut agg = QueueAggregator::new(now, Filter::default());
     match mode.as_str() {
