@@ -12,6 +12,7 @@ pub mod nvml;
 pub mod plan;
 pub mod process;
 pub mod render;
+pub mod report;
 pub mod run;
 pub mod shell;
 pub mod slurm;

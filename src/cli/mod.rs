@@ -4,6 +4,7 @@ pub mod dataset;
 pub mod doctor;
 pub mod generate;
 pub mod output;
+pub mod report;
 pub mod runs;
 pub mod status;
 pub mod submit;
@@ -80,7 +81,7 @@ pub enum Command {
     /// Read GPUs through NVML, apply a MIG layout, write gres.conf (admins, as root).
     NodeSetup(NotBuiltArgs),
     /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
-    Report(NotBuiltArgs),
+    Report(report::ReportArgs),
     /// Check the Slurm, accounting and NVML environment.
     Doctor(doctor::DoctorArgs),
     /// Shell completions and the man page.
@@ -141,7 +142,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Logs(args) => runs::logs(&mut ctx, &args),
         Command::Audit(args) => runs::audit_cmd(&mut ctx, &args),
         Command::NodeSetup(_) => not_built("node-setup"),
-        Command::Report(_) => not_built("report"),
+        Command::Report(args) => report::run(&mut ctx, &args),
     }
 }
 

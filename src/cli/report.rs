@@ -1,0 +1,127 @@
+//! `yolo-sched report`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+use chrono::Local;
+use clap::Args;
+
+use super::Context;
+use crate::error::invalid;
+use crate::report::{self, atomic, render::Selection, squeue::Filter, window, Format};
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Sections: inventory (slices per node and type), queue (running and pending jobs per type
+and partition, why jobs wait, jobs that can never run), usage (slices held per user, and
+slice-hours since --since where Slurm accounting works), runs (yolo-sched runs by state),
+right-sizing (runs whose memory would fit a smaller MIG profile). --section also takes
+table names: inventory-totals, queue-types, queue-reasons, queue-never-runnable,
+runs-failing-stages.
+
+Each report runs one sinfo, one squeue and at most one sacct, whatever the cluster size.
+With --output the file is replaced atomically, and left alone when Slurm cannot be reached
+(exit status 1). Schema of --format json and the metric names: docs/report.md.
+
+Examples:
+  yolo-sched report
+  yolo-sched report --section queue --partition gpu
+  yolo-sched report --format json | jq '.queue.pending_reasons'
+  yolo-sched report --format csv --section usage --since 7d > usage.csv
+  yolo-sched report --format prometheus --output /var/lib/prometheus/node-exporter/yolo-sched.prom")]
+pub struct ReportArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+
+    /// Write to FILE (replaced atomically) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Start of the slice-hours window: a length back from now (90m, 24h, 7d) or a local date/time.
+    #[arg(long, value_name = "WHEN", default_value = "24h")]
+    pub since: String,
+
+    /// Only this partition.
+    #[arg(long, value_name = "NAME")]
+    pub partition: Option<String>,
+
+    /// Only this user's jobs.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+
+    /// Only this account's jobs.
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+
+    /// Sections or tables to print (repeat or separate with commas; default: all).
+    #[arg(long = "section", value_name = "NAME")]
+    pub sections: Vec<String>,
+
+    /// Run manifests to read (default: $XDG_STATE_HOME/yolo-sched/runs).
+    #[arg(long, value_name = "DIR", env = "YOLO_SCHED_RUNS_DIR")]
+    pub runs_dir: Option<PathBuf>,
+}
+
+/// A name handed to squeue/sacct as one filter value: one name, no list.
+fn check_name(flag: &str, value: &Option<String>) -> Result<Option<String>> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    let bad = v.is_empty()
+        || v.chars()
+            .any(|c| c == ',' || c.is_whitespace() || c.is_control());
+    if bad {
+        return Err(invalid(format!(
+            "{flag} {v:?}: expected one name without commas, spaces or control characters"
+        )));
+    }
+    Ok(Some(v.clone()))
+}
+
+pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
+    let format = if args.json { Format::Json } else { args.format };
+    let selection = Selection::parse(&args.sections).map_err(invalid)?;
+    let since = window::since(&args.since, Local::now().naive_local()).map_err(invalid)?;
+    if let Some(path) = &args.output {
+        atomic::check_target(path).map_err(invalid)?;
+    }
+    let filter = Filter {
+        user: check_name("--user", &args.user)?,
+        partition: check_name("--partition", &args.partition)?,
+        account: check_name("--account", &args.account)?,
+    };
+    let options = report::Options {
+        selection: selection.clone(),
+        filter,
+        since,
+        runs_dir: args.runs_dir.clone().or_else(report::runs::default_dir),
+    };
+
+    report::prepare_client_environment();
+    let data = report::gather(&ctx.slurm, &options).with_context(|| match &args.output {
+        Some(path) => format!("no report written; {} was left as it was", path.display()),
+        None => "no report made".to_string(),
+    })?;
+
+    match &args.output {
+        Some(path) => {
+            let text = report::render(&data, format, &selection, false, false)?;
+            atomic::write(path, text.as_bytes())
+                .with_context(|| format!("writing the report to {}", path.display()))?;
+        }
+        None => {
+            let terminal = std::io::stdout().is_terminal();
+            let text = report::render(&data, format, &selection, terminal, ctx.color())?;
+            let mut out = std::io::stdout().lock();
+            std::io::Write::write_all(&mut out, text.as_bytes())?;
+            std::io::Write::flush(&mut out)?;
+        }
+    }
+    Ok(0)
+}

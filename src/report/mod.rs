@@ -1,0 +1,335 @@
+//! `yolo-sched report`: queue and MIG-slice usage from one `sinfo`, one
+//! `squeue` and at most one `sacct` call, plus run manifests.
+//!
+//! `gather` is the only part with effects (Slurm commands, the manifest
+//! directory, the clock); parsing and aggregation (`squeue`, `queue`,
+//! `inventory`, `sacct`, `runs`, `rightsizing`) and rendering (`render`) are
+//! pure functions tested on recorded and synthetic output.
+
+pub mod atomic;
+pub mod inventory;
+pub mod model;
+pub mod queue;
+pub mod reasons;
+pub mod render;
+pub mod rightsizing;
+pub mod runs;
+pub mod sacct;
+pub mod squeue;
+pub mod window;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use chrono::{Local, NaiveDateTime, TimeZone};
+
+use crate::slurm::{sinfo, Slurm};
+use model::{AccountingState, AccountingStatus, Report, Section, Usage, UsageRow};
+use render::Selection;
+use squeue::Filter;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+    Prometheus,
+}
+
+/// What to report on.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub selection: Selection,
+    pub filter: Filter,
+    /// Start of the usage window, cluster local time.
+    pub since: NaiveDateTime,
+    /// Where run manifests are; `None`: there is no state directory.
+    pub runs_dir: Option<PathBuf>,
+}
+
+/// Environment variables that make Slurm clients print other fields, other
+/// time formats or fewer jobs than asked for. They are the caller's settings
+/// for interactive use; the report needs the clients' documented defaults.
+const CLIENT_OVERRIDES: [&str; 14] = [
+    "SQUEUE_ACCOUNT",
+    "SQUEUE_FORMAT",
+    "SQUEUE_FORMAT2",
+    "SQUEUE_LICENSES",
+    "SQUEUE_NAMES",
+    "SQUEUE_PARTITION",
+    "SQUEUE_QOS",
+    "SQUEUE_SORT",
+    "SQUEUE_STATES",
+    "SQUEUE_USERS",
+    "SACCT_FORMAT",
+    "SINFO_FORMAT",
+    "SINFO_PARTITION",
+    "SINFO_SORT",
+];
+
+/// Make the Slurm clients this process starts print what the parsers expect:
+/// ISO times (`SLURM_TIME_FORMAT=standard`) and no filters or formats from
+/// the caller's environment. Called before any thread is started.
+pub fn prepare_client_environment() {
+    std::env::set_var("SLURM_TIME_FORMAT", "standard");
+    for name in CLIENT_OVERRIDES {
+        std::env::remove_var(name);
+    }
+}
+
+/// A local time as RFC 3339 with the offset in force then.
+fn rfc3339(local: NaiveDateTime) -> String {
+    Local
+        .from_local_datetime(&local)
+        .earliest()
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_else(|| local.format("%Y-%m-%dT%H:%M:%S").to_string())
+}
+
+/// Run the Slurm commands the selection needs and build the report. Fails
+/// (without side effects) when `sinfo` or `squeue` cannot be run; a failing
+/// `sacct` only makes slice-hours unavailable.
+pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
+    let started = Local::now();
+    let now = started.naive_local();
+    let sel = &opts.selection;
+
+    // The three commands run side by side: each waits on a daemon (slurmctld,
+    // slurmdbd), and the report takes as long as the slowest instead of the sum.
+    // No retries: a report runs every few minutes, and a busy controller is
+    // better served by the next run than by repeated queries now.
+    let squeue_args = squeue::args(&opts.filter);
+    let squeue_args: Vec<&str> = squeue_args.iter().map(String::as_str).collect();
+    let (nodes, listing, accounting) = std::thread::scope(|scope| {
+        let accounting = sel
+            .has(Section::Usage)
+            .then(|| scope.spawn(|| slice_hours(slurm, opts, now)));
+        let listing = scope.spawn(|| slurm.run("squeue", &squeue_args));
+        let nodes = read_nodes(slurm);
+        let listing = listing.join();
+        let accounting = accounting.map(|h| h.join());
+        (nodes, listing, accounting)
+    });
+    let nodes = nodes.context("cannot read the nodes from Slurm")?;
+    let listing = listing
+        .map_err(|_| anyhow::anyhow!("the squeue reader panicked"))?
+        .context("cannot read the job queue from Slurm")?;
+    let listing = into_text(listing);
+    let accounting = accounting
+        .transpose()
+        .map_err(|_| anyhow::anyhow!("the sacct reader panicked"))?;
+
+    let mut aggregator = queue::QueueAggregator::new(now, opts.filter.clone());
+    if sel.has(Section::Runs) {
+        aggregator = aggregator.keep_job_phases();
+    }
+    aggregator.add_text(&listing);
+    drop(listing);
+    let (queue, held, job_phases) = aggregator.finish();
+
+    let inventory = inventory::build(&nodes, opts.filter.partition.as_deref());
+
+    let usage = accounting.map(|(accounting, hours)| {
+        usage_rows(accounting, hours, held, (now - opts.since).num_seconds())
+    });
+
+    let manifests_needed = sel.has(Section::Runs) || sel.has(Section::RightSizing);
+    let (manifests, unreadable) = match (&opts.runs_dir, manifests_needed) {
+        (Some(dir), true) => runs::read_dir(dir, &job_phases),
+        _ => (Vec::new(), Vec::new()),
+    };
+    let runs = sel.has(Section::Runs).then(|| {
+        let dir = opts.runs_dir.clone().unwrap_or_default();
+        runs::summarise(&dir, &manifests, unreadable)
+    });
+    let right_sizing = sel.has(Section::RightSizing).then(|| {
+        let types: Vec<String> = inventory
+            .totals
+            .iter()
+            .filter_map(|t| t.kind.strip_prefix("gpu:").map(str::to_string))
+            .collect();
+        rightsizing::hints(&manifests, &types)
+    });
+
+    Ok(Report {
+        schema_version: model::SCHEMA_VERSION,
+        generated_at: started.to_rfc3339(),
+        generated_unix: started.timestamp(),
+        filters: model::Filters {
+            partition: opts.filter.partition.clone(),
+            user: opts.filter.user.clone(),
+            account: opts.filter.account.clone(),
+            since: rfc3339(opts.since),
+            window_seconds: (now - opts.since).num_seconds(),
+        },
+        inventory: sel.has(Section::Inventory).then_some(inventory),
+        queue: sel.has(Section::Queue).then_some(queue),
+        usage,
+        runs,
+        right_sizing,
+    })
+}
+
+/// A command's stdout as text without copying it (a lossy copy only when it
+/// is not UTF-8).
+fn into_text(out: crate::process::Captured) -> String {
+    String::from_utf8(out.stdout)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Errors `sinfo --json` reports inside the document. Without a controller
+/// 22.05 exits 0 with `"errors": [{"error": "Unspecified error", "errno": -1}]`
+/// and no nodes, which must not pass for an empty cluster.
+#[derive(serde::Deserialize)]
+struct JsonErrors {
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
+}
+
+/// The nodes from one `sinfo --json`, failing on errors inside the document.
+pub fn read_nodes(slurm: &Slurm) -> Result<Vec<sinfo::Node>> {
+    let text = into_text(slurm.run("sinfo", &["--json"])?);
+    check_json_errors(&text, "sinfo --json")?;
+    sinfo::parse_nodes(&text)
+}
+
+/// Fail when a Slurm JSON document carries errors.
+pub fn check_json_errors(text: &str, command: &str) -> Result<()> {
+    let doc: JsonErrors =
+        serde_json::from_str(text).with_context(|| format!("parsing `{command}` output"))?;
+    if doc.errors.is_empty() {
+        return Ok(());
+    }
+    let described: Vec<String> = doc
+        .errors
+        .iter()
+        .map(|e| {
+            let what = e.get("error").and_then(|v| v.as_str()).unwrap_or("error");
+            match e.get("errno") {
+                Some(n) => format!("{what} (errno {n})"),
+                None => what.to_string(),
+            }
+        })
+        .collect();
+    anyhow::bail!(
+        "`{command}` reported: {} (is slurmctld up? try `scontrol ping`)",
+        described.join("; ")
+    )
+}
+
+/// The one `sacct` call; its failure is reported, not raised.
+fn slice_hours(
+    slurm: &Slurm,
+    opts: &Options,
+    now: NaiveDateTime,
+) -> (AccountingState, Option<sacct::SliceHours>) {
+    let args = sacct::args(opts.since, &opts.filter);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match slurm.run_raw("sacct", &args) {
+        Ok(out) if out.status.success() => {
+            let parsed = sacct::parse(&into_text(out), opts.since, now, &opts.filter);
+            let message = (parsed.unparsed_lines > 0)
+                .then(|| format!("{} sacct line(s) could not be read", parsed.unparsed_lines));
+            let state = AccountingState {
+                status: AccountingStatus::Ok,
+                message,
+            };
+            (state, Some(parsed.hours))
+        }
+        Ok(out) => (
+            sacct::failure_state(
+                &out.stderr_str(),
+                &crate::process::describe_status(&out.status),
+            ),
+            None,
+        ),
+        Err(err) => (
+            AccountingState {
+                status: AccountingStatus::Failed,
+                message: Some(format!("{err:#}")),
+            },
+            None,
+        ),
+    }
+}
+
+/// Merge slices held now with slice-hours into one row per (user, account, type).
+pub fn usage_rows(
+    accounting: AccountingState,
+    hours: Option<sacct::SliceHours>,
+    held: Vec<queue::Held>,
+    window_seconds: i64,
+) -> Usage {
+    let mut merged: std::collections::HashMap<(String, String, String), (u64, f64)> =
+        std::collections::HashMap::with_capacity(
+            held.len() + hours.as_ref().map_or(0, |h| h.len()),
+        );
+    for h in held {
+        merged.entry((h.user, h.account, h.kind)).or_default().0 += h.slices;
+    }
+    let have_hours = hours.is_some();
+    for (key, value) in hours.unwrap_or_default() {
+        merged.entry(key).or_default().1 += value;
+    }
+    let mut rows: Vec<UsageRow> = merged
+        .into_iter()
+        .map(|((user, account, kind), (slices_held, h))| UsageRow {
+            user,
+            account,
+            kind,
+            slices_held,
+            slice_hours: have_hours.then_some((h * 100.0).round() / 100.0),
+        })
+        .collect();
+    rows.sort_unstable_by(|a, b| {
+        (&a.user, &a.account, &a.kind).cmp(&(&b.user, &b.account, &b.kind))
+    });
+    Usage {
+        accounting,
+        window_seconds,
+        rows,
+    }
+}
+
+/// The report as text in one format.
+pub fn render(
+    report: &Report,
+    format: Format,
+    selection: &Selection,
+    for_terminal: bool,
+    color: bool,
+) -> Result<String> {
+    Ok(match format {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(report)?;
+            s.push('\n');
+            s
+        }
+        Format::Table => render::text::render(
+            &render::tables(report, selection, render::Style::Human),
+            for_terminal,
+            color,
+        ),
+        Format::Csv => render::csv::render(&render::tables(report, selection, render::Style::Raw)),
+        Format::Prometheus => render::prometheus::render(report, selection, report.generated_unix),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_inside_sinfo_json_fail() {
+        let unreachable =
+            r#"{"meta":{},"errors":[{"error":"Unspecified error","errno":-1}],"nodes":[]}"#;
+        let err = check_json_errors(unreachable, "sinfo --json").unwrap_err();
+        assert!(
+            err.to_string().contains("Unspecified error (errno -1)"),
+            "{err}"
+        );
+        assert!(check_json_errors(r#"{"errors":[],"nodes":[]}"#, "sinfo --json").is_ok());
+        assert!(check_json_errors(r#"{"nodes":[]}"#, "sinfo --json").is_ok());
+    }
+}

@@ -1,0 +1,292 @@
+//! The report as data: what every output format renders, and what `--format
+//! json` prints as is. The JSON schema (docs/report.md) is this file; a change
+//! that renames or removes a field must raise `SCHEMA_VERSION`.
+
+use serde::Serialize;
+
+/// Version of the JSON document. Adding a field keeps it; renaming, removing
+/// or changing the meaning of one raises it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The five sections, in the order they are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Section {
+    Inventory,
+    Queue,
+    Usage,
+    Runs,
+    RightSizing,
+}
+
+impl Section {
+    pub const ALL: [Section; 5] = [
+        Section::Inventory,
+        Section::Queue,
+        Section::Usage,
+        Section::Runs,
+        Section::RightSizing,
+    ];
+
+    /// The name used on the command line, in JSON keys (with `_`) and headings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::Inventory => "inventory",
+            Section::Queue => "queue",
+            Section::Usage => "usage",
+            Section::Runs => "runs",
+            Section::RightSizing => "right-sizing",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    /// When the report was made (RFC 3339, local offset).
+    pub generated_at: String,
+    /// The same as Unix seconds (Prometheus); not part of the JSON.
+    #[serde(skip)]
+    pub generated_unix: i64,
+    pub filters: Filters,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<Inventory>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<Queue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Runs>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub right_sizing: Option<RightSizing>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Filters {
+    pub partition: Option<String>,
+    pub user: Option<String>,
+    pub account: Option<String>,
+    /// Start of the usage window (RFC 3339).
+    pub since: String,
+    pub window_seconds: i64,
+}
+
+// ------------------------------------------------------------------ inventory
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Inventory {
+    pub nodes: Vec<NodeRow>,
+    /// Per GRES type over the listed nodes.
+    pub totals: Vec<TypeTotal>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRow {
+    pub node: String,
+    /// `idle`, `mixed`, `allocated`, `drained`, `draining`, `down`, … (lower case).
+    pub state: String,
+    /// Why an administrator or Slurm took the node out; null when none.
+    pub reason: Option<String>,
+    pub partitions: Vec<String>,
+    pub gres: Vec<GresCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GresCount {
+    /// GRES key: `gpu:1g.5gb` (a MIG profile), `gpu:a100` (a whole GPU), `shard:a100`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub total: u64,
+    pub allocated: u64,
+    pub free: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TypeTotal {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub total: u64,
+    pub allocated: u64,
+    pub free: u64,
+    /// Free on nodes that accept jobs (not drained, draining, down, …).
+    pub free_usable: u64,
+}
+
+// ------------------------------------------------------------------ queue
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Queue {
+    /// Jobs holding an allocation (RUNNING, COMPLETING, SUSPENDED, …); array tasks count one each.
+    pub running_jobs: u64,
+    /// Jobs waiting (PENDING and requeued/held variants); pending array tasks count one each.
+    pub pending_jobs: u64,
+    pub by_partition_type: Vec<QueueRow>,
+    pub by_type: Vec<TypeWait>,
+    pub pending_reasons: Vec<ReasonCount>,
+    pub oldest_pending: Option<PendingJob>,
+    /// Count of pending jobs that can never start (see `never_runnable`).
+    pub never_runnable_jobs: u64,
+    /// Up to 100 of them, oldest first.
+    pub never_runnable: Vec<StuckJob>,
+    /// Lines of squeue output that could not be read (a newer Slurm?); 0 normally.
+    pub unparsed_lines: u64,
+    pub first_unparsed: Option<String>,
+}
+
+/// Jobs per partition and GRES type. A job asking for two types counts in
+/// both rows; jobs without GRES have type `none`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueRow {
+    pub partition: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub running_jobs: u64,
+    pub pending_jobs: u64,
+    /// Slices (GRES units) held by the running jobs.
+    pub running_slices: u64,
+    /// Slices the pending jobs ask for.
+    pub pending_slices: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TypeWait {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub running_jobs: u64,
+    pub pending_jobs: u64,
+    /// Median time pending jobs of this type have waited since submission.
+    pub median_wait_seconds: Option<i64>,
+    pub oldest_pending: Option<PendingJob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReasonCount {
+    /// Slurm's reason code (`Resources`, `Dependency`, …).
+    pub reason: String,
+    /// The same in plain words.
+    pub description: String,
+    pub jobs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingJob {
+    pub job_id: String,
+    pub user: String,
+    pub partition: String,
+    /// Submission time as Slurm prints it (cluster local time).
+    pub submitted: String,
+    pub wait_seconds: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StuckJob {
+    pub job_id: String,
+    /// Array tasks the line stands for (1 for a plain job).
+    pub jobs: u64,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    pub types: Vec<String>,
+    pub reason: String,
+    pub description: String,
+    /// Slurm's dependency text, e.g. `afterok:14(failed)`; empty when none.
+    pub dependency: String,
+    pub submitted: String,
+}
+
+// ------------------------------------------------------------------ usage
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Usage {
+    pub accounting: AccountingState,
+    pub window_seconds: i64,
+    /// Per user, account and GRES type: slices held now, and slice-hours in the window.
+    pub rows: Vec<UsageRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AccountingState {
+    /// `ok`: sacct answered; `disabled`: the cluster keeps no accounting;
+    /// `failed`: sacct did not answer (see message).
+    pub status: AccountingStatus,
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccountingStatus {
+    Ok,
+    Disabled,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageRow {
+    pub user: String,
+    /// Empty when the job has none.
+    pub account: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub slices_held: u64,
+    /// Slice-hours inside the window; null when accounting is not available.
+    pub slice_hours: Option<f64>,
+}
+
+// ------------------------------------------------------------------ runs
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Runs {
+    /// Where the run manifests were read from.
+    pub dir: String,
+    pub runs: u64,
+    pub by_state: Vec<StateCount>,
+    /// The stage name that failed in most runs; null when none failed.
+    pub most_failing_stage: Option<StageFailures>,
+    pub failing_stages: Vec<StageFailures>,
+    /// Manifest files that could not be read, with the reason.
+    pub unreadable: Vec<Unreadable>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateCount {
+    pub state: String,
+    pub runs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageFailures {
+    pub stage: String,
+    pub failures: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unreadable {
+    pub path: String,
+    pub error: String,
+}
+
+// ------------------------------------------------------------------ right-sizing
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RightSizing {
+    /// Stages that recorded a memory figure and a requested profile.
+    pub stages_with_data: u64,
+    /// What data there was, or why there was none.
+    pub note: String,
+    pub hints: Vec<Hint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hint {
+    pub run_id: String,
+    pub stage: String,
+    pub job_id: Option<String>,
+    /// The profile the stage asked for (`2g.10gb`).
+    pub requested: String,
+    /// `measured` (peak recorded by the run) or `estimate`.
+    pub basis: String,
+    pub memory_gib: f64,
+    /// The smallest profile in the inventory whose usable memory holds it.
+    pub suggested: String,
+    pub suggested_usable_gib: f64,
+}

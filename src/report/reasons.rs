@@ -1,0 +1,110 @@
+//! Slurm's pending-reason codes in plain words, and which of them mean a job
+//! can never start.
+
+/// The code of a reason as Slurm prints it: `ReqNodeNotAvail,
+/// UnavailableNodes:node2` → `ReqNodeNotAvail`. Reasons that are sentences
+/// (`Nodes required for job are DOWN, DRAINED …`) are kept whole.
+pub fn code(reason: &str) -> &str {
+    let reason = reason.trim();
+    match reason.split_once(',') {
+        Some((head, _)) if !head.contains(' ') => head,
+        _ => reason,
+    }
+}
+
+/// True for reasons that only change when someone fixes or cancels the job:
+/// such jobs clutter the queue and are called out in the report.
+pub fn never_runnable(code: &str) -> bool {
+    matches!(code, "DependencyNeverSatisfied" | "BadConstraints")
+}
+
+/// A reason code in plain words. Unknown codes come back as they are.
+pub fn describe(code: &str) -> String {
+    let words = match code {
+        "" | "None" => "just submitted, not yet considered",
+        "Resources" => "waiting for free resources",
+        "Priority" => "waiting behind higher-priority jobs",
+        "Dependency" => "waiting for the jobs it depends on",
+        "DependencyNeverSatisfied" => "can never run: dependency failed",
+        "BadConstraints" => "can never run: asks for resources no node has",
+        "ReqNodeNotAvail" => "the nodes it needs are down, drained or reserved",
+        "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions" => {
+            "the nodes it needs are down, drained or reserved"
+        }
+        "NodeDown" => "a node it needs is down",
+        "BeginTime" => "waiting for its start time (--begin)",
+        "JobHeldUser" => "held by its owner (scontrol release)",
+        "JobHeldAdmin" => "held by an administrator",
+        "JobArrayTaskLimit" => "array throttle reached (%N of --array)",
+        "Reservation" => "waiting for its reservation",
+        "Licenses" => "waiting for licenses",
+        "PartitionDown" => "its partition is down",
+        "PartitionInactive" => "its partition is inactive",
+        "PartitionNodeLimit" => "asks for more nodes than its partition allows",
+        "PartitionTimeLimit" => "time limit longer than its partition allows",
+        "PartitionConfig" => "does not fit its partition's settings",
+        "InvalidAccount" => "invalid account",
+        "InvalidQOS" => "invalid QOS",
+        "QOSMaxJobsPerUserLimit" => "user's running-job limit in the QOS reached",
+        "QOSMaxGRESPerUser" => "user's GPU/GRES limit in the QOS reached",
+        "QOSGrpGRES" => "the QOS's total GPU/GRES limit reached",
+        "AssocMaxJobsLimit" => "the account's running-job limit reached",
+        "AssocGrpGRES" => "the account's total GPU/GRES limit reached",
+        "launch failed requeued held" => "launch failed; requeued and held",
+        "Prolog" => "running its prolog",
+        "Cleaning" => "previous run being cleaned up",
+        other if other.starts_with("QOS") => return format!("a QOS limit reached ({other})"),
+        other if other.starts_with("Assoc") => {
+            return format!("an account limit reached ({other})")
+        }
+        other => return other.to_string(),
+    };
+    words.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes() {
+        assert_eq!(
+            code("ReqNodeNotAvail, UnavailableNodes:node2"),
+            "ReqNodeNotAvail"
+        );
+        assert_eq!(code(" Resources "), "Resources");
+        let sentence =
+            "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions";
+        assert_eq!(code(sentence), sentence);
+    }
+
+    #[test]
+    fn words() {
+        assert_eq!(describe("Resources"), "waiting for free resources");
+        assert_eq!(
+            describe("DependencyNeverSatisfied"),
+            "can never run: dependency failed"
+        );
+        assert_eq!(
+            describe("QOSMaxWallDurationPerJobLimit"),
+            "a QOS limit reached (QOSMaxWallDurationPerJobLimit)"
+        );
+        assert_eq!(
+            describe("AssocGrpCpuLimit"),
+            "an account limit reached (AssocGrpCpuLimit)"
+        );
+        assert_eq!(describe("SomethingNew"), "SomethingNew");
+        assert_eq!(
+            describe(code("Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions")),
+            "the nodes it needs are down, drained or reserved"
+        );
+    }
+
+    #[test]
+    fn never_runnable_codes() {
+        assert!(never_runnable("DependencyNeverSatisfied"));
+        assert!(never_runnable("BadConstraints"));
+        assert!(!never_runnable("Dependency"));
+        assert!(!never_runnable("Resources"));
+    }
+}

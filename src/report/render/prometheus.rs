@@ -1,0 +1,357 @@
+//! `--format prometheus`: the text exposition format 0.0.4, for
+//! node_exporter's textfile collector.
+//!
+//! Every metric is a gauge. Each report is a fresh snapshot made by a fresh
+//! process: nothing here only ever grows over the life of one exporter, which
+//! is what a counter promises (`rate()` would read a drop as a reset). Even
+//! slice-hours "since --since" fall when old jobs leave the sliding window.
+//! No sample carries a timestamp: the textfile collector refuses them.
+
+use std::fmt::Write as _;
+
+use super::super::model::{AccountingStatus, Report};
+use super::Selection;
+use crate::report::model::Section;
+
+/// Every metric name starts with this.
+pub const PREFIX: &str = "yolo_sched_";
+
+/// A label value with `\`, `"` and newline escaped as the format requires.
+pub fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// HELP text escapes `\` and newline only.
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// One metric family being built.
+struct Family {
+    name: String,
+    help: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+impl Family {
+    fn new(name: &str, help: &'static str) -> Self {
+        Family {
+            name: format!("{PREFIX}{name}"),
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, labels: &[(&'static str, &str)], value: f64) {
+        self.samples.push((
+            labels.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+            value,
+        ));
+    }
+
+    /// Families without samples are left out: a HELP/TYPE pair with nothing
+    /// under it only confuses readers.
+    fn write(&self, out: &mut String) {
+        if self.samples.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "# HELP {} {}", self.name, escape_help(self.help));
+        let _ = writeln!(out, "# TYPE {} gauge", self.name);
+        for (labels, value) in &self.samples {
+            out.push_str(&self.name);
+            if !labels.is_empty() {
+                out.push('{');
+                for (i, (k, v)) in labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{k}=\"{}\"", escape_label(v));
+                }
+                out.push('}');
+            }
+            out.push(' ');
+            out.push_str(&format_value(*value));
+            out.push('\n');
+        }
+    }
+}
+
+/// Render the selected sections. `generated_unix` is the report time.
+pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> String {
+    let mut families = Vec::new();
+    let mut generated = Family::new(
+        "report_generated_timestamp_seconds",
+        "Unix time when yolo-sched report made this snapshot.",
+    );
+    generated.add(&[], generated_unix as f64);
+    families.push(generated);
+
+    if let (Some(inv), true) = (&report.inventory, selection.has(Section::Inventory)) {
+        let mut info = Family::new(
+            "node_info",
+            "Always 1; the node's state (idle, mixed, allocated, drained, draining, down, ...) and drain reason as labels.",
+        );
+        let mut slices = Family::new(
+            "node_slices",
+            "GRES units (MIG slices, whole GPUs, shards) on a node by type and state (allocated or free).",
+        );
+        let mut configured = Family::new(
+            "node_slices_configured",
+            "GRES units configured on a node by type.",
+        );
+        for n in &inv.nodes {
+            let reason = n.reason.clone().unwrap_or_default();
+            info.add(
+                &[("node", &n.node), ("state", &n.state), ("reason", &reason)],
+                1.0,
+            );
+            for g in &n.gres {
+                configured.add(&[("node", &n.node), ("type", &g.kind)], g.total as f64);
+                slices.add(
+                    &[("node", &n.node), ("type", &g.kind), ("state", "allocated")],
+                    g.allocated as f64,
+                );
+                slices.add(
+                    &[("node", &n.node), ("type", &g.kind), ("state", "free")],
+                    g.free as f64,
+                );
+            }
+        }
+        let mut usable = Family::new(
+            "slices_free_usable",
+            "Free GRES units by type on nodes that accept jobs (not drained or down).",
+        );
+        for t in &inv.totals {
+            usable.add(&[("type", &t.kind)], t.free_usable as f64);
+        }
+        families.extend([info, slices, configured, usable]);
+    }
+
+    if let (Some(q), true) = (&report.queue, selection.has(Section::Queue)) {
+        let mut jobs = Family::new(
+            "queue_jobs",
+            "Jobs by partition, GRES type and state (running or pending); array tasks count one each.",
+        );
+        let mut slices = Family::new(
+            "queue_slices",
+            "GRES units held by running jobs or asked for by pending jobs, by partition, type and state.",
+        );
+        for r in &q.by_partition_type {
+            let l = |state| {
+                [
+                    ("partition", r.partition.as_str()),
+                    ("type", r.kind.as_str()),
+                    ("state", state),
+                ]
+            };
+            jobs.add(&l("running"), r.running_jobs as f64);
+            jobs.add(&l("pending"), r.pending_jobs as f64);
+            slices.add(&l("running"), r.running_slices as f64);
+            slices.add(&l("pending"), r.pending_slices as f64);
+        }
+        let mut reasons = Family::new(
+            "queue_pending_reason_jobs",
+            "Pending jobs by Slurm reason code (Resources, Priority, Dependency, ...).",
+        );
+        for r in &q.pending_reasons {
+            reasons.add(&[("reason", &r.reason)], r.jobs as f64);
+        }
+        let mut median = Family::new(
+            "queue_median_wait_seconds",
+            "Median time pending jobs of a GRES type have waited since submission.",
+        );
+        let mut oldest = Family::new(
+            "queue_oldest_wait_seconds",
+            "How long the oldest pending job of a GRES type has waited since submission.",
+        );
+        for t in &q.by_type {
+            if let Some(m) = t.median_wait_seconds {
+                median.add(&[("type", &t.kind)], m as f64);
+            }
+            if let Some(o) = &t.oldest_pending {
+                oldest.add(&[("type", &t.kind)], o.wait_seconds as f64);
+            }
+        }
+        let mut never = Family::new(
+            "queue_never_runnable_jobs",
+            "Pending jobs that can never start (DependencyNeverSatisfied, BadConstraints).",
+        );
+        never.add(&[], q.never_runnable_jobs as f64);
+        let mut unparsed = Family::new(
+            "queue_unparsed_lines",
+            "Lines of squeue output the report could not read (expected 0).",
+        );
+        unparsed.add(&[], q.unparsed_lines as f64);
+        families.extend([jobs, slices, reasons, median, oldest, never, unparsed]);
+    }
+
+    if let (Some(u), true) = (&report.usage, selection.has(Section::Usage)) {
+        let mut held = Family::new(
+            "user_slices_held",
+            "GRES units held now by running jobs, by user, account and type.",
+        );
+        let mut hours = Family::new(
+            "user_slice_hours",
+            "Allocated slice-hours in the usage window (see yolo_sched_usage_window_seconds), by user, account and type. A gauge: the window slides.",
+        );
+        for r in &u.rows {
+            let labels = [
+                ("user", r.user.as_str()),
+                ("account", r.account.as_str()),
+                ("type", r.kind.as_str()),
+            ];
+            if r.slices_held > 0 {
+                held.add(&labels, r.slices_held as f64);
+            }
+            if let Some(h) = r.slice_hours {
+                hours.add(&labels, h);
+            }
+        }
+        let mut available = Family::new(
+            "accounting_available",
+            "1 when sacct answered, so slice-hours are reported; 0 when accounting is disabled or failed.",
+        );
+        available.add(
+            &[],
+            f64::from(u8::from(u.accounting.status == AccountingStatus::Ok)),
+        );
+        let mut window = Family::new(
+            "usage_window_seconds",
+            "Length of the slice-hours window (--since).",
+        );
+        window.add(&[], u.window_seconds as f64);
+        families.extend([held, hours, available, window]);
+    }
+
+    if let (Some(r), true) = (&report.runs, selection.has(Section::Runs)) {
+        let mut runs = Family::new(
+            "runs",
+            "yolo-sched runs readable by the reporting user, by state.",
+        );
+        for s in &r.by_state {
+            runs.add(&[("state", &s.state)], s.runs as f64);
+        }
+        let mut failures = Family::new(
+            "run_stage_failures",
+            "Runs in which a stage of this name failed.",
+        );
+        for s in &r.failing_stages {
+            failures.add(&[("stage", &s.stage)], s.failures as f64);
+        }
+        let mut unreadable = Family::new(
+            "runs_unreadable_manifests",
+            "Run manifests that could not be read.",
+        );
+        unreadable.add(&[], r.unreadable.len() as f64);
+        families.extend([runs, failures, unreadable]);
+    }
+
+    if let (Some(rs), true) = (&report.right_sizing, selection.has(Section::RightSizing)) {
+        let mut data = Family::new(
+            "rightsizing_stages_with_data",
+            "Run stages that recorded a memory figure and a requested profile.",
+        );
+        data.add(&[], rs.stages_with_data as f64);
+        let mut hints = Family::new(
+            "rightsizing_hints",
+            "Run stages whose memory figure fits a smaller MIG profile than requested.",
+        );
+        hints.add(&[], rs.hints.len() as f64);
+        families.extend([data, hints]);
+    }
+
+    let mut out = String::new();
+    for f in &families {
+        f.write(&mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::*;
+
+    #[test]
+    fn label_escaping() {
+        assert_eq!(escape_label(r#"a\b"c"#), r#"a\\b\"c"#);
+        assert_eq!(escape_label("two\nlines"), "two\\nlines");
+        assert_eq!(
+            escape_label("ReqNodeNotAvail, UnavailableNodes:n2"),
+            "ReqNodeNotAvail, UnavailableNodes:n2"
+        );
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(format_value(3.0), "3");
+        assert_eq!(format_value(0.25), "0.25");
+        assert_eq!(format_value(f64::NAN), "NaN");
+        assert_eq!(format_value(f64::INFINITY), "+Inf");
+    }
+
+    #[test]
+    fn families_have_help_type_and_escaped_labels() {
+        let report = Report {
+            schema_version: SCHEMA_VERSION,
+            generated_at: String::new(),
+            generated_unix: 0,
+            filters: Filters::default(),
+            inventory: Some(Inventory {
+                nodes: vec![NodeRow {
+                    node: "n1".into(),
+                    state: "drained".into(),
+                    reason: Some("fan \"3\" \\ broken\nagain".into()),
+                    partitions: vec![],
+                    gres: vec![GresCount {
+                        kind: "gpu:1g.5gb".into(),
+                        total: 4,
+                        allocated: 1,
+                        free: 3,
+                    }],
+                }],
+                totals: vec![],
+            }),
+            queue: None,
+            usage: None,
+            runs: None,
+            right_sizing: None,
+        };
+        let text = render(&report, &Selection::all(), 1_700_000_000);
+        assert!(text.starts_with("# HELP yolo_sched_report_generated_timestamp_seconds Unix time"));
+        assert!(text.contains("# TYPE yolo_sched_node_info gauge\n"));
+        assert!(text.contains(
+            r#"yolo_sched_node_info{node="n1",state="drained",reason="fan \"3\" \\ broken\nagain"} 1"#
+        ));
+        assert!(
+            text.contains(r#"yolo_sched_node_slices{node="n1",type="gpu:1g.5gb",state="free"} 3"#)
+        );
+        assert!(!text.contains("counter"));
+        // The empty totals family is left out entirely.
+        assert!(!text.contains("slices_free_usable"));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.starts_with(PREFIX), "{line}");
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Slice-hours per user, account and type in a time window, from one `sacct`
+//! call (`--parsable2`, allocations only).
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::NaiveDateTime;
+
+use super::model::{AccountingState, AccountingStatus};
+use super::squeue::{gres_in_tres, parse_time, Filter, SEPARATOR};
+
+/// The fields asked for, in the order `parse` reads them.
+pub const FIELDS: &str = "JobID,User,Account,Partition,State,Start,End,AllocTRES";
+const COLUMNS: usize = 8;
+
+/// `sacct` arguments for jobs that held an allocation at any time between
+/// `since` and now (both cluster local time).
+pub fn args(since: NaiveDateTime, filter: &Filter) -> Vec<String> {
+    let mut args = vec![
+        "-X".to_string(),
+        "--noheader".into(),
+        "--parsable2".into(),
+        format!("--starttime={}", since.format("%Y-%m-%dT%H:%M:%S")),
+        "--endtime=now".into(),
+        format!("--format={FIELDS}"),
+    ];
+    match &filter.user {
+        Some(user) => args.push(format!("--user={user}")),
+        None => args.push("--allusers".into()),
+    }
+    if let Some(partition) = &filter.partition {
+        args.push(format!("--partition={partition}"));
+    }
+    if let Some(account) = &filter.account {
+        args.push(format!("--accounts={account}"));
+    }
+    args
+}
+
+/// What a failed `sacct` means for the report.
+pub fn failure_state(stderr: &str, status: &str) -> AccountingState {
+    let text = stderr.trim();
+    if text
+        .to_lowercase()
+        .contains("accounting storage is disabled")
+    {
+        return AccountingState {
+            status: AccountingStatus::Disabled,
+            message: Some(format!(
+                "this cluster keeps no job accounting (sacct: \"{text}\"); slice-hours need slurmdbd \
+                 (AccountingStorageType=accounting_storage/slurmdbd), and per-profile figures need \
+                 typed GRES in AccountingStorageTRES"
+            )),
+        };
+    }
+    let detail = if text.is_empty() { status } else { text };
+    AccountingState {
+        status: AccountingStatus::Failed,
+        message: Some(format!("sacct failed: {detail}")),
+    }
+}
+
+/// Slice-hours keyed by (user, account, type).
+pub type SliceHours = BTreeMap<(String, String, String), f64>;
+
+/// What `parse` found.
+#[derive(Debug, Clone, Default)]
+pub struct Parsed {
+    pub hours: SliceHours,
+    pub unparsed_lines: u64,
+}
+
+/// Sum slice-hours inside [since, now] from `--parsable2` lines. Jobs still
+/// running (`End=Unknown`) count up to `now`; jobs that never started count
+/// nothing. A job allocated `gres/gpu=1` only (no typed accounting) counts as
+/// type `gpu`.
+pub fn parse(text: &str, since: NaiveDateTime, now: NaiveDateTime, filter: &Filter) -> Parsed {
+    let mut out = Parsed::default();
+    // A day of accounting repeats the same few TRES strings and users; both
+    // are resolved once (the key is user, account and type joined by 0x1F).
+    let mut types_of: HashMap<&str, Vec<(String, u64)>> = HashMap::new();
+    let mut hours_by_key: HashMap<String, f64> = HashMap::new();
+    let mut key = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut cols = line.splitn(COLUMNS, '|');
+        let mut found = 0;
+        let c: [&str; COLUMNS] = std::array::from_fn(|_| {
+            let col = cols.next();
+            found += usize::from(col.is_some());
+            col.unwrap_or("")
+        });
+        if found != COLUMNS {
+            out.unparsed_lines += 1;
+            continue;
+        }
+        let (user, account, partition, start, end, tres) = (c[1], c[2], c[3], c[5], c[6], c[7]);
+        if filter.user.as_deref().is_some_and(|u| u != user)
+            || filter.account.as_deref().is_some_and(|a| a != account)
+            || filter
+                .partition
+                .as_deref()
+                .is_some_and(|p| !partition.split(',').any(|x| x == p))
+        {
+            continue;
+        }
+        let Some(start) = parse_time(start) else {
+            continue;
+        };
+        let end = parse_time(end).unwrap_or(now).min(now);
+        let from = start.max(since);
+        if end <= from {
+            continue;
+        }
+        let hours = (end - from).num_seconds() as f64 / 3600.0;
+        let types = types_of.entry(tres).or_insert_with(|| slice_types(tres));
+        for (kind, count) in types.iter() {
+            key.clear();
+            for part in [user, account, kind.as_str()] {
+                key.push_str(part);
+                key.push(SEPARATOR);
+            }
+            let add = hours * *count as f64;
+            match hours_by_key.get_mut(key.as_str()) {
+                Some(h) => *h += add,
+                None => {
+                    hours_by_key.insert(key.clone(), add);
+                }
+            }
+        }
+    }
+    // Collected and sorted once: `from_iter` bulk-builds the tree.
+    out.hours = hours_by_key
+        .into_iter()
+        .map(|(key, hours)| {
+            let mut parts = key.split(SEPARATOR);
+            let mut next = || parts.next().unwrap_or("").to_string();
+            ((next(), next(), next()), hours)
+        })
+        .collect();
+    out
+}
+
+/// GRES types and counts of one AllocTRES string; only the untyped total
+/// when the site does not account typed GRES.
+fn slice_types(tres: &str) -> Vec<(String, u64)> {
+    let items = gres_in_tres(tres);
+    let typed = items.iter().any(|g| g.kind.is_some());
+    items
+        .into_iter()
+        .filter(|g| g.kind.is_some() || !typed)
+        .map(|g| (g.key(), g.count))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> NaiveDateTime {
+        parse_time(s).unwrap()
+    }
+
+    #[test]
+    fn arguments() {
+        let a = args(t("2026-11-29T15:00:00"), &Filter::default());
+        assert!(a.contains(&"--starttime=2026-11-29T15:00:00".to_string()));
+        assert!(a.contains(&"--allusers".to_string()));
+        assert!(a.contains(&"-X".to_string()));
+        let f = Filter {
+            user: Some("alice".into()),
+            ..Filter::default()
+        };
+        assert!(args(t("2026-11-29T15:00:00"), &f).contains(&"--user=alice".to_string()));
+    }
+
+    #[test]
+    fn disabled_accounting_is_recognised() {
+        let s = failure_state("Slurm accounting storage is disabled\n", "exit status 1");
+        assert_eq!(s.status, AccountingStatus::Disabled);
+        assert!(s.message.unwrap().contains("slurmdbd"));
+        let s = failure_state(
+            "sacct: error: Problem talking to the database: Connection refused",
+            "exit status 1",
+        );
+        assert_eq!(s.status, AccountingStatus::Failed);
+        assert!(s.message.unwrap().contains("Connection refused"));
+    }
+
+    #[test]
+    fn hours_are_clipped_to_the_window() {
+        let since = t("2026-11-30T00:00:00");
+        let now = t("2026-11-30T12:00:00");
+        let text = "\
+1|alice|proj|gpu|COMPLETED|2026-11-29T23:00:00|2026-11-30T02:00:00|billing=1,cpu=1,gres/gpu:1g.5gb=1,gres/gpu=1,node=1
+2|alice|proj|gpu|RUNNING|2026-11-30T10:00:00|Unknown|cpu=1,gres/gpu:2g.10gb=2,gres/gpu=2,node=1
+3|bob||gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T01:30:00|cpu=1,gres/gpu=1,node=1
+4|bob||cpu|PENDING|Unknown|Unknown|
+5|carol|x|gpu|COMPLETED|2026-11-28T01:00:00|2026-11-28T02:00:00|gres/gpu:1g.5gb=1
+garbage line
+";
+        let p = parse(text, since, now, &Filter::default());
+        assert_eq!(p.unparsed_lines, 1);
+        let key = |u: &str, a: &str, k: &str| (u.to_string(), a.to_string(), k.to_string());
+        assert_eq!(p.hours[&key("alice", "proj", "gpu:1g.5gb")], 2.0);
+        assert_eq!(p.hours[&key("alice", "proj", "gpu:2g.10gb")], 4.0);
+        assert_eq!(p.hours[&key("bob", "", "gpu")], 0.5);
+        assert_eq!(p.hours.len(), 3);
+        let only_bob = parse(
+            text,
+            since,
+            now,
+            &Filter {
+                user: Some("bob".into()),
+                ..Filter::default()
+            },
+        );
+        assert_eq!(only_bob.hours.len(), 1);
+    }
+}

@@ -1,0 +1,563 @@
+//! The compact `squeue` listing the report asks for, and its line parser.
+//!
+//! The report asks `squeue` for 14 named fields, each followed by the ASCII
+//! unit separator (0x1F), instead of `squeue --json`: about 130 bytes a job
+//! instead of 2.8 KB, and no document tree on either side (docs/report.md
+//! explains the choice and its measurements). Fields are asked for by name, so
+//! a newer Slurm that knows more fields prints the same columns. `Reason` comes
+//! last: it is the only column whose text Slurm does not fully control, so a
+//! stray separator inside it cannot shift the other columns.
+
+use chrono::{NaiveDate, NaiveDateTime};
+
+use crate::slurm::gres::{self, GresItem};
+
+/// The column separator: no Slurm name, state, GRES or time contains it.
+pub const SEPARATOR: char = '\u{1f}';
+
+/// The `--Format` fields, in the order `parse_line` reads them.
+pub const FIELDS: [&str; 14] = [
+    "JobArrayID",
+    "State",
+    "Partition",
+    "UserName",
+    "Account",
+    "SubmitTime",
+    "NumNodes",
+    "NumTasks",
+    "tres-per-node",
+    "tres-per-job",
+    "tres-per-task",
+    "tres-alloc",
+    "Dependency",
+    "Reason",
+];
+
+/// Slurm's NO_VAL and INFINITE for 32-bit counts (printed for unset values).
+const NO_VAL32: u64 = 0xffff_fffe;
+
+/// The `--Format=` argument: every field with the separator as its suffix and
+/// no width, so nothing is padded or cut.
+pub fn format_arg() -> String {
+    let fields: Vec<String> = FIELDS.iter().map(|f| format!("{f}:{SEPARATOR}")).collect();
+    format!("--Format={}", fields.join(","))
+}
+
+/// Filters passed to `squeue` so that slurmctld sends less (a single user
+/// makes squeue ask for that user's jobs only). The parser filters again,
+/// because older clients or stand-ins may ignore them.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub user: Option<String>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+}
+
+/// The whole `squeue` argument list. `-t all`: every job slurmctld holds,
+/// classified here; `-a`: hidden partitions too; `-h`: no header.
+pub fn args(filter: &Filter) -> Vec<String> {
+    let mut args = vec!["-h".into(), "-a".into(), "-t".into(), "all".into()];
+    args.push(format_arg());
+    if let Some(user) = &filter.user {
+        args.push(format!("--user={user}"));
+    }
+    if let Some(partition) = &filter.partition {
+        args.push(format!("--partition={partition}"));
+    }
+    if let Some(account) = &filter.account {
+        args.push(format!("--account={account}"));
+    }
+    args
+}
+
+/// Where a job stands, as far as slices are concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting to start (PENDING and the requeue/hold variants).
+    Pending,
+    /// Holding its allocation (RUNNING, COMPLETING, SUSPENDED, …).
+    Running,
+    /// Finished and only still listed until MinJobAge passes, or a state this
+    /// version does not know.
+    Ended,
+}
+
+/// Classify a long state name such as `RUNNING`.
+pub fn phase_of(state: &str) -> Phase {
+    match state {
+        "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" => Phase::Pending,
+        "RUNNING" | "COMPLETING" | "CONFIGURING" | "SUSPENDED" | "STOPPED" | "SIGNALING"
+        | "STAGE_OUT" | "RESIZING" => Phase::Running,
+        _ => Phase::Ended,
+    }
+}
+
+/// One line of the listing, borrowing from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueLine<'a> {
+    /// `123`, `15_3`, or `15_[0-9%2]` for the pending rest of an array.
+    pub job_id: &'a str,
+    /// How many jobs the line stands for (array ranges count each task).
+    pub jobs: u64,
+    pub state: &'a str,
+    pub phase: Phase,
+    /// One partition, or a comma list when the job may run in several.
+    pub partition: &'a str,
+    pub user: &'a str,
+    /// Empty when Slurm printed `(null)`.
+    pub account: &'a str,
+    pub submitted: Option<NaiveDateTime>,
+    pub nodes: u64,
+    pub tasks: Option<u64>,
+    pub tres_per_node: &'a str,
+    pub tres_per_job: &'a str,
+    pub tres_per_task: &'a str,
+    pub tres_alloc: &'a str,
+    /// Empty when there is none.
+    pub dependency: &'a str,
+    pub reason: &'a str,
+}
+
+/// Why a line could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineError {
+    pub message: String,
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn nullish(s: &str) -> &str {
+    match s {
+        "(null)" | "N/A" | "None" => "",
+        other => other,
+    }
+}
+
+/// Parse Slurm's standard time format `2026-11-30T15:09:06` (local time).
+/// Hand-written because it runs once per pending job.
+pub fn parse_time(s: &str) -> Option<NaiveDateTime> {
+    let b = s.as_bytes();
+    if b.len() != 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<u32> {
+        let mut n = 0u32;
+        for &c in &b[from..to] {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            n = n * 10 + u32::from(c - b'0');
+        }
+        Some(n)
+    };
+    let date = NaiveDate::from_ymd_opt(i32::try_from(num(0, 4)?).ok()?, num(5, 7)?, num(8, 10)?)?;
+    date.and_hms_opt(num(11, 13)?, num(14, 16)?, num(17, 19)?)
+}
+
+/// How many array tasks `15_[0-9%2]` or `15_[1,3,5-7]` stands for; 1 for a
+/// plain job id or a single task.
+pub fn array_task_count(job_id: &str) -> Option<u64> {
+    let Some(open) = job_id.find("_[") else {
+        return Some(1);
+    };
+    let inner = job_id[open + 2..].strip_suffix(']')?;
+    // `%N` is the throttle (tasks allowed to run at once), not part of the set.
+    let inner = inner.split('%').next()?;
+    let mut total = 0u64;
+    for part in inner.split(',') {
+        // A step (`0-10:2`) counts every second index.
+        let (range, step) = match part.split_once(':') {
+            Some((r, s)) => (r, s.parse::<u64>().ok().filter(|s| *s > 0)?),
+            None => (part, 1),
+        };
+        let count = match range.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?);
+                if b < a {
+                    return None;
+                }
+                (b - a) / step + 1
+            }
+            None => {
+                range.parse::<u64>().ok()?;
+                1
+            }
+        };
+        total += count;
+    }
+    Some(total)
+}
+
+fn leading_number(s: &str) -> Option<u64> {
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    s[..end].parse().ok()
+}
+
+/// Parse one line of the listing.
+pub fn parse_line(line: &str) -> Result<QueueLine<'_>, LineError> {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let mut cols = line.splitn(FIELDS.len(), SEPARATOR);
+    let mut found = 0;
+    let fields: [&str; 14] = std::array::from_fn(|_| {
+        let col = cols.next();
+        found += usize::from(col.is_some());
+        col.unwrap_or("")
+    });
+    if found < FIELDS.len() {
+        return Err(LineError {
+            message: format!(
+                "expected {} columns separated by 0x1F, found {found}",
+                FIELDS.len()
+            ),
+        });
+    }
+    let [job_id, state, partition, user, account, submitted, nodes, tasks, per_node, per_job, per_task, alloc, dependency, reason] =
+        fields;
+    // The last column keeps its own trailing separator (splitn stops there).
+    let reason = reason.strip_suffix(SEPARATOR).unwrap_or(reason);
+    let jobs = array_task_count(job_id)
+        .filter(|_| job_id.starts_with(|c: char| c.is_ascii_digit()))
+        .ok_or_else(|| LineError {
+            message: format!("job id {job_id:?} is not a number or an array range"),
+        })?;
+    let tasks = leading_number(tasks).filter(|n| *n < NO_VAL32);
+    Ok(QueueLine {
+        job_id,
+        jobs,
+        state,
+        phase: phase_of(state),
+        partition,
+        user,
+        account: nullish(account),
+        submitted: parse_time(submitted),
+        nodes: leading_number(nodes)
+            .filter(|n| *n > 0 && *n < NO_VAL32)
+            .unwrap_or(1),
+        tasks,
+        tres_per_node: nullish(per_node),
+        tres_per_job: nullish(per_job),
+        tres_per_task: nullish(per_task),
+        tres_alloc: nullish(alloc),
+        dependency: nullish(dependency),
+        reason,
+    })
+}
+
+/// GRES out of a TRES string in any of the forms Slurm versions print:
+/// `gres:gpu:1g.5gb:1` (22.05 tres-per-*), `gres/gpu:1g.5gb:1` and
+/// `gres/gpu:1g.5gb=1` (newer, and tres-alloc). Other TRES (`cpu=1`,
+/// `mem=4G`, `license/…`) are skipped.
+pub fn gres_in_tres(tres: &str) -> Vec<GresItem> {
+    let mut items = Vec::new();
+    for raw in tres.split(',') {
+        let raw = raw.trim();
+        let Some(body) = raw
+            .strip_prefix("gres:")
+            .or_else(|| raw.strip_prefix("gres/"))
+        else {
+            continue;
+        };
+        let item = match body.split_once('=') {
+            Some((key, count)) => gres::parse_item(&format!("{key}:{count}")),
+            None => gres::parse_item(body),
+        };
+        items.extend(item);
+    }
+    items
+}
+
+/// The slices one job of this line holds (running) or asks for (pending), by
+/// GRES key (`gpu:1g.5gb`, or `gpu` for an untyped request).
+///
+/// A running job's `tres-alloc` names the types it got when the site lists
+/// typed GRES in `AccountingStorageTRES`; that wins, because it resolves
+/// untyped requests. Otherwise the request decides: per node × nodes, per job,
+/// per task × tasks, the largest of them for each type (Slurm honours all).
+pub fn slices_per_job(line: &QueueLine<'_>) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = Vec::new();
+    let mut add_max = |key: String, count: u64| match out.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, c)) => *c = (*c).max(count),
+        None => out.push((key, count)),
+    };
+    if line.phase == Phase::Running {
+        let alloc = gres_in_tres(line.tres_alloc);
+        if alloc.iter().any(|g| g.kind.is_some()) {
+            for g in alloc.into_iter().filter(|g| g.kind.is_some()) {
+                add_max(g.key(), g.count);
+            }
+            return out;
+        }
+    }
+    for g in gres_in_tres(line.tres_per_node) {
+        add_max(g.key(), g.count.saturating_mul(line.nodes));
+    }
+    for g in gres_in_tres(line.tres_per_job) {
+        add_max(g.key(), g.count);
+    }
+    for g in gres_in_tres(line.tres_per_task) {
+        add_max(g.key(), g.count.saturating_mul(line.tasks.unwrap_or(1)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(cols: &[&str]) -> String {
+        let mut s = String::new();
+        for c in cols {
+            s.push_str(c);
+            s.push(SEPARATOR);
+        }
+        s
+    }
+
+    #[test]
+    fn format_argument_names_every_field_with_the_separator() {
+        let arg = format_arg();
+        assert!(arg.starts_with("--Format=JobArrayID:\u{1f},State:\u{1f},"));
+        assert!(arg.ends_with(",Reason:\u{1f}"));
+        assert_eq!(arg.matches(',').count(), FIELDS.len() - 1);
+    }
+
+    #[test]
+    fn filters_become_arguments() {
+        let f = Filter {
+            user: Some("alice".into()),
+            partition: Some("gpu".into()),
+            account: None,
+        };
+        let a = args(&f);
+        assert_eq!(&a[..4], ["-h", "-a", "-t", "all"]);
+        assert!(a.contains(&"--user=alice".to_string()));
+        assert!(a.contains(&"--partition=gpu".to_string()));
+        assert!(!a.iter().any(|x| x.starts_with("--account")));
+    }
+
+    #[test]
+    fn a_recorded_running_line() {
+        let l = line(&[
+            "6",
+            "RUNNING",
+            "gpu",
+            "researcher",
+            "yrep",
+            "2026-11-30T15:09:06",
+            "1",
+            "1",
+            "gres:gpu:2g.10gb:1",
+            "N/A",
+            "N/A",
+            "cpu=1,node=1,billing=1",
+            "(null)",
+            "None",
+        ]);
+        let q = parse_line(&l).unwrap();
+        assert_eq!(q.job_id, "6");
+        assert_eq!(q.phase, Phase::Running);
+        assert_eq!(q.user, "researcher");
+        assert_eq!(q.account, "yrep");
+        assert_eq!(q.reason, "None");
+        assert_eq!(q.dependency, "");
+        assert_eq!(q.submitted, parse_time("2026-11-30T15:09:06"));
+        assert_eq!(slices_per_job(&q), vec![("gpu:2g.10gb".to_string(), 1)]);
+    }
+
+    #[test]
+    fn pending_array_counts_its_tasks() {
+        let l = line(&[
+            "15_[0-9%2]",
+            "PENDING",
+            "gpu",
+            "root",
+            "(null)",
+            "2026-11-30T15:09:06",
+            "1",
+            "1",
+            "gres:gpu:1g.5gb:1",
+            "N/A",
+            "N/A",
+            "cpu=1",
+            "afterok:7(unfulfilled)",
+            "Dependency",
+        ]);
+        let q = parse_line(&l).unwrap();
+        assert_eq!(q.jobs, 10);
+        assert_eq!(q.account, "");
+        assert_eq!(q.dependency, "afterok:7(unfulfilled)");
+        assert_eq!(q.phase, Phase::Pending);
+    }
+
+    #[test]
+    fn array_ranges() {
+        assert_eq!(array_task_count("42"), Some(1));
+        assert_eq!(array_task_count("42_7"), Some(1));
+        assert_eq!(array_task_count("42_[1,3,5-7]"), Some(5));
+        assert_eq!(array_task_count("42_[0-10:2]"), Some(6));
+        assert_eq!(array_task_count("42_[0-999%10]"), Some(1000));
+        assert_eq!(array_task_count("42_[9-1]"), None);
+        assert_eq!(array_task_count("42_[x]"), None);
+    }
+
+    #[test]
+    fn reason_may_contain_the_separator_and_commas() {
+        let mut l = line(&[
+            "7",
+            "PENDING",
+            "gpu",
+            "u",
+            "a",
+            "N/A",
+            "2",
+            "4",
+            "gres:gpu:1g.5gb:1",
+            "N/A",
+            "N/A",
+            "",
+            "(null)",
+        ]);
+        l.push_str("ReqNodeNotAvail, UnavailableNodes:node2\u{1f}odd\u{1f}");
+        let q = parse_line(&l).unwrap();
+        assert_eq!(q.reason, "ReqNodeNotAvail, UnavailableNodes:node2\u{1f}odd");
+        assert_eq!(q.submitted, None);
+        assert_eq!(slices_per_job(&q), vec![("gpu:1g.5gb".to_string(), 2)]);
+    }
+
+    #[test]
+    fn short_or_foreign_lines_are_errors() {
+        let err = parse_line("JOBID PARTITION NAME").unwrap_err();
+        assert!(err.message.contains("expected 14 columns"), "{err}");
+        let l = line(&[
+            "abc", "RUNNING", "gpu", "u", "a", "", "1", "1", "", "", "", "", "", "None",
+        ]);
+        assert!(parse_line(&l).unwrap_err().message.contains("\"abc\""));
+    }
+
+    #[test]
+    fn typed_allocation_wins_over_an_untyped_request() {
+        let l = line(&[
+            "12",
+            "RUNNING",
+            "gpu",
+            "u",
+            "a",
+            "",
+            "1",
+            "1",
+            "gres:gpu:1",
+            "N/A",
+            "N/A",
+            "cpu=1,mem=4G,node=1,billing=1,gres/gpu:1g.5gb=1,gres/gpu=1",
+            "",
+            "None",
+        ]);
+        let q = parse_line(&l).unwrap();
+        assert_eq!(slices_per_job(&q), vec![("gpu:1g.5gb".to_string(), 1)]);
+        // Without typed TRES accounting the request is all there is.
+        let l = line(&[
+            "12",
+            "RUNNING",
+            "gpu",
+            "u",
+            "a",
+            "",
+            "1",
+            "1",
+            "gres:gpu:1",
+            "N/A",
+            "N/A",
+            "cpu=1,node=1,billing=1",
+            "",
+            "None",
+        ]);
+        assert_eq!(
+            slices_per_job(&parse_line(&l).unwrap()),
+            vec![("gpu".to_string(), 1)]
+        );
+    }
+
+    #[test]
+    fn per_job_per_node_and_per_task_requests() {
+        let l = line(&[
+            "11",
+            "PENDING",
+            "gpu",
+            "u",
+            "a",
+            "",
+            "2",
+            "3",
+            "gres:shard:2",
+            "gres:gpu:1g.5gb:1",
+            "gres/gpu:2g.10gb=1",
+            "",
+            "",
+            "Resources",
+        ]);
+        let q = parse_line(&l).unwrap();
+        let mut s = slices_per_job(&q);
+        s.sort();
+        assert_eq!(
+            s,
+            vec![
+                ("gpu:1g.5gb".to_string(), 1),
+                ("gpu:2g.10gb".to_string(), 3),
+                ("shard".to_string(), 4)
+            ]
+        );
+    }
+
+    #[test]
+    fn no_val_task_count_is_unknown() {
+        let l = line(&[
+            "17",
+            "FAILED",
+            "gpu",
+            "root",
+            "yrep",
+            "2026-11-30T15:09:08",
+            "1",
+            "4294967294",
+            "gres:gpu:1g.5gb:5",
+            "N/A",
+            "N/A",
+            "cpu=1",
+            "(null)",
+            "BadConstraints",
+        ]);
+        let q = parse_line(&l).unwrap();
+        assert_eq!(q.tasks, None);
+        assert_eq!(q.phase, Phase::Ended);
+    }
+
+    #[test]
+    fn time_parsing() {
+        let t = parse_time("2026-11-30T15:09:06").unwrap();
+        assert_eq!(t.to_string(), "2026-11-30 15:09:06");
+        assert_eq!(parse_time("N/A"), None);
+        assert_eq!(parse_time("2026-13-30T15:09:06"), None);
+        assert_eq!(parse_time("2026-11-30 15:09:06"), None);
+        assert_eq!(parse_time("2026-11-3xT15:09:06"), None);
+    }
+
+    #[test]
+    fn phases() {
+        assert_eq!(phase_of("PENDING"), Phase::Pending);
+        assert_eq!(phase_of("REQUEUE_HOLD"), Phase::Pending);
+        assert_eq!(phase_of("COMPLETING"), Phase::Running);
+        assert_eq!(phase_of("SUSPENDED"), Phase::Running);
+        assert_eq!(phase_of("COMPLETED"), Phase::Ended);
+        assert_eq!(phase_of("SOME_FUTURE_STATE"), Phase::Ended);
+    }
+}

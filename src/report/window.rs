@@ -1,0 +1,119 @@
+//! The usage window of `--since`: a length back from now (`24h`, `7d`,
+//! `1d12h`) or a local date and time (`2026-11-29`, `2026-11-29T08:00`).
+
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeDelta};
+
+/// Resolve `--since` against `now` (local time). The error says what is accepted.
+pub fn since(text: &str, now: NaiveDateTime) -> Result<NaiveDateTime, String> {
+    let t = text.trim();
+    let start = if t.starts_with(|c: char| c.is_ascii_digit()) && t.contains('-') {
+        absolute(t).ok_or_else(|| usage(text))?
+    } else {
+        now - length(t).ok_or_else(|| usage(text))?
+    };
+    if start >= now {
+        return Err(format!(
+            "--since {text:?} is not in the past; give a length such as 24h or an earlier date"
+        ));
+    }
+    Ok(start)
+}
+
+fn usage(text: &str) -> String {
+    format!(
+        "--since {text:?} is not a time: expected a length back from now (90m, 24h, 7d, 2w, 1d12h) \
+         or a local date and time (2026-11-29, 2026-11-29T08:00, 2026-11-29T08:00:00)"
+    )
+}
+
+fn absolute(t: &str) -> Option<NaiveDateTime> {
+    for format in ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"] {
+        if let Ok(dt) = NaiveDateTime::parse_from_str(t, format) {
+            return Some(dt);
+        }
+    }
+    NaiveDate::parse_from_str(t, "%Y-%m-%d")
+        .ok()
+        .map(|d| d.and_time(NaiveTime::MIN))
+}
+
+fn length(t: &str) -> Option<TimeDelta> {
+    let mut total = 0i64;
+    let mut number = String::new();
+    let mut any = false;
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            'w' => 604_800,
+            _ => return None,
+        };
+        let n: i64 = number.parse().ok()?;
+        total = total.checked_add(n.checked_mul(unit)?)?;
+        number.clear();
+        any = true;
+    }
+    // A trailing bare number has no unit: refuse rather than guess.
+    if !number.is_empty() || !any || total == 0 || total > 100 * 366 * 86_400 {
+        return None;
+    }
+    TimeDelta::try_seconds(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> NaiveDateTime {
+        NaiveDateTime::parse_from_str("2026-11-30T12:00:00", "%Y-%m-%dT%H:%M:%S").unwrap()
+    }
+
+    #[test]
+    fn lengths() {
+        assert_eq!(
+            since("24h", now()).unwrap().to_string(),
+            "2026-11-29 12:00:00"
+        );
+        assert_eq!(
+            since("1d12h", now()).unwrap().to_string(),
+            "2026-11-29 00:00:00"
+        );
+        assert_eq!(
+            since("90m", now()).unwrap().to_string(),
+            "2026-11-30 10:30:00"
+        );
+        assert_eq!(
+            since("1w", now()).unwrap().to_string(),
+            "2026-11-23 12:00:00"
+        );
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(
+            since("2026-11-29", now()).unwrap().to_string(),
+            "2026-11-29 00:00:00"
+        );
+        assert_eq!(
+            since("2026-11-29T08:30", now()).unwrap().to_string(),
+            "2026-11-29 08:30:00"
+        );
+    }
+
+    #[test]
+    fn bad_values_say_what_is_accepted() {
+        for bad in ["", "24", "h", "24x", "-5h", "0h", "yesterday", "2026-13-01"] {
+            let err = since(bad, now()).unwrap_err();
+            assert!(err.contains("expected a length"), "{bad}: {err}");
+        }
+        assert!(since("2026-12-01", now())
+            .unwrap_err()
+            .contains("not in the past"));
+    }
+}
