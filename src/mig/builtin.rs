@@ -65,7 +65,15 @@ fn gib_hundredths_to_mib(h: u64) -> u64 {
 pub fn a100_40gb() -> GpuGeometry {
     build(&Table {
         model: "NVIDIA A100-SXM4-40GB",
-        names: ["1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"],
+        names: [
+            "1g.5gb",
+            "1g.5gb+me",
+            "1g.10gb",
+            "2g.10gb",
+            "3g.20gb",
+            "4g.20gb",
+            "7g.40gb",
+        ],
         gib_hundredths: [475, 475, 962, 975, 1962, 1962, 3950],
         sms: [14, 14, 14, 28, 42, 56, 98],
     })
@@ -75,7 +83,15 @@ pub fn a100_40gb() -> GpuGeometry {
 pub fn a100_80gb() -> GpuGeometry {
     build(&Table {
         model: "NVIDIA A100-SXM4-80GB",
-        names: ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"],
+        names: [
+            "1g.10gb",
+            "1g.10gb+me",
+            "1g.20gb",
+            "2g.20gb",
+            "3g.40gb",
+            "4g.40gb",
+            "7g.80gb",
+        ],
         gib_hundredths: [950, 950, 1950, 1950, 3925, 3925, 7850],
         sms: [14, 14, 14, 28, 42, 56, 98],
     })
@@ -85,7 +101,15 @@ pub fn a100_80gb() -> GpuGeometry {
 pub fn h100_80gb() -> GpuGeometry {
     build(&Table {
         model: "NVIDIA H100 80GB HBM3",
-        names: ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"],
+        names: [
+            "1g.10gb",
+            "1g.10gb+me",
+            "1g.20gb",
+            "2g.20gb",
+            "3g.40gb",
+            "4g.40gb",
+            "7g.80gb",
+        ],
         gib_hundredths: [975, 975, 1962, 1962, 3950, 3950, 7925],
         sms: [16, 16, 26, 32, 60, 64, 132],
     })
@@ -95,7 +119,15 @@ pub fn h100_80gb() -> GpuGeometry {
 pub fn h200() -> GpuGeometry {
     build(&Table {
         model: "NVIDIA H200",
-        names: ["1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"],
+        names: [
+            "1g.18gb",
+            "1g.18gb+me",
+            "1g.35gb",
+            "2g.35gb",
+            "3g.71gb",
+            "4g.71gb",
+            "7g.141gb",
+        ],
         gib_hundredths: [1600, 1600, 3225, 3225, 6950, 6950, 13975],
         sms: [16, 16, 26, 32, 60, 64, 132],
     })
@@ -147,7 +179,10 @@ mod tests {
         }
         let a = a100_40gb();
         let p = a.profile("1g.5gb").unwrap();
-        assert_eq!((p.id, p.memory_mib, p.sms, p.max_instances), (19, 4864, 14, 7));
+        assert_eq!(
+            (p.id, p.memory_mib, p.sms, p.max_instances),
+            (19, 4864, 14, 7)
+        );
         assert_eq!(a.profile("3g.20gb").unwrap().memory_mib, 20096);
         assert_eq!(a.profile("7g.40gb").unwrap().memory_mib, 40448);
         let h = h200();
@@ -158,11 +193,26 @@ mod tests {
 
     #[test]
     fn lookup_by_nvml_name() {
-        assert_eq!(lookup("NVIDIA A100-SXM4-40GB").unwrap().model(), "NVIDIA A100-SXM4-40GB");
-        assert_eq!(lookup("NVIDIA A100 80GB PCIe").unwrap().model(), "NVIDIA A100-SXM4-80GB");
-        assert_eq!(lookup("NVIDIA H100 80GB HBM3").unwrap().model(), "NVIDIA H100 80GB HBM3");
-        assert_eq!(lookup("NVIDIA H200 141GB HBM3e").unwrap().model(), "NVIDIA H200");
+        assert_eq!(
+            lookup("NVIDIA A100-SXM4-40GB").unwrap().model(),
+            "NVIDIA A100-SXM4-40GB"
+        );
+        assert_eq!(
+            lookup("NVIDIA A100 80GB PCIe").unwrap().model(),
+            "NVIDIA A100-SXM4-80GB"
+        );
+        assert_eq!(
+            lookup("NVIDIA H100 80GB HBM3").unwrap().model(),
+            "NVIDIA H100 80GB HBM3"
+        );
+        assert_eq!(
+            lookup("NVIDIA H200 141GB HBM3e").unwrap().model(),
+            "NVIDIA H200"
+        );
         assert!(lookup("Tesla V100-SXM2-16GB").is_none());
-        assert!(lookup("NVIDIA H200 NVL").is_none(), "H200 NVL has other profiles");
+        assert!(
+            lookup("NVIDIA H200 NVL").is_none(),
+            "H200 NVL has other profiles"
+        );
     }
 }

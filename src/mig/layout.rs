@@ -58,7 +58,10 @@ impl ProfileCounts {
 
     /// Instances of `profile` (0 when absent).
     pub fn get(&self, profile: &str) -> u32 {
-        self.0.get(&normalize_profile_name(profile)).copied().unwrap_or(0)
+        self.0
+            .get(&normalize_profile_name(profile))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -292,11 +295,10 @@ impl GpuSelector {
     /// True when this selector picks the GPU with `index` and NVML name `model`.
     pub fn matches(&self, index: u32, model: &str) -> bool {
         let index_ok = self.indices.as_ref().is_none_or(|ix| ix.contains(&index));
-        let model_ok = self.model.as_ref().is_none_or(|m| {
-            model
-                .to_ascii_lowercase()
-                .contains(&m.to_ascii_lowercase())
-        });
+        let model_ok = self
+            .model
+            .as_ref()
+            .is_none_or(|m| model.to_ascii_lowercase().contains(&m.to_ascii_lowercase()));
         index_ok && model_ok
     }
 
@@ -688,7 +690,10 @@ mod tests {
     #[test]
     fn built_in_words() {
         assert_eq!(parse_gpu_layout("disabled").unwrap(), GpuLayout::Disabled);
-        assert_eq!(parse_gpu_layout("ALL-BALANCED").unwrap(), GpuLayout::Balanced);
+        assert_eq!(
+            parse_gpu_layout("ALL-BALANCED").unwrap(),
+            GpuLayout::Balanced
+        );
         assert_eq!(parse_gpu_layout("all-1g").unwrap(), GpuLayout::AllSmallest);
         assert_eq!(parse_gpu_layout("auto").unwrap(), GpuLayout::Auto);
         let enabled = parse_gpu_layout("enabled").unwrap();
@@ -724,10 +729,26 @@ mod tests {
 
     #[test]
     fn profile_name_shapes() {
-        for ok in ["1g.5gb", "7g.141gb", "1g.5gb+me", "1g.24gb+me.all", "1g.10gb-me", "1g.18gb+gfx"] {
+        for ok in [
+            "1g.5gb",
+            "7g.141gb",
+            "1g.5gb+me",
+            "1g.24gb+me.all",
+            "1g.10gb-me",
+            "1g.18gb+gfx",
+        ] {
             assert!(is_profile_name(ok), "{ok}");
         }
-        for bad in ["1g.5g", "g.5gb", "1g.gb", "1c.3g.20gb", "1g.5gb+", "1g.5gb+ME", "a100", "1g.5gb x"] {
+        for bad in [
+            "1g.5g",
+            "g.5gb",
+            "1g.gb",
+            "1c.3g.20gb",
+            "1g.5gb+",
+            "1g.5gb+ME",
+            "a100",
+            "1g.5gb x",
+        ] {
             assert!(!is_profile_name(bad), "{bad}");
         }
     }
@@ -760,7 +781,10 @@ mod tests {
         };
         let a100 = "NVIDIA A100-SXM4-40GB";
         let h200 = "NVIDIA H200 141GB HBM3e";
-        assert_eq!(layout.for_gpu(0, a100).unwrap(), Some(&GpuLayout::AllSmallest));
+        assert_eq!(
+            layout.for_gpu(0, a100).unwrap(),
+            Some(&GpuLayout::AllSmallest)
+        );
         assert_eq!(layout.for_gpu(1, h200).unwrap(), Some(&GpuLayout::Balanced));
         assert_eq!(layout.for_gpu(3, h200).unwrap(), Some(&GpuLayout::Disabled));
     }
@@ -829,8 +853,14 @@ mig = "balanced"
         assert_eq!(a100.to_string(), "3g.20gb*2");
         let h200 = t.for_gpu(1, "NVIDIA H200 141GB HBM3e").unwrap().unwrap();
         assert_eq!(h200.to_string(), "3g.71gb*2");
-        assert_eq!(t.for_gpu(7, "NVIDIA H200").unwrap(), Some(&GpuLayout::Disabled));
-        assert_eq!(t.for_gpu(2, "NVIDIA H100 80GB HBM3").unwrap(), Some(&GpuLayout::Balanced));
+        assert_eq!(
+            t.for_gpu(7, "NVIDIA H200").unwrap(),
+            Some(&GpuLayout::Disabled)
+        );
+        assert_eq!(
+            t.for_gpu(2, "NVIDIA H100 80GB HBM3").unwrap(),
+            Some(&GpuLayout::Balanced)
+        );
         let resolved = resolve_layout_arg("training", &named).unwrap();
         assert_eq!(&resolved, t);
     }
@@ -862,22 +892,33 @@ mig = "balanced"
     #[test]
     fn layout_arguments_resolve_in_order() {
         let named = BTreeMap::new();
-        assert_eq!(resolve_layout_arg("balanced", &named).unwrap().entries[0].gpu, GpuLayout::Balanced);
+        assert_eq!(
+            resolve_layout_arg("balanced", &named).unwrap().entries[0].gpu,
+            GpuLayout::Balanced
+        );
         let l = resolve_layout_arg("1g.5gb*7", &named).unwrap();
         assert_eq!(l.name, "1g.5gb*7");
         assert_eq!(l.entries[0].selector, GpuSelector::all());
         let err = resolve_layout_arg("balancd", &named).unwrap_err();
         assert_eq!(exit_code_for(&err), 2);
-        assert!(err.to_string().contains("Did you mean `balanced`?"), "{err}");
+        assert!(
+            err.to_string().contains("Did you mean `balanced`?"),
+            "{err}"
+        );
         let err = resolve_layout_arg("1g.5g", &named).unwrap_err();
         assert!(err.to_string().contains("did you mean `1g.5gb`"), "{err}");
     }
 
     #[test]
     fn canonical_order_puts_large_profiles_first() {
-        let c: ProfileCounts = [("1g.5gb", 2), ("7g.40gb", 1), ("1g.10gb", 1), ("3g.20gb", 1)]
-            .into_iter()
-            .collect();
+        let c: ProfileCounts = [
+            ("1g.5gb", 2),
+            ("7g.40gb", 1),
+            ("1g.10gb", 1),
+            ("3g.20gb", 1),
+        ]
+        .into_iter()
+        .collect();
         assert_eq!(c.to_string(), "7g.40gb,3g.20gb,1g.10gb,1g.5gb*2");
     }
 }

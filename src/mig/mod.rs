@@ -8,6 +8,8 @@ pub mod builtin;
 pub mod layout;
 pub mod planner;
 pub mod profile;
+#[cfg(test)]
+mod properties;
 mod suggest;
 
 pub use auto::{plan_auto, AutoPlan, Demand, LayoutCatalog, ServedProfile};

@@ -52,7 +52,10 @@ pub struct GpuPlan {
 impl GpuPlan {
     /// Instances per profile.
     pub fn counts(&self) -> ProfileCounts {
-        self.instances.iter().map(|i| (i.profile.as_str(), 1)).collect()
+        self.instances
+            .iter()
+            .map(|i| (i.profile.as_str(), 1))
+            .collect()
     }
 
     /// Memory slices covered by the plan.
@@ -79,11 +82,9 @@ pub fn plan_gpu(layout: &GpuLayout, geometry: &GpuGeometry) -> Result<GpuTarget>
         GpuLayout::Profiles(c) => c.clone(),
         GpuLayout::AllSmallest => all_smallest(geometry)?,
         GpuLayout::Balanced => balanced(geometry)?,
-        GpuLayout::Auto => {
-            return Err(invalid(
-                "layout `auto` is chosen from job demand for the whole node; plan it with plan_auto",
-            ))
-        }
+        GpuLayout::Auto => return Err(invalid(
+            "layout `auto` is chosen from job demand for the whole node; plan it with plan_auto",
+        )),
     };
     check(&counts, geometry).map(GpuTarget::Enabled)
 }
@@ -95,17 +96,30 @@ pub fn all_smallest(geometry: &GpuGeometry) -> Result<ProfileCounts> {
         .iter()
         .filter(|p| !p.has_attributes())
         .min_by(|a, b| {
-            (a.compute_slices, a.memory_slices, std::cmp::Reverse(a.max_instances), a.id).cmp(&(
-                b.compute_slices,
-                b.memory_slices,
-                std::cmp::Reverse(b.max_instances),
-                b.id,
-            ))
+            (
+                a.compute_slices,
+                a.memory_slices,
+                std::cmp::Reverse(a.max_instances),
+                a.id,
+            )
+                .cmp(&(
+                    b.compute_slices,
+                    b.memory_slices,
+                    std::cmp::Reverse(b.max_instances),
+                    b.id,
+                ))
         })
-        .ok_or_else(|| invalid(format!("{} has no plain MIG profile for `all-1g`", geometry.model())))?;
-    Ok([(smallest.name.as_str(), u32::from(smallest.max_instances))]
-        .into_iter()
-        .collect())
+        .ok_or_else(|| {
+            invalid(format!(
+                "{} has no plain MIG profile for `all-1g`",
+                geometry.model()
+            ))
+        })?;
+    Ok(
+        [(smallest.name.as_str(), u32::from(smallest.max_instances))]
+            .into_iter()
+            .collect(),
+    )
 }
 
 /// `balanced`: mig-parted's `all-balanced` formula (`pkg/mig/builder/balanced.go`):
@@ -115,12 +129,10 @@ pub fn balanced(geometry: &GpuGeometry) -> Result<ProfileCounts> {
     let wanted: &[(u8, u32)] = match geometry.compute_slices() {
         7 => &[(1, 2), (2, 1), (3, 1)],
         4 => &[(1, 2), (2, 1)],
-        n => {
-            return Err(invalid(format!(
-                "no `balanced` layout is defined for {} ({n} compute slices); give profiles instead",
-                geometry.model()
-            )))
-        }
+        n => return Err(invalid(format!(
+            "no `balanced` layout is defined for {} ({n} compute slices); give profiles instead",
+            geometry.model()
+        ))),
     };
     let mut counts = ProfileCounts::new();
     for &(g, n) in wanted {
@@ -129,11 +141,16 @@ pub fn balanced(geometry: &GpuGeometry) -> Result<ProfileCounts> {
             .iter()
             .filter(|p| p.compute_slices == g && !p.has_attributes())
             .max_by(|a, b| {
-                (a.max_instances, std::cmp::Reverse(a.memory_slices), std::cmp::Reverse(a.id)).cmp(&(
-                    b.max_instances,
-                    std::cmp::Reverse(b.memory_slices),
-                    std::cmp::Reverse(b.id),
-                ))
+                (
+                    a.max_instances,
+                    std::cmp::Reverse(a.memory_slices),
+                    std::cmp::Reverse(a.id),
+                )
+                    .cmp(&(
+                        b.max_instances,
+                        std::cmp::Reverse(b.memory_slices),
+                        std::cmp::Reverse(b.id),
+                    ))
             })
             .ok_or_else(|| {
                 invalid(format!(
@@ -156,7 +173,10 @@ pub fn check(counts: &ProfileCounts, geometry: &GpuGeometry) -> Result<GpuPlan> 
     for (name, n) in counts.iter() {
         match geometry.profile_index(name) {
             Some(i) => need[i] = u8::try_from(n).unwrap_or(u8::MAX),
-            None => unknown.push(format!("`{name}`{}", did_you_mean(name, names.iter().copied()))),
+            None => unknown.push(format!(
+                "`{name}`{}",
+                did_you_mean(name, names.iter().copied())
+            )),
         }
     }
     if !unknown.is_empty() {
@@ -549,10 +569,16 @@ mod tests {
     #[test]
     fn balanced_and_all_1g_per_model() {
         let a = builtin::a100_40gb();
-        assert_eq!(balanced(&a).unwrap().to_string(), "3g.20gb,2g.10gb,1g.5gb*2");
+        assert_eq!(
+            balanced(&a).unwrap().to_string(),
+            "3g.20gb,2g.10gb,1g.5gb*2"
+        );
         assert_eq!(all_smallest(&a).unwrap().to_string(), "1g.5gb*7");
         let h = builtin::h200();
-        assert_eq!(balanced(&h).unwrap().to_string(), "3g.71gb,2g.35gb,1g.18gb*2");
+        assert_eq!(
+            balanced(&h).unwrap().to_string(),
+            "3g.71gb,2g.35gb,1g.18gb*2"
+        );
         assert_eq!(all_smallest(&h).unwrap().to_string(), "1g.18gb*7");
         assert_eq!(
             balanced(&builtin::a100_80gb()).unwrap().to_string(),
@@ -573,13 +599,34 @@ mod tests {
     #[test]
     fn four_g_with_three_g_is_refused_on_every_model_but_three_g_twice_is_fine() {
         for g in builtin::all() {
-            let three = g.profiles().iter().find(|p| p.id == 9).unwrap().name.clone();
-            let four = g.profiles().iter().find(|p| p.id == 5).unwrap().name.clone();
+            let three = g
+                .profiles()
+                .iter()
+                .find(|p| p.id == 9)
+                .unwrap()
+                .name
+                .clone();
+            let four = g
+                .profiles()
+                .iter()
+                .find(|p| p.id == 5)
+                .unwrap()
+                .name
+                .clone();
             let msg = err_of(&format!("{four},{three}"), &g);
             assert!(msg.contains("hardware refuses"), "{msg}");
-            assert!(msg.contains(&format!("{four} together with {three}")), "{msg}");
+            assert!(
+                msg.contains(&format!("{four} together with {three}")),
+                "{msg}"
+            );
             assert!(check(&counts(&format!("{three}*2")), &g).is_ok());
-            let two = g.profiles().iter().find(|p| p.id == 14).unwrap().name.clone();
+            let two = g
+                .profiles()
+                .iter()
+                .find(|p| p.id == 14)
+                .unwrap()
+                .name
+                .clone();
             assert!(check(&counts(&format!("{four},{two}")), &g).is_ok());
         }
     }
@@ -598,9 +645,15 @@ mod tests {
         let msg = err_of("1g.5gb*8", &a);
         assert!(msg.contains("at most 7 fit"), "{msg}");
         let msg = err_of("3g.20gb*2,1g.5gb", &a);
-        assert!(msg.contains("needs 9 memory slices (3g.20gb×2 = 8, 1g.5gb = 1) but the GPU has 8"), "{msg}");
+        assert!(
+            msg.contains("needs 9 memory slices (3g.20gb×2 = 8, 1g.5gb = 1) but the GPU has 8"),
+            "{msg}"
+        );
         let msg = err_of("2g.10gb*3,1g.5gb*2", &a);
-        assert!(msg.contains("needs 8 compute slices (2g.10gb×3 = 6, 1g.5gb×2 = 2) but the GPU has 7"), "{msg}");
+        assert!(
+            msg.contains("needs 8 compute slices (2g.10gb×3 = 6, 1g.5gb×2 = 2) but the GPU has 7"),
+            "{msg}"
+        );
         let msg = err_of("1g.5gb*7,1g.5gb+me", &a);
         assert!(msg.contains("8 compute slices"), "{msg}");
     }
@@ -622,25 +675,36 @@ mod tests {
         };
         let g = GpuGeometry::new(
             "test GPU",
-            vec![p("8g.8gb", 0, 8, 8, 1, &[0]), p("2g.2gb", 14, 2, 2, 4, &[0, 2, 4])],
+            vec![
+                p("8g.8gb", 0, 8, 8, 1, &[0]),
+                p("2g.2gb", 14, 2, 2, 4, &[0, 2, 4]),
+            ],
         )
         .unwrap();
         let msg = err_of("2g.2gb*4", &g);
-        assert!(msg.contains("needs 8 of 8 memory slices, but no arrangement"), "{msg}");
+        assert!(
+            msg.contains("needs 8 of 8 memory slices, but no arrangement"),
+            "{msg}"
+        );
         assert!(msg.contains("2g.2gb covers 2 slices from {0,2,4}"), "{msg}");
     }
 
     #[test]
     fn plan_gpu_resolves_words() {
         let a = builtin::a100_40gb();
-        assert_eq!(plan_gpu(&GpuLayout::Disabled, &a).unwrap(), GpuTarget::Disabled);
+        assert_eq!(
+            plan_gpu(&GpuLayout::Disabled, &a).unwrap(),
+            GpuTarget::Disabled
+        );
         let GpuTarget::Enabled(p) = plan_gpu(&GpuLayout::AllSmallest, &a).unwrap() else {
             panic!("all-1g is MIG")
         };
         let starts: Vec<u8> = p.instances.iter().map(|i| i.start).collect();
         assert_eq!(starts, [0, 1, 2, 3, 4, 5, 6]);
         assert!(plan_gpu(&GpuLayout::Auto, &a).is_err());
-        let GpuTarget::Enabled(empty) = plan_gpu(&GpuLayout::Profiles(ProfileCounts::new()), &a).unwrap() else {
+        let GpuTarget::Enabled(empty) =
+            plan_gpu(&GpuLayout::Profiles(ProfileCounts::new()), &a).unwrap()
+        else {
             panic!("enabled is MIG")
         };
         assert!(empty.instances.is_empty());
@@ -670,8 +734,11 @@ mod tests {
     fn diff_keeps_what_it_can() {
         let a = builtin::a100_40gb();
         let now = existing(&[("3g.20gb", 0), ("2g.10gb", 4), ("1g.5gb", 6)]);
-        let GpuChange::Reconfigure { destroy, keep, create } =
-            diff(&now, &counts("3g.20gb,1g.5gb*3"), &a).unwrap()
+        let GpuChange::Reconfigure {
+            destroy,
+            keep,
+            create,
+        } = diff(&now, &counts("3g.20gb,1g.5gb*3"), &a).unwrap()
         else {
             panic!("layout differs")
         };
@@ -685,7 +752,12 @@ mod tests {
     fn diff_to_a_layout_that_cannot_keep_anything() {
         let a = builtin::a100_40gb();
         let now = existing(&[("1g.5gb", 0), ("1g.5gb", 1)]);
-        let GpuChange::Reconfigure { destroy, keep, create } = diff(&now, &counts("7g.40gb"), &a).unwrap() else {
+        let GpuChange::Reconfigure {
+            destroy,
+            keep,
+            create,
+        } = diff(&now, &counts("7g.40gb"), &a).unwrap()
+        else {
             panic!("layout differs")
         };
         assert!(keep.is_empty());

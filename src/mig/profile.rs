@@ -51,7 +51,11 @@ impl Profile {
 
 /// Bit mask of `size` memory slices from `start`.
 pub(crate) fn slice_mask(start: u8, size: u8) -> u32 {
-    let ones = if size >= 32 { u32::MAX } else { (1u32 << size) - 1 };
+    let ones = if size >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << size) - 1
+    };
     ones << start
 }
 
@@ -107,13 +111,22 @@ impl GpuGeometry {
             p.placement_starts.sort_unstable();
             p.placement_starts.dedup();
             if p.name.is_empty() {
-                bail!("GPU model {model:?}: a MIG profile (id {}) has no name", p.id);
+                bail!(
+                    "GPU model {model:?}: a MIG profile (id {}) has no name",
+                    p.id
+                );
             }
             if !names.insert(p.name.clone()) {
-                bail!("GPU model {model:?}: MIG profile {} is listed twice", p.name);
+                bail!(
+                    "GPU model {model:?}: MIG profile {} is listed twice",
+                    p.name
+                );
             }
             if !ids.insert(p.id) {
-                bail!("GPU model {model:?}: MIG profile id {} is listed twice", p.id);
+                bail!(
+                    "GPU model {model:?}: MIG profile id {} is listed twice",
+                    p.id
+                );
             }
             if p.memory_slices == 0 || p.compute_slices == 0 || p.max_instances == 0 {
                 bail!(
@@ -122,7 +135,10 @@ impl GpuGeometry {
                 );
             }
             if p.placement_starts.is_empty() {
-                bail!("GPU model {model:?}: MIG profile {} has no placement", p.name);
+                bail!(
+                    "GPU model {model:?}: MIG profile {} has no placement",
+                    p.name
+                );
             }
             for &start in &p.placement_starts {
                 let end = u16::from(start) + u16::from(p.memory_slices);
@@ -171,7 +187,9 @@ impl GpuGeometry {
             }
             let narrow = |what: &str, v: u32| -> Result<u8> {
                 u8::try_from(v).map_err(|_| {
-                    anyhow::anyhow!("GPU model {model:?}: MIG profile {name}: {what} {v} is out of range")
+                    anyhow::anyhow!(
+                        "GPU model {model:?}: MIG profile {name}: {what} {v} is out of range"
+                    )
                 })
             };
             let mut starts = Vec::with_capacity(info.placements.len());
@@ -265,7 +283,10 @@ mod tests {
             instance_count: n,
             memory_mib: 1000,
             sms: 14 * c,
-            placements: starts.iter().map(|&s| PlacementInfo { start: s, size }).collect(),
+            placements: starts
+                .iter()
+                .map(|&s| PlacementInfo { start: s, size })
+                .collect(),
         }
     }
 
@@ -282,7 +303,10 @@ mod tests {
         assert_eq!(g.memory_slices(), 8);
         assert_eq!(g.compute_slices(), 7);
         assert_eq!(g.profile("MIG 3G.20GB").unwrap().placement_starts, [0, 4]);
-        assert!(g.profile("2g.10gb+me").is_none(), "profiles without placements are dropped");
+        assert!(
+            g.profile("2g.10gb+me").is_none(),
+            "profiles without placements are dropped"
+        );
     }
 
     #[test]
@@ -299,7 +323,10 @@ mod tests {
         assert!(GpuGeometry::from_profile_infos("x", &[far]).is_err());
         let past = info("1g.5gb", 19, 1, 7, &[31], 2);
         assert!(GpuGeometry::from_profile_infos("x", &[past]).is_err());
-        let twice = [info("1g.5gb", 19, 1, 7, &[0], 1), info("MIG 1g.5gb", 20, 1, 1, &[0], 1)];
+        let twice = [
+            info("1g.5gb", 19, 1, 7, &[0], 1),
+            info("MIG 1g.5gb", 20, 1, 1, &[0], 1),
+        ];
         assert!(GpuGeometry::from_profile_infos("x", &twice).is_err());
         assert!(GpuGeometry::from_profile_infos("x", &[]).is_err());
     }
