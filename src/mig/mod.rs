@@ -10,7 +10,7 @@ pub mod planner;
 pub mod profile;
 #[cfg(test)]
 mod properties;
-mod suggest;
+pub(crate) mod suggest;
 
 pub use auto::{plan_auto, AutoPlan, Demand, LayoutCatalog, ServedProfile};
 pub use layout::{

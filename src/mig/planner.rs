@@ -129,10 +129,12 @@ pub fn balanced(geometry: &GpuGeometry) -> Result<ProfileCounts> {
     let wanted: &[(u8, u32)] = match geometry.compute_slices() {
         7 => &[(1, 2), (2, 1), (3, 1)],
         4 => &[(1, 2), (2, 1)],
-        n => return Err(invalid(format!(
+        n => {
+            return Err(invalid(format!(
             "no `balanced` layout is defined for {} ({n} compute slices); give profiles instead",
             geometry.model()
-        ))),
+        )))
+        }
     };
     let mut counts = ProfileCounts::new();
     for &(g, n) in wanted {

@@ -18,13 +18,13 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The candidate closest to `wrong`, if it is close enough to be a typo
-/// (at most a third of its length away, and at least one edit allowed).
+/// (at most a third of its length away, and at least two edits allowed).
 pub(crate) fn closest<'a, I>(wrong: &str, candidates: I) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {
     let wrong = wrong.to_ascii_lowercase();
-    let limit = (wrong.chars().count() / 3).max(1);
+    let limit = (wrong.chars().count() / 3).max(2);
     candidates
         .into_iter()
         .map(|c| (edit_distance(&wrong, &c.to_ascii_lowercase()), c))
