@@ -749,7 +749,7 @@ mod tests {
         assert_eq!(plan.not_offered.jobs("9g.999gb"), 4);
         let n1 = plan.instances.get("1g.18gb");
         let n7 = plan.instances.get("7g.141gb");
-        // 7000/(7·k) vs 1000/(8-k): k = 7 whole-GPU-free GPUs gives 142.9 vs 1000; k = 4 gives 250 vs 250.
+        // k GPUs as 1g.18gb*7, 8 - k as 7g: backlogs 7000/(7k) and 1000/(8-k) meet at k = 4.
         assert_eq!((n1, n7), (28, 4), "{plan:?}");
         let served: Vec<Option<u64>> = plan.served.iter().map(|s| s.rounds).collect();
         assert_eq!(served, [Some(250), Some(250)]);

@@ -506,8 +506,15 @@ impl<'de> Deserialize<'de> for MigDef {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MigDef, A::Error> {
                 let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, i64>()? {
-                    out.push((k, v));
+                while let Some((k, v)) = map.next_entry::<String, toml::Value>()? {
+                    match v.as_integer() {
+                        Some(n) => out.push((k, n)),
+                        None => {
+                            return Err(de::Error::custom(format!(
+                                "mig.\"{k}\" = {v}: a count must be a whole number, e.g. mig = {{ \"{k}\" = 2 }}"
+                            )))
+                        }
+                    }
                 }
                 Ok(MigDef::Counts(out))
             }
@@ -881,12 +888,43 @@ mig = "balanced"
                 "same GPUs",
             ),
             ("[node_setup.layouts.x]\ndescr = 1\ngpus = [{ mig = false }]\n", "descr"),
+            (
+                "[node_setup.layouts.x]\ngpus = [{ mig = { \"1g.5gb\" = \"7\" } }]\n",
+                "a count must be a whole number",
+            ),
         ];
         for (text, needle) in cases {
             let err = site_layouts(text).unwrap_err();
             assert_eq!(exit_code_for(&err), 2, "{text}");
             assert!(format!("{err:#}").contains(needle), "{text}: {err:#}");
         }
+    }
+
+    /// The way node-setup reads them: its own `[node_setup]` struct holding `layouts`.
+    #[test]
+    fn layouts_load_through_the_site_file() {
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        struct NodeSetupSection {
+            layouts: LayoutDefs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("site.toml");
+        std::fs::write(&path, SITE).unwrap();
+        let site = crate::config::Site::load(Some(&path)).unwrap();
+        let section: NodeSetupSection = site.section("node_setup").unwrap();
+        let named = named_layouts(&section.layouts, &site.describe()).unwrap();
+        assert_eq!(named["training"].entries.len(), 4);
+
+        std::fs::write(&path, "[node_setup.layouts.x]\ngpus = [{ mig = true }]\n").unwrap();
+        let site = crate::config::Site::load(Some(&path)).unwrap();
+        let err = site.section::<NodeSetupSection>("node_setup").unwrap_err();
+        assert_eq!(exit_code_for(&err), 2);
+        assert!(
+            err.to_string()
+                .contains("mig = true does not say which slices"),
+            "{err}"
+        );
     }
 
     #[test]

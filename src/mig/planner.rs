@@ -130,10 +130,10 @@ pub fn balanced(geometry: &GpuGeometry) -> Result<ProfileCounts> {
         7 => &[(1, 2), (2, 1), (3, 1)],
         4 => &[(1, 2), (2, 1)],
         n => {
+            let model = geometry.model();
             return Err(invalid(format!(
-            "no `balanced` layout is defined for {} ({n} compute slices); give profiles instead",
-            geometry.model()
-        )))
+                "no `balanced` layout is defined for {model} ({n} compute slices); give profiles instead"
+            )));
         }
     };
     let mut counts = ProfileCounts::new();

@@ -77,14 +77,21 @@ proptest! {
             }
             Err(err) => {
                 prop_assert_eq!(crate::error::exit_code_for(&err), 2);
-                prop_assert!(!catalog.contains(&counts), "refused {} but the catalog has it: {:#}", counts, err);
+                prop_assert!(
+                    !catalog.contains(&counts),
+                    "refused {} but the catalog has it: {:#}",
+                    counts,
+                    err
+                );
             }
         }
     }
 
     /// Display then parse gives the same layout back.
     #[test]
-    fn layouts_round_trip(items in prop::collection::vec((1u32..8, 1u32..200, 1u32..5, prop::bool::ANY), 0..6)) {
+    fn layouts_round_trip(
+        items in prop::collection::vec((1u32..8, 1u32..200, 1u32..5, prop::bool::ANY), 0..6)
+    ) {
         let counts: ProfileCounts = items
             .iter()
             .map(|(g, gb, n, me)| (format!("{g}g.{gb}gb{}", if *me { "+me" } else { "" }), *n))
@@ -92,7 +99,13 @@ proptest! {
         let layout = GpuLayout::Profiles(counts);
         let text = layout.to_string();
         prop_assert_eq!(parse_gpu_layout(&text).unwrap(), layout.clone());
-        for word in [GpuLayout::Disabled, GpuLayout::AllSmallest, GpuLayout::Balanced, GpuLayout::Auto] {
+        let words = [
+            GpuLayout::Disabled,
+            GpuLayout::AllSmallest,
+            GpuLayout::Balanced,
+            GpuLayout::Auto,
+        ];
+        for word in words {
             prop_assert_eq!(parse_gpu_layout(&word.to_string()).unwrap(), word);
         }
     }
@@ -108,7 +121,11 @@ proptest! {
             .instances
             .iter()
             .enumerate()
-            .map(|(i, inst)| ExistingInstance { profile: inst.profile.clone(), start: inst.start, gi_id: i as u32 })
+            .map(|(i, inst)| ExistingInstance {
+                profile: inst.profile.clone(),
+                start: inst.start,
+                gi_id: i as u32,
+            })
             .collect();
         match diff(&current, &target, &g).unwrap() {
             GpuChange::Unchanged => prop_assert_eq!(current_plan.counts(), target),
@@ -119,7 +136,12 @@ proptest! {
                     .iter()
                     .map(|k| {
                         let p = g.profile(&k.profile).unwrap();
-                        super::planner::PlacedInstance { profile: p.name.clone(), profile_id: p.id, start: k.start, size: p.memory_slices }
+                        super::planner::PlacedInstance {
+                            profile: p.name.clone(),
+                            profile_id: p.id,
+                            start: k.start,
+                            size: p.memory_slices,
+                        }
                     })
                     .chain(create.iter().cloned())
                     .collect();
@@ -130,7 +152,6 @@ proptest! {
             }
         }
     }
-
 }
 
 proptest! {
@@ -142,7 +163,12 @@ proptest! {
     fn auto_plans_are_valid(gpus in 1usize..9, jobs in prop::collection::vec(0u64..5000, 7)) {
         let g = builtin::h200();
         let catalog = LayoutCatalog::build(&g);
-        let demand: Demand = g.profiles().iter().zip(&jobs).map(|(p, n)| (p.name.clone(), *n)).collect();
+        let demand: Demand = g
+            .profiles()
+            .iter()
+            .zip(&jobs)
+            .map(|(p, n)| (p.name.clone(), *n))
+            .collect();
         let cats = vec![&catalog; gpus];
         match plan_auto(&cats, &demand) {
             None => prop_assert!(demand.is_empty()),
