@@ -15,7 +15,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use super::builtin;
-use super::profile::normalize_profile_name;
+use super::profile::{normalize_profile_name, GpuGeometry};
 use super::suggest::{closest, did_you_mean, ticked_list};
 use crate::error::invalid;
 
@@ -151,6 +151,13 @@ impl fmt::Display for GpuLayout {
     }
 }
 
+/// In JSON a GPU layout is its text form (`"3g.20gb,1g.5gb*2"`, `"disabled"`).
+impl Serialize for GpuLayout {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 impl std::str::FromStr for GpuLayout {
     type Err = anyhow::Error;
 
@@ -162,8 +169,20 @@ impl std::str::FromStr for GpuLayout {
 /// Parse one GPU's layout: a built-in word or a profile list.
 ///
 /// Profile lists are comma-separated items `name`, `name*N` or `name=N`; a
-/// profile named twice adds up (`1g.5gb,1g.5gb` = `1g.5gb*2`).
+/// profile named twice adds up (`1g.5gb,1g.5gb` = `1g.5gb*2`). Names are
+/// checked for shape only; `planner::check` checks them against a GPU.
 pub fn parse_gpu_layout(text: &str) -> Result<GpuLayout> {
+    parse_with(text, None)
+}
+
+/// Parse a layout for a known GPU model: every profile name must be one of
+/// `geometry`'s, and a wrong one is answered with the nearest name and the
+/// model's list (`1g.5g` → "did you mean `1g.5gb`? … its profiles are …").
+pub fn parse_gpu_layout_for(text: &str, geometry: &GpuGeometry) -> Result<GpuLayout> {
+    parse_with(text, Some(geometry))
+}
+
+fn parse_with(text: &str, gpu: Option<&GpuGeometry>) -> Result<GpuLayout> {
     let s = text.trim();
     if s.is_empty() {
         return Err(invalid(
@@ -188,7 +207,7 @@ pub fn parse_gpu_layout(text: &str) -> Result<GpuLayout> {
                  e.g. `3g.20gb,1g.5gb*2`"
             )));
         }
-        let (name, count) = parse_item(item, s)?;
+        let (name, count) = parse_item(item, s, gpu)?;
         let total = counts.get(&name) + count;
         if total > MAX_COUNT {
             return Err(invalid(format!(
@@ -201,7 +220,7 @@ pub fn parse_gpu_layout(text: &str) -> Result<GpuLayout> {
 }
 
 /// `1g.5gb*7`, `1g.5gb=7` or `1g.5gb` → (name, count).
-fn parse_item(item: &str, whole: &str) -> Result<(String, u32)> {
+fn parse_item(item: &str, whole: &str, gpu: Option<&GpuGeometry>) -> Result<(String, u32)> {
     let (name, count) = match item.find(['*', '=']) {
         Some(pos) => {
             let raw = item[pos + 1..].trim();
@@ -223,7 +242,7 @@ fn parse_item(item: &str, whole: &str) -> Result<(String, u32)> {
         None => (item, 1),
     };
     let name = normalize_profile_name(name);
-    check_profile_syntax(&name, whole)?;
+    check_profile_name(&name, whole, gpu)?;
     Ok((name, count))
 }
 
@@ -265,7 +284,19 @@ pub fn is_profile_name(name: &str) -> bool {
     true
 }
 
-fn check_profile_syntax(name: &str, whole: &str) -> Result<()> {
+fn check_profile_name(name: &str, whole: &str, gpu: Option<&GpuGeometry>) -> Result<()> {
+    if let Some(g) = gpu {
+        if g.profile(name).is_some() {
+            return Ok(());
+        }
+        let names = g.profile_names();
+        return Err(invalid(format!(
+            "MIG layout `{whole}`: {} has no MIG profile `{name}`{}; its profiles are {}",
+            g.model(),
+            did_you_mean(name, names.iter().copied()),
+            ticked_list(names.iter().copied())
+        )));
+    }
     if is_profile_name(name) {
         return Ok(());
     }
@@ -278,7 +309,7 @@ fn check_profile_syntax(name: &str, whole: &str) -> Result<()> {
 }
 
 /// Which GPUs of a node a layout entry applies to. Empty = all GPUs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct GpuSelector {
     /// NVML indices; `None` = any index.
     pub indices: Option<Vec<u32>>,
@@ -327,14 +358,14 @@ impl fmt::Display for GpuSelector {
 }
 
 /// One entry of a layout: a selector and what the selected GPUs become.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LayoutEntry {
     pub selector: GpuSelector,
     pub gpu: GpuLayout,
 }
 
 /// A whole-node layout.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Layout {
     /// The site-file name, the built-in word, or the canonical profile list.
     pub name: String,
@@ -715,6 +746,34 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("`1g.5g` is not a MIG profile name"), "{msg}");
         assert!(msg.contains("did you mean `1g.5gb`"), "{msg}");
+    }
+
+    #[test]
+    fn parsing_for_a_known_gpu_lists_its_profiles() {
+        let a100 = builtin::a100_40gb();
+        let ok = parse_gpu_layout_for("3g.20gb,1g.5gb*4", &a100).unwrap();
+        assert_eq!(ok.to_string(), "3g.20gb,1g.5gb*4");
+        for wrong in ["1g.5g*7", "1g.18gb*7"] {
+            let err = parse_gpu_layout_for(wrong, &a100).unwrap_err();
+            assert_eq!(exit_code_for(&err), 2);
+            let msg = err.to_string();
+            assert!(
+                msg.contains("NVIDIA A100-SXM4-40GB has no MIG profile"),
+                "{msg}"
+            );
+            assert!(
+                msg.contains("its profiles are `7g.40gb`, `4g.20gb`"),
+                "{msg}"
+            );
+        }
+        let msg = parse_gpu_layout_for("1g.5g*7", &a100)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("did you mean `1g.5gb`?"), "{msg}");
+        assert_eq!(
+            parse_gpu_layout_for("balanced", &a100).unwrap(),
+            GpuLayout::Balanced
+        );
     }
 
     #[test]

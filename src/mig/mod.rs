@@ -14,8 +14,8 @@ pub(crate) mod suggest;
 
 pub use auto::{plan_auto, AutoPlan, Demand, LayoutCatalog, ServedProfile};
 pub use layout::{
-    named_layouts, parse_gpu_layout, resolve_layout_arg, GpuLayout, GpuSelector, Layout, LayoutDef,
-    LayoutDefs, LayoutEntry, ProfileCounts,
+    named_layouts, parse_gpu_layout, parse_gpu_layout_for, resolve_layout_arg, GpuLayout,
+    GpuSelector, Layout, LayoutDef, LayoutDefs, LayoutEntry, ProfileCounts,
 };
 pub use planner::{
     all_smallest, balanced, check, diff, plan_gpu, ExistingInstance, GpuChange, GpuPlan, GpuTarget,
