@@ -1,78 +1,321 @@
-//! Writing files so that a reader never sees half of one.
+//! Writing files an administrator owns: atomically, checked, with a backup.
+//!
+//! `write_atomic_checked` writes a temporary file in the target's directory,
+//! fsyncs it, sets its mode (and the old file's owner), reads it back and runs
+//! the caller's check on what was actually written, then renames it over the
+//! target and fsyncs the directory. A crash or a failed check at any point
+//! leaves the old file as it was; at worst a `.<name>.yolo-sched-tmp.*` file
+//! remains, which the next write ignores. `write_with_backup` first keeps a
+//! timestamped copy of the old file.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
-/// Write `bytes` to `path` atomically: a temporary file in the same
-/// directory, flushed to disk, given `mode`, renamed over `path`, and the
-/// directory flushed so the rename survives a crash.
+/// What `write_with_backup` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The file already had exactly these bytes; nothing was written.
+    Unchanged,
+    /// The file was replaced (or created); `backup` holds the old content, if there was any.
+    Written { backup: Option<PathBuf> },
+}
+
+/// Write `bytes` to `path` atomically with permission bits `mode`.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} has no file name", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    write_atomic_checked(path, bytes, mode, |_| Ok(()))
+}
+
+/// Write `bytes` to `path` atomically with permission bits `mode`, replacing
+/// the old file only if `check` accepts the bytes read back from the
+/// temporary file. A symlink at `path` is followed: its target is replaced.
+pub fn write_atomic_checked<F>(path: &Path, bytes: &[u8], mode: u32, check: F) -> Result<()>
+where
+    F: FnOnce(&[u8]) -> Result<()>,
+{
+    let target = resolve(path)?;
+    let dir = parent_dir(&target);
+    let name = file_name(&target)?;
+    let old_owner = match fs::metadata(&target) {
+        Ok(meta) => {
+            if !meta.is_file() {
+                bail!(
+                    "{} exists and is not a regular file; not replacing it",
+                    target.display()
+                );
+            }
+            Some((meta.uid(), meta.gid()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", target.display())),
+    };
+    let (tmp_path, mut tmp) = create_temp(&dir, &name)?;
     let result = (|| -> Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(&tmp)
-            .with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(bytes)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        // The umask may have narrowed the mode given at creation.
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-        File::open(dir)?.sync_all()?;
-        Ok(())
+        tmp.write_all(bytes)
+            .with_context(|| format!("writing {}", tmp_path.display()))?;
+        tmp.set_permissions(fs::Permissions::from_mode(mode))
+            .with_context(|| format!("setting mode {mode:o} on {}", tmp_path.display()))?;
+        if let Some((uid, gid)) = old_owner {
+            // Keep the owner an admin chose; only root may give files away, and
+            // a non-root writer already owns what it can write.
+            if nix::unistd::geteuid().is_root() {
+                std::os::unix::fs::fchown(&tmp, Some(uid), Some(gid))
+                    .with_context(|| format!("setting owner of {}", tmp_path.display()))?;
+            }
+        }
+        tmp.sync_all()
+            .with_context(|| format!("syncing {}", tmp_path.display()))?;
+        let mut written = Vec::with_capacity(bytes.len());
+        File::open(&tmp_path)
+            .and_then(|mut f| f.read_to_end(&mut written))
+            .with_context(|| format!("reading back {}", tmp_path.display()))?;
+        if written != bytes {
+            bail!("{} does not read back as written", tmp_path.display());
+        }
+        check(&written).with_context(|| {
+            format!(
+                "the new {} failed its check; the old file is unchanged",
+                target.display()
+            )
+        })?;
+        fs::rename(&tmp_path, &target)
+            .with_context(|| format!("renaming {} to {}", tmp_path.display(), target.display()))?;
+        sync_dir(&dir)
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(&tmp_path);
     }
     result
+}
+
+/// Replace `path` like `write_atomic_checked`, first copying the old file to
+/// `<name>.<UTC timestamp>.bak` beside it. Identical content is left alone
+/// (no write, no backup), so repeated runs do not pile up backups.
+pub fn write_with_backup<F>(path: &Path, bytes: &[u8], mode: u32, check: F) -> Result<WriteOutcome>
+where
+    F: FnOnce(&[u8]) -> Result<()>,
+{
+    let target = resolve(path)?;
+    let old = match fs::read(&target) {
+        Ok(old) => Some(old),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", target.display())),
+    };
+    if old.as_deref() == Some(bytes) {
+        return Ok(WriteOutcome::Unchanged);
+    }
+    let backup = match &old {
+        Some(content) => {
+            let old_mode = fs::metadata(&target)
+                .with_context(|| format!("reading {}", target.display()))?
+                .permissions()
+                .mode()
+                & 0o7777;
+            let backup = backup_path(&target)?;
+            write_atomic(&backup, content, old_mode)
+                .with_context(|| format!("keeping a backup of {}", target.display()))?;
+            Some(backup)
+        }
+        None => None,
+    };
+    write_atomic_checked(&target, bytes, mode, check)?;
+    Ok(WriteOutcome::Written { backup })
+}
+
+/// `dir/name.20260101T120000Z.bak`, with `-2`, `-3`, … if that exists already.
+fn backup_path(target: &Path) -> Result<PathBuf> {
+    let dir = parent_dir(target);
+    let name = file_name(target)?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let first = dir.join(format!("{name}.{stamp}.bak"));
+    if !first.exists() {
+        return Ok(first);
+    }
+    for n in 2..1000 {
+        let candidate = dir.join(format!("{name}.{stamp}-{n}.bak"));
+        if !candidate.exists() {
+            return Ok(candidate);
+        }
+    }
+    bail!("too many backups of {} this second", target.display())
+}
+
+/// Follow a symlink at `path` to the file it finally names, so the link
+/// survives the rename.
+fn resolve(path: &Path) -> Result<PathBuf> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => fs::canonicalize(path)
+            .with_context(|| format!("following the symlink {}", path.display())),
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn file_name(path: &Path) -> Result<String> {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .with_context(|| format!("{} does not name a file", path.display()))
+}
+
+/// A new, exclusive temporary file in `dir` (mode 0600 until the caller sets it).
+fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    for _ in 0..100 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(".{name}.yolo-sched-tmp.{}.{n}", std::process::id()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("creating a temporary file in {}", dir.display()))
+            }
+        }
+    }
+    bail!("could not create a temporary file in {}", dir.display())
+}
+
+/// fsync a directory so a rename in it survives a crash.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing directory {}", dir.display()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn replaces_with_the_given_mode_and_leaves_no_temp_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f.json");
-        fs::write(&p, "old").unwrap();
-        write_atomic(&p, b"new", 0o644).unwrap();
-        assert_eq!(fs::read_to_string(&p).unwrap(), "new");
-        assert_eq!(
-            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o644
-        );
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    fn leftovers(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("yolo-sched-tmp"))
+            .collect()
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o7777
     }
 
     #[test]
-    fn a_failed_write_keeps_the_old_file() {
+    fn creates_with_the_mode_asked_for() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("sub");
+        let p = dir.path().join("gres.conf");
+        write_atomic(&p, b"Name=gpu\n", 0o644).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"Name=gpu\n");
+        assert_eq!(mode_of(&p), 0o644);
+        write_atomic(&p, b"x", 0o600).unwrap();
+        assert_eq!(mode_of(&p), 0o600);
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_failed_check_leaves_the_old_file_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("gres.conf");
+        fs::write(&p, b"old\n").unwrap();
+        let err = write_with_backup(&p, b"new\n", 0o644, |bytes| {
+            assert_eq!(bytes, b"new\n", "the check sees what was written");
+            anyhow::bail!("line 1: unknown key")
+        })
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("old file is unchanged"),
+            "{err:#}"
+        );
+        assert_eq!(fs::read(&p).unwrap(), b"old\n");
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_directory_is_not_replaced_and_a_missing_directory_fails_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("conf");
         fs::create_dir(&p).unwrap();
-        // Renaming a file over a directory fails: the directory must survive.
-        assert!(write_atomic(&p, b"x", 0o644).is_err());
+        let err = write_atomic(&p, b"new", 0o644).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err:#}");
         assert!(p.is_dir());
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        let missing = dir.path().join("no-such-dir").join("conf");
+        assert!(write_atomic(&missing, b"new", 0o644).is_err());
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn backup_keeps_the_old_content_and_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("gres.conf");
+        fs::write(&p, b"old\n").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
+        let WriteOutcome::Written { backup: Some(b) } =
+            write_with_backup(&p, b"new\n", 0o644, |_| Ok(())).unwrap()
+        else {
+            panic!("the file existed, so there is a backup")
+        };
+        assert_eq!(fs::read(&b).unwrap(), b"old\n");
+        assert_eq!(mode_of(&b), 0o640);
+        assert!(b
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("gres.conf."));
+        assert!(b.to_string_lossy().ends_with(".bak"));
+        assert_eq!(fs::read(&p).unwrap(), b"new\n");
+        assert_eq!(mode_of(&p), 0o644);
+
+        // Same content again: nothing written, no second backup.
+        assert_eq!(
+            write_with_backup(&p, b"new\n", 0o644, |_| Ok(())).unwrap(),
+            WriteOutcome::Unchanged
+        );
+        // Different content in the same second: a distinct backup name.
+        let WriteOutcome::Written { backup: Some(b2) } =
+            write_with_backup(&p, b"newer\n", 0o644, |_| Ok(())).unwrap()
+        else {
+            panic!("second backup")
+        };
+        assert_ne!(b, b2);
+        assert_eq!(fs::read(&b2).unwrap(), b"new\n");
+    }
+
+    #[test]
+    fn a_new_file_has_no_backup() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("slurm.conf.d").join("gres-node1.conf");
+        fs::create_dir(p.parent().unwrap()).unwrap();
+        assert_eq!(
+            write_with_backup(&p, b"x\n", 0o644, |_| Ok(())).unwrap(),
+            WriteOutcome::Written { backup: None }
+        );
+    }
+
+    #[test]
+    fn a_symlink_is_followed_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.conf");
+        let link = dir.path().join("gres.conf");
+        fs::write(&real, b"old").unwrap();
+        std::os::unix::fs::symlink("real.conf", &link).unwrap();
+        write_with_backup(&link, b"new", 0o644, |_| Ok(())).unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&real).unwrap(), b"new");
     }
 }

@@ -8,6 +8,8 @@ pub mod dataset;
 pub mod doctor;
 pub mod error;
 pub mod fsutil;
+pub mod gres;
+pub mod mig;
 pub mod nvml;
 pub mod plan;
 pub mod process;

@@ -1,0 +1,24 @@
+//! MIG planning, pure: GPU geometries, layouts, the placement planner, and `auto`.
+//!
+//! Nothing here touches NVML or files; `node-setup` feeds in what NVML reports
+//! and applies what comes out. See `docs/mig-layouts.md`.
+
+pub mod auto;
+pub mod builtin;
+pub mod layout;
+pub mod planner;
+pub mod profile;
+#[cfg(test)]
+mod properties;
+pub(crate) mod suggest;
+
+pub use auto::{plan_auto, AutoPlan, Demand, LayoutCatalog, ServedProfile};
+pub use layout::{
+    named_layouts, parse_gpu_layout, parse_gpu_layout_for, resolve_layout_arg, GpuLayout,
+    GpuSelector, Layout, LayoutDef, LayoutDefs, LayoutEntry, ProfileCounts,
+};
+pub use planner::{
+    all_smallest, balanced, check, diff, plan_gpu, ExistingInstance, GpuChange, GpuPlan, GpuTarget,
+    PlacedInstance,
+};
+pub use profile::{GpuGeometry, PlacementInfo, Profile, ProfileInfo};
