@@ -249,42 +249,24 @@ pub fn plan(
     let mut stages = Vec::new();
 
     if let Some(prep) = &spec.stages.prepare {
-        let (time, secs) = prep
-            .resources
-            .time
-            .as_ref()
-            .map(|t| (t.text.clone(), t.seconds))
-            .unwrap_or(("01:00:00".into(), 3600));
-        check_time(
+        let defaults = StageDefaults {
+            time: "01:00:00",
+            cpus: 2,
+            mem: "4G",
+            partition: cpu_partition_default.clone(),
+        };
+        let stage = side_stage(
             spec,
             policy,
-            "stages.prepare.time",
-            &time,
-            secs,
+            StageKind::Prepare,
+            &prep.resources,
+            defaults,
+            None,
+            None,
+            vec![],
             &mut errors,
         );
-        stages.push(PlannedStage {
-            kind: StageKind::Prepare,
-            job_name: format!("{name}.prepare"),
-            partition: prep
-                .resources
-                .partition
-                .clone()
-                .or_else(|| cpu_partition_default.clone()),
-            account: spec.run.account.clone(),
-            qos: spec.run.qos.clone(),
-            time,
-            cpus: prep.resources.cpus.unwrap_or(2),
-            mem: prep
-                .resources
-                .mem
-                .as_ref()
-                .map(|m| m.text.clone())
-                .unwrap_or_else(|| "4G".into()),
-            gres: None,
-            array: None,
-            depends_on: vec![],
-        });
+        stages.push(stage);
     }
     let mut train_deps = Vec::new();
     if spec.stages.prepare.is_some() {
@@ -305,8 +287,7 @@ pub fn plan(
             .resources
             .mem
             .as_ref()
-            .map(|m| m.text.clone())
-            .unwrap_or_else(|| "16G".into()),
+            .map_or_else(|| "16G".into(), |m| m.text.clone()),
         gres: gpu.gres.clone(),
         array: array.clone(),
         depends_on: train_deps,
@@ -318,80 +299,59 @@ pub fn plan(
     };
     let mut last = StageKind::Train;
     if let Some(val) = &spec.stages.val {
-        let (time, secs) = val
-            .resources
-            .time
-            .as_ref()
-            .map(|t| (t.text.clone(), t.seconds))
-            .unwrap_or(("01:00:00".into(), 3600));
-        check_time(spec, policy, "stages.val.time", &time, secs, &mut errors);
         let gres = match &val.gpu {
-            None => gpu.gres.clone(),
+            None | Some(GpuRequest::Auto) => gpu.gres.clone(),
             Some(GpuRequest::None) => None,
             Some(GpuRequest::Mig(t)) | Some(GpuRequest::Type(t)) => Some(format!("gpu:{t}:1")),
             Some(GpuRequest::Shard(n)) => Some(format!("shard:{n}")),
-            Some(GpuRequest::Auto) => gpu.gres.clone(),
         };
-        stages.push(PlannedStage {
-            kind: StageKind::Val,
-            job_name: format!("{name}.val"),
-            partition: val
-                .resources
-                .partition
-                .clone()
-                .or_else(|| gpu_partition.clone()),
-            account: spec.run.account.clone(),
-            qos: spec.run.qos.clone(),
-            time,
-            cpus: val.resources.cpus.unwrap_or(spec.train_cpus()),
-            mem: val
-                .resources
-                .mem
-                .as_ref()
-                .map(|m| m.text.clone())
-                .unwrap_or_else(|| "8G".into()),
+        let defaults = StageDefaults {
+            time: "01:00:00",
+            cpus: spec.train_cpus(),
+            mem: "8G",
+            partition: gpu_partition.clone(),
+        };
+        let deps = vec![Dependency {
+            stage: StageKind::Train,
+            kind: per_task,
+        }];
+        let stage = side_stage(
+            spec,
+            policy,
+            StageKind::Val,
+            &val.resources,
+            defaults,
             gres,
-            array: array.clone(),
-            depends_on: vec![Dependency {
-                stage: StageKind::Train,
-                kind: per_task,
-            }],
-        });
+            array.clone(),
+            deps,
+            &mut errors,
+        );
+        stages.push(stage);
         last = StageKind::Val;
     }
     if let Some(export) = &spec.stages.export {
-        let (time, secs) = export
-            .resources
-            .time
-            .as_ref()
-            .map(|t| (t.text.clone(), t.seconds))
-            .unwrap_or(("00:30:00".into(), 1800));
-        check_time(spec, policy, "stages.export.time", &time, secs, &mut errors);
-        stages.push(PlannedStage {
-            kind: StageKind::Export,
-            job_name: format!("{name}.export"),
-            partition: export
-                .resources
-                .partition
-                .clone()
-                .or_else(|| cpu_partition_default.clone()),
-            account: spec.run.account.clone(),
-            qos: spec.run.qos.clone(),
-            time,
-            cpus: export.resources.cpus.unwrap_or(2),
-            mem: export
-                .resources
-                .mem
-                .as_ref()
-                .map(|m| m.text.clone())
-                .unwrap_or_else(|| "4G".into()),
-            gres: None,
-            array: array.clone(),
-            depends_on: vec![Dependency {
-                stage: last,
-                kind: per_task,
-            }],
-        });
+        let defaults = StageDefaults {
+            time: "00:30:00",
+            cpus: 2,
+            mem: "4G",
+            partition: cpu_partition_default.clone(),
+        };
+        let deps = vec![Dependency {
+            stage: last,
+            kind: per_task,
+        }];
+        let stage = side_stage(
+            spec,
+            policy,
+            StageKind::Export,
+            &export.resources,
+            defaults,
+            None,
+            array.clone(),
+            deps,
+            &mut errors,
+        );
+        stages.push(stage);
     }
 
     if !errors.is_empty() {
@@ -416,6 +376,62 @@ pub fn plan(
         },
         warnings,
     })
+}
+
+/// What a stage other than train gets when its `[stages.X]` table leaves a value out.
+struct StageDefaults {
+    time: &'static str,
+    cpus: u32,
+    mem: &'static str,
+    partition: Option<String>,
+}
+
+/// A stage other than train: its own resources over the defaults, its time
+/// checked against the site's limit.
+#[expect(clippy::too_many_arguments, reason = "a stage is described by this many independent values")]
+fn side_stage(
+    spec: &Spec,
+    policy: &Policy,
+    kind: StageKind,
+    res: &crate::spec::StageResources,
+    defaults: StageDefaults,
+    gres: Option<String>,
+    array: Option<ArraySpec>,
+    depends_on: Vec<Dependency>,
+    errors: &mut Vec<SpecError>,
+) -> PlannedStage {
+    let name = stage_name(kind);
+    let (time, secs) = match &res.time {
+        Some(t) => (t.text.clone(), t.seconds),
+        None => (
+            defaults.time.to_string(),
+            policy::parse_slurm_time(defaults.time).unwrap_or(0),
+        ),
+    };
+    check_time(
+        spec,
+        policy,
+        &format!("stages.{name}.time"),
+        &time,
+        secs,
+        errors,
+    );
+    PlannedStage {
+        kind,
+        job_name: format!("{}.{name}", spec.run.name),
+        partition: res.partition.clone().or(defaults.partition),
+        account: spec.run.account.clone(),
+        qos: spec.run.qos.clone(),
+        time,
+        cpus: res.cpus.unwrap_or(defaults.cpus),
+        mem: res
+            .mem
+            .as_ref()
+            .map_or_else(|| defaults.mem.to_string(), |m| m.text.clone()),
+        gres,
+        array,
+        depends_on,
+    }
 }
 
 fn check_time(
