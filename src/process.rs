@@ -9,6 +9,7 @@ use std::fmt;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -108,21 +109,24 @@ pub fn run_with_timeout<S: AsRef<OsStr>>(
         buf
     });
 
-    let mut pause = Duration::from_millis(1);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {}
-            Err(source) => {
-                return Err(RunError::Spawn {
-                    command: command_line,
-                    source,
-                })
-            }
+    // A waiter thread reaps the child, so its end is seen at once rather than
+    // at the next poll; the time limit is a timeout on that thread's answer.
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(limit) {
+        Ok(Ok(status)) => status,
+        Ok(Err(source)) => {
+            return Err(RunError::Spawn {
+                command: command_line,
+                source,
+            })
         }
-        if start.elapsed() >= limit {
-            kill_group(child.id());
-            let _ = child.wait();
+        Err(_) => {
+            kill_group(pid);
+            let _ = rx.recv();
             let _ = out_reader.join();
             let _ = err_reader.join();
             return Err(RunError::Timeout {
@@ -130,8 +134,6 @@ pub fn run_with_timeout<S: AsRef<OsStr>>(
                 limit,
             });
         }
-        thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(20));
     };
     let stdout = out_reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();

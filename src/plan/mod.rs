@@ -388,7 +388,10 @@ struct StageDefaults {
 
 /// A stage other than train: its own resources over the defaults, its time
 /// checked against the site's limit.
-#[expect(clippy::too_many_arguments, reason = "a stage is described by this many independent values")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a stage is described by this many independent values"
+)]
 fn side_stage(
     spec: &Spec,
     policy: &Policy,

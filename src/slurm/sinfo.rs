@@ -49,11 +49,28 @@ impl Node {
 struct SinfoJson {
     #[serde(default)]
     nodes: Vec<Node>,
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
 }
 
-/// Parse the whole `sinfo --json` document.
+/// Parse the whole `sinfo --json` document. Without a controller, 22.05's
+/// `sinfo --json` exits 0 with an `errors` array and no nodes: that is an error.
 pub fn parse_nodes(json: &str) -> Result<Vec<Node>> {
     let doc: SinfoJson = serde_json::from_str(json).context("parsing `sinfo --json` output")?;
+    if doc.nodes.is_empty() && !doc.errors.is_empty() {
+        let messages: Vec<String> = doc
+            .errors
+            .iter()
+            .map(|e| match e.get("error").and_then(|m| m.as_str()) {
+                Some(m) => m.to_string(),
+                None => e.to_string(),
+            })
+            .collect();
+        anyhow::bail!(
+            "`sinfo --json` reported errors and no nodes: {}",
+            messages.join("; ")
+        );
+    }
     Ok(doc.nodes)
 }
 
@@ -121,6 +138,17 @@ mod tests {
             parse_nodes(r#"{"nodes":[{"name":"n","future_field":{"x":1}}],"extra":1}"#).unwrap();
         assert_eq!(nodes[0].name, "n");
         assert!(nodes[0].gres_items().is_empty());
+    }
+
+    #[test]
+    fn errors_without_nodes_are_an_error() {
+        let err = parse_nodes(r#"{"errors":[{"error":"Unable to contact slurm controller (connect failure)","error_number":1}],"nodes":[]}"#)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("Unable to contact slurm controller"),
+            "{err}"
+        );
     }
 
     #[test]
