@@ -530,3 +530,58 @@ fn status_of_a_100_task_sweep_costs_a_constant_number_of_slurm_calls() {
     let c = run(f.cmd().args(["cancel", &run_id]));
     assert_eq!(c.status.code(), Some(0));
 }
+
+#[test]
+fn an_ordinary_user_submits_and_the_jobs_run_as_that_user() {
+    if !cluster_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let spec = f.write_spec("as-researcher", "");
+    let state = f.path().join("researcher-state");
+    let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo");
+    let as_researcher = |args: &[&str]| {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "researcher", "--", "env"])
+            .arg(format!("XDG_STATE_HOME={}", state.display()))
+            .arg(format!("YOLO_SCHED_YOLO={}", standin.display()))
+            .arg("YOLO_STANDIN_EPOCH_SECONDS=0.1")
+            .arg("YOLO_SCHED_WATCH_INTERVAL=0.3")
+            .arg("NO_COLOR=1")
+            .arg(bin())
+            .args(args);
+        run(&mut c)
+    };
+    let out = as_researcher(&["submit", "--json", spec.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(as_researcher(&["watch", &run_id]).status.code(), Some(0));
+    let st: Value =
+        serde_json::from_slice(&as_researcher(&["status", "--json", &run_id]).stdout).unwrap();
+    assert_eq!(st["state"]["state"], "completed");
+    let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(workdir.join("train/weights/best.pt"))
+        .unwrap()
+        .uid();
+    let researcher: u32 = String::from_utf8(
+        Command::new("id")
+            .args(["-u", "researcher"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .parse()
+    .unwrap();
+    assert_eq!(
+        owner, researcher,
+        "the training job ran as the submitting user"
+    );
+    let manifest: Value = serde_json::from_str(&read(&workdir.join("manifest.json"))).unwrap();
+    assert_eq!(manifest["user"], "researcher");
+}

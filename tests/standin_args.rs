@@ -7,8 +7,12 @@ use std::collections::BTreeSet;
 
 #[test]
 fn the_stand_in_knows_the_same_arguments_as_the_validator() {
-    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/standin/yolo")).unwrap();
-    let start = source.find("TRAIN_ARGS = {").expect("TRAIN_ARGS in the stand-in");
+    let source =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/standin/yolo"))
+            .unwrap();
+    let start = source
+        .find("TRAIN_ARGS = {")
+        .expect("TRAIN_ARGS in the stand-in");
     let end = start + source[start..].find('}').unwrap();
     let standin: BTreeSet<String> = source[start..end]
         .split('"')
@@ -16,8 +20,14 @@ fn the_stand_in_knows_the_same_arguments_as_the_validator() {
         .filter(|(i, _)| i % 2 == 1)
         .map(|(_, s)| s.to_string())
         .collect();
-    let validator: BTreeSet<String> = yolo_sched::spec::ultralytics::YOLO_ARGS.iter().map(|a| a.name.to_string()).collect();
+    let validator: BTreeSet<String> = yolo_sched::spec::ultralytics::YOLO_ARGS
+        .iter()
+        .map(|a| a.name.to_string())
+        .collect();
     let only_standin: Vec<&String> = standin.difference(&validator).collect();
     let only_validator: Vec<&String> = validator.difference(&standin).collect();
-    assert!(only_standin.is_empty() && only_validator.is_empty(), "stand-in only: {only_standin:?}\nvalidator only: {only_validator:?}");
+    assert!(
+        only_standin.is_empty() && only_validator.is_empty(),
+        "stand-in only: {only_standin:?}\nvalidator only: {only_validator:?}"
+    );
 }
