@@ -2,15 +2,46 @@
 # Everything the test suite needs, then the suite: Debian packages, the local
 # Slurm cluster (two nodes, fake MIG GRES), formatting and lint checks, and
 # `cargo test` over the workspace with the cluster required. The cluster is
-# taken down at the end, also when something fails.
+# taken down at the end, also when something fails, and the script checks
+# that `up` twice is a no-op and that `down` leaves none of its daemons.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 export NODES="${NODES:-2}"
 
 bash slurm/deps.sh
-trap 'bash slurm/cluster.sh down' EXIT
+
+daemon_pids() { cat /run/yolo-slurm/*.pid 2>/dev/null | sort -n | tr '\n' ' '; }
+alive() { # pids still running (zombies count as gone)
+    local p state
+    for p in "$@"; do
+        state=$(awk '/^State:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+        [ -n "$state" ] && [ "$state" != Z ] && printf '%s ' "$p"
+    done
+    return 0
+}
+finish() {
+    local status=$?
+    bash slurm/cluster.sh down
+    bash slurm/cluster.sh down >/dev/null # twice: must be harmless
+    # shellcheck disable=SC2086 # one word per pid
+    left=$(alive $started_pids)
+    if [ -n "$left" ]; then
+        echo "test-all: cluster.sh down left daemons running: $left" >&2
+        status=1
+    fi
+    exit "$status"
+}
+started_pids=""
+trap finish EXIT
+
 bash slurm/cluster.sh up
+started_pids=$(daemon_pids)
+bash slurm/cluster.sh up
+if [ "$(daemon_pids)" != "$started_pids" ]; then
+    echo "test-all: a second 'cluster.sh up' restarted daemons ($started_pids -> $(daemon_pids))" >&2
+    exit 1
+fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
