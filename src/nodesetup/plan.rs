@@ -370,3 +370,201 @@ pub fn cpu_list(cpus: &[u32]) -> Option<String> {
     }
     (!parts.is_empty()).then(|| parts.join(","))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::exit_code_for;
+    use crate::mig::layout::parse_gpu_layout;
+    use crate::nvml::topology::{ComputeInstance, GpuInstance, MigMode, Placement};
+
+    const A100: &str = "NVIDIA A100-SXM4-40GB";
+
+    fn gpu(mode: Option<(bool, bool)>, instances: &[(&str, u32, u32, u32, usize)]) -> Gpu {
+        Gpu {
+            index: 0,
+            name: A100.into(),
+            uuid: "GPU-0".into(),
+            minor: 3,
+            pci_bus_id: None,
+            memory_mib: 40960,
+            mig_capable: mode.is_some(),
+            mig_mode: mode.map(|(current, pending)| MigMode { current, pending }),
+            profiles: Vec::new(),
+            gpu_instances: instances
+                .iter()
+                .map(|&(name, id, start, size, cis)| GpuInstance {
+                    id,
+                    profile_id: 0,
+                    profile_name: format!("MIG {name}"),
+                    placement: Placement { start, size },
+                    compute_instances: (0..cis)
+                        .map(|c| ComputeInstance {
+                            id: c as u32,
+                            profile_id: 0,
+                            profile_name: name.into(),
+                            slices: 1,
+                            placement: Placement { start: 0, size: 1 },
+                            uuid: None,
+                            device_name: None,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            processes: Vec::new(),
+            cpu_affinity: vec![0, 1, 2, 3, 8],
+        }
+    }
+
+    fn topo(g: Gpu) -> Topology {
+        Topology {
+            driver_version: None,
+            gpus: vec![g],
+        }
+    }
+
+    fn layout(s: &str) -> Layout {
+        Layout::uniform(parse_gpu_layout(s).unwrap())
+    }
+
+    #[test]
+    fn mig_off_gpu_is_switched_on_and_gets_the_whole_plan() {
+        let d = decide(
+            &topo(gpu(Some((false, false)), &[])),
+            &layout("1g.5gb*7"),
+            &[],
+        )
+        .unwrap();
+        let g = &d.gpus[0];
+        assert_eq!(g.mode, ModeAction::Switch { on: true });
+        assert_eq!(g.create.len(), 7);
+        assert!(g.destroy.is_empty());
+        assert!(!d.unchanged());
+    }
+
+    #[test]
+    fn matching_instances_are_unchanged_and_others_are_diffed() {
+        let t = topo(gpu(
+            Some((true, true)),
+            &[
+                ("3g.20gb", 2, 4, 4, 1),
+                ("2g.10gb", 4, 2, 2, 1),
+                ("1g.5gb", 7, 0, 1, 1),
+                ("1g.5gb", 8, 1, 1, 1),
+            ],
+        ));
+        assert!(decide(&t, &layout("3g.20gb,2g.10gb,1g.5gb*2"), &[])
+            .unwrap()
+            .unchanged());
+        let d = decide(&t, &layout("3g.20gb,1g.5gb*4"), &[]).unwrap();
+        let g = &d.gpus[0];
+        assert_eq!(g.mode, ModeAction::Keep);
+        assert_eq!(
+            g.destroy.iter().map(|i| i.gi_id).collect::<Vec<_>>(),
+            vec![4]
+        );
+        assert_eq!(g.create.len(), 2);
+        assert_eq!(g.keep.len(), 3);
+    }
+
+    #[test]
+    fn an_instance_without_its_compute_instance_is_destroyed() {
+        let t = topo(gpu(
+            Some((true, true)),
+            &[("1g.5gb", 7, 0, 1, 1), ("1g.5gb", 8, 1, 1, 0)],
+        ));
+        let d = decide(&t, &layout("1g.5gb*2"), &[]).unwrap();
+        let g = &d.gpus[0];
+        assert_eq!(
+            g.destroy.iter().map(|i| i.gi_id).collect::<Vec<_>>(),
+            vec![8]
+        );
+        assert_eq!(g.create.len(), 1);
+    }
+
+    #[test]
+    fn disabling_destroys_everything_and_switches_off() {
+        let t = topo(gpu(Some((true, true)), &[("7g.40gb", 0, 0, 8, 1)]));
+        let g = &decide(&t, &layout("disabled"), &[]).unwrap().gpus[0];
+        assert_eq!(g.mode, ModeAction::Switch { on: false });
+        assert_eq!(g.destroy.len(), 1);
+    }
+
+    #[test]
+    fn a_pending_mode_awaits_a_reset() {
+        let t = topo(gpu(Some((false, true)), &[]));
+        let g = &decide(&t, &layout("1g.5gb*7"), &[]).unwrap().gpus[0];
+        assert_eq!(g.mode, ModeAction::AwaitReset { on: true });
+    }
+
+    #[test]
+    fn processes_in_instances_to_destroy_are_busy_others_are_not() {
+        let mut g = gpu(
+            Some((true, true)),
+            &[("3g.20gb", 2, 4, 4, 1), ("4g.20gb", 1, 0, 4, 1)],
+        );
+        g.processes = vec![Process {
+            pid: 7,
+            used_memory_mib: Some(100),
+            gpu_instance_id: Some(2),
+            compute_instance_id: Some(0),
+        }];
+        let t = topo(g);
+        // The 4g.20gb goes; the busy 3g stays.
+        let keep = decide(&t, &layout("3g.20gb,2g.10gb"), &[]).unwrap();
+        assert!(keep.busy().is_empty());
+        let gone = decide(&t, &layout("1g.5gb*7"), &[]).unwrap();
+        assert_eq!(gone.busy().len(), 1);
+        assert_eq!(gone.busy()[0].1.pid, 7);
+    }
+
+    #[test]
+    fn impossible_layouts_are_invalid_input_naming_the_gpu() {
+        let t = topo(gpu(Some((false, false)), &[]));
+        let err = decide(&t, &layout("4g.20gb,3g.20gb"), &[]).unwrap_err();
+        assert_eq!(exit_code_for(&err), 2);
+        assert!(
+            err.to_string().starts_with("GPU 0 (NVIDIA A100-SXM4-40GB)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn non_mig_gpu_is_used_whole_whatever_the_layout() {
+        let mut g = gpu(None, &[]);
+        g.name = "Tesla V100-SXM2-16GB".into();
+        let d = decide(&topo(g), &layout("1g.5gb*7"), &[]).unwrap();
+        assert!(d.unchanged());
+        assert_eq!(d.gpus[0].target, Some(GpuTarget::Disabled));
+        assert!(!d.gpus[0].notes.is_empty());
+    }
+
+    #[test]
+    fn planned_gres_predicts_gi_ids_by_placement() {
+        assert_eq!(predicted_gi_id(0, 8, 8), 0);
+        assert_eq!(predicted_gi_id(4, 4, 8), 2);
+        assert_eq!(predicted_gi_id(2, 2, 8), 4);
+        assert_eq!(predicted_gi_id(6, 1, 8), 13);
+        let t = topo(gpu(Some((false, false)), &[]));
+        let d = decide(&t, &layout("3g.20gb,2g.10gb,1g.5gb*2"), &[]).unwrap();
+        let gres = gres_planned("n1", &t, &d);
+        let GpuUsage::Mig { slices } = &gres.gpus[0].usage else {
+            panic!("not MIG: {gres:?}")
+        };
+        let mut ids: Vec<u32> = slices.iter().map(|s| s.gi_id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![2, 4, 7, 8]);
+        assert_eq!(gres.gpus[0].minor, 3);
+        assert_eq!(gres.gpus[0].cores.as_deref(), Some("0-3,8"));
+    }
+
+    #[test]
+    fn cpu_lists_compress_to_ranges() {
+        assert_eq!(cpu_list(&[]), None);
+        assert_eq!(cpu_list(&[5]).as_deref(), Some("5"));
+        assert_eq!(
+            cpu_list(&[3, 0, 1, 2, 32, 33]).as_deref(),
+            Some("0-3,32-33")
+        );
+    }
+}
