@@ -169,6 +169,19 @@ fn slurmd_g() -> Vec<String> {
         .collect()
 }
 
+/// Distinct capability files slurmd lists for GRES type `kind` (two per slice).
+fn cap_files(listed: &[String], kind: &str) -> usize {
+    let mut files: Vec<&str> = listed
+        .iter()
+        .filter(|l| l.contains(&format!("Type={kind} ")))
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("File=")))
+        .filter(|f| f.contains("nvidia-cap"))
+        .collect();
+    files.sort_unstable();
+    files.dedup();
+    files.len()
+}
+
 #[test]
 fn node_setup_serves_a_mig_node_to_real_slurm() {
     if !common::cluster_available() {
@@ -195,15 +208,12 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
     let up = Command::new(cluster_sh()).arg("mig-up").output().unwrap();
     ok(&up, "cluster.sh mig-up");
 
-    // 2. slurmd lists every slice, with node-setup's files.
+    // 2. slurmd lists every slice, with node-setup's files. It prints one line
+    // per file of a MultipleFiles record: the parent and two capability files.
     let listed = slurmd_g();
-    assert_eq!(
-        listed.iter().filter(|l| l.contains("Type=1g.5gb")).count(),
-        7,
-        "{listed:#?}"
-    );
+    assert_eq!(cap_files(&listed, "1g.5gb"), 14, "{listed:#?}");
     assert!(
-        listed.iter().all(|l| l.contains("nvidia-cap")),
+        listed.iter().all(|l| l.contains("Type=1g.5gb")),
         "{listed:#?}"
     );
 
@@ -272,7 +282,9 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
         Duration::from_secs(60),
     );
     let listed = slurmd_g();
-    assert_eq!(listed.len(), 4, "{listed:#?}");
+    assert_eq!(cap_files(&listed, "3g.20gb"), 2, "{listed:#?}");
+    assert_eq!(cap_files(&listed, "2g.10gb"), 2, "{listed:#?}");
+    assert_eq!(cap_files(&listed, "1g.5gb"), 4, "{listed:#?}");
     let job = submit(jobs_dir.path(), "3g.20gb", "echo big");
     assert_eq!(
         common::wait_jobs(&[job], Duration::from_secs(60)),
