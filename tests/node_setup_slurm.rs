@@ -303,4 +303,89 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
     ));
     ok(&again, "node-setup --apply again");
     assert!(String::from_utf8_lossy(&again.stdout).contains("already applied"));
+
+    // 6. A job that outlasts --drain-timeout: node-setup gives up, resumes the
+    // node, and changes nothing.
+    let blocker = submit(jobs_dir.path(), "1g.5gb", "sleep 30");
+    let start = Instant::now();
+    while common::job_state(blocker).as_deref() != Some("RUNNING") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "job {blocker} never ran"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let timeout = common::run(&mut node_setup(
+        &node,
+        &[
+            "--apply",
+            "--layout",
+            "1g.5gb*7",
+            "--reconfigure-cmd",
+            &reload,
+            "--drain-timeout",
+            "2",
+        ],
+    ));
+    assert_eq!(timeout.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&timeout.stderr);
+    assert!(
+        err.contains(&format!("jobs {blocker} still run on mig1 after 2 s")),
+        "{err}"
+    );
+    let line = node_line();
+    assert!(
+        !field(&line, "State").contains("DRAIN"),
+        "not resumed: {line}"
+    );
+    assert_eq!(
+        field(&line, "Gres"),
+        "gpu:3g.20gb:1,gpu:2g.10gb:1,gpu:1g.5gb:2"
+    );
+    assert_eq!(common::job_state(blocker).as_deref(), Some("RUNNING"));
+    ok(
+        &Command::new("scancel")
+            .arg(blocker.to_string())
+            .output()
+            .unwrap(),
+        "scancel",
+    );
+    common::wait_jobs(&[blocker], Duration::from_secs(30));
+
+    // 7. A failure after the drain leaves the node drained with a reason that
+    // says so; the rerun converges and resumes it.
+    let failed = common::run(&mut node_setup(
+        &node,
+        &[
+            "--apply",
+            "--layout",
+            "1g.5gb*7",
+            "--reconfigure-cmd",
+            "false",
+        ],
+    ));
+    assert_eq!(failed.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(err.contains("FAILED at step 13/14 (reconfigure)"), "{err}");
+    let reason = Command::new("sinfo")
+        .args(["-h", "-N", "-n", NODE, "-o", "%T|%E"])
+        .output()
+        .unwrap();
+    let reason = String::from_utf8_lossy(&reason.stdout).into_owned();
+    assert!(
+        reason.starts_with("drained|yolo-sched node-setup failed at step 13 (reconfigure)"),
+        "{reason}"
+    );
+    let rerun = common::run(&mut node_setup(
+        &node,
+        &[
+            "--apply",
+            "--layout",
+            "1g.5gb*7",
+            "--reconfigure-cmd",
+            &reload,
+        ],
+    ));
+    ok(&rerun, "node-setup rerun after the failure");
+    wait_idle_with("gpu:1g.5gb:7", Duration::from_secs(60));
 }

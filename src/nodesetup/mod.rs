@@ -319,10 +319,14 @@ fn run_shell(cmd: &str, what: &str, limit: Duration) -> Result<()> {
     let out = crate::process::run_with_timeout("sh", &["-c", cmd], limit)
         .with_context(|| format!("running the {what} command `{cmd}`"))?;
     if !out.status.success() {
+        let stderr = out.stderr_str();
+        let said = match stderr.trim() {
+            "" => "it printed nothing on stderr".to_string(),
+            text => text.to_string(),
+        };
         bail!(
-            "the {what} command `{cmd}` failed ({}): {}",
+            "the {what} command `{cmd}` failed ({}): {said}",
             crate::process::describe_status(&out.status),
-            out.stderr_str().trim()
         );
     }
     Ok(())
