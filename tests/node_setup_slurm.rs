@@ -388,4 +388,27 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
     ));
     ok(&rerun, "node-setup rerun after the failure");
     wait_idle_with("gpu:1g.5gb:7", Duration::from_secs(60));
+
+    // 8. Only the include is missing: it is rewritten and Slurm reloaded, without a
+    // drain, and the node (not drained) is left alone.
+    std::fs::remove_file(INCLUDE).unwrap();
+    let repair = common::run(&mut node_setup(
+        &node,
+        &[
+            "--apply",
+            "--layout",
+            "1g.5gb*7",
+            "--reconfigure-cmd",
+            &reload,
+        ],
+    ));
+    ok(&repair, "node-setup repairing the include");
+    let err = String::from_utf8_lossy(&repair.stderr);
+    assert!(err.contains("step 5/14: skipped"), "{err}");
+    assert!(
+        err.contains("mig1 was not drained; nothing to resume"),
+        "{err}"
+    );
+    assert!(common::read(Path::new(INCLUDE)).contains("NodeName=mig1 Gres=gpu:1g.5gb:7"));
+    wait_idle_with("gpu:1g.5gb:7", Duration::from_secs(60));
 }

@@ -260,8 +260,12 @@ pub fn differences(prepared: &Prepared) -> Vec<String> {
         }
     }
     if !prepared.gres_matches {
+        let why = match &prepared.new_text {
+            Ok(_) => "differs from what the layout needs".to_string(),
+            Err(e) => format!("cannot be checked: {e}"),
+        };
         out.push(format!(
-            "{}: the block for {} differs from what the layout needs",
+            "{}: the block for {} {why}",
             prepared.gres_conf.display(),
             prepared.node
         ));
@@ -626,9 +630,14 @@ fn apply_locked(
         log.did("Slurm reconfigured");
         pause_point("reconfigure");
         log.step("resume", &format!("resuming {}", opts.node));
-        slurm::resume(slurm, &opts.node)?;
-        *drained = false;
-        log.did(format!("resumed {}", opts.node));
+        // A node this run did not drain is resumed only if an earlier node-setup left it drained.
+        if *drained || drained_by_node_setup(opts, slurm)? {
+            slurm::resume(slurm, &opts.node)?;
+            *drained = false;
+            log.did(format!("resumed {}", opts.node));
+        } else {
+            log.did(format!("{} was not drained; nothing to resume", opts.node));
+        }
     } else {
         log.step("reconfigure", "skipped (--no-slurm)");
         log.step("resume", "skipped (--no-slurm)");
@@ -706,20 +715,29 @@ fn reset_gpu(nvml: &Nvml, opts: &Options, index: u32, on: bool, log: &mut Log) -
     Ok(())
 }
 
+/// The node is drained (or draining) with a reason node-setup wrote.
+fn drained_by_node_setup(opts: &Options, slurm: &Slurm) -> Result<bool> {
+    Ok(
+        slurm::state_and_reason(slurm, &opts.node)?.is_some_and(|(state, reason)| {
+            state.starts_with("drain") && reason.starts_with(slurm::REASON_PREFIX)
+        }),
+    )
+}
+
+/// After an earlier run failed late (MIG and gres.conf done, Slurm not told), the
+/// node is still drained: reconfigure and resume it.
 fn resume_if_left_drained(opts: &Options, slurm: &Slurm) -> Result<()> {
-    if let Some((state, reason)) = slurm::state_and_reason(slurm, &opts.node)? {
-        if state.starts_with("drain") && reason.starts_with(slurm::REASON_PREFIX) {
-            eprintln!(
-                "node-setup: {} was left drained by an earlier node-setup ({reason}); resuming it",
-                opts.node
-            );
-            run_shell(
-                &opts.reconfigure_cmd,
-                "reconfigure",
-                Duration::from_secs(300),
-            )?;
-            slurm::resume(slurm, &opts.node)?;
-        }
+    if drained_by_node_setup(opts, slurm)? {
+        eprintln!(
+            "node-setup: {} was left drained by an earlier node-setup; reconfiguring and resuming it",
+            opts.node
+        );
+        run_shell(
+            &opts.reconfigure_cmd,
+            "reconfigure",
+            Duration::from_secs(300),
+        )?;
+        slurm::resume(slurm, &opts.node)?;
     }
     Ok(())
 }
