@@ -537,6 +537,41 @@ fn killed_at_each_step_then_rerun_converges() {
 }
 
 #[test]
+fn killed_while_turning_mig_on_then_rerun_converges() {
+    for step in ["mode", "create-1"] {
+        let node = Node::new("a100-sxm4-40gb.json");
+        let old_gres = node.gres_text();
+        let mut child = start_paused(&node, &["--apply", "--layout", "1g.5gb*7"], step);
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let _ = child.wait();
+        assert_eq!(
+            node.gres_text(),
+            old_gres,
+            "killed after {step}: gres.conf changed"
+        );
+        assert_eq!(code(&node.run(&["--check", "--layout", "1g.5gb*7"])), 1);
+        let rerun = node.run(&["--apply", "--layout", "1g.5gb*7", "--json"]);
+        assert_eq!(
+            code(&rerun),
+            0,
+            "rerun after a kill at {step}: {}",
+            stderr(&rerun)
+        );
+        let applied: serde_json::Value = serde_json::from_slice(&rerun.stdout).unwrap();
+        assert_eq!(
+            applied["changed"]["summary"],
+            "NodeName=fake1 Gres=gpu:1g.5gb:7"
+        );
+        assert_eq!(node.instances()[0].len(), 7);
+        assert_eq!(code(&node.run(&["--check", "--layout", "1g.5gb*7"])), 0);
+    }
+}
+
+#[test]
 fn two_applies_at_once_the_second_fails_clearly() {
     let node = Node::new("a100-sxm4-40gb.json");
     let mut first = start_paused(&node, &["--apply", "--layout", "1g.5gb*7"], "lock");

@@ -1,7 +1,6 @@
 //! `yolo-sched node-setup`: show the GPUs, plan, check or apply a MIG layout and
 //! this node's gres.conf block. The work is in `crate::nodesetup`.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -87,7 +86,7 @@ pub struct NodeSetupArgs {
     #[arg(long, value_name = "LAYOUT")]
     pub layout: Option<String>,
 
-    /// Print JSON instead of a table (with --show, --dry-run, --check).
+    /// Print JSON instead of text: `--show --json`, `--dry-run --json`, `--check --json`, `--apply --json`.
     #[arg(long)]
     pub json: bool,
 
@@ -181,7 +180,12 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
             rec.detail = Some(format!("node {} layout {}", opts.node, layout.name));
             super::runs::record(ctx, &rec);
         }
-        return match result? {
+        let applied = result?;
+        if args.json {
+            output::print_json(&applied)?;
+            return Ok(0);
+        }
+        return match applied {
             Applied::AlreadyApplied => {
                 output::println("already applied")?;
                 Ok(0)
@@ -364,8 +368,15 @@ fn dry_run(prepared: &Prepared, json: bool) -> Result<i32> {
         }
     }
     if let Some(demand) = &prepared.demand {
-        let d: BTreeMap<&String, &u64> = demand.iter().collect();
-        output::println(format!("  demand (auto): {d:?}"))?;
+        let jobs: Vec<String> = demand.iter().map(|(p, n)| format!("{p} ×{n}")).collect();
+        output::println(format!(
+            "  demand (auto, jobs pending or running): {}",
+            if jobs.is_empty() {
+                "none".to_string()
+            } else {
+                jobs.join(", ")
+            }
+        ))?;
     }
     output::println("")?;
     if diff.is_empty() {
