@@ -100,7 +100,7 @@ pub struct NodeSetupArgs {
 
     /// GPU reset command for --reset; `{index}` becomes the GPU index.
     /// Default: site reset_command, else `nvidia-smi --gpu-reset -i {index}`.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", requires = "reset")]
     pub reset_cmd: Option<String>,
 
     /// The NVML library, e.g. `/usr/lib64/libnvidia-ml.so.1` (default: the driver's).
