@@ -591,3 +591,81 @@ fn two_applies_at_once_the_second_fails_clearly() {
     let third = node.run(&["--apply", "--layout", "balanced"]);
     assert_eq!(code(&third), 0, "{}", stderr(&third));
 }
+
+#[test]
+fn mixed_node_names_devices_by_minor_and_keeps_the_v100_whole() {
+    // GPU 0 has minor 1, GPU 1 minor 0, the V100 minor 2.
+    let node = Node::new("mixed-2xh200-1xv100.json");
+    let out = node.run(&["--apply", "--layout", "1g.18gb*7"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let gres = node.gres_text();
+    let root = node.fake.sysroot.display().to_string();
+    let parent = |minor: u32| format!("MultipleFiles={root}/dev/nvidia{minor},");
+    assert_eq!(gres.matches(&parent(1)).count(), 7, "{gres}");
+    assert_eq!(gres.matches(&parent(0)).count(), 7, "{gres}");
+    assert!(
+        gres.contains(&format!("Name=gpu Type=v100 File={root}/dev/nvidia2")),
+        "{gres}"
+    );
+    assert!(
+        stdout(&out).contains("Gres=gpu:1g.18gb:14,gpu:v100:1"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(node.instances()[2], Vec::<String>::new());
+    assert_eq!(code(&node.run(&["--check", "--layout", "1g.18gb*7"])), 0);
+}
+
+/// A stand-in `squeue` that prints `lines` (the tres-per-node column).
+fn fake_squeue(node: &Node, lines: &str) -> String {
+    let bin = node.fake.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let data = node.fake.dir.path().join("squeue.txt");
+    std::fs::write(&data, lines).unwrap();
+    let script = bin.join("squeue");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec cat '{}'\n", data.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn auto_plans_from_job_demand() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let path = fake_squeue(
+        &node,
+        "gres:gpu:3g.20gb:1\ngres:gpu:3g.20gb:1\nN/A\ngres:gpu:3g.20gb:1\n",
+    );
+    let mut dry = node.cmd(&["--dry-run", "--layout", "auto"]);
+    dry.env("PATH", &path);
+    let out = common::run(&mut dry);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("3g.20gb ×3"), "{}", stdout(&out));
+    let mut apply = node.cmd(&["--apply", "--layout", "auto"]);
+    apply.env("PATH", &path);
+    let out = common::run(&mut apply);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(node.instances()[0], vec!["3g.20gb@0", "3g.20gb@4"]);
+
+    // No MIG demand: nothing to plan from, invalid input, nothing changed.
+    let path = fake_squeue(&node, "N/A\ngres:gpu:2\n");
+    let before = node.instances();
+    let mut none = node.cmd(&["--apply", "--layout", "auto"]);
+    none.env("PATH", &path);
+    let out = common::run(&mut none);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("no pending or running job asks for a MIG profile"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(node.instances(), before);
+}
