@@ -6,6 +6,11 @@
 #   slurm/cluster.sh down      stop the daemons this script started (and nothing else)
 #   slurm/cluster.sh status    what runs, what the nodes say
 #   slurm/cluster.sh env       print the settings in use
+#   slurm/cluster.sh reload    rewrite the config; restart slurmctld only if slurm.conf changed,
+#                              `scontrol reconfigure`, restart the MIG node's slurmd (node-setup's
+#                              --reconfigure-cmd in the end-to-end test)
+#   slurm/cluster.sh mig-up    MIG_NODE=1 + reload: add node mig1 (see MIG_NODE)
+#   slurm/cluster.sh mig-down  MIG_NODE=0 + reload: remove mig1, its gres.conf block and include
 #
 # Settings (environment):
 #   NODES=N           slurmd instances on this host (node1..nodeN, default 1; a running
@@ -16,6 +21,10 @@
 #   RESET_STATE=1     with the cluster down: forget slurmctld's saved jobs and node states
 #   FORCE_CONF=1      overwrite an /etc/slurm/slurm.conf that this script did not write
 #   GRES_CONF_NODE1=F use file F as gres.conf block for node1 (node-setup end-to-end tests)
+#   MIG_NODE=0|1      a node mig1 (own slurmd, port 17100, partition mig) whose Gres= comes from
+#                     the include /etc/slurm/yolo-mig-node.conf written by `node-setup
+#                     --slurm-include`, and whose gres.conf lines are node-setup's block (such
+#                     blocks are kept whenever this script rewrites gres.conf). Kept like NODES.
 #
 # Everything the script owns lives under these paths; down removes no file outside them.
 set -euo pipefail
@@ -42,6 +51,7 @@ if [ -r "$SETTINGS_FILE" ] && [ -s /run/yolo-slurm/slurmctld.pid ]; then
         NODES) NODES=${NODES:-$value} ;;
         ACCOUNTING) ACCOUNTING=${ACCOUNTING:-$value} ;;
         MIN_JOB_AGE) MIN_JOB_AGE=${MIN_JOB_AGE:-$value} ;;
+        MIG_NODE) MIG_NODE=${MIG_NODE:-$value} ;;
         esac
     done <"$SETTINGS_FILE"
 fi
@@ -49,6 +59,10 @@ NODES=${NODES:-1}
 ACCOUNTING=${ACCOUNTING:-0}
 MIN_JOB_AGE=${MIN_JOB_AGE:-1800}
 IDLE_TIMEOUT=${IDLE_TIMEOUT:-60}
+MIG_NODE=${MIG_NODE:-0}
+readonly MIG_NODE_NAME=mig1
+readonly MIG_NODE_PORT=17100
+readonly MIG_INCLUDE=/etc/slurm/yolo-mig-node.conf
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
@@ -198,6 +212,7 @@ write_slurm_conf() {
         all=$(node_names | paste -sd, -)
         echo "PartitionName=cpu Nodes=$all Default=YES MaxTime=INFINITE State=UP"
         echo "PartitionName=gpu Nodes=$all MaxTime=INFINITE State=UP"
+        mig_node_lines
     } >"$out"
 }
 
@@ -219,7 +234,32 @@ write_gres_conf() {
             echo "NodeName=$n AutoDetect=off Name=gpu Type=a100 File=$DEV_DIR/$n/gpu6"
             echo "NodeName=$n AutoDetect=off Name=shard Count=8 File=$DEV_DIR/$n/gpu6"
         done
+        node_setup_blocks
     } >"$out"
+}
+
+# The MIG node's slurm.conf lines: its Gres= is taken from node-setup's include.
+mig_node_lines() {
+    [ "$MIG_NODE" = 1 ] || return 0
+    local gres=""
+    if [ -r "$MIG_INCLUDE" ]; then
+        gres=$(sed -n "s/^NodeName=$MIG_NODE_NAME Gres=\([^ ]*\).*/\1/p" "$MIG_INCLUDE" | head -n1)
+    fi
+    [ -n "$gres" ] || die "MIG_NODE=1 needs $MIG_INCLUDE with a 'NodeName=$MIG_NODE_NAME Gres=...' line (node-setup --slurm-include)"
+    echo "# $MIG_NODE_NAME: Gres= from $MIG_INCLUDE (yolo-sched node-setup)"
+    echo "NodeName=$MIG_NODE_NAME NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$MIG_NODE_PORT CPUs=4 RealMemory=8000 Gres=$gres State=UNKNOWN"
+    echo "PartitionName=mig Nodes=$MIG_NODE_NAME MaxTime=INFINITE State=UP"
+}
+
+# The blocks node-setup wrote into the current gres.conf, kept as they are
+# (without MIG_NODE the mig1 block is dropped).
+node_setup_blocks() {
+    [ -r "$CONF_DIR/gres.conf" ] || return 0
+    awk -v keep_mig="$MIG_NODE" -v mig="$MIG_NODE_NAME" '
+        /^# BEGIN yolo-sched node-setup / { inside = 1; skip = ($5 == mig && keep_mig != 1) }
+        inside && !skip { print }
+        /^# END yolo-sched node-setup / { inside = 0 }
+    ' "$CONF_DIR/gres.conf"
 }
 
 write_slurmdbd_conf() {
@@ -474,7 +514,59 @@ cmd_up() {
     start_slurmctld
     start_slurmds
     wait_idle
-    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" >"$SETTINGS_FILE"
+    write_settings
+}
+
+write_settings() {
+    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\nMIG_NODE=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" "$MIG_NODE" >"$SETTINGS_FILE"
+}
+
+# Rewrite the configuration of a running cluster without stopping jobs: slurmctld
+# restarts only when slurm.conf changed (adding a node or changing its Gres= needs
+# that), every slurmd re-reads through `scontrol reconfigure`, and the MIG node's
+# slurmd is restarted so that it reads its new gres.conf lines.
+cmd_reload() {
+    require_root
+    validate_settings
+    [[ "$MIG_NODE" =~ ^[01]$ ]] || die "MIG_NODE must be 0 or 1, got '$MIG_NODE'"
+    running slurmctld slurmctld || die "the cluster is not up; run 'slurm/cluster.sh up' first"
+    local tmp_conf tmp_gres conf_changed=0
+    tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
+    tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
+    if ! (write_slurm_conf "$tmp_conf"); then
+        rm -f "$tmp_conf" "$tmp_gres"
+        exit 1
+    fi
+    write_gres_conf "$tmp_gres"
+    install_conf "$tmp_conf" "$CONF_DIR/slurm.conf" 0644 root:root && conf_changed=1
+    install_conf "$tmp_gres" "$CONF_DIR/gres.conf" 0644 root:root || true
+    [ "$MIG_NODE" = 1 ] || stop_daemon "slurmd-$MIG_NODE_NAME" slurmd
+    if [ "$conf_changed" = 1 ]; then
+        log "slurm.conf changed: restarting slurmctld"
+        stop_daemon slurmctld slurmctld
+        start_slurmctld
+    fi
+    scontrol reconfigure || log "warning: scontrol reconfigure failed"
+    if [ "$MIG_NODE" = 1 ]; then
+        stop_daemon "slurmd-$MIG_NODE_NAME" slurmd
+        install -d -m 0755 "$SPOOL_DIR/d-$MIG_NODE_NAME"
+        log "starting slurmd -N $MIG_NODE_NAME"
+        /usr/sbin/slurmd -N "$MIG_NODE_NAME"
+        local deadline=$((SECONDS + IDLE_TIMEOUT))
+        until scontrol -o show node "$MIG_NODE_NAME" 2>/dev/null | grep -q 'SlurmdStartTime=[0-9]'; do
+            [ $SECONDS -lt $deadline ] || die "$MIG_NODE_NAME did not register within ${IDLE_TIMEOUT}s (see $LOG_DIR/slurmd-$MIG_NODE_NAME.log)"
+            sleep 0.2
+        done
+    fi
+    write_settings
+}
+
+cmd_mig_down() {
+    MIG_NODE=0
+    cmd_reload
+    rm -f "$MIG_INCLUDE"
+    rm -rf "${SPOOL_DIR:?}/d-$MIG_NODE_NAME"
+    log "$MIG_NODE_NAME removed"
 }
 
 cmd_down() {
@@ -501,7 +593,7 @@ cmd_status() {
 }
 
 cmd_env() {
-    echo "NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR"
+    echo "NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR"
 }
 
 case "${1:-}" in
@@ -509,8 +601,14 @@ up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) cmd_env ;;
+reload) cmd_reload ;;
+mig-up)
+    MIG_NODE=1
+    cmd_reload
+    ;;
+mig-down) cmd_mig_down ;;
 *)
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -10,6 +10,7 @@ pub mod error;
 pub mod fsutil;
 pub mod gres;
 pub mod mig;
+pub mod nodesetup;
 pub mod nvml;
 pub mod plan;
 pub mod process;

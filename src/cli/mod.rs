@@ -3,6 +3,7 @@
 pub mod dataset;
 pub mod doctor;
 pub mod generate;
+pub mod node_setup;
 pub mod output;
 pub mod report;
 pub mod runs;
@@ -79,7 +80,7 @@ pub enum Command {
     /// Print the audit trail.
     Audit(runs::AuditArgs),
     /// Read GPUs through NVML, apply a MIG layout, write gres.conf (admins, as root).
-    NodeSetup(NotBuiltArgs),
+    NodeSetup(node_setup::NodeSetupArgs),
     /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
     Report(report::ReportArgs),
     /// Check the Slurm, accounting and NVML environment.
@@ -117,6 +118,7 @@ impl Context {
     }
 }
 
+#[allow(dead_code)] // for the next subcommand declared before it is built
 fn not_built(what: &'static str) -> Result<i32> {
     Err(NotBuilt { what }.into())
 }
@@ -141,7 +143,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Resume(args) => runs::resume_run(&mut ctx, &args),
         Command::Logs(args) => runs::logs(&mut ctx, &args),
         Command::Audit(args) => runs::audit_cmd(&mut ctx, &args),
-        Command::NodeSetup(_) => not_built("node-setup"),
+        Command::NodeSetup(args) => node_setup::run(&mut ctx, &args),
         Command::Report(args) => report::run(&mut ctx, &args),
     }
 }

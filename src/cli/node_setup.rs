@@ -1,0 +1,392 @@
+//! `yolo-sched node-setup`: show the GPUs, plan, check or apply a MIG layout and
+//! this node's gres.conf block. The work is in `crate::nodesetup`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use super::{output, Context};
+use crate::error::invalid;
+use crate::mig::{named_layouts, LayoutDefs};
+use crate::nodesetup::{self, Applied, Options, Prepared};
+use crate::nvml::Topology;
+use crate::run::audit::AuditRecord;
+
+/// `[node_setup]` of the site file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSetupSection {
+    /// Named layouts (`[node_setup.layouts.<name>]`, docs/mig-layouts.md).
+    pub layouts: LayoutDefs,
+    /// Command that makes Slurm pick up the new gres.conf (default `scontrol reconfigure`).
+    pub reconfigure_command: Option<String>,
+    /// GPU reset command for `--reset`; `{index}` is the GPU index.
+    pub reset_command: Option<String>,
+    /// gres.conf path (default /etc/slurm/gres.conf).
+    pub gres_conf: Option<PathBuf>,
+    /// Seconds to wait for jobs on a drained node (default 3600).
+    pub drain_timeout: Option<u64>,
+}
+
+const DEFAULT_RECONFIGURE: &str = "scontrol reconfigure";
+const DEFAULT_RESET: &str = "nvidia-smi --gpu-reset -i {index}";
+const DEFAULT_GRES_CONF: &str = "/etc/slurm/gres.conf";
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+One of --show, --dry-run, --check or --apply (default: --show). --apply needs root; the
+others change nothing and work as any user.
+
+Layouts (--layout): a name from the site file ([node_setup.layouts.<name>]), a built-in
+(`all-1g`, `balanced`, `disabled`), a profile list for every MIG GPU (`1g.5gb*7`,
+`3g.20gb,2g.10gb,1g.5gb*2`), or `auto` (chosen from the MIG profiles that pending and
+running jobs ask for, read with one squeue call). See docs/mig-layouts.md.
+
+--apply: lock, read GPUs, plan (impossible layouts are refused before anything changes,
+exit 2), refuse GPUs with processes unless --force, drain the node and wait for its jobs,
+destroy instances, set MIG mode (a pending change needs --reset or a reboot), create the
+planned instances, verify, write this node's gres.conf block (atomically, with a backup),
+write --slurm-include, run the reconfigure command, resume the node. Each step is logged
+on stderr; after a failure the node stays drained and a rerun converges.
+See docs/admin-guide.md.
+
+Exit status: 0 done / already applied / --check matches; 1 runtime failure, not root,
+--check found differences; 2 invalid input (bad layout, a layout this GPU cannot hold).
+
+Examples:
+  yolo-sched node-setup --show
+  yolo-sched node-setup --show --json | jq '.gpus[].mig_mode'
+  yolo-sched node-setup --dry-run --layout balanced
+  yolo-sched node-setup --dry-run --layout auto
+  sudo yolo-sched node-setup --apply --layout '1g.5gb*7'
+  sudo yolo-sched node-setup --apply --layout '3g.20gb,2g.10gb,1g.5gb*2' --reset
+  yolo-sched node-setup --check --layout training || echo 'node drifted'
+  sudo yolo-sched node-setup --apply --layout all-1g --no-slurm --gres-conf /tmp/gres.conf")]
+pub struct NodeSetupArgs {
+    /// Print the GPUs, MIG mode, profiles and instances (the default action).
+    #[arg(long, group = "action")]
+    pub show: bool,
+
+    /// Print the plan per GPU, the gres.conf diff and slurm.conf lines; change nothing.
+    #[arg(long, group = "action")]
+    pub dry_run: bool,
+
+    /// Exit 0 when the node matches --layout (GPUs and gres.conf), 1 otherwise (for cron).
+    #[arg(long, group = "action")]
+    pub check: bool,
+
+    /// Apply --layout (root only): e.g. `sudo yolo-sched node-setup --apply --layout balanced`.
+    #[arg(long, group = "action")]
+    pub apply: bool,
+
+    /// The layout: site name, `all-1g`, `balanced`, `disabled`, `1g.5gb*7`, or `auto`.
+    #[arg(long, value_name = "LAYOUT")]
+    pub layout: Option<String>,
+
+    /// Print JSON instead of text: `--show --json`, `--dry-run --json`, `--check --json`, `--apply --json`.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Change GPUs even when processes run on them (they may be killed or block the change).
+    #[arg(long)]
+    pub force: bool,
+
+    /// When a MIG mode change is pending, reset the GPU (`--reset-cmd`) instead of stopping.
+    #[arg(long)]
+    pub reset: bool,
+
+    /// GPU reset command for --reset; `{index}` becomes the GPU index.
+    /// Default: site reset_command, else `nvidia-smi --gpu-reset -i {index}`.
+    #[arg(long, value_name = "CMD", requires = "reset")]
+    pub reset_cmd: Option<String>,
+
+    /// The NVML library, e.g. `/usr/lib64/libnvidia-ml.so.1` (default: the driver's).
+    #[arg(long, value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+
+    /// Prefix for /dev, /proc and /run paths (tests: fake device nodes), e.g. `/tmp/root`.
+    #[arg(long, value_name = "DIR")]
+    pub sysroot: Option<PathBuf>,
+
+    /// gres.conf to update, e.g. `/etc/slurm/gres.conf` (the default, or site gres_conf).
+    #[arg(long, value_name = "PATH")]
+    pub gres_conf: Option<PathBuf>,
+
+    /// Slurm node name for the gres.conf block and drain, e.g. `gpu07` (default: short hostname).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+
+    /// Also write the slurm.conf lines (Gres=) to FILE, atomically, e.g. `/etc/slurm/nodes-mig.conf`.
+    #[arg(long, value_name = "FILE")]
+    pub slurm_include: Option<PathBuf>,
+
+    /// Do not drain, reconfigure or resume (for nodes not in Slurm yet).
+    #[arg(long)]
+    pub no_slurm: bool,
+
+    /// Command that makes Slurm read the new gres.conf, e.g. `systemctl restart slurmd`.
+    /// Default: site reconfigure_command, else `scontrol reconfigure`.
+    #[arg(long, value_name = "CMD")]
+    pub reconfigure_cmd: Option<String>,
+
+    /// Seconds to wait for the drained node's jobs before giving up and resuming it, e.g. 600.
+    #[arg(long, value_name = "SECS")]
+    pub drain_timeout: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct DryRunOut<'a> {
+    #[serde(flatten)]
+    prepared: &'a Prepared,
+    gres_conf_diff: String,
+    slurm_conf: String,
+}
+
+pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
+    let section: NodeSetupSection = ctx.site()?.section("node_setup")?;
+    let lib = crate::nvml::library_path(args.nvml_lib.as_ref());
+    let opts = options(args, &section)?;
+    let acting = args.dry_run || args.check || args.apply;
+    if !acting {
+        let nvml = nodesetup::open_nvml(&lib)?;
+        let topology = Topology::read(&nvml).context("reading the GPUs through NVML")?;
+        return show(&topology, args.json, ctx.color());
+    }
+    let Some(layout_arg) = &args.layout else {
+        return Err(invalid(
+            "--dry-run, --check and --apply need --layout, e.g. `--layout balanced` or `--layout '1g.5gb*7'`",
+        ));
+    };
+    let site_origin = ctx.site()?.describe();
+    let named = named_layouts(&section.layouts, &site_origin)?;
+    let layout = nodesetup::resolve_layout(layout_arg, &named)?;
+    if args.apply && !nix::unistd::geteuid().is_root() {
+        eprintln!("yolo-sched: error: node-setup --apply changes GPUs and /etc/slurm and must run as root (try `sudo yolo-sched node-setup --apply …`); --dry-run and --check work as any user");
+        return Ok(1);
+    }
+    let nvml = nodesetup::open_nvml(&lib)?;
+    if args.apply {
+        let result = nodesetup::apply(&nvml, &opts, &layout, &ctx.slurm);
+        let outcome = match &result {
+            Ok(Applied::AlreadyApplied) => "ok: already applied".to_string(),
+            Ok(Applied::Changed { summary }) => format!("ok: {summary}"),
+            Err(e) => format!("{e:#}"),
+        };
+        if !matches!(result, Ok(Applied::AlreadyApplied)) {
+            let mut rec = AuditRecord::new("node-setup", None, Vec::new(), &outcome);
+            rec.detail = Some(format!("node {} layout {}", opts.node, layout.name));
+            super::runs::record(ctx, &rec);
+        }
+        let applied = result?;
+        if args.json {
+            output::print_json(&applied)?;
+            return Ok(0);
+        }
+        return match applied {
+            Applied::AlreadyApplied => {
+                output::println("already applied")?;
+                Ok(0)
+            }
+            Applied::Changed { summary } => {
+                output::println(format!("applied: {summary}"))?;
+                Ok(0)
+            }
+        };
+    }
+    let prepared = nodesetup::prepare(&nvml, &opts, &layout, &ctx.slurm)?;
+    if args.check {
+        let diffs = nodesetup::differences(&prepared);
+        if args.json {
+            output::print_json(&serde_json::json!({
+                "node": prepared.node,
+                "layout": layout.name,
+                "matches": diffs.is_empty(),
+                "differences": diffs,
+            }))?;
+        } else if diffs.is_empty() {
+            output::println(format!(
+                "{} matches layout `{}`",
+                prepared.node, layout.name
+            ))?;
+        } else {
+            output::println(format!(
+                "{} does not match layout `{}`:",
+                prepared.node, layout.name
+            ))?;
+            for d in &diffs {
+                output::println(format!("  {d}"))?;
+            }
+        }
+        return Ok(if diffs.is_empty() { 0 } else { 1 });
+    }
+    dry_run(&prepared, args.json)
+}
+
+fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> {
+    let node = match &args.node {
+        Some(n) => n.clone(),
+        None => short_hostname()?,
+    };
+    if node.is_empty() || node.contains(|c: char| c.is_whitespace() || c == '=' || c == ',') {
+        return Err(invalid(format!(
+            "--node {node:?}: expected a Slurm node name without spaces, `=` or `,`"
+        )));
+    }
+    let reset_cmd = args.reset.then(|| {
+        args.reset_cmd
+            .clone()
+            .or_else(|| section.reset_command.clone())
+            .unwrap_or_else(|| DEFAULT_RESET.to_string())
+    });
+    Ok(Options {
+        nvml_lib: crate::nvml::library_path(args.nvml_lib.as_ref()),
+        sysroot: args.sysroot.clone().unwrap_or_else(|| PathBuf::from("/")),
+        gres_conf: args
+            .gres_conf
+            .clone()
+            .or_else(|| section.gres_conf.clone())
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_GRES_CONF)),
+        node,
+        slurm_include: args.slurm_include.clone(),
+        use_slurm: !args.no_slurm,
+        reconfigure_cmd: args
+            .reconfigure_cmd
+            .clone()
+            .or_else(|| section.reconfigure_command.clone())
+            .unwrap_or_else(|| DEFAULT_RECONFIGURE.to_string()),
+        reset_cmd,
+        force: args.force,
+        drain_timeout: Duration::from_secs(
+            args.drain_timeout.or(section.drain_timeout).unwrap_or(3600),
+        ),
+    })
+}
+
+fn short_hostname() -> Result<String> {
+    let host = nix::unistd::gethostname().context("reading the hostname")?;
+    let host = host.to_string_lossy();
+    Ok(host.split('.').next().unwrap_or_default().to_string())
+}
+
+fn show(topology: &Topology, json: bool, color: bool) -> Result<i32> {
+    if json {
+        output::print_json(topology)?;
+        return Ok(0);
+    }
+    let mut table = output::new_table(&[
+        "GPU",
+        "name",
+        "minor",
+        "memory",
+        "MIG",
+        "instances",
+        "processes",
+    ]);
+    for g in &topology.gpus {
+        let mig = match g.mig_mode {
+            None => "n/a".to_string(),
+            Some(m) if m.current == m.pending => (if m.current { "on" } else { "off" }).to_string(),
+            Some(m) => format!(
+                "{} (pending {})",
+                if m.current { "on" } else { "off" },
+                if m.pending { "on" } else { "off" }
+            ),
+        };
+        let instances: Vec<String> = g
+            .gpu_instances
+            .iter()
+            .map(|gi| {
+                format!(
+                    "{}@{} (GI {}, CI {})",
+                    crate::mig::profile::normalize_profile_name(&gi.profile_name),
+                    gi.placement.start,
+                    gi.id,
+                    gi.compute_instances
+                        .iter()
+                        .map(|c| c.id.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            })
+            .collect();
+        table.add_row(vec![
+            g.index.to_string(),
+            g.name.clone(),
+            g.minor.to_string(),
+            format!("{} MiB", g.memory_mib),
+            mig,
+            if instances.is_empty() {
+                "-".to_string()
+            } else {
+                instances.join("\n")
+            },
+            g.processes.len().to_string(),
+        ]);
+    }
+    output::println(table)?;
+    if let Some(v) = &topology.driver_version {
+        output::println(output::paint(&format!("driver {v}"), "2", color))?;
+    }
+    Ok(0)
+}
+
+fn dry_run(prepared: &Prepared, json: bool) -> Result<i32> {
+    let path = prepared.gres_conf.display().to_string();
+    let diff = match &prepared.new_text {
+        Ok(new) => crate::gres::diff::unified_diff(
+            &prepared.old_text,
+            new,
+            &path,
+            &format!("{path} (new)"),
+        ),
+        Err(why) => format!("(gres.conf cannot be rendered yet: {why})\n"),
+    };
+    let slurm_conf = prepared.slurm_lines.to_string();
+    if json {
+        output::print_json(&DryRunOut {
+            prepared,
+            gres_conf_diff: diff,
+            slurm_conf,
+        })?;
+        return Ok(0);
+    }
+    output::println(format!(
+        "Plan for {} (layout `{}`), dry run: nothing is changed",
+        prepared.node, prepared.decision.layout
+    ))?;
+    for g in &prepared.decision.gpus {
+        output::println(format!("  {}", nodesetup::describe_gpu(g)))?;
+        for p in &g.busy {
+            output::println(format!(
+                "    busy: pid {} ({} MiB) would block this change (--force to override)",
+                p.pid,
+                p.used_memory_mib.unwrap_or(0)
+            ))?;
+        }
+    }
+    if let Some(demand) = &prepared.demand {
+        let jobs: Vec<String> = demand.iter().map(|(p, n)| format!("{p} ×{n}")).collect();
+        output::println(format!(
+            "  demand (auto, jobs pending or running): {}",
+            if jobs.is_empty() {
+                "none".to_string()
+            } else {
+                jobs.join(", ")
+            }
+        ))?;
+    }
+    output::println("")?;
+    if diff.is_empty() {
+        output::println(format!("{path}: unchanged"))?;
+    } else {
+        output::println(format!("{path} would change:"))?;
+        output::println(diff.trim_end())?;
+    }
+    output::println("")?;
+    output::println("slurm.conf lines (GPU instance ids of new instances are predicted):")?;
+    output::println(slurm_conf.trim_end())?;
+    Ok(0)
+}

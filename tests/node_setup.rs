@@ -1,0 +1,671 @@
+//! `yolo-sched node-setup` on the fake NVML library: show, dry run, apply,
+//! idempotency, refusals, busy GPUs, pending MIG mode, non-root, --check, a
+//! process killed part-way, and two applies at once. No Slurm (`--no-slurm`).
+
+mod common;
+mod fake_nvml;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use fake_nvml::FakeNode;
+
+/// A fake node with a gres.conf and a site file of its own.
+struct Node {
+    fake: FakeNode,
+    gres: PathBuf,
+    site: PathBuf,
+    audit: PathBuf,
+}
+
+impl Node {
+    fn new(fixture: &str) -> Node {
+        Node::with(FakeNode::new(fixture))
+    }
+
+    fn with(fake: FakeNode) -> Node {
+        let dir = fake.dir.path().to_path_buf();
+        let gres = dir.join("gres.conf");
+        std::fs::write(
+            &gres,
+            "# hand-written\nNodeName=other Name=gpu File=/dev/nvidia9\n",
+        )
+        .unwrap();
+        let audit = dir.join("audit.log");
+        let site = dir.join("site.toml");
+        std::fs::write(
+            &site,
+            format!("[paths]\naudit_log = {:?}\n", audit.display().to_string()),
+        )
+        .unwrap();
+        Node {
+            fake,
+            gres,
+            site,
+            audit,
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = common::yolo();
+        self.fake.apply_env(&mut cmd);
+        cmd.env("YOLO_SCHED_SITE", &self.site)
+            .env_remove(PAUSE)
+            .arg("node-setup")
+            .args(args)
+            .args(["--node", "fake1", "--no-slurm", "--gres-conf"])
+            .arg(&self.gres)
+            .arg("--sysroot")
+            .arg(&self.fake.sysroot);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        common::run(&mut self.cmd(args))
+    }
+
+    fn state_bytes(&self) -> Vec<u8> {
+        let path = PathBuf::from(format!("{}.state.json", self.fake.fixture.display()));
+        std::fs::read(path).unwrap_or_default()
+    }
+
+    /// Instances per GPU as `profile@start`, from the fake's state through `--show --json`.
+    fn instances(&self) -> Vec<Vec<String>> {
+        let out = self.run(&["--show", "--json"]);
+        assert_eq!(out.status.code(), Some(0));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                let mut list: Vec<String> = g["gpu_instances"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|gi| {
+                        format!(
+                            "{}@{}",
+                            gi["profile_name"]
+                                .as_str()
+                                .unwrap()
+                                .trim_start_matches("MIG "),
+                            gi["placement"]["start"]
+                        )
+                    })
+                    .collect();
+                list.sort();
+                list
+            })
+            .collect()
+    }
+
+    fn gres_text(&self) -> String {
+        common::read(&self.gres)
+    }
+}
+
+const PAUSE: &str = "YOLO_SCHED_NODE_SETUP_PAUSE_AFTER";
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn mig_lines(text: &str) -> usize {
+    text.lines()
+        .filter(|l| l.contains("MultipleFiles="))
+        .count()
+}
+
+#[test]
+fn show_json_matches_the_fixture() {
+    let node = Node::new("mixed-2xh200-1xv100.json");
+    let out = node.run(&["--show", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fixture: serde_json::Value =
+        serde_json::from_str(&common::read(&node.fake.fixture)).unwrap();
+    let gpus = shown["gpus"].as_array().unwrap();
+    let fixture_gpus = fixture["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), fixture_gpus.len());
+    for (i, (g, f)) in gpus.iter().zip(fixture_gpus).enumerate() {
+        assert_eq!(g["index"], i as u64);
+        assert_eq!(g["uuid"], f["uuid"]);
+        assert_eq!(g["minor"], f["minor"]);
+        let model = &fixture["models"][f["model"].as_str().unwrap()];
+        assert_eq!(g["name"], model["name"]);
+        assert_eq!(g["memory_mib"], model["memory_mib"]);
+        assert_eq!(g["mig_capable"], model.get("mig").is_some());
+    }
+    // The table names every GPU too.
+    let table = node.run(&["--show"]);
+    assert_eq!(code(&table), 0);
+    for f in fixture_gpus {
+        let model = &fixture["models"][f["model"].as_str().unwrap()];
+        assert!(stdout(&table).contains(model["name"].as_str().unwrap()));
+    }
+}
+
+#[test]
+fn no_driver_is_a_clear_message() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let mut cmd = node.cmd(&["--show"]);
+    cmd.env(
+        "YOLO_SCHED_NVML_LIB",
+        node.fake.dir.path().join("missing/libnvidia-ml.so.1"),
+    );
+    let out = common::run(&mut cmd);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains("missing/libnvidia-ml.so.1"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn dry_run_changes_nothing_and_prints_the_plan_and_diff() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let _ = node.run(&["--show"]); // creates the state file
+    let state_before = node.state_bytes();
+    assert!(!state_before.is_empty());
+    let gres_before = node.gres_text();
+    let out = node.run(&["--dry-run", "--layout", "1g.5gb*7"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("MIG mode → on"), "{text}");
+    assert!(text.contains("create 1g.5gb@0"), "{text}");
+    assert_eq!(
+        text.matches("\n+NodeName=fake1 AutoDetect=off Name=gpu Type=1g.5gb")
+            .count(),
+        7,
+        "{text}"
+    );
+    assert!(text.contains("NodeName=fake1 Gres=gpu:1g.5gb:7"), "{text}");
+    assert!(
+        text.contains("AccountingStorageTRES=gres/gpu,gres/gpu:1g.5gb"),
+        "{text}"
+    );
+    assert_eq!(
+        node.state_bytes(),
+        state_before,
+        "dry run changed the driver state"
+    );
+    assert_eq!(node.gres_text(), gres_before, "dry run changed gres.conf");
+    // Non-root may dry-run too: JSON form, same plan.
+    let json = node.run(&["--dry-run", "--layout", "1g.5gb*7", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        v["decision"]["gpus"][0]["create"].as_array().unwrap().len(),
+        7
+    );
+    assert!(v["gres_conf_diff"]
+        .as_str()
+        .unwrap()
+        .contains("+# BEGIN yolo-sched node-setup fake1"));
+}
+
+#[test]
+fn apply_again_change_layout_and_check() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let check = node.run(&["--check", "--layout", "1g.5gb*7"]);
+    assert_eq!(code(&check), 1, "an untouched node does not match");
+
+    let out = node.run(&["--apply", "--layout", "1g.5gb*7"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("node-setup: step 9/14: creating the planned instances"));
+    assert_eq!(
+        node.instances(),
+        vec![(0..7).map(|s| format!("1g.5gb@{s}")).collect::<Vec<_>>()]
+    );
+    let gres = node.gres_text();
+    assert!(
+        gres.starts_with("# hand-written\nNodeName=other Name=gpu File=/dev/nvidia9\n"),
+        "hand-written lines survive"
+    );
+    assert_eq!(mig_lines(&gres), 7);
+    // Every capability file gres.conf names exists in the sysroot (the fake made them).
+    for line in gres.lines().filter(|l| l.contains("MultipleFiles=")) {
+        let files = line
+            .split("MultipleFiles=")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap();
+        for f in files.split(',') {
+            assert!(
+                Path::new(f).exists(),
+                "{f} named in gres.conf does not exist"
+            );
+        }
+    }
+    assert_eq!(code(&node.run(&["--check", "--layout", "1g.5gb*7"])), 0);
+    let audit = common::read(&node.audit);
+    assert!(audit.contains("\"command\":\"node-setup\""), "{audit}");
+
+    let again = node.run(&["--apply", "--layout", "1g.5gb*7"]);
+    assert_eq!(code(&again), 0);
+    assert!(
+        stderr(&again).contains("already applied"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(node.gres_text(), gres, "already applied rewrote gres.conf");
+
+    let change = node.run(&["--apply", "--layout", "3g.20gb,2g.10gb,1g.5gb*2"]);
+    assert_eq!(code(&change), 0, "{}", stderr(&change));
+    let mut got = node.instances()[0].clone();
+    got.sort();
+    // The two 1g at slices 0 and 1 are kept; 2g and 3g are created beside them.
+    assert_eq!(got, vec!["1g.5gb@0", "1g.5gb@1", "2g.10gb@2", "3g.20gb@4"]);
+    let gres2 = node.gres_text();
+    assert_eq!(mig_lines(&gres2), 4);
+    assert!(gres2.contains("Type=3g.20gb") && gres2.contains("Type=2g.10gb"));
+    assert_eq!(
+        code(&node.run(&["--check", "--layout", "3g.20gb,2g.10gb,1g.5gb*2"])),
+        0
+    );
+    assert_eq!(code(&node.run(&["--check", "--layout", "1g.5gb*7"])), 1);
+
+    // Back to whole GPU: instances gone, MIG off, a File= line.
+    let off = node.run(&["--apply", "--layout", "disabled"]);
+    assert_eq!(code(&off), 0, "{}", stderr(&off));
+    let st = node.fake.state();
+    assert_eq!(node.instances(), vec![Vec::<String>::new()]);
+    assert!(st.to_string().contains("false"), "{st}");
+    let gres3 = node.gres_text();
+    assert_eq!(mig_lines(&gres3), 0);
+    assert!(gres3.contains("Name=gpu Type=a100 File="), "{gres3}");
+}
+
+#[test]
+fn impossible_layouts_are_refused_before_anything_changes() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let _ = node.run(&["--show"]);
+    let state_before = node.state_bytes();
+    let gres_before = node.gres_text();
+    for (layout, needle) in [
+        (
+            "4g.20gb,3g.20gb",
+            "hardware refuses 4g.20gb together with 3g.20gb",
+        ),
+        ("1g.5gb*8", "1g.5gb"),
+        ("1g.5gg*2", "did you mean `1g.5gb`"),
+        ("balancd", "Did you mean `balanced`"),
+    ] {
+        for action in ["--apply", "--dry-run"] {
+            let out = node.run(&[action, "--layout", layout]);
+            assert_eq!(code(&out), 2, "{layout} {action}: {}", stderr(&out));
+            assert!(stderr(&out).contains(needle), "{layout}: {}", stderr(&out));
+        }
+    }
+    assert_eq!(node.state_bytes(), state_before);
+    assert_eq!(node.gres_text(), gres_before);
+}
+
+#[test]
+fn busy_gpu_is_refused_unless_forced() {
+    // The fixture's process runs in the 3g instance (GPU instance 2).
+    let node = Node::new("h200-partitioned-busy.json");
+    let before = node.instances();
+    let out = node.run(&["--apply", "--layout", "1g.18gb*7"]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("pid 4242") && err.contains("30000 MiB"),
+        "{err}"
+    );
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(
+        node.instances(),
+        before,
+        "a refused apply changed instances"
+    );
+
+    // A layout that keeps the busy 3g is not blocked by it.
+    let keep = node.run(&["--apply", "--layout", "3g.71gb,1g.18gb*4"]);
+    assert_eq!(code(&keep), 0, "{}", stderr(&keep));
+    assert!(node.instances()[0].contains(&"3g.71gb@4".to_string()));
+
+    // A process on the GPU outside any instance: refused, then --force goes ahead.
+    let node = Node::with(FakeNode::with_fixture("h200-partitioned-busy.json", |v| {
+        let p = &mut v["gpus"][0]["processes"][0];
+        let obj = p.as_object_mut().unwrap();
+        obj.remove("gpu_instance_id");
+        obj.remove("compute_instance_id");
+    }));
+    let refused = node.run(&["--apply", "--layout", "1g.18gb*7"]);
+    assert_eq!(code(&refused), 1);
+    assert!(stderr(&refused).contains("pid 4242"));
+    let forced = node.run(&["--apply", "--layout", "1g.18gb*7", "--force"]);
+    assert_eq!(code(&forced), 0, "{}", stderr(&forced));
+    assert_eq!(node.instances()[0].len(), 7);
+}
+
+fn needs_reset() -> FakeNode {
+    FakeNode::with_fixture("a100-sxm4-40gb.json", |v| {
+        v["gpus"][0]["mode_change_requires_reset"] = serde_json::Value::Bool(true);
+    })
+}
+
+#[test]
+fn pending_mig_mode_stops_then_converges_after_a_reset() {
+    let node = Node::with(needs_reset());
+    let out = node.run(&["--apply", "--layout", "1g.5gb*7"]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains("reset or reboot required"), "{err}");
+    assert!(err.contains("FAILED at step 8/14 (mode)"), "{err}");
+    assert_eq!(code(&node.run(&["--check", "--layout", "1g.5gb*7"])), 1);
+    // Rerunning without a reset still stops, with the same message.
+    let again = node.run(&["--apply", "--layout", "1g.5gb*7"]);
+    assert!(stderr(&again).contains("reset or reboot required"));
+    // The admin resets the GPU; the rerun converges.
+    let reset = node.fake.ctl(&["reset", "--gpu", "0"]);
+    assert!(
+        reset.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reset.stderr)
+    );
+    let done = node.run(&["--apply", "--layout", "1g.5gb*7"]);
+    assert_eq!(code(&done), 0, "{}", stderr(&done));
+    assert_eq!(node.instances()[0].len(), 7);
+    assert_eq!(code(&node.run(&["--check", "--layout", "1g.5gb*7"])), 0);
+}
+
+#[test]
+fn reset_flag_runs_the_reset_command() {
+    let node = Node::with(needs_reset());
+    let ctl = fake_nvml::built().join("fake-nvml-ctl");
+    let reset_cmd = format!(
+        "{} --fixture {} --sysroot {} reset --gpu {{index}}",
+        ctl.display(),
+        node.fake.fixture.display(),
+        node.fake.sysroot.display()
+    );
+    let out = node.run(&[
+        "--apply",
+        "--layout",
+        "balanced",
+        "--reset",
+        "--reset-cmd",
+        &reset_cmd,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("reset; MIG mode on is now current"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(node.instances()[0].len(), 4);
+}
+
+#[test]
+fn non_root_is_refused_clearly() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    // As root, but the driver says no permission.
+    let mut cmd = node.cmd(&["--apply", "--layout", "1g.5gb*7"]);
+    cmd.env("FAKE_NVML_SIMULATE_NON_ROOT", "1");
+    let out = common::run(&mut cmd);
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("need root"), "{}", stderr(&out));
+    assert_eq!(node.instances(), vec![Vec::<String>::new()]);
+
+    // A real non-root user: refused before NVML is touched; dry run works.
+    if Command::new("id")
+        .arg("researcher")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        // The fake keeps its state (and lock) in files it opens for writing even to
+        // read; open the node's directory to the test user.
+        open_to_everyone(node.fake.dir.path());
+        let as_user = |args: &[&str]| {
+            let inner = node.cmd(args);
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "researcher", "--"])
+                .arg(inner.get_program())
+                .args(inner.get_args());
+            for (k, v) in inner.get_envs() {
+                match v {
+                    Some(v) => cmd.env(k, v),
+                    None => cmd.env_remove(k),
+                };
+            }
+            common::run(&mut cmd)
+        };
+        let refused = as_user(&["--apply", "--layout", "1g.5gb*7"]);
+        assert_eq!(code(&refused), 1);
+        assert!(
+            stderr(&refused).contains("must run as root"),
+            "{}",
+            stderr(&refused)
+        );
+        let dry = as_user(&["--dry-run", "--layout", "1g.5gb*7"]);
+        assert_eq!(code(&dry), 0, "{}", stderr(&dry));
+    }
+}
+
+fn open_to_everyone(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if path.is_dir() { 0o777 } else { 0o666 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            open_to_everyone(&entry.unwrap().path());
+        }
+    }
+}
+
+/// Start an apply that pauses after `step`; returns once it says so.
+fn start_paused(node: &Node, args: &[&str], step: &str) -> Child {
+    let mut cmd = node.cmd(args);
+    cmd.env(PAUSE, step)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            eprintln!("[child] {line}");
+            if line.contains("paused after") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        panic!("node-setup did not pause after {step}");
+    }
+    child
+}
+
+#[test]
+fn killed_at_each_step_then_rerun_converges() {
+    let from = "1g.5gb*7";
+    let to = "3g.20gb,2g.10gb,1g.5gb*2";
+    for step in [
+        "plan", "destroy", "mode", "create-1", "create", "verify", "gres", "include",
+    ] {
+        let node = Node::new("a100-sxm4-40gb.json");
+        let out = node.run(&["--apply", "--layout", from]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let old_gres = node.gres_text();
+        let mut child = start_paused(&node, &["--apply", "--layout", to], step);
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let _ = child.wait();
+        // gres.conf is the old file or the new one, whole.
+        let mid = node.gres_text();
+        let before_write =
+            ["plan", "destroy", "mode", "create-1", "create", "verify"].contains(&step);
+        if before_write {
+            assert_eq!(mid, old_gres, "killed after {step}: gres.conf changed");
+        } else {
+            assert_eq!(mig_lines(&mid), 4, "killed after {step}: {mid}");
+        }
+        let rerun = node.run(&["--apply", "--layout", to]);
+        assert_eq!(
+            code(&rerun),
+            0,
+            "rerun after a kill at {step}: {}",
+            stderr(&rerun)
+        );
+        assert_eq!(
+            code(&node.run(&["--check", "--layout", to])),
+            0,
+            "not converged after a kill at {step}"
+        );
+        let final_gres = node.gres_text();
+        assert_eq!(mig_lines(&final_gres), 4);
+        assert!(final_gres.starts_with("# hand-written\n"));
+    }
+}
+
+#[test]
+fn killed_while_turning_mig_on_then_rerun_converges() {
+    for step in ["mode", "create-1"] {
+        let node = Node::new("a100-sxm4-40gb.json");
+        let old_gres = node.gres_text();
+        let mut child = start_paused(&node, &["--apply", "--layout", "1g.5gb*7"], step);
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let _ = child.wait();
+        assert_eq!(
+            node.gres_text(),
+            old_gres,
+            "killed after {step}: gres.conf changed"
+        );
+        assert_eq!(code(&node.run(&["--check", "--layout", "1g.5gb*7"])), 1);
+        let rerun = node.run(&["--apply", "--layout", "1g.5gb*7", "--json"]);
+        assert_eq!(
+            code(&rerun),
+            0,
+            "rerun after a kill at {step}: {}",
+            stderr(&rerun)
+        );
+        let applied: serde_json::Value = serde_json::from_slice(&rerun.stdout).unwrap();
+        assert_eq!(
+            applied["changed"]["summary"],
+            "NodeName=fake1 Gres=gpu:1g.5gb:7"
+        );
+        assert_eq!(node.instances()[0].len(), 7);
+        assert_eq!(code(&node.run(&["--check", "--layout", "1g.5gb*7"])), 0);
+    }
+}
+
+#[test]
+fn two_applies_at_once_the_second_fails_clearly() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let mut first = start_paused(&node, &["--apply", "--layout", "1g.5gb*7"], "lock");
+    let second = node.run(&["--apply", "--layout", "balanced"]);
+    assert_eq!(code(&second), 1);
+    let err = stderr(&second);
+    assert!(
+        err.contains(&format!(
+            "another node-setup is running (pid {}",
+            first.id()
+        )),
+        "{err}"
+    );
+    first.kill().unwrap();
+    let _ = first.wait();
+    // The lock dies with its holder.
+    let third = node.run(&["--apply", "--layout", "balanced"]);
+    assert_eq!(code(&third), 0, "{}", stderr(&third));
+}
+
+#[test]
+fn mixed_node_names_devices_by_minor_and_keeps_the_v100_whole() {
+    // GPU 0 has minor 1, GPU 1 minor 0, the V100 minor 2.
+    let node = Node::new("mixed-2xh200-1xv100.json");
+    let out = node.run(&["--apply", "--layout", "1g.18gb*7"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let gres = node.gres_text();
+    let root = node.fake.sysroot.display().to_string();
+    let parent = |minor: u32| format!("MultipleFiles={root}/dev/nvidia{minor},");
+    assert_eq!(gres.matches(&parent(1)).count(), 7, "{gres}");
+    assert_eq!(gres.matches(&parent(0)).count(), 7, "{gres}");
+    assert!(
+        gres.contains(&format!("Name=gpu Type=v100 File={root}/dev/nvidia2")),
+        "{gres}"
+    );
+    assert!(
+        stdout(&out).contains("Gres=gpu:1g.18gb:14,gpu:v100:1"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(node.instances()[2], Vec::<String>::new());
+    assert_eq!(code(&node.run(&["--check", "--layout", "1g.18gb*7"])), 0);
+}
+
+/// A stand-in `squeue` that prints `lines` (the tres-per-node column).
+fn fake_squeue(node: &Node, lines: &str) -> String {
+    let bin = node.fake.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let data = node.fake.dir.path().join("squeue.txt");
+    std::fs::write(&data, lines).unwrap();
+    let script = bin.join("squeue");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec cat '{}'\n", data.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn auto_plans_from_job_demand() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let path = fake_squeue(
+        &node,
+        "gres:gpu:3g.20gb:1\ngres:gpu:3g.20gb:1\nN/A\ngres:gpu:3g.20gb:1\n",
+    );
+    let mut dry = node.cmd(&["--dry-run", "--layout", "auto"]);
+    dry.env("PATH", &path);
+    let out = common::run(&mut dry);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("3g.20gb ×3"), "{}", stdout(&out));
+    let mut apply = node.cmd(&["--apply", "--layout", "auto"]);
+    apply.env("PATH", &path);
+    let out = common::run(&mut apply);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(node.instances()[0], vec!["3g.20gb@0", "3g.20gb@4"]);
+
+    // No MIG demand: nothing to plan from, invalid input, nothing changed.
+    let path = fake_squeue(&node, "N/A\ngres:gpu:2\n");
+    let before = node.instances();
+    let mut none = node.cmd(&["--apply", "--layout", "auto"]);
+    none.env("PATH", &path);
+    let out = common::run(&mut none);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("no pending or running job asks for a MIG profile"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(node.instances(), before);
+}
