@@ -18,12 +18,12 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::Site;
-use crate::error::{self, exit, NotBuilt};
+use crate::error::{self, exit};
 use crate::slurm::Slurm;
 
 const AFTER_HELP: &str = "\
-Exit status: 0 success, 1 runtime failure, 2 invalid input (nothing was changed),
-3 subcommand not built yet. See docs/exit-codes.md.
+Exit status: 0 success, 1 runtime failure, 2 invalid input (nothing was changed).
+See docs/exit-codes.md.
 
 Settings: flags > YOLO_SCHED_* environment > site file (/etc/yolo-sched/site.toml) > defaults.";
 
@@ -89,13 +89,6 @@ pub enum Command {
     Generate(generate::GenerateArgs),
 }
 
-/// Arguments of a subcommand that is not built yet: anything is accepted and refused.
-#[derive(Debug, Args)]
-pub struct NotBuiltArgs {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub rest: Vec<String>,
-}
-
 /// What every subcommand gets: resolved settings and the Slurm runner.
 pub struct Context {
     pub global: GlobalArgs,
@@ -116,11 +109,6 @@ impl Context {
     pub fn color(&self) -> bool {
         self.global.color.enabled_for_stdout()
     }
-}
-
-#[allow(dead_code)] // for the next subcommand declared before it is built
-fn not_built(what: &'static str) -> Result<i32> {
-    Err(NotBuilt { what }.into())
 }
 
 /// Run the parsed command; the returned number is the exit status.
