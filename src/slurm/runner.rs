@@ -106,7 +106,10 @@ impl Slurm {
                 .append(true)
                 .open(path)
             {
-                let _ = writeln!(f, "{}", process::display_command(program, args));
+                // One write per line: with O_APPEND, concurrent callers (the
+                // report runs its commands side by side) never interleave.
+                let line = format!("{}\n", process::display_command(program, args));
+                let _ = f.write_all(line.as_bytes());
             }
         }
         Ok(process::run_with_timeout(program, args, self.timeout)?)
