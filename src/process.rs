@@ -77,6 +77,13 @@ pub fn display_command<S: AsRef<OsStr>>(program: &str, args: &[S]) -> String {
     out
 }
 
+/// Changes to the environment a child gets: variables set, then variables removed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnvChanges<'a> {
+    pub set: &'a [(&'a str, &'a str)],
+    pub remove: &'a [&'a str],
+}
+
 /// Run `program args…` with no stdin, capture its output, kill it (and its
 /// process group) when it outlives `limit`.
 pub fn run_with_timeout<S: AsRef<OsStr>>(
@@ -84,8 +91,25 @@ pub fn run_with_timeout<S: AsRef<OsStr>>(
     args: &[S],
     limit: Duration,
 ) -> Result<Captured, RunError> {
+    run_with_timeout_env(program, args, limit, EnvChanges::default())
+}
+
+/// `run_with_timeout` with changes to the child's environment (never to ours:
+/// changing this process's environment is racy once threads run).
+pub fn run_with_timeout_env<S: AsRef<OsStr>>(
+    program: &str,
+    args: &[S],
+    limit: Duration,
+    env: EnvChanges<'_>,
+) -> Result<Captured, RunError> {
     let command_line = display_command(program, args);
     let mut cmd = Command::new(program);
+    for (k, v) in env.set {
+        cmd.env(k, v);
+    }
+    for k in env.remove {
+        cmd.env_remove(k);
+    }
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

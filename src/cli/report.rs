@@ -102,8 +102,6 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
         since,
         runs_dir: args.runs_dir.clone().or_else(report::runs::default_dir),
     };
-
-    report::prepare_client_environment();
     let data = report::gather(&ctx.slurm, &options).with_context(|| match &args.output {
         Some(path) => format!("no report written; {} was left as it was", path.display()),
         None => "no report made".to_string(),

@@ -48,36 +48,6 @@ pub struct Options {
     pub runs_dir: Option<PathBuf>,
 }
 
-/// Environment variables that make Slurm clients print other fields, other
-/// time formats or fewer jobs than asked for. They are the caller's settings
-/// for interactive use; the report needs the clients' documented defaults.
-const CLIENT_OVERRIDES: [&str; 14] = [
-    "SQUEUE_ACCOUNT",
-    "SQUEUE_FORMAT",
-    "SQUEUE_FORMAT2",
-    "SQUEUE_LICENSES",
-    "SQUEUE_NAMES",
-    "SQUEUE_PARTITION",
-    "SQUEUE_QOS",
-    "SQUEUE_SORT",
-    "SQUEUE_STATES",
-    "SQUEUE_USERS",
-    "SACCT_FORMAT",
-    "SINFO_FORMAT",
-    "SINFO_PARTITION",
-    "SINFO_SORT",
-];
-
-/// Make the Slurm clients this process starts print what the parsers expect:
-/// ISO times (`SLURM_TIME_FORMAT=standard`) and no filters or formats from
-/// the caller's environment. Called before any thread is started.
-pub fn prepare_client_environment() {
-    std::env::set_var("SLURM_TIME_FORMAT", "standard");
-    for name in CLIENT_OVERRIDES {
-        std::env::remove_var(name);
-    }
-}
-
 /// A local time as RFC 3339 with the offset in force then.
 fn rfc3339(local: NaiveDateTime) -> String {
     Local

@@ -18,6 +18,30 @@ pub const TRACE_ENV: &str = "YOLO_SCHED_SLURM_TRACE";
 
 static CALLS: AtomicUsize = AtomicUsize::new(0);
 
+/// Environment variables that make Slurm clients print other fields, other
+/// time formats or fewer jobs than asked for. They are a user's settings for
+/// interactive use; yolo-sched parses the clients' documented defaults, so
+/// every client it runs gets them removed.
+pub const CLIENT_OVERRIDES: [&str; 14] = [
+    "SQUEUE_ACCOUNT",
+    "SQUEUE_FORMAT",
+    "SQUEUE_FORMAT2",
+    "SQUEUE_LICENSES",
+    "SQUEUE_NAMES",
+    "SQUEUE_PARTITION",
+    "SQUEUE_QOS",
+    "SQUEUE_SORT",
+    "SQUEUE_STATES",
+    "SQUEUE_USERS",
+    "SACCT_FORMAT",
+    "SINFO_FORMAT",
+    "SINFO_PARTITION",
+    "SINFO_SORT",
+];
+
+/// ISO 8601 times from every client, whatever the user's SLURM_TIME_FORMAT.
+const CLIENT_SETTINGS: [(&str, &str); 1] = [("SLURM_TIME_FORMAT", "standard")];
+
 /// A Slurm command that ran and failed.
 #[derive(Debug)]
 pub struct CommandFailed {
@@ -112,7 +136,16 @@ impl Slurm {
                 let _ = f.write_all(line.as_bytes());
             }
         }
-        Ok(process::run_with_timeout(program, args, self.timeout)?)
+        let env = process::EnvChanges {
+            set: &CLIENT_SETTINGS,
+            remove: &CLIENT_OVERRIDES,
+        };
+        Ok(process::run_with_timeout_env(
+            program,
+            args,
+            self.timeout,
+            env,
+        )?)
     }
 
     /// Run a command; a non-zero exit becomes a `CommandFailed` error.
