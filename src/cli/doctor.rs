@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use super::output::{self, paint};
+use comfy_table::{Cell, Color};
+
+use super::output;
 use super::Context;
 use crate::doctor::{self, Status};
 
@@ -34,18 +36,23 @@ pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
     } else {
         let color = ctx.color();
         let mut table = output::new_table(&["check", "status", "detail"]);
+        if color {
+            table.enforce_styling();
+        }
         for c in &report.checks {
-            let (word, code) = match c.status {
-                Status::Ok => ("ok", "32"),
-                Status::Info => ("info", "36"),
-                Status::Warn => ("warn", "33"),
-                Status::Fail => ("FAIL", "31"),
+            let (word, hue) = match c.status {
+                Status::Ok => ("ok", Color::Green),
+                Status::Info => ("info", Color::Cyan),
+                Status::Warn => ("warn", Color::Yellow),
+                Status::Fail => ("FAIL", Color::Red),
             };
-            table.add_row(vec![
-                c.name.clone(),
-                paint(word, code, color),
-                c.detail.clone(),
-            ]);
+            // Styled cells keep the column widths right (escape codes take no room).
+            let status = if color {
+                Cell::new(word).fg(hue)
+            } else {
+                Cell::new(word)
+            };
+            table.add_row(vec![Cell::new(&c.name), status, Cell::new(&c.detail)]);
         }
         output::println(&table)?;
         output::println(if report.usable {

@@ -35,6 +35,11 @@ pub fn new_table(headers: &[&str]) -> Table {
     if std::io::stdout().is_terminal() {
         table.load_style(presets::UTF8_FULL_CONDENSED);
         table.set_content_arrangement(ContentArrangement::Dynamic);
+        // A terminal that reports no usable width (0 columns under some
+        // pseudo-terminals) would squeeze every column to one character.
+        if table.width().is_none_or(|w| w < 40) {
+            table.set_content_arrangement(ContentArrangement::Disabled);
+        }
     } else {
         table.load_style(presets::ASCII_MARKDOWN);
         table.set_content_arrangement(ContentArrangement::Disabled);
