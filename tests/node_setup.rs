@@ -433,8 +433,9 @@ fn non_root_is_refused_clearly() {
         let as_user = |args: &[&str]| {
             let inner = node.cmd(args);
             let mut cmd = Command::new("runuser");
+            // The checkout may be unreadable to other users: run a copy.
             cmd.args(["-u", "researcher", "--"])
-                .arg(inner.get_program())
+                .arg(common::bin_for_everyone())
                 .args(inner.get_args());
             for (k, v) in inner.get_envs() {
                 match v {

@@ -539,7 +539,12 @@ fn an_ordinary_user_submits_and_the_jobs_run_as_that_user() {
     let f = Fixture::new();
     let spec = f.write_spec("as-researcher", "");
     let state = f.path().join("researcher-state");
-    let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo");
+    // The checkout may be unreadable to other users: run copies from the shared dir.
+    let standin = copy_for_everyone(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo"),
+        f.path(),
+    );
+    let yolo_sched = bin_for_everyone();
     let as_researcher = |args: &[&str]| {
         let mut c = Command::new("runuser");
         c.args(["-u", "researcher", "--", "env"])
@@ -548,7 +553,7 @@ fn an_ordinary_user_submits_and_the_jobs_run_as_that_user() {
             .arg("YOLO_STANDIN_EPOCH_SECONDS=0.1")
             .arg("YOLO_SCHED_WATCH_INTERVAL=0.3")
             .arg("NO_COLOR=1")
-            .arg(bin())
+            .arg(&yolo_sched)
             .args(args);
         run(&mut c)
     };

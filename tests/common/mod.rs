@@ -104,3 +104,33 @@ pub fn shared_tempdir() -> tempfile::TempDir {
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
+
+/// A copy of the yolo-sched binary that every user can run, for tests that act
+/// as an ordinary user: the checkout may live where only root can reach it
+/// (under /root, mode 0700). Made once per test binary.
+pub fn bin_for_everyone() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    static COPY: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("yolo-sched-bin-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join("yolo-sched");
+        std::fs::copy(bin(), &path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        (dir, path)
+    })
+    .1
+    .clone()
+}
+
+/// Copy `file` into `dir` with mode 0755 and return the copy's path.
+pub fn copy_for_everyone(file: &Path, dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dest = dir.join(file.file_name().unwrap());
+    std::fs::copy(file, &dest).unwrap();
+    std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dest
+}
