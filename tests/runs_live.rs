@@ -590,3 +590,36 @@ fn an_ordinary_user_submits_and_the_jobs_run_as_that_user() {
     let manifest: Value = serde_json::from_str(&read(&workdir.join("manifest.json"))).unwrap();
     assert_eq!(manifest["user"], "researcher");
 }
+
+#[test]
+fn logs_follow_prints_until_the_stage_ends() {
+    if !cluster_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let spec = f.write_spec("follow", "");
+    let text = read(&spec).replace("epochs = 3", "epochs = 12");
+    std::fs::write(&spec, text).unwrap();
+    let mut submit = f.cmd();
+    submit.env("YOLO_STANDIN_EPOCH_SECONDS", "0.3");
+    let out = run(submit.args(["submit", "--json"]).arg(&spec));
+    assert_eq!(out.status.code(), Some(0));
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Started while the chain is queued or training: it must print the whole
+    // output and return by itself once training has ended.
+    let mut follow = f.cmd();
+    follow.args(["logs", &run_id, "train", "--follow"]);
+    let out = run_with_limit(follow, Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("epoch 1/12") && text.contains("epoch 12/12"),
+        "{text}"
+    );
+    let st = f.status(&run_id);
+    assert_ne!(stage(&st, "train")["state"], "running");
+    assert_eq!(f.watch(&run_id).status.code(), Some(0));
+}
