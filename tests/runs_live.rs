@@ -623,3 +623,37 @@ fn logs_follow_prints_until_the_stage_ends() {
     assert_ne!(stage(&st, "train")["state"], "running");
     assert_eq!(f.watch(&run_id).status.code(), Some(0));
 }
+
+#[test]
+fn a_cached_dataset_is_copied_by_prepare_and_trained_from() {
+    if !cluster_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let cache = f.path().join("node-cache");
+    let spec = f.write_spec("cached", "");
+    let text = read(&spec).replace(
+        "[stages.prepare]\npartition = \"cpu\"",
+        &format!(
+            "[stages.prepare]\npartition = \"cpu\"\ncache = \"{}/$SLURM_JOB_PARTITION\"",
+            cache.display()
+        ),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let (run_id, _) = f.submit(&spec);
+    assert_eq!(f.watch(&run_id).status.code(), Some(0));
+    let st = f.status(&run_id);
+    let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
+    // The prepare job expanded the variable on the node and recorded the copy.
+    let cached_yaml = read(&workdir.join("prepare/data-path")).trim().to_string();
+    assert!(
+        cached_yaml.starts_with(&format!("{}/cpu/", cache.display())),
+        "{cached_yaml}"
+    );
+    assert!(Path::new(&cached_yaml).is_file());
+    let args = read(&workdir.join("train/args.yaml"));
+    assert!(
+        args.contains(&format!("data: {cached_yaml}")),
+        "training read the cached copy: {args}"
+    );
+}
