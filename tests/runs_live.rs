@@ -401,6 +401,28 @@ fn a_sweep_runs_as_arrays_with_per_task_dependencies() {
         .unwrap()
         .starts_with("afterok:"));
     assert_eq!(f.watch(&run_id).status.code(), Some(0));
+    // On a terminal, watch draws progress bars (one per stage) instead of lines.
+    let mut on_tty = f.cmd();
+    on_tty.env_remove("NO_COLOR");
+    let mut tty = Command::new("script");
+    tty.args([
+        "-qec",
+        &format!("{} watch {run_id}", bin().display()),
+        "/dev/null",
+    ]);
+    for (k, v) in on_tty.get_envs() {
+        match v {
+            Some(v) => tty.env(k, v),
+            None => tty.env_remove(k),
+        };
+    }
+    let drawn = run(&mut tty);
+    assert_eq!(drawn.status.code(), Some(0));
+    let screen = String::from_utf8_lossy(&drawn.stdout);
+    assert!(
+        screen.contains("4/4") && screen.contains("[===="),
+        "no progress bars: {screen}"
+    );
     let st = f.status(&run_id);
     let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
     assert_eq!(stage(&st, "train")["tasks"].as_array().unwrap().len(), 4);
