@@ -33,6 +33,13 @@ impl Site {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
                 return Ok(Site::default())
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A file the user named that is not there is a mistake in the input.
+                return Err(invalid(format!(
+                    "site file {} does not exist (named by --site or YOLO_SCHED_SITE)",
+                    path.display()
+                )));
+            }
             Err(e) => {
                 return Err(e).with_context(|| format!("reading site file {}", path.display()))
             }
@@ -86,7 +93,9 @@ mod tests {
     fn missing_default_file_gives_defaults_but_explicit_must_exist() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("site.toml");
-        assert!(Site::load(Some(&missing)).is_err());
+        let err = Site::load(Some(&missing)).unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&err), 2);
+        assert!(err.to_string().contains("does not exist"), "{err}");
     }
 
     #[test]

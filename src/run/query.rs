@@ -89,9 +89,10 @@ pub fn find_run(id: &str) -> Result<Manifest> {
     }
     let entries = index_entries()?;
     let exact = entries.iter().find(|e| e.run_id == id);
+    // Runs whose directory was removed cannot be meant; they only make a prefix ambiguous.
     let prefixed: Vec<&IndexEntry> = entries
         .iter()
-        .filter(|e| e.run_id.starts_with(id))
+        .filter(|e| e.run_id.starts_with(id) && Manifest::path_in(&e.workdir).exists())
         .collect();
     let chosen: &IndexEntry = match exact {
         Some(e) => e,
