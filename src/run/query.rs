@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
 
@@ -194,7 +195,20 @@ pub fn ask_slurm(slurm: &Slurm, manifests: &[&Manifest]) -> SlurmView {
 }
 
 /// `sacct` for finished jobs; empty when accounting is not there.
+/// Set once `sacct` said there is no accounting: a long `watch` then stops
+/// asking it every round.
+static NO_ACCOUNTING: AtomicBool = AtomicBool::new(false);
+
+/// True when sacct's complaint means accounting is off, not a passing failure.
+pub fn says_no_accounting(stderr: &str) -> bool {
+    stderr.contains("accounting storage is disabled")
+        || stderr.contains("not configured with slurmdbd")
+}
+
 fn sacct_rows(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
+    if NO_ACCOUNTING.load(Ordering::Relaxed) {
+        return Vec::new();
+    }
     let list: Vec<String> = ids.iter().map(u64::to_string).collect();
     let list = list.join(",");
     let Ok(out) = slurm.run_raw(
@@ -212,6 +226,9 @@ fn sacct_rows(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
         return Vec::new();
     };
     if !out.status.success() {
+        if says_no_accounting(&out.stderr_str()) {
+            NO_ACCOUNTING.store(true, Ordering::Relaxed);
+        }
         return Vec::new();
     }
     parse_sacct(&out.stdout_str())
@@ -266,6 +283,19 @@ pub fn is_active(st: &RunStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accounting_off_is_recognised() {
+        assert!(says_no_accounting(
+            "sacct: error: Slurm accounting storage is disabled"
+        ));
+        assert!(says_no_accounting(
+            "sacct: fatal: slurm not configured with slurmdbd"
+        ));
+        assert!(!says_no_accounting(
+            "sacct: error: Socket timed out on send/recv operation"
+        ));
+    }
 
     #[test]
     fn sacct_parsable_rows() {
