@@ -2,7 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use yolo_sched::plan::{self, ControllerLimits, Offer, Policy};
+use yolo_sched::plan::{self, Policy};
+use yolo_sched::slurm::cluster::Cluster;
 use yolo_sched::render::scripts::{render_all, RenderInput};
 use yolo_sched::render::Templates;
 
@@ -27,19 +28,17 @@ fn sweep_spec() -> String {
     )
 }
 
-fn offer() -> Offer {
-    Offer {
-        gpu_types: [
-            ("1g.5gb", 28u64),
-            ("2g.10gb", 8),
-            ("3g.20gb", 4),
-            ("a100", 2),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect(),
-        ..Offer::default()
-    }
+fn cluster(nodes: usize) -> Cluster {
+    let mut c = Cluster::uniform(
+        "gpu",
+        nodes,
+        128,
+        1_000_000,
+        "gpu:1g.5gb:28,gpu:2g.10gb:8,gpu:3g.20gb:4,gpu:a100:2",
+        &["gpu"],
+    );
+    c.max_array_size = Some(1001);
+    c
 }
 
 #[divan::bench]
@@ -50,13 +49,11 @@ fn parse_plan_render_1000_variants(bencher: divan::Bencher) {
     let file = dir.path().join("spec.toml").display().to_string();
     let templates = Templates::new(None).unwrap();
     let workdir = PathBuf::from("/scratch/runs/bench");
+    let cluster = cluster(8);
     bencher.bench_local(|| {
         let spec = yolo_sched::spec::parse(&text, &file).unwrap();
         assert_eq!(spec.variant_count(), 1000);
-        let limits = ControllerLimits {
-            max_array_size: Some(1001),
-        };
-        let plan = plan::plan(&spec, &workdir, &offer(), &Policy::default(), &limits).unwrap();
+        let plan = plan::plan(&spec, &workdir, &cluster, &Policy::default()).unwrap();
         let scripts = render_all(
             &templates,
             &RenderInput {
@@ -70,5 +67,51 @@ fn parse_plan_render_1000_variants(bencher: divan::Bencher) {
         )
         .unwrap();
         divan::black_box(scripts)
+    });
+}
+
+/// Shaping and fit check of one GPU stage against a 1,000-node partition
+/// (the bound: well under a millisecond per stage).
+#[divan::bench]
+fn shape_one_stage_1000_nodes(bencher: divan::Bencher) {
+    use yolo_sched::plan::resources::{self, GpuAsk, Stage, Wants};
+    let cluster = cluster(1000);
+    let gpu = GpuAsk::parse("gpu:1g.5gb:1").unwrap();
+    bencher.bench_local(|| {
+        let stage = Stage {
+            name: "train",
+            table: "[resources]",
+            partition: Some("gpu"),
+            gpu: Some(&gpu),
+            wants: Wants::default(),
+            time_secs: 8 * 3600,
+            time_text: "08:00:00",
+        };
+        divan::black_box(resources::shape(&cluster, &stage).unwrap())
+    });
+}
+
+/// Parsing the controller's answer for a 1,000-node cluster (what submit
+/// reads once per submission).
+#[divan::bench]
+fn parse_cluster_1000_nodes(bencher: divan::Bencher) {
+    let recorded = include_str!("../tests/data/scontrol-shape-22.05.txt");
+    let node_line = recorded
+        .lines()
+        .find(|l| l.starts_with("NodeName=node1 "))
+        .unwrap();
+    let mut text: String = recorded
+        .lines()
+        .filter(|l| !l.starts_with("NodeName="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for i in 0..1000 {
+        text.push_str(&node_line.replace("NodeName=node1 ", &format!("NodeName=gpu{i} ")));
+        text.push('\n');
+    }
+    bencher.bench_local(|| {
+        let c = yolo_sched::slurm::cluster::parse(divan::black_box(&text)).unwrap();
+        assert_eq!(c.nodes.len(), 1000);
+        divan::black_box(c)
     });
 }

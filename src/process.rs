@@ -6,7 +6,7 @@
 
 use std::ffi::OsStr;
 use std::fmt;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -102,6 +102,18 @@ pub fn run_with_timeout_env<S: AsRef<OsStr>>(
     limit: Duration,
     env: EnvChanges<'_>,
 ) -> Result<Captured, RunError> {
+    run_with_input(program, args, limit, env, None)
+}
+
+/// `run_with_timeout_env` with `input` written to the child's stdin (then
+/// closed); `None` gives it no stdin at all. The time limit covers the write.
+pub fn run_with_input<S: AsRef<OsStr>>(
+    program: &str,
+    args: &[S],
+    limit: Duration,
+    env: EnvChanges<'_>,
+    input: Option<Vec<u8>>,
+) -> Result<Captured, RunError> {
     let command_line = display_command(program, args);
     let mut cmd = Command::new(program);
     for (k, v) in env.set {
@@ -111,7 +123,11 @@ pub fn run_with_timeout_env<S: AsRef<OsStr>>(
         cmd.env_remove(k);
     }
     cmd.args(args)
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -122,6 +138,13 @@ pub fn run_with_timeout_env<S: AsRef<OsStr>>(
     })?;
     let mut stdout = child.stdout.take().expect("stdout was piped");
     let mut stderr = child.stderr.take().expect("stderr was piped");
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        // A thread, so a child that never reads cannot block us past the limit;
+        // dropping `stdin` at its end closes the pipe (EOF for the child).
+        thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+    }
     let out_reader = thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = stdout.read_to_end(&mut buf);

@@ -7,19 +7,16 @@ use std::path::Path;
 use std::process::Command;
 
 use proptest::prelude::*;
-use yolo_sched::plan::{self, ControllerLimits, Offer, Policy};
+use yolo_sched::plan::{self, Policy};
+use yolo_sched::slurm::cluster::Cluster;
 use yolo_sched::render::scripts::{render_all, RenderInput};
 use yolo_sched::render::Templates;
 
 const RECORDER: &str =
     "#!/bin/sh\n: > \"$RECORD\"\nfor a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n";
 
-fn offer() -> Offer {
-    Offer {
-        gpu_types: [("1g.5gb".to_string(), 4u64)].into_iter().collect(),
-        shards: 0,
-        ..Offer::default()
-    }
+fn cluster() -> Cluster {
+    Cluster::uniform("node", 1, 16, 64000, "gpu:1g.5gb:4", &["gpu"])
 }
 
 /// Render the spec's train script, run it, and return the words `yolo` got.
@@ -40,9 +37,8 @@ fn run_train_script(dir: &Path, spec_text: &str) -> Option<Vec<String>> {
     let plan = match plan::plan(
         &spec,
         &workdir,
-        &offer(),
+        &cluster(),
         &Policy::default(),
-        &ControllerLimits::default(),
     ) {
         Ok(p) => p,
         Err(e) => {

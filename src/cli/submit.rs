@@ -10,12 +10,11 @@ use serde::Serialize;
 use super::output;
 use super::Context as CliContext;
 use crate::error::invalid;
-use crate::plan::{self, stage_name, ControllerLimits, Offer, Plan, Policy};
+use crate::plan::{self, stage_name, Plan, Policy};
 use crate::render::scripts::{render_all, RenderInput};
 use crate::render::Templates;
 use crate::run::manifest::{self, Attempt, Manifest, StageRecord};
 use crate::run::submit::{self as submitter, JobRequest, SubmittedJob};
-use crate::slurm::{config, sinfo};
 use crate::spec::Spec;
 
 #[derive(Debug, Args)]
@@ -71,6 +70,8 @@ struct JobOut {
     array: Option<String>,
     gres: Option<String>,
     partition: Option<String>,
+    cpus: u32,
+    mem: String,
     depends_on: Vec<u64>,
     dependency: Option<String>,
     script: String,
@@ -85,6 +86,8 @@ struct SubmitOut {
     workdir: String,
     gpu: Vec<String>,
     warnings: Vec<String>,
+    /// How each stage's CPUs and memory were chosen.
+    resources: Vec<String>,
     jobs: Vec<JobOut>,
 }
 
@@ -146,38 +149,11 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-/// What the cluster offers, from one `sinfo --json`.
-pub fn offer_from_cluster(ctx: &CliContext, policy: &Policy) -> Result<Offer> {
-    let nodes = sinfo::nodes(&ctx.slurm).context("asking Slurm which GPUs the cluster has")?;
-    let totals = sinfo::gres_totals(&nodes);
-    let shards = totals
-        .iter()
-        .filter(|(k, _)| k.starts_with("shard"))
-        .map(|(_, n)| *n)
-        .sum();
-    Ok(Offer {
-        gpu_types: sinfo::gpu_types(&nodes),
-        shards,
-        allowed: policy.limits.allowed_gpus.clone(),
-        pools: policy.pools.clone(),
-        memory_overrides: policy.gpu_memory.clone(),
-    })
-}
-
 pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
     let spec = crate::spec::load(&args.spec)?;
     let policy = Policy::from_site(ctx.site()?)?;
-    let offer = offer_from_cluster(ctx, &policy)?;
-    // MaxArraySize matters only for a sweep; a single run spares the call.
-    let limits = ControllerLimits {
-        max_array_size: if spec.variant_count() > 1 {
-            config::fetch(&ctx.slurm)
-                .ok()
-                .and_then(|c| c.max_array_size())
-        } else {
-            None
-        },
-    };
+    let cluster = crate::slurm::cluster::fetch(&ctx.slurm)
+        .context("asking Slurm for the cluster's nodes, partitions and limits")?;
     let workdir = resolve_workdir(&spec, args.workdir.as_deref())?;
     let existing = Manifest::path_in(&workdir);
     if existing.exists() {
@@ -190,7 +166,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
             workdir.display()
         )));
     }
-    let plan = plan::plan(&spec, &workdir, &offer, &policy, &limits)
+    let plan = plan::plan(&spec, &workdir, &cluster, &policy)
         .map_err(|e| invalid(e.to_string()))?;
 
     let now = Utc::now();
@@ -240,6 +216,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
                 workdir: workdir.display().to_string(),
                 gpu: plan.gpu.explanation.clone(),
                 warnings: plan.warnings.clone(),
+                resources: plan.stages.iter().map(|s| s.shaping.clone()).collect(),
                 jobs,
             },
         );
@@ -299,6 +276,8 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
                 array: stage.array.as_ref().map(|a| a.slurm_value()),
                 gres: stage.gres.clone(),
                 partition: stage.partition.clone(),
+                cpus: stage.cpus,
+                mem: stage.mem.clone(),
                 depends_on: j.depends_on.clone(),
                 dependency: j.dependency.clone(),
                 script: format!("scripts/{}.sh", stage_name(j.stage)),
@@ -316,6 +295,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
             workdir: workdir.display().to_string(),
             gpu: plan.gpu.explanation.clone(),
             warnings: plan.warnings.clone(),
+            resources: plan.stages.iter().map(|s| s.shaping.clone()).collect(),
             jobs,
         },
     )
@@ -363,6 +343,8 @@ fn dry_run_jobs(plan: &Plan, requests: &[JobRequest]) -> Result<Vec<JobOut>> {
             array: stage.array.as_ref().map(|a| a.slurm_value()),
             gres: stage.gres.clone(),
             partition: stage.partition.clone(),
+            cpus: stage.cpus,
+            mem: stage.mem.clone(),
             depends_on: vec![],
             dependency,
             script: req.script.display().to_string(),
@@ -456,11 +438,17 @@ fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut
         for line in &out.gpu {
             output::println(format!("  {line}"))?;
         }
+        output::println("CPUs and memory (the slice's share of the node unless set):")?;
+        for line in &out.resources {
+            output::println(format!("  {line}"))?;
+        }
     }
     for w in &out.warnings {
         eprintln!("yolo-sched: warning: {w}");
     }
-    let mut table = output::new_table(&["stage", "job id", "array", "gres", "partition", "after"]);
+    let mut table = output::new_table(&[
+        "stage", "job id", "array", "gres", "cpus", "mem", "partition", "after",
+    ]);
     for j in &out.jobs {
         table.add_row(vec![
             j.stage.to_string(),
@@ -469,6 +457,8 @@ fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut
                 .unwrap_or_else(|| "-".into()),
             j.array.clone().unwrap_or_else(|| "-".into()),
             j.gres.clone().unwrap_or_else(|| "-".into()),
+            j.cpus.to_string(),
+            j.mem.clone(),
             j.partition.clone().unwrap_or_else(|| "(default)".into()),
             j.dependency.clone().unwrap_or_else(|| "-".into()),
         ]);

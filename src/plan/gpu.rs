@@ -109,6 +109,39 @@ pub struct Offer {
 }
 
 impl Offer {
+    /// What the cluster's nodes offer (only those of `partition` when the
+    /// stage's partition is known before the choice), with the site's rules.
+    pub fn from_cluster(
+        cluster: &crate::slurm::cluster::Cluster,
+        partition: Option<&str>,
+        policy: &super::Policy,
+    ) -> Offer {
+        let mut gpu_types: BTreeMap<String, u64> = BTreeMap::new();
+        let mut shards = 0u64;
+        let nodes = cluster
+            .nodes
+            .iter()
+            .filter(|n| partition.is_none_or(|p| n.partitions.iter().any(|x| x == p)));
+        for node in nodes {
+            for item in &node.gres {
+                match (item.name.as_str(), &item.kind) {
+                    ("gpu", Some(k)) if item.count > 0 => {
+                        *gpu_types.entry(k.clone()).or_insert(0) += item.count
+                    }
+                    ("shard", _) => shards += item.count,
+                    _ => {}
+                }
+            }
+        }
+        Offer {
+            gpu_types,
+            shards,
+            allowed: policy.limits.allowed_gpus.clone(),
+            pools: policy.pools.clone(),
+            memory_overrides: policy.gpu_memory.clone(),
+        }
+    }
+
     /// Usable memory of a GRES type, when known.
     pub fn usable_gib(&self, gres_type: &str) -> Option<f64> {
         if let Some(v) = self.memory_overrides.get(gres_type) {

@@ -5,11 +5,13 @@
 pub mod estimate;
 pub mod gpu;
 pub mod policy;
+pub mod resources;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::slurm::cluster::Cluster;
 use crate::spec::{GpuRequest, Spec, SpecError, SpecErrors, StageKind};
 pub use estimate::Estimate;
 pub use gpu::{GpuChoice, Offer};
@@ -78,11 +80,22 @@ pub struct PlannedStage {
     pub account: Option<String>,
     pub qos: Option<String>,
     pub time: String,
+    /// CPUs the job gets: asked with `--cpus-per-task`, or Slurm's
+    /// `DefCpuPerGPU` when `cpus_from_slurm`.
     pub cpus: u32,
+    /// Memory as Slurm reads it (`4133M`, `8G`); Slurm's `DefMemPerGPU` when `mem_from_slurm`.
     pub mem: String,
+    /// Leave `--cpus-per-task` out: Slurm's per-GPU default applies.
+    pub cpus_from_slurm: bool,
+    /// Leave `--mem` out: Slurm's per-GPU default applies.
+    pub mem_from_slurm: bool,
+    /// Dataloader workers to pass when the spec sets none (GPU stages).
+    pub workers: Option<u32>,
     pub gres: Option<String>,
     pub array: Option<ArraySpec>,
     pub depends_on: Vec<Dependency>,
+    /// How the CPUs and memory were chosen, for `--explain`.
+    pub shaping: String,
 }
 
 /// The whole plan of a run.
@@ -106,12 +119,6 @@ impl Plan {
     }
 }
 
-/// Limits from the running controller that the plan must respect.
-#[derive(Debug, Clone, Default)]
-pub struct ControllerLimits {
-    pub max_array_size: Option<u64>,
-}
-
 pub fn stage_name(kind: StageKind) -> &'static str {
     match kind {
         StageKind::Prepare => "prepare",
@@ -121,20 +128,30 @@ pub fn stage_name(kind: StageKind) -> &'static str {
     }
 }
 
-/// Build the plan. `workdir` is already absolute. Errors point into the spec.
+/// Build the plan against the cluster's shape. `workdir` is already
+/// absolute. Errors point into the spec; a plan that comes back is one every
+/// stage of which some node can run.
 pub fn plan(
     spec: &Spec,
     workdir: &Path,
-    offer: &Offer,
+    cluster: &Cluster,
     policy: &Policy,
-    limits: &ControllerLimits,
 ) -> Result<Plan, SpecErrors> {
     let mut errors: Vec<SpecError> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     let variants = usize::try_from(spec.variant_count()).unwrap_or(usize::MAX);
+    // Where the train stage goes when that is known before the GPU choice:
+    // then only that partition's GPUs are candidates.
+    let known_partition = spec
+        .run
+        .partition
+        .clone()
+        .or_else(|| policy.defaults.gpu_partition.clone());
+    let offer = Offer::from_cluster(cluster, known_partition.as_deref(), policy);
+    let offer = &offer;
 
     // Array size: Slurm refuses indices at or above MaxArraySize.
-    let mut array_limit: Option<(u64, String)> = limits
+    let mut array_limit: Option<(u64, String)> = cluster
         .max_array_size
         .map(|m| (m, format!("the cluster's MaxArraySize is {m}")));
     if let Some(site_max) = policy.limits.max_array_size {
@@ -251,8 +268,6 @@ pub fn plan(
     if let Some(prep) = &spec.stages.prepare {
         let defaults = StageDefaults {
             time: "01:00:00",
-            cpus: 2,
-            mem: "4G",
             partition: cpu_partition_default.clone(),
         };
         let stage = side_stage(
@@ -282,15 +297,15 @@ pub fn plan(
         account: spec.run.account.clone(),
         qos: spec.run.qos.clone(),
         time: train_time.0.clone(),
-        cpus: spec.train_cpus(),
-        mem: spec
-            .resources
-            .mem
-            .as_ref()
-            .map_or_else(|| "16G".into(), |m| m.text.clone()),
+        cpus: 0,
+        mem: String::new(),
+        cpus_from_slurm: false,
+        mem_from_slurm: false,
+        workers: None,
         gres: gpu.gres.clone(),
         array: array.clone(),
         depends_on: train_deps,
+        shaping: String::new(),
     });
     let per_task = if array.is_some() {
         DepKind::AfterCorr
@@ -307,8 +322,6 @@ pub fn plan(
         };
         let defaults = StageDefaults {
             time: "01:00:00",
-            cpus: spec.train_cpus(),
-            mem: "8G",
             partition: gpu_partition.clone(),
         };
         let deps = vec![Dependency {
@@ -332,8 +345,6 @@ pub fn plan(
     if let Some(export) = &spec.stages.export {
         let defaults = StageDefaults {
             time: "00:30:00",
-            cpus: 2,
-            mem: "4G",
             partition: cpu_partition_default.clone(),
         };
         let deps = vec![Dependency {
@@ -352,6 +363,15 @@ pub fn plan(
             &mut errors,
         );
         stages.push(stage);
+    }
+
+    // CPUs and memory, shaped to the nodes each stage can run on, and the
+    // check that one of them can ever run it. A GPU choice that already
+    // failed has nothing to shape.
+    if errors.is_empty() {
+        for stage in &mut stages {
+            shape_stage(spec, policy, cluster, stage, &mut errors, &mut warnings);
+        }
     }
 
     if !errors.is_empty() {
@@ -381,13 +401,11 @@ pub fn plan(
 /// What a stage other than train gets when its `[stages.X]` table leaves a value out.
 struct StageDefaults {
     time: &'static str,
-    cpus: u32,
-    mem: &'static str,
     partition: Option<String>,
 }
 
 /// A stage other than train: its own resources over the defaults, its time
-/// checked against the site's limit.
+/// checked against the site's limit. CPUs and memory come from `shape_stage`.
 #[expect(
     clippy::too_many_arguments,
     reason = "a stage is described by this many independent values"
@@ -426,14 +444,118 @@ fn side_stage(
         account: spec.run.account.clone(),
         qos: spec.run.qos.clone(),
         time,
-        cpus: res.cpus.unwrap_or(defaults.cpus),
-        mem: res
-            .mem
-            .as_ref()
-            .map_or_else(|| defaults.mem.to_string(), |m| m.text.clone()),
+        cpus: 0,
+        mem: String::new(),
+        cpus_from_slurm: false,
+        mem_from_slurm: false,
+        workers: None,
         gres,
         array,
         depends_on,
+        shaping: String::new(),
+    }
+}
+
+/// Fill in a stage's CPUs, memory and dataloader workers from the spec, the
+/// site and the cluster (`resources::shape`); a request no node can ever
+/// satisfy becomes an error at the spec key that asked for it.
+fn shape_stage(
+    spec: &Spec,
+    policy: &Policy,
+    cluster: &Cluster,
+    stage: &mut PlannedStage,
+    errors: &mut Vec<SpecError>,
+    warnings: &mut Vec<String>,
+) {
+    use resources::{Source, Unfitting, Wants};
+    let name = stage_name(stage.kind);
+    let gpu = stage.gres.as_deref().and_then(resources::GpuAsk::parse);
+    let gres_type = gpu
+        .as_ref()
+        .map(|g| g.kind.clone().unwrap_or_else(|| g.name.clone()));
+    let (site_cpus, site_mem) = policy.site_resources(gres_type.as_deref());
+    let (prefix, table, spec_cpus, spec_mem) = if stage.kind == StageKind::Train {
+        (
+            "resources".to_string(),
+            "[resources]".to_string(),
+            spec.resources.cpus,
+            spec.resources.mem.as_ref(),
+        )
+    } else {
+        let res = spec
+            .stage_resources(stage.kind)
+            .expect("a planned side stage has its table");
+        (
+            format!("stages.{name}"),
+            format!("[stages.{name}]"),
+            res.cpus,
+            res.mem.as_ref(),
+        )
+    };
+    let workers = (stage.kind == StageKind::Train)
+        .then(|| spec.explicit_workers())
+        .flatten();
+    let wants = Wants {
+        cpus: spec_cpus
+            .map(|c| (c, Source::Spec))
+            .or_else(|| workers.map(|w| (w.saturating_add(1), Source::Workers)))
+            .or_else(|| site_cpus.map(|c| (c, Source::Site))),
+        mem_mib: spec_mem
+            .map(|m| (m.mebibytes, Source::Spec))
+            .or_else(|| site_mem.map(|m| (m, Source::Site))),
+    };
+    let time_secs = policy::parse_slurm_time(&stage.time).unwrap_or(0);
+    let request = resources::Stage {
+        name,
+        table: &table,
+        partition: stage.partition.as_deref(),
+        gpu: gpu.as_ref(),
+        wants,
+        time_secs,
+        time_text: &stage.time,
+    };
+    let shaped = match resources::shape(cluster, &request) {
+        Ok(s) => s,
+        Err(unfit) => {
+            let key = match unfit.what {
+                Unfitting::Partition if stage.kind == StageKind::Train => "run.partition".to_string(),
+                Unfitting::Partition => format!("{prefix}.partition"),
+                Unfitting::Gres if stage.kind == StageKind::Val => "stages.val.gpu".to_string(),
+                Unfitting::Gres => "resources.gpu".to_string(),
+                Unfitting::Cpus if spec_cpus.is_none() && workers.is_some() => "train.workers".to_string(),
+                Unfitting::Cpus => format!("{prefix}.cpus"),
+                Unfitting::Mem => format!("{prefix}.mem"),
+                Unfitting::Time if stage.kind == StageKind::Train => "resources.time".to_string(),
+                Unfitting::Time => format!("{prefix}.time"),
+            };
+            errors.push(spec.error_at(&key, unfit.message, Some(unfit.help)));
+            return;
+        }
+    };
+    stage.cpus = shaped.cpus;
+    stage.cpus_from_slurm = shaped.cpus_source == Source::Slurm;
+    stage.mem = match spec_mem {
+        Some(m) if shaped.mem_source == Source::Spec => m.text.clone(),
+        _ => resources::slurm_mem(shaped.mem_mib),
+    };
+    stage.mem_from_slurm = shaped.mem_source == Source::Slurm;
+    if gpu.is_some() && (stage.kind != StageKind::Train || workers.is_none()) {
+        // Ultralytics' 8 dataloader workers would outnumber a slice's CPUs.
+        stage.workers = Some(shaped.cpus.saturating_sub(1));
+    }
+    stage.shaping = format!("{name}: {}", shaped.explanation);
+    if let (Some(g), Some((fit, slices, node))) = (&gpu, &shaped.per_node) {
+        let chosen = matches!(shaped.cpus_source, Source::Spec | Source::Workers | Source::Site)
+            || matches!(shaped.mem_source, Source::Spec | Source::Site);
+        if chosen && fit < slices {
+            warnings.push(format!(
+                "{name} asks {} CPU(s) and {}: {node} can run only {fit} such job(s) at once on its {slices} {} slice(s); \
+                 leave `cpus`, `workers` and `mem` out to get the slice's share of the node",
+                shaped.cpus,
+                resources::show_mib(shaped.mem_mib),
+                g.label().trim_start_matches("gpu:"),
+            ));
+        }
     }
 }
 
@@ -492,7 +614,6 @@ fn sweep_maxima(spec: &Spec, batch: Option<u32>, imgsz: u32) -> (Option<u32>, u3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::gpu::Offer;
 
     fn spec(extra: &str) -> Spec {
         let dir = std::env::temp_dir();
@@ -502,24 +623,24 @@ mod tests {
         crate::spec::parse(&text, &dir.join("spec.toml").display().to_string()).unwrap()
     }
 
-    fn offer() -> Offer {
-        Offer {
-            gpu_types: [("1g.5gb", 4u64), ("2g.10gb", 2), ("a100", 1)]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            shards: 8,
-            ..Offer::default()
-        }
+    /// The local test cluster as recorded from `scontrol` (two nodes, 16 CPUs,
+    /// 64000 MB, gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1, shard:8; cpu and gpu).
+    fn cluster(max_array_size: Option<u64>) -> Cluster {
+        let mut c = crate::slurm::cluster::parse(include_str!(
+            "../../tests/data/scontrol-shape-22.05.txt"
+        ))
+        .unwrap();
+        c.max_array_size = max_array_size;
+        c
     }
 
-    fn plan_of(s: &Spec, policy: &Policy, limits: &ControllerLimits) -> Result<Plan, SpecErrors> {
-        plan(s, Path::new("/w"), &offer(), policy, limits)
+    fn plan_of(s: &Spec, policy: &Policy, max_array_size: Option<u64>) -> Result<Plan, SpecErrors> {
+        plan(s, Path::new("/w"), &cluster(max_array_size), policy)
     }
 
     #[test]
     fn the_default_graph_is_prepare_train_export_chained_afterok() {
-        let p = plan_of(&spec(""), &Policy::default(), &ControllerLimits::default()).unwrap();
+        let p = plan_of(&spec(""), &Policy::default(), None).unwrap();
         let kinds: Vec<StageKind> = p.stages.iter().map(|s| s.kind).collect();
         assert_eq!(
             kinds,
@@ -538,7 +659,7 @@ mod tests {
     #[test]
     fn a_sweep_makes_arrays_that_wait_per_task() {
         let s = spec("[stages.val]\n[sweep]\nlr0 = [0.1, 0.01, 0.001]\nmax_parallel = 2\n");
-        let p = plan_of(&s, &Policy::default(), &ControllerLimits::default()).unwrap();
+        let p = plan_of(&s, &Policy::default(), None).unwrap();
         assert!(
             p.stage(StageKind::Prepare).unwrap().array.is_none(),
             "prepare runs once"
@@ -557,10 +678,7 @@ mod tests {
     fn a_sweep_larger_than_max_array_size_is_refused_at_the_sweep() {
         let values: Vec<String> = (0..12).map(|i| format!("0.{i:02}1")).collect();
         let s = spec(&format!("[sweep]\nlr0 = [{}]\n", values.join(", ")));
-        let limits = ControllerLimits {
-            max_array_size: Some(10),
-        };
-        let err = plan_of(&s, &Policy::default(), &limits).unwrap_err();
+        let err = plan_of(&s, &Policy::default(), Some(10)).unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains("12 variants") && text.contains("MaxArraySize is 10"),
@@ -581,9 +699,7 @@ mod tests {
         let text = plan_of(
             &s,
             &policy,
-            &ControllerLimits {
-                max_array_size: Some(1001),
-            },
+            Some(1001),
         )
         .unwrap_err()
         .to_string();
@@ -601,7 +717,7 @@ mod tests {
         policy.defaults.imgsz = Some(640);
         policy.defaults.gpu_partition = Some("gpu".into());
         policy.defaults.cpu_partition = Some("cpu".into());
-        let p = plan_of(&spec(""), &policy, &ControllerLimits::default()).unwrap();
+        let p = plan_of(&spec(""), &policy, None).unwrap();
         assert_eq!(p.batch_default, Some(8));
         assert_eq!(
             p.stage(StageKind::Train).unwrap().partition.as_deref(),
@@ -618,11 +734,11 @@ mod tests {
     #[test]
     fn a_gpu_the_cluster_lacks_is_refused_with_what_it_has() {
         let s = spec("[resources]\ngpu = \"3g.20gb\"\n");
-        let text = plan_of(&s, &Policy::default(), &ControllerLimits::default())
+        let text = plan_of(&s, &Policy::default(), None)
             .unwrap_err()
             .to_string();
         assert!(
-            text.contains("no GPU of type `3g.20gb`") && text.contains("1g.5gb ×4"),
+            text.contains("no GPU of type `3g.20gb`") && text.contains("1g.5gb ×8"),
             "{text}"
         );
     }

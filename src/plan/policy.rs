@@ -50,6 +50,16 @@ impl Limits {
     }
 }
 
+/// `[resources."<type>"]`: CPUs and memory of a stage on that GRES type
+/// (`1g.5gb`, `a100`, `shard` per shard), or `[resources.cpu]` for stages
+/// without a GPU; they replace the slice's share of the node.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SiteResources {
+    pub cpus: Option<u32>,
+    pub mem: Option<String>,
+}
+
 /// Everything the planner takes from the site file.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
@@ -57,6 +67,24 @@ pub struct Policy {
     pub limits: Limits,
     pub pools: Pools,
     pub gpu_memory: BTreeMap<String, f64>,
+    pub resources: BTreeMap<String, SiteResources>,
+}
+
+impl Policy {
+    /// The site's CPUs and memory (MiB) for a GRES type (`None`: CPU stages).
+    pub fn site_resources(&self, gres_type: Option<&str>) -> (Option<u32>, Option<u64>) {
+        let key = gres_type.unwrap_or("cpu");
+        match self.resources.get(key) {
+            Some(r) => (
+                r.cpus,
+                r.mem
+                    .as_deref()
+                    .and_then(|m| crate::spec::values::parse_mem(m).ok())
+                    .map(|m| m.mebibytes),
+            ),
+            None => (None, None),
+        }
+    }
 }
 
 impl Policy {
@@ -66,7 +94,25 @@ impl Policy {
             limits: site.section("limits")?,
             pools: site.section("pools")?,
             gpu_memory: site.section("gpu_memory")?,
+            resources: site.section("resources")?,
         };
+        for (kind, r) in &policy.resources {
+            if r.cpus == Some(0) {
+                return Err(crate::error::invalid(format!(
+                    "site file {}: `resources.\"{kind}\".cpus` is 0; expected at least 1",
+                    site.describe()
+                )));
+            }
+            if let Some(m) = &r.mem {
+                if let Err(p) = crate::spec::values::parse_mem(m) {
+                    return Err(crate::error::invalid(format!(
+                        "site file {}: `resources.\"{kind}\".mem`: {}",
+                        site.describe(),
+                        p.message
+                    )));
+                }
+            }
+        }
         for (key, value) in [
             ("defaults.time", &policy.defaults.time),
             ("limits.max_time", &policy.limits.max_time),
@@ -123,6 +169,21 @@ mod tests {
         assert_eq!(pol.limits.max_time(), Some(("08:00:00".into(), 28800)));
         assert_eq!(pol.gpu_memory.get("a100"), Some(&79.0));
         assert!(pol.pools.shared.is_some());
+
+        std::fs::write(
+            &p,
+            "[resources.\"1g.5gb\"]\ncpus = 2\nmem = \"8G\"\n[resources.cpu]\ncpus = 1\n",
+        )
+        .unwrap();
+        let pol = Policy::from_site(&Site::load(Some(&p)).unwrap()).unwrap();
+        assert_eq!(pol.site_resources(Some("1g.5gb")), (Some(2), Some(8192)));
+        assert_eq!(pol.site_resources(None), (Some(1), None));
+        assert_eq!(pol.site_resources(Some("a100")), (None, None));
+        for bad in ["[resources.\"1g.5gb\"]\nmem = \"8 gigs\"\n", "[resources.cpu]\ncpus = 0\n", "[resources.cpu]\nthreads = 2\n"] {
+            std::fs::write(&p, bad).unwrap();
+            let err = Policy::from_site(&Site::load(Some(&p)).unwrap()).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&err), 2, "{bad}: {err:#}");
+        }
 
         std::fs::write(&p, "[limits]\nmax_time = \"forever\"\n").unwrap();
         let err = Policy::from_site(&Site::load(Some(&p)).unwrap()).unwrap_err();

@@ -26,8 +26,10 @@ struct StageCtx {
     output: String,
     error: String,
     time: String,
-    cpus: u32,
-    mem: String,
+    /// `None`: Slurm's per-GPU default applies (`DefCpuPerGPU`), no `--cpus-per-task`.
+    cpus: Option<u32>,
+    /// `None`: Slurm's `DefMemPerGPU` applies, no `--mem`.
+    mem: Option<String>,
     partition: Option<String>,
     account: Option<String>,
     qos: Option<String>,
@@ -174,8 +176,8 @@ fn render_stage(
             output: out.display().to_string(),
             error: out.display().to_string(),
             time: stage.time.clone(),
-            cpus: stage.cpus,
-            mem: stage.mem.clone(),
+            cpus: (!stage.cpus_from_slurm).then_some(stage.cpus),
+            mem: (!stage.mem_from_slurm).then(|| stage.mem.clone()),
             partition: stage.partition.clone(),
             account: stage.account.clone(),
             qos: stage.qos.clone(),
@@ -210,6 +212,10 @@ fn render_stage(
                     .or_insert(ArgValue::Int(i.into()));
             }
             base.insert("device".into(), ArgValue::Str(device.into()));
+            if let Some(w) = stage.workers {
+                base.entry("workers".into())
+                    .or_insert(ArgValue::Int(w.into()));
+            }
             let variants: Vec<Vec<String>> = if plan.variants > 1 {
                 spec.sweep_variants().iter().map(arg_words).collect()
             } else {
@@ -239,6 +245,10 @@ fn render_stage(
             }
             let val_device = if stage.gres.is_some() { "0" } else { "cpu" };
             args.insert("device".into(), ArgValue::Str(val_device.into()));
+            if let Some(w) = stage.workers {
+                args.entry("workers".into())
+                    .or_insert(ArgValue::Int(w.into()));
+            }
             ctx.val = Some(ValCtx {
                 data,
                 args: arg_words(&args),

@@ -5,6 +5,7 @@
 //! other modules parse one command's output each, as pure functions, so they
 //! are tested on recorded output as well as on the live cluster.
 
+pub mod cluster;
 pub mod config;
 pub mod gres;
 pub mod runner;

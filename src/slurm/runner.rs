@@ -123,6 +123,12 @@ impl Slurm {
 
     /// Run a command once; a non-zero exit is returned as `Ok` for the caller to judge.
     pub fn run_raw(&self, program: &str, args: &[&str]) -> Result<Captured> {
+        self.run_raw_input(program, args, None)
+    }
+
+    /// `run_raw` with `input` on the child's stdin (`scontrol` reads several
+    /// commands from it in one process: one call, not one per question).
+    fn run_raw_input(&self, program: &str, args: &[&str], input: Option<&str>) -> Result<Captured> {
         CALLS.fetch_add(1, Ordering::Relaxed);
         if let Some(path) = &self.trace {
             if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -132,7 +138,13 @@ impl Slurm {
             {
                 // One write per line: with O_APPEND, concurrent callers (the
                 // report runs its commands side by side) never interleave.
-                let line = format!("{}\n", process::display_command(program, args));
+                let mut line = process::display_command(program, args);
+                if let Some(input) = input {
+                    // What it was asked on stdin, on the same line.
+                    line.push_str(" <<< ");
+                    line.push_str(&input.lines().collect::<Vec<_>>().join("; "));
+                }
+                line.push('\n');
                 let _ = f.write_all(line.as_bytes());
             }
         }
@@ -140,17 +152,22 @@ impl Slurm {
             set: &CLIENT_SETTINGS,
             remove: &CLIENT_OVERRIDES,
         };
-        Ok(process::run_with_timeout_env(
+        Ok(process::run_with_input(
             program,
             args,
             self.timeout,
             env,
+            input.map(|i| i.as_bytes().to_vec()),
         )?)
     }
 
     /// Run a command; a non-zero exit becomes a `CommandFailed` error.
     pub fn run(&self, program: &str, args: &[&str]) -> Result<Captured> {
-        let out = self.run_raw(program, args)?;
+        self.run_input(program, args, None)
+    }
+
+    fn run_input(&self, program: &str, args: &[&str], input: Option<&str>) -> Result<Captured> {
+        let out = self.run_raw_input(program, args, input)?;
         if out.status.success() {
             Ok(out)
         } else {
@@ -167,10 +184,19 @@ impl Slurm {
     /// Only for commands that are safe to repeat (queries, or a submission
     /// that Slurm refused outright).
     pub fn run_retrying(&self, program: &str, args: &[&str]) -> Result<Captured> {
+        self.run_retrying_input(program, args, None)
+    }
+
+    fn run_retrying_input(
+        &self,
+        program: &str,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> Result<Captured> {
         let mut pause = self.retry_pause;
         let mut attempt = 0;
         loop {
-            match self.run(program, args) {
+            match self.run_input(program, args, input) {
                 Err(err) if attempt < self.retries && is_transient_error(&err) => {
                     attempt += 1;
                     std::thread::sleep(pause);
@@ -184,6 +210,13 @@ impl Slurm {
     /// Run and return stdout as a string.
     pub fn stdout(&self, program: &str, args: &[&str]) -> Result<String> {
         Ok(self.run_retrying(program, args)?.stdout_str())
+    }
+
+    /// `stdout` of a query that reads its commands from stdin (retried likewise).
+    pub fn stdout_with_input(&self, program: &str, args: &[&str], input: &str) -> Result<String> {
+        Ok(self
+            .run_retrying_input(program, args, Some(input))?
+            .stdout_str())
     }
 }
 

@@ -1240,8 +1240,8 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
 
 /// Checks across tables, once every part parsed; warnings only for now.
 fn check_whole(cx: &mut Cx<'_>, spec: &Spec) {
-    if let Some(cpus) = spec.resources.cpus {
-        let needed = spec.workers_cpus();
+    if let (Some(cpus), Some(workers)) = (spec.resources.cpus, spec.explicit_workers()) {
+        let needed = workers.saturating_add(1);
         if cpus < needed {
             cx.warn_at(
                 "resources.cpus",

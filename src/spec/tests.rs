@@ -87,7 +87,8 @@ fn the_issue_example_parses_with_every_value() {
     assert_eq!(spec.resources.gpu, GpuRequest::Auto);
     assert_eq!(spec.resources.time.as_ref().unwrap().seconds, 8 * 3600);
     assert_eq!(spec.resources.mem.as_ref().unwrap().mebibytes, 32 * 1024);
-    assert_eq!(spec.train_cpus(), 9);
+    assert_eq!(spec.resources.cpus, Some(9));
+    assert_eq!(spec.explicit_workers(), Some(8));
     let prepare = spec.stages.prepare.as_ref().unwrap();
     assert_eq!(prepare.resources.partition.as_deref(), Some("cpu"));
     assert!(prepare.cache.as_ref().unwrap().has_vars());
@@ -130,7 +131,7 @@ fn defaults_fill_what_a_minimal_spec_leaves_out() {
         vec!["torchscript"]
     );
     assert_eq!(spec.train.epochs, None);
-    assert_eq!(spec.train_cpus(), ultralytics::DEFAULT_WORKERS + 1);
+    assert_eq!(spec.explicit_workers(), None, "workers follow the CPUs the stage gets");
     assert_eq!(spec.variant_count(), 1);
     assert_eq!(spec.sweep_variants(), vec![BTreeMap::new()]);
     assert_eq!(spec.origin.base_dir, std::path::Path::new("."));
@@ -146,10 +147,10 @@ fn stages_can_be_switched_off_and_on() {
 }
 
 #[test]
-fn cpus_default_to_the_largest_swept_workers_plus_one() {
+fn explicit_workers_are_the_largest_over_the_sweep() {
     let text = format!("{MINIMAL}workers = 4\n[sweep]\nworkers = [2, 6]\n");
     let spec = parse(&text, "s.toml").unwrap();
-    assert_eq!(spec.train_cpus(), 7);
+    assert_eq!(spec.explicit_workers(), Some(6));
 }
 
 #[test]

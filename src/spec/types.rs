@@ -96,7 +96,8 @@ pub enum Batch {
 pub struct Resources {
     pub gpu: GpuRequest,
     pub time: Option<SlurmTime>,
-    /// Default: workers + 1 (see `Spec::train_cpus`).
+    /// Default: workers + 1 when the spec sets workers, else the slice's
+    /// share of the node (`plan::resources`).
     pub cpus: Option<u32>,
     pub mem: Option<MemSize>,
 }
@@ -269,6 +270,16 @@ impl Spec {
         out
     }
 
+    /// The `[stages.X]` resources of a side stage (`None` for train, or when off).
+    pub fn stage_resources(&self, kind: StageKind) -> Option<&StageResources> {
+        match kind {
+            StageKind::Prepare => self.stages.prepare.as_ref().map(|s| &s.resources),
+            StageKind::Val => self.stages.val.as_ref().map(|s| &s.resources),
+            StageKind::Export => self.stages.export.as_ref().map(|s| &s.resources),
+            StageKind::Train => None,
+        }
+    }
+
     /// How many training variants the sweep makes (1 without a sweep).
     pub fn variant_count(&self) -> u64 {
         self.sweep.variant_count()
@@ -311,18 +322,9 @@ impl Spec {
         out
     }
 
-    /// CPUs of the train stage: `[resources] cpus`, else `workers_cpus`.
-    pub fn train_cpus(&self) -> u32 {
-        self.resources.cpus.unwrap_or_else(|| self.workers_cpus())
-    }
-
-    /// CPUs the dataloader needs: the largest `workers` over all variants + 1
-    /// (Ultralytics' default of 8 workers when unset).
-    pub fn workers_cpus(&self) -> u32 {
-        let base = self
-            .train
-            .workers
-            .unwrap_or(super::ultralytics::DEFAULT_WORKERS);
+    /// The largest `workers` the spec sets over all variants; `None` when it
+    /// leaves the dataloader to yolo-sched (one worker per CPU the stage gets, less one).
+    pub fn explicit_workers(&self) -> Option<u32> {
         let swept = self
             .sweep
             .axes
@@ -334,7 +336,10 @@ impl Spec {
                 _ => None,
             })
             .max();
-        swept.unwrap_or(base).saturating_add(1)
+        match (swept, self.train.workers) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Position of a key path (`train.imgsz`, `sweep`, `resources.gpu`), if written.

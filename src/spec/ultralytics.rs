@@ -11,8 +11,6 @@
 //! `yolo train` accepts every key of the file, including predict and export ones,
 //! so all are listed.
 
-/// Ultralytics' default `workers` (dataloader processes per rank).
-pub const DEFAULT_WORKERS: u32 = 8;
 /// Ultralytics' default `epochs`.
 pub const DEFAULT_EPOCHS: u32 = 100;
 /// Ultralytics' default `imgsz`.
