@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use yolo_sched::plan::{self, Policy};
-use yolo_sched::slurm::cluster::Cluster;
 use yolo_sched::render::scripts::{render_all, RenderInput};
 use yolo_sched::render::Templates;
+use yolo_sched::slurm::cluster::Cluster;
 
 fn main() {
     divan::main();

@@ -148,7 +148,16 @@ stop_daemon() {
 
 # ---------------------------------------------------------------- configuration
 
-node_names() { seq -f 'node%g' 1 "$NODES"; }
+# node1..nodeN share one shape; small1 has another (16 CPUs, 16000 MB, seven 1g.5gb
+# slices: an A100 cut into 1g.5gb*7) in partitions of its own, so tests see more
+# than one cluster shape: `small` plain, `smalldef` with Slurm's DefCpuPerGPU/DefMemPerGPU.
+readonly SMALL_NODE_NAME=small1
+readonly SMALL_NODE_PORT=17200
+standard_node_names() { seq -f 'node%g' 1 "$NODES"; }
+node_names() {
+    standard_node_names
+    echo "$SMALL_NODE_NAME"
+}
 
 make_fake_devices() {
     local n
@@ -204,14 +213,17 @@ write_slurm_conf() {
             echo "AccountingStorageTRES=$(gres_types_tres)"
             echo "JobAcctGatherType=jobacct_gather/linux"
         fi
-        for n in $(node_names); do
+        for n in $(standard_node_names); do
             i=$((i + 1))
             echo "NodeName=$n NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + i)) CPUs=16 RealMemory=64000 Gres=gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1,shard:8 State=UNKNOWN"
         done
+        echo "NodeName=$SMALL_NODE_NAME NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$SMALL_NODE_PORT CPUs=16 RealMemory=16000 Gres=gpu:1g.5gb:7 State=UNKNOWN"
         local all
-        all=$(node_names | paste -sd, -)
+        all=$(standard_node_names | paste -sd, -)
         echo "PartitionName=cpu Nodes=$all Default=YES MaxTime=INFINITE State=UP"
         echo "PartitionName=gpu Nodes=$all MaxTime=INFINITE State=UP"
+        echo "PartitionName=small Nodes=$SMALL_NODE_NAME MaxTime=INFINITE State=UP"
+        echo "PartitionName=smalldef Nodes=$SMALL_NODE_NAME MaxTime=INFINITE DefCpuPerGPU=2 DefMemPerGPU=2000 State=UP"
         mig_node_lines
     } >"$out"
 }
@@ -227,6 +239,10 @@ write_gres_conf() {
             if [ -n "${!override_var:-}" ]; then
                 echo "# $n: from ${!override_var}"
                 cat "${!override_var}"
+                continue
+            fi
+            if [ "$n" = "$SMALL_NODE_NAME" ]; then
+                echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/gpu[0-6]"
                 continue
             fi
             echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/gpu[0-3]"
@@ -404,8 +420,10 @@ wait_idle() {
         local total idle
         total=$(printf '%s\n' "$states" | grep -c . || true)
         idle=$(printf '%s\n' "$states" | awk '$2 == "idle" || $2 == "mix" || $2 == "alloc"' | grep -c . || true)
-        if [ "$total" -eq "$NODES" ] && [ "$idle" -eq "$NODES" ] && registered_all; then
-            log "all $NODES node(s) idle"
+        local want
+        want=$(node_names | grep -c .)
+        if [ "$total" -eq "$want" ] && [ "$idle" -eq "$want" ] && registered_all; then
+            log "all $want node(s) idle"
             return 0
         fi
         if [ $resumed = 0 ] && [ $((deadline - SECONDS)) -lt $((IDLE_TIMEOUT - 3)) ]; then

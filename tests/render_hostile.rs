@@ -8,9 +8,9 @@ use std::process::Command;
 
 use proptest::prelude::*;
 use yolo_sched::plan::{self, Policy};
-use yolo_sched::slurm::cluster::Cluster;
 use yolo_sched::render::scripts::{render_all, RenderInput};
 use yolo_sched::render::Templates;
+use yolo_sched::slurm::cluster::Cluster;
 
 const RECORDER: &str =
     "#!/bin/sh\n: > \"$RECORD\"\nfor a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n";
@@ -34,12 +34,7 @@ fn run_train_script(dir: &Path, spec_text: &str) -> Option<Vec<String>> {
         }
     };
     let workdir = dir.join("run");
-    let plan = match plan::plan(
-        &spec,
-        &workdir,
-        &cluster(),
-        &Policy::default(),
-    ) {
+    let plan = match plan::plan(&spec, &workdir, &cluster(), &Policy::default()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("plan rejected: {e}");

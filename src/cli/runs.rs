@@ -193,6 +193,9 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
         ));
     }
     let plan = resume::plan_resume(&manifest, &st)?;
+    let cluster = crate::slurm::cluster::fetch(&ctx.slurm)
+        .context("asking Slurm for the cluster's nodes, partitions and limits")?;
+    resume::check_fit(&manifest, &plan, &cluster)?;
     let jobs = if args.dry_run {
         Vec::new()
     } else {

@@ -94,7 +94,8 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
     let painted = match &st.state {
         crate::run::status::RunState::Completed => output::paint(&state, "32", color),
         crate::run::status::RunState::Failed { .. }
-        | crate::run::status::RunState::Cancelled { .. } => output::paint(&state, "31", color),
+        | crate::run::status::RunState::Cancelled { .. }
+        | crate::run::status::RunState::NeverRuns { .. } => output::paint(&state, "31", color),
         _ => output::paint(&state, "33", color),
     };
     output::println(format!(

@@ -166,8 +166,8 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
             workdir.display()
         )));
     }
-    let plan = plan::plan(&spec, &workdir, &cluster, &policy)
-        .map_err(|e| invalid(e.to_string()))?;
+    let plan =
+        plan::plan(&spec, &workdir, &cluster, &policy).map_err(|e| invalid(e.to_string()))?;
 
     let now = Utc::now();
     let run_id = manifest::new_run_id(&spec.run.name, now);
@@ -447,7 +447,14 @@ fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut
         eprintln!("yolo-sched: warning: {w}");
     }
     let mut table = output::new_table(&[
-        "stage", "job id", "array", "gres", "cpus", "mem", "partition", "after",
+        "stage",
+        "job id",
+        "array",
+        "gres",
+        "cpus",
+        "mem",
+        "partition",
+        "after",
     ]);
     for j in &out.jobs {
         table.add_row(vec![

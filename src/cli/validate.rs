@@ -16,8 +16,10 @@ use crate::spec::{self, SpecError};
 #[command(after_help = "\
 Checks everything that can be checked without the cluster: keys and types, `yolo train`
 arguments against the Ultralytics list, imgsz, batch, GPU requests, Slurm times and memory
-sizes, the sweep, and that the dataset YAML exists. `submit` runs the same checks first,
-plus those that need the cluster (array size, GPU types that exist).
+sizes, the sweep, and that the dataset YAML exists. Where Slurm answers, it also plans the
+run against the cluster as `submit` would (GPU types that exist, array size, and whether
+some node can ever give each stage its CPUs, memory, GPU and time); where it does not, it
+says that check was not made. `--no-cluster` skips it.
 
 Exit status: 0 valid (warnings allowed), 2 invalid (every error is listed with file:line:column).
 
@@ -33,10 +35,41 @@ pub struct ValidateArgs {
     /// Print the result as JSON (the spec with defaults filled in, or the errors).
     #[arg(long)]
     pub json: bool,
+
+    /// Do not ask Slurm: check the spec on its own.
+    #[arg(long)]
+    pub no_cluster: bool,
+}
+
+/// Plan the spec against the cluster as submit would. `Ok(Err(why))` when
+/// the cluster could not be asked (the check was not made).
+fn check_against_cluster(
+    ctx: &mut Context,
+    spec: &spec::Spec,
+) -> Result<Result<Result<(), spec::SpecErrors>, String>> {
+    let policy = crate::plan::Policy::from_site(ctx.site()?)?;
+    let cluster = match crate::slurm::cluster::fetch(&ctx.slurm) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(format!("{e:#}"))),
+    };
+    let workdir =
+        super::submit::resolve_workdir(spec, None).unwrap_or_else(|_| spec.origin.base_dir.clone());
+    Ok(Ok(
+        crate::plan::plan(spec, &workdir, &cluster, &policy).map(|_| ())
+    ))
 }
 
 pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
-    let checked = spec::read_checked(&args.spec)?;
+    let mut checked = spec::read_checked(&args.spec)?;
+    let mut cluster_note: Option<String> = None;
+    if let (Ok(spec), false) = (&checked, args.no_cluster) {
+        match check_against_cluster(ctx, spec)? {
+            Ok(Ok(())) => {}
+            Ok(Err(errors)) => checked = Err(errors),
+            Err(why) => cluster_note = Some(why),
+        }
+    }
+    let cluster_checked = !args.no_cluster && cluster_note.is_none();
     match checked {
         Ok(spec) => {
             let stages = spec.stages();
@@ -51,12 +84,20 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
                     "hash": spec.hash_hex(),
                     "warnings": spec.origin.warnings,
                     "errors": [],
+                    "cluster_checked": cluster_checked,
+                    "cluster_not_checked_because": cluster_note,
                     "spec": spec,
                 }))?;
             } else {
                 print_warnings(ctx, &spec.origin.warnings);
+                if let Some(why) = &cluster_note {
+                    eprintln!(
+                        "yolo-sched: note: not checked against the cluster (Slurm did not answer: {why}); \
+                         `submit` will check it"
+                    );
+                }
                 output::println(format!(
-                    "ok: {}, {} stage{} ({}), {} variant{}",
+                    "ok: {}, {} stage{} ({}), {} variant{}{}",
                     spec.run.name,
                     stages.len(),
                     plural(stages.len() as u64),
@@ -67,6 +108,11 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
                         .join(" → "),
                     variants,
                     plural(variants),
+                    if cluster_checked {
+                        "; fits the cluster"
+                    } else {
+                        ""
+                    },
                 ))?;
             }
             Ok(exit::OK)

@@ -518,11 +518,15 @@ fn shape_stage(
         Ok(s) => s,
         Err(unfit) => {
             let key = match unfit.what {
-                Unfitting::Partition if stage.kind == StageKind::Train => "run.partition".to_string(),
+                Unfitting::Partition if stage.kind == StageKind::Train => {
+                    "run.partition".to_string()
+                }
                 Unfitting::Partition => format!("{prefix}.partition"),
                 Unfitting::Gres if stage.kind == StageKind::Val => "stages.val.gpu".to_string(),
                 Unfitting::Gres => "resources.gpu".to_string(),
-                Unfitting::Cpus if spec_cpus.is_none() && workers.is_some() => "train.workers".to_string(),
+                Unfitting::Cpus if spec_cpus.is_none() && workers.is_some() => {
+                    "train.workers".to_string()
+                }
                 Unfitting::Cpus => format!("{prefix}.cpus"),
                 Unfitting::Mem => format!("{prefix}.mem"),
                 Unfitting::Time if stage.kind == StageKind::Train => "resources.time".to_string(),
@@ -545,8 +549,10 @@ fn shape_stage(
     }
     stage.shaping = format!("{name}: {}", shaped.explanation);
     if let (Some(g), Some((fit, slices, node))) = (&gpu, &shaped.per_node) {
-        let chosen = matches!(shaped.cpus_source, Source::Spec | Source::Workers | Source::Site)
-            || matches!(shaped.mem_source, Source::Spec | Source::Site);
+        let chosen = matches!(
+            shaped.cpus_source,
+            Source::Spec | Source::Workers | Source::Site
+        ) || matches!(shaped.mem_source, Source::Spec | Source::Site);
         if chosen && fit < slices {
             warnings.push(format!(
                 "{name} asks {} CPU(s) and {}: {node} can run only {fit} such job(s) at once on its {slices} {} slice(s); \
@@ -626,10 +632,9 @@ mod tests {
     /// The local test cluster as recorded from `scontrol` (two nodes, 16 CPUs,
     /// 64000 MB, gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1, shard:8; cpu and gpu).
     fn cluster(max_array_size: Option<u64>) -> Cluster {
-        let mut c = crate::slurm::cluster::parse(include_str!(
-            "../../tests/data/scontrol-shape-22.05.txt"
-        ))
-        .unwrap();
+        let mut c =
+            crate::slurm::cluster::parse(include_str!("../../tests/data/scontrol-shape-22.05.txt"))
+                .unwrap();
         c.max_array_size = max_array_size;
         c
     }
@@ -696,13 +701,7 @@ mod tests {
         policy.limits.max_time = Some("04:00:00".into());
         policy.limits.max_array_size = Some(2);
         let s = spec("[resources]\ntime = \"08:00:00\"\n[sweep]\nlr0 = [0.1, 0.01, 0.001]\n");
-        let text = plan_of(
-            &s,
-            &policy,
-            Some(1001),
-        )
-        .unwrap_err()
-        .to_string();
+        let text = plan_of(&s, &policy, Some(1001)).unwrap_err().to_string();
         assert!(
             text.contains("longer than the site's maximum 04:00:00 (`limits.max_time`)"),
             "{text}"

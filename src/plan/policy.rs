@@ -179,7 +179,11 @@ mod tests {
         assert_eq!(pol.site_resources(Some("1g.5gb")), (Some(2), Some(8192)));
         assert_eq!(pol.site_resources(None), (Some(1), None));
         assert_eq!(pol.site_resources(Some("a100")), (None, None));
-        for bad in ["[resources.\"1g.5gb\"]\nmem = \"8 gigs\"\n", "[resources.cpu]\ncpus = 0\n", "[resources.cpu]\nthreads = 2\n"] {
+        for bad in [
+            "[resources.\"1g.5gb\"]\nmem = \"8 gigs\"\n",
+            "[resources.cpu]\ncpus = 0\n",
+            "[resources.cpu]\nthreads = 2\n",
+        ] {
             std::fs::write(&p, bad).unwrap();
             let err = Policy::from_site(&Site::load(Some(&p)).unwrap()).unwrap_err();
             assert_eq!(crate::error::exit_code_for(&err), 2, "{bad}: {err:#}");

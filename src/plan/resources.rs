@@ -108,13 +108,20 @@ impl GpuAsk {
             return None;
         }
         if !self.is_shard() {
-            return Some((self.count.saturating_mul(units_of(self.kind.as_deref())), total));
+            return Some((
+                self.count.saturating_mul(units_of(self.kind.as_deref())),
+                total,
+            ));
         }
         // Shards cut the GPUs that carry them: typed (`shard:a100:8`) when
         // Slurm says which, else the node's whole GPUs, else one GPU.
         let mut carried_units = 0u64;
         let mut shards = 0u64;
-        for s in node.gres.iter().filter(|g| g.name == "shard" && g.count > 0) {
+        for s in node
+            .gres
+            .iter()
+            .filter(|g| g.name == "shard" && g.count > 0)
+        {
             shards += s.count;
             carried_units += match &s.kind {
                 Some(k) => node
@@ -125,7 +132,9 @@ impl GpuAsk {
                     let whole: u64 = node
                         .gres
                         .iter()
-                        .filter(|g| g.name == "gpu" && units_of(g.kind.as_deref()) == WHOLE_GPU_UNITS)
+                        .filter(|g| {
+                            g.name == "gpu" && units_of(g.kind.as_deref()) == WHOLE_GPU_UNITS
+                        })
                         .map(|g| g.count)
                         .sum();
                     whole.max(1) * WHOLE_GPU_UNITS
@@ -286,7 +295,11 @@ pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
         });
     }
     if let Some(g) = stage.gpu {
-        let max = candidates.iter().map(|n| g.available_on(n)).max().unwrap_or(0);
+        let max = candidates
+            .iter()
+            .map(|n| g.available_on(n))
+            .max()
+            .unwrap_or(0);
         if g.count > max {
             return Err(Unfit {
                 what: Unfitting::Gres,
@@ -344,7 +357,17 @@ pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
         }
     };
 
-    check_fit(cluster, stage, partition, &candidates, cpus, cpus_source, mem_mib, mem_source, &what)?;
+    check_fit(
+        cluster,
+        stage,
+        partition,
+        &candidates,
+        cpus,
+        cpus_source,
+        mem_mib,
+        mem_source,
+        &what,
+    )?;
 
     let explanation = match (stage.gpu, smallest) {
         (Some(g), Some((n, _))) => {
@@ -426,7 +449,10 @@ fn resolve_partition<'c>(cluster: &'c Cluster, stage: &Stage<'_>) -> Result<&'c 
                 stage.name,
                 names()
             ),
-            help: match crate::suggest::closest(p, cluster.partitions.iter().map(|x| x.name.as_str())) {
+            help: match crate::suggest::closest(
+                p,
+                cluster.partitions.iter().map(|x| x.name.as_str()),
+            ) {
                 Some(c) => format!("did you mean `{c}`?"),
                 None => "name one of the cluster's partitions (`sinfo -s` lists them)".into(),
             },
@@ -447,7 +473,10 @@ fn no_gres(cluster: &Cluster, stage: &Stage<'_>, pname: &str, in_partition: &[&N
     let Some(g) = stage.gpu else {
         return Unfit {
             what: Unfitting::Partition,
-            message: format!("{} goes to partition {pname}, which has no nodes", stage.name),
+            message: format!(
+                "{} goes to partition {pname}, which has no nodes",
+                stage.name
+            ),
             help: "choose another partition (`sinfo -s` lists them)".into(),
         };
     };
@@ -484,12 +513,18 @@ fn no_gres(cluster: &Cluster, stage: &Stage<'_>, pname: &str, in_partition: &[&N
         help: if elsewhere.is_empty() {
             "ask for a GPU type the partition has".into()
         } else {
-            format!("use partition {} (`[run] partition`), which has it", elsewhere.join(" or "))
+            format!(
+                "use partition {} (`[run] partition`), which has it",
+                elsewhere.join(" or ")
+            )
         },
     }
 }
 
-#[expect(clippy::too_many_arguments, reason = "one check over the values it explains")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one check over the values it explains"
+)]
 fn check_fit(
     cluster: &Cluster,
     stage: &Stage<'_>,
@@ -503,7 +538,10 @@ fn check_fit(
 ) -> Result<(), Unfit> {
     let pname = partition.name.as_str();
     let fix_cpus = |largest: u32| match cpus_source {
-        Source::Spec => format!("set {} cpus = {largest} or less, or leave it out", stage.table),
+        Source::Spec => format!(
+            "set {} cpus = {largest} or less, or leave it out",
+            stage.table
+        ),
         Source::Workers => format!(
             "set [train] workers = {} or less, or leave it out",
             largest.saturating_sub(1)
@@ -619,10 +657,7 @@ mod tests {
         parts.sort();
         parts.dedup();
         Cluster {
-            partitions: parts
-                .iter()
-                .map(|p| partition(p, p == "cpu"))
-                .collect(),
+            partitions: parts.iter().map(|p| partition(p, p == "cpu")).collect(),
             nodes,
             ..Cluster::default()
         }
@@ -666,7 +701,12 @@ mod tests {
         // (64000 - 2000 reserve) / 15
         assert_eq!((s.mem_mib, s.mem_source), (4133, Source::Share));
         assert_eq!(s.per_node, Some((4, 4, "node1".into())));
-        assert!(s.explanation.starts_with("node1: 16 CPUs, 62.5 GiB, 15 GPU units; 1g.5gb = 1/15 → 1 CPU"), "{}", s.explanation);
+        assert!(
+            s.explanation
+                .starts_with("node1: 16 CPUs, 62.5 GiB, 15 GPU units; 1g.5gb = 1/15 → 1 CPU"),
+            "{}",
+            s.explanation
+        );
     }
 
     #[test]
@@ -709,7 +749,10 @@ mod tests {
             mem_mib: Some((3000, Source::Site)),
         };
         let s = shape(&c, &train(&g, wants)).unwrap();
-        assert_eq!((s.cpus, s.cpus_source, s.mem_mib, s.mem_source), (2, Source::Spec, 3000, Source::Site));
+        assert_eq!(
+            (s.cpus, s.cpus_source, s.mem_mib, s.mem_source),
+            (2, Source::Spec, 3000, Source::Site)
+        );
         // Shards are no GPUs: Slurm's per-GPU default does not apply to them.
         let sh = ask("shard:1");
         let s = shape(&c, &train(&sh, Wants::default())).unwrap();
@@ -757,12 +800,27 @@ mod tests {
         let g = ask("gpu:1g.5gb:1");
         let e = shape(&c, &train(&g, Wants::default())).unwrap_err();
         assert_eq!(e.what, Unfitting::Time);
-        let mut st = train(&g, Wants { cpus: Some((5, Source::Spec)), mem_mib: None });
+        let mut st = train(
+            &g,
+            Wants {
+                cpus: Some((5, Source::Spec)),
+                mem_mib: None,
+            },
+        );
         st.time_secs = 3600;
         let e = shape(&c, &st).unwrap_err();
         assert_eq!(e.what, Unfitting::Cpus, "{e:?}");
         c.max_mem_per_node_mib = Some(8000);
-        let st = Stage { time_secs: 60, ..train(&g, Wants { cpus: None, mem_mib: Some((9000, Source::Spec)) }) };
+        let st = Stage {
+            time_secs: 60,
+            ..train(
+                &g,
+                Wants {
+                    cpus: None,
+                    mem_mib: Some((9000, Source::Spec)),
+                },
+            )
+        };
         assert_eq!(shape(&c, &st).unwrap_err().what, Unfitting::Mem);
     }
 
@@ -777,11 +835,19 @@ mod tests {
         st.partition = None; // the default partition, cpu
         let e = shape(&c, &st).unwrap_err();
         assert_eq!(e.what, Unfitting::Gres);
-        assert!(e.message.contains("no node in partition cpu has"), "{}", e.message);
+        assert!(
+            e.message.contains("no node in partition cpu has"),
+            "{}",
+            e.message
+        );
         assert!(e.help.contains("use partition gpu"), "{}", e.help);
         st.partition = Some("gpx");
         let e = shape(&c, &st).unwrap_err();
-        assert!(e.message.contains("does not have (it has cpu, gpu)"), "{}", e.message);
+        assert!(
+            e.message.contains("does not have (it has cpu, gpu)"),
+            "{}",
+            e.message
+        );
         assert!(e.help.contains("`gpu`"), "{}", e.help);
     }
 
@@ -792,11 +858,23 @@ mod tests {
         let mut b = node("node2", 64, 256000, LOCAL, "gpu");
         b.state = "IDLE+DRAIN".into();
         let g = ask("gpu:1g.5gb:1");
-        let e = shape(&cluster(vec![a.clone(), b.clone()]), &train(&g, Wants::default())).unwrap_err();
-        assert!(e.message.contains("down or drained (node1 down*, node2 idle+drain)"), "{}", e.message);
+        let e = shape(
+            &cluster(vec![a.clone(), b.clone()]),
+            &train(&g, Wants::default()),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("down or drained (node1 down*, node2 idle+drain)"),
+            "{}",
+            e.message
+        );
         // The big node is drained: 32 CPUs fit nowhere that is up.
         let up = node("node3", 16, 64000, LOCAL, "gpu");
-        let wants = Wants { cpus: Some((32, Source::Spec)), mem_mib: None };
+        let wants = Wants {
+            cpus: Some((32, Source::Spec)),
+            mem_mib: None,
+        };
         let e = shape(&cluster(vec![a, b, up]), &train(&g, wants)).unwrap_err();
         assert_eq!(e.what, Unfitting::Cpus);
     }
@@ -814,17 +892,29 @@ mod tests {
             time_text: "01:00:00",
         };
         let s = shape(&c, &st).unwrap();
-        assert_eq!((s.cpus, s.mem_mib, s.cpus_source), (1, 1792, Source::Default));
+        assert_eq!(
+            (s.cpus, s.mem_mib, s.cpus_source),
+            (1, 1792, Source::Default)
+        );
     }
 
     #[test]
     fn memory_bounds_concurrency_only_when_slurm_counts_it() {
         let mut c = cluster(vec![node("node1", 16, 64000, "gpu:1g.5gb:7", "gpu")]);
         let g = ask("gpu:1g.5gb:1");
-        let wants = || Wants { cpus: None, mem_mib: Some((16000, Source::Spec)) };
-        assert_eq!(shape(&c, &train(&g, wants())).unwrap().per_node.unwrap().0, 7);
+        let wants = || Wants {
+            cpus: None,
+            mem_mib: Some((16000, Source::Spec)),
+        };
+        assert_eq!(
+            shape(&c, &train(&g, wants())).unwrap().per_node.unwrap().0,
+            7
+        );
         c.memory_consumable = true;
-        assert_eq!(shape(&c, &train(&g, wants())).unwrap().per_node.unwrap().0, 4);
+        assert_eq!(
+            shape(&c, &train(&g, wants())).unwrap().per_node.unwrap().0,
+            4
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub mod atomic;
 pub mod inventory;
 pub mod model;
 pub mod queue;
-pub mod reasons;
+pub use crate::slurm::reasons;
 pub mod render;
 pub mod rightsizing;
 pub mod runs;

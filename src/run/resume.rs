@@ -138,6 +138,54 @@ pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan
     })
 }
 
+/// Check the stages a resume would resubmit against the cluster as it is
+/// now: nodes may have shrunk, drained or left the partition since submit.
+/// A stage no node can ever run is refused (exit 2) before anything is
+/// submitted, with what it asks and what the partition offers.
+pub fn check_fit(
+    manifest: &Manifest,
+    plan: &ResumePlan,
+    cluster: &crate::slurm::cluster::Cluster,
+) -> Result<()> {
+    use crate::plan::resources::{self, GpuAsk, Source, Stage, Wants};
+    let mut problems = Vec::new();
+    for s in &manifest.stages[plan.from..] {
+        let gpu = s.gres.as_deref().and_then(GpuAsk::parse);
+        let mem = crate::spec::values::parse_mem(&s.mem)
+            .ok()
+            .map(|m| m.mebibytes);
+        let table = if s.stage == "train" {
+            "[resources]".to_string()
+        } else {
+            format!("[stages.{}]", s.stage)
+        };
+        let request = Stage {
+            name: &s.stage,
+            table: &table,
+            partition: s.partition.as_deref(),
+            gpu: gpu.as_ref(),
+            wants: Wants {
+                cpus: Some((s.cpus, Source::Spec)),
+                mem_mib: mem.map(|m| (m, Source::Spec)),
+            },
+            time_secs: crate::plan::policy::parse_slurm_time(&s.time).unwrap_or(0),
+            time_text: &s.time,
+        };
+        if let Err(unfit) = resources::shape(cluster, &request) {
+            problems.push(format!("{} ({})", unfit.message, unfit.help));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "cannot resume run {}: the cluster can no longer run what it asked for, so nothing was resubmitted:\n  {}\n\
+         change the spec and submit it again (with another `[run] workdir`), or ask an administrator to bring the nodes back",
+        manifest.run_id,
+        problems.join("\n  ")
+    )))
+}
+
 /// Held exclusively while a resume runs, so two resumes of one run cannot both submit.
 pub struct RunLock {
     _lock: Flock<std::fs::File>,

@@ -187,10 +187,22 @@ pub struct StageStatus {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum RunState {
     Pending,
-    Running { stage: String },
+    Running {
+        stage: String,
+    },
     Completed,
-    Failed { stage: String },
-    Cancelled { stage: String },
+    Failed {
+        stage: String,
+    },
+    Cancelled {
+        stage: String,
+    },
+    /// A stage waits for ever: Slurm holds it with a reason that never clears
+    /// (`BadConstraints`, `PartitionTimeLimit`, …). It must be cancelled.
+    NeverRuns {
+        stage: String,
+        reason: String,
+    },
     Unknown,
 }
 
@@ -202,6 +214,12 @@ impl RunState {
             RunState::Completed => "completed".into(),
             RunState::Failed { stage } => format!("failed ({stage})"),
             RunState::Cancelled { stage } => format!("cancelled ({stage})"),
+            RunState::NeverRuns { stage, reason } => {
+                format!(
+                    "will never run ({stage}): {}",
+                    reason.trim_start_matches(NEVER_RUNS)
+                )
+            }
             RunState::Unknown => "unknown".into(),
         }
     }
@@ -209,7 +227,10 @@ impl RunState {
     pub fn is_finished(&self) -> bool {
         matches!(
             self,
-            RunState::Completed | RunState::Failed { .. } | RunState::Cancelled { .. }
+            RunState::Completed
+                | RunState::Failed { .. }
+                | RunState::Cancelled { .. }
+                | RunState::NeverRuns { .. }
         )
     }
 }
@@ -231,6 +252,9 @@ impl RunStatus {
     }
 }
 
+/// How a pending reason that never clears is shown.
+pub const NEVER_RUNS: &str = "will never run: ";
+
 /// A pending reason in plain words.
 pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>) -> Option<String> {
     let slice = gres
@@ -240,6 +264,17 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
             Some(k) => format!("free {} {k}", i.name),
             None => format!("a free {}", i.name),
         });
+    let code = crate::slurm::reasons::code(reason);
+    if crate::slurm::reasons::never_runnable(code) && code != "DependencyNeverSatisfied" {
+        let words = match code {
+            "BadConstraints" => "the request does not fit any node".to_string(),
+            "PartitionTimeLimit" => {
+                "its time limit is longer than the partition allows".to_string()
+            }
+            other => crate::slurm::reasons::describe(other),
+        };
+        return Some(format!("{NEVER_RUNS}{words} ({code})"));
+    }
     let text = match reason {
         "" | "None" => return None,
         "Resources" => format!(
@@ -259,7 +294,6 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
         "BeginTime" => "waiting for its start time".into(),
         "JobArrayTaskLimit" => "waiting: the sweep's max_parallel tasks are running".into(),
         "ReqNodeNotAvail" => "a node it needs is down, drained or reserved".into(),
-        "PartitionTimeLimit" => "its time limit is longer than the partition allows".into(),
         "QOSMaxJobsPerUserLimit" | "AssocMaxJobsLimit" => {
             "you have as many jobs running as your limit allows".into()
         }
@@ -269,7 +303,6 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
         "NonZeroExitCode" => "the script exited with an error".into(),
         "TimeLimit" => "ran out of time".into(),
         "OutOfMemory" => "ran out of memory".into(),
-        "BadConstraints" => "can never run: the request does not fit any node".into(),
         other if other.starts_with("Nodes required for job are DOWN") => {
             "a node it needs is down, drained or reserved".into()
         }
@@ -573,6 +606,25 @@ pub fn run_state(stages: &[StageStatus]) -> RunState {
             stage: s.stage.clone(),
         };
     }
+    // Nothing runs, nothing failed, and a stage waits with a reason that never clears.
+    let none_failed = !stages.iter().any(|s| s.state == TaskState::Failed);
+    for s in stages
+        .iter()
+        .filter(|s| none_failed && s.state == TaskState::Pending)
+    {
+        if let Some(text) = s
+            .tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Pending)
+            .filter_map(|t| t.reason_text.as_deref())
+            .find(|r| r.starts_with(NEVER_RUNS))
+        {
+            return RunState::NeverRuns {
+                stage: s.stage.clone(),
+                reason: text.to_string(),
+            };
+        }
+    }
     if stages.iter().any(|s| s.state == TaskState::Pending) {
         return match stages.iter().find(|s| s.state == TaskState::Failed) {
             // A failure upstream with stages still queued: they will be cancelled.
@@ -683,6 +735,58 @@ mod tests {
         assert_eq!(
             s.stage("export").unwrap().tasks[0].reason_text.as_deref(),
             Some("waiting for train to finish")
+        );
+    }
+
+    #[test]
+    fn a_stage_held_for_ever_makes_the_run_never_run() {
+        let m = manifest(vec![
+            stage("prepare", 1, 10),
+            stage("train", 1, 11),
+            stage("export", 1, 12),
+        ]);
+        let rows = vec![
+            row("10", 10, "", "COMPLETED", ""),
+            row("11", 11, "", "PENDING", "BadConstraints"),
+            row("12", 12, "", "PENDING", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(
+            s.state,
+            RunState::NeverRuns {
+                stage: "train".into(),
+                reason: "will never run: the request does not fit any node (BadConstraints)".into()
+            }
+        );
+        assert!(s.state.is_finished(), "watch stops on it");
+        assert_eq!(
+            s.state.describe(),
+            "will never run (train): the request does not fit any node (BadConstraints)"
+        );
+        // A reason that clears (a node comes back) is only waiting.
+        let rows = vec![
+            row("10", 10, "", "COMPLETED", ""),
+            row(
+                "11",
+                11,
+                "",
+                "PENDING",
+                "ReqNodeNotAvail, UnavailableNodes:node2",
+            ),
+            row("12", 12, "", "PENDING", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(s.state, RunState::Pending);
+        let rows = vec![
+            row("10", 10, "", "COMPLETED", ""),
+            row("11", 11, "", "PENDING", "MaxMemPerLimit"),
+            row("12", 12, "", "PENDING", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert!(
+            matches!(s.state, RunState::NeverRuns { .. }),
+            "{:?}",
+            s.state
         );
     }
 

@@ -72,8 +72,16 @@ impl Node {
         !s.split('+').any(|f| {
             matches!(
                 f,
-                "DOWN" | "DRAIN" | "DRAINED" | "DRAINING" | "FAIL" | "FAILING" | "FUTURE"
-                    | "INVAL" | "NOT_RESPONDING" | "UNKNOWN"
+                "DOWN"
+                    | "DRAIN"
+                    | "DRAINED"
+                    | "DRAINING"
+                    | "FAIL"
+                    | "FAILING"
+                    | "FUTURE"
+                    | "INVAL"
+                    | "NOT_RESPONDING"
+                    | "UNKNOWN"
             )
         })
     }
@@ -195,7 +203,11 @@ fn record_pairs(line: &str) -> Vec<(&str, String)> {
     let mut pairs: Vec<(&str, String)> = Vec::new();
     for word in line.split(' ').filter(|w| !w.is_empty()) {
         match word.split_once('=') {
-            Some((k, v)) if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/') => {
+            Some((k, v))
+                if !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/') =>
+            {
                 pairs.push((k, v.to_string()));
             }
             _ => {
@@ -254,7 +266,8 @@ fn parse_partition(pairs: &[(&str, String)]) -> Partition {
         max_time_text: max_time.to_string(),
         max_cpus_per_node: limited(get(pairs, "MaxCPUsPerNode")).and_then(|v| v.parse().ok()),
         max_mem_per_node_mib: limited(get(pairs, "MaxMemPerNode")).and_then(mem_mib),
-        job_defaults: get(pairs, "JobDefaults").map_or_else(JobDefaults::default, JobDefaults::parse),
+        job_defaults: get(pairs, "JobDefaults")
+            .map_or_else(JobDefaults::default, JobDefaults::parse),
     }
 }
 
@@ -288,14 +301,18 @@ pub fn parse(text: &str) -> Result<Cluster> {
     for line in text.lines() {
         let line = line.trim_end();
         if line.starts_with("PartitionName=") {
-            cluster.partitions.push(parse_partition(&record_pairs(line)));
+            cluster
+                .partitions
+                .push(parse_partition(&record_pairs(line)));
         } else if line.starts_with("NodeName=") {
             cluster.nodes.push(parse_node(&record_pairs(line)));
         } else if let Some((k, v)) = line.split_once(" = ") {
             let (k, v) = (k.trim(), v.trim());
             match k {
                 "JobDefaults" => cluster.job_defaults = JobDefaults::parse(v),
-                "MaxMemPerNode" => cluster.max_mem_per_node_mib = limited(Some(v)).and_then(mem_mib),
+                "MaxMemPerNode" => {
+                    cluster.max_mem_per_node_mib = limited(Some(v)).and_then(mem_mib)
+                }
                 "MaxArraySize" => cluster.max_array_size = v.parse().ok(),
                 "SelectTypeParameters" => {
                     cluster.memory_consumable = v.to_ascii_uppercase().contains("MEMORY")
@@ -327,7 +344,10 @@ mod tests {
         let c = parse(RECORDED).unwrap();
         assert_eq!(c.nodes.len(), 2);
         let n = &c.nodes[0];
-        assert_eq!((n.name.as_str(), n.cpus, n.memory_mib), ("node1", 16, 64000));
+        assert_eq!(
+            (n.name.as_str(), n.cpus, n.memory_mib),
+            ("node1", 16, 64000)
+        );
         assert_eq!(n.partitions, vec!["cpu", "gpu"]);
         assert_eq!(n.gres_count("gpu", Some("1g.5gb")), 4);
         assert_eq!(n.gres_count("gpu", None), 7);
@@ -379,10 +399,25 @@ mod tests {
             state: s.into(),
             ..Node::default()
         };
-        for ok in ["IDLE", "MIXED", "ALLOCATED", "IDLE+CLOUD", "IDLE+POWERED_DOWN", "MIXED+COMPLETING"] {
+        for ok in [
+            "IDLE",
+            "MIXED",
+            "ALLOCATED",
+            "IDLE+CLOUD",
+            "IDLE+POWERED_DOWN",
+            "MIXED+COMPLETING",
+        ] {
             assert!(node(ok).is_available(), "{ok}");
         }
-        for bad in ["DOWN", "IDLE+DRAIN", "MIXED+DRAIN", "DOWN*", "IDLE*", "FUTURE", "IDLE+FAIL"] {
+        for bad in [
+            "DOWN",
+            "IDLE+DRAIN",
+            "MIXED+DRAIN",
+            "DOWN*",
+            "IDLE*",
+            "FUTURE",
+            "IDLE+FAIL",
+        ] {
             assert!(!node(bad).is_available(), "{bad}");
         }
     }

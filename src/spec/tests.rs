@@ -131,7 +131,11 @@ fn defaults_fill_what_a_minimal_spec_leaves_out() {
         vec!["torchscript"]
     );
     assert_eq!(spec.train.epochs, None);
-    assert_eq!(spec.explicit_workers(), None, "workers follow the CPUs the stage gets");
+    assert_eq!(
+        spec.explicit_workers(),
+        None,
+        "workers follow the CPUs the stage gets"
+    );
     assert_eq!(spec.variant_count(), 1);
     assert_eq!(spec.sweep_variants(), vec![BTreeMap::new()]);
     assert_eq!(spec.origin.base_dir, std::path::Path::new("."));

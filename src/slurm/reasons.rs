@@ -12,10 +12,26 @@ pub fn code(reason: &str) -> &str {
     }
 }
 
-/// True for reasons that only change when someone fixes or cancels the job:
-/// such jobs clutter the queue and are called out in the report.
+/// True for reasons that only change when someone fixes or cancels the job
+/// (or an administrator changes the cluster's configuration): such jobs are
+/// called out in the report, and `status`/`watch` say the run will never run.
+/// `ReqNodeNotAvail` and `PartitionDown` are not among them: nodes and
+/// partitions come back.
 pub fn never_runnable(code: &str) -> bool {
-    matches!(code, "DependencyNeverSatisfied" | "BadConstraints")
+    matches!(
+        code,
+        "DependencyNeverSatisfied"
+            | "BadConstraints"
+            | "PartitionTimeLimit"
+            | "PartitionNodeLimit"
+            | "PartitionConfig"
+            | "MaxMemPerLimit"
+            | "InvalidAccount"
+            | "InvalidQOS"
+            | "AccountNotAllowed"
+            | "QOSNotAllowed"
+    ) || ((code.starts_with("QOSMax") || code.starts_with("AssocMax"))
+        && code.ends_with("PerJobLimit"))
 }
 
 /// A reason code in plain words. Unknown codes come back as they are.
@@ -43,6 +59,9 @@ pub fn describe(code: &str) -> String {
         "PartitionNodeLimit" => "asks for more nodes than its partition allows",
         "PartitionTimeLimit" => "time limit longer than its partition allows",
         "PartitionConfig" => "does not fit its partition's settings",
+        "MaxMemPerLimit" => "asks more memory than the partition's MaxMemPerNode/MaxMemPerCPU",
+        "AccountNotAllowed" => "its account may not use the partition",
+        "QOSNotAllowed" => "its QOS may not use the partition",
         "InvalidAccount" => "invalid account",
         "InvalidQOS" => "invalid QOS",
         "QOSMaxJobsPerUserLimit" => "user's running-job limit in the QOS reached",
@@ -106,5 +125,10 @@ mod tests {
         assert!(never_runnable("BadConstraints"));
         assert!(!never_runnable("Dependency"));
         assert!(!never_runnable("Resources"));
+        assert!(never_runnable("MaxMemPerLimit"));
+        assert!(never_runnable("PartitionTimeLimit"));
+        assert!(never_runnable("QOSMaxWallDurationPerJobLimit"));
+        assert!(!never_runnable("QOSMaxJobsPerUserLimit"));
+        assert!(!never_runnable("ReqNodeNotAvail"));
     }
 }
