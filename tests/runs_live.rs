@@ -447,20 +447,28 @@ fn a_sweep_runs_as_arrays_with_per_task_dependencies() {
     }
 }
 
-/// Submit a spec whose export stage has `extra`, expecting Slurm to refuse the
-/// chain; return stderr and the ids the rollback cancelled.
-fn submit_refused(f: &Fixture, name: &str, extra: &str) -> (String, Vec<u64>) {
+/// Submit a spec whose export script carries the `#SBATCH` line `directive`
+/// (through a template override: yolo-sched itself refuses such requests
+/// before any sbatch), expecting Slurm to refuse the chain; return stderr and
+/// the ids the rollback cancelled.
+fn submit_refused(f: &Fixture, name: &str, directive: &str) -> (String, Vec<u64>) {
     let spec = f.write_spec(name, "");
-    let text = read(&spec).replace(
-        "[stages.export]\npartition = \"cpu\"",
-        &format!("[stages.export]\n{extra}"),
+    let templates = f.path().join(format!("{name}-templates"));
+    std::fs::create_dir_all(&templates).unwrap();
+    let export = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/export.sh.j2"));
+    let export = export.replacen(
+        "{% include \"_header.sh.j2\" %}\n",
+        &format!("{{% include \"_header.sh.j2\" %}}\n#SBATCH {directive}\n"),
+        1,
     );
-    std::fs::write(&spec, text).unwrap();
+    std::fs::write(templates.join("export.sh.j2"), export).unwrap();
     let trace = f.path().join(format!("{name}.trace"));
     let out = run(f
         .cmd()
         .env("YOLO_SCHED_SLURM_TRACE", &trace)
         .arg("submit")
+        .arg("--templates")
+        .arg(&templates)
         .arg(&spec));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -499,7 +507,7 @@ fn a_stage_slurm_refuses_leaves_nothing_in_the_queue() {
     }
     let f = Fixture::new();
     // sbatch itself refuses the third stage: the two accepted ones are cancelled.
-    let (err, cancelled) = submit_refused(&f, "refused", "partition = \"nosuch\"");
+    let (err, cancelled) = submit_refused(&f, "refused", "--partition=nosuch");
     assert!(err.contains("Slurm refused the export stage"), "{err}");
     assert!(err.contains("Invalid partition name specified"), "{err}");
     assert!(
@@ -510,7 +518,7 @@ fn a_stage_slurm_refuses_leaves_nothing_in_the_queue() {
 
     // A held job that can never run (64 CPUs on 16-CPU nodes) is accepted by
     // sbatch and refused only on release: the whole chain is cancelled.
-    let (err, cancelled) = submit_refused(&f, "unrunnable", "partition = \"cpu\"\ncpus = 64");
+    let (err, cancelled) = submit_refused(&f, "unrunnable", "--cpus-per-task=64");
     assert!(err.contains("releasing the held jobs failed"), "{err}");
     assert!(
         err.contains("cancelled the 3 job(s) already submitted"),

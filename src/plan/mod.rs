@@ -147,8 +147,11 @@ pub fn plan(
         .partition
         .clone()
         .or_else(|| policy.defaults.gpu_partition.clone());
-    let offer = Offer::from_cluster(cluster, known_partition.as_deref(), policy);
-    let offer = &offer;
+    // `auto` picks among the GPUs of the train stage's partition when it is
+    // known; a GPU the spec names is checked cluster-wide here, and against
+    // its partition by the fit check (which names the partitions that have it).
+    let auto_offer = Offer::from_cluster(cluster, known_partition.as_deref(), policy);
+    let offer = &Offer::from_cluster(cluster, None, policy);
 
     // Array size: Slurm refuses indices at or above MaxArraySize.
     let mut array_limit: Option<(u64, String)> = cluster
@@ -187,8 +190,11 @@ pub fn plan(
     let gpu = match &spec.resources.gpu {
         GpuRequest::Auto => {
             let est = Estimate::new(&spec.train.model, max_imgsz, max_batch);
-            let choice =
-                gpu::choose_auto(&est, offer, policy.defaults.memory_warning.unwrap_or(0.8));
+            let choice = gpu::choose_auto(
+                &est,
+                &auto_offer,
+                policy.defaults.memory_warning.unwrap_or(0.8),
+            );
             estimate = Some(est);
             match choice {
                 Ok(c) => c,
