@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Whole-process `yolo-sched submit` of a spec (default: the 3-stage demo)
-# against the bare Slurm calls it makes (the same sbatch --hold chain and one
-# scontrol release), N rounds each, interleaved, on the local cluster.
+# against the bare Slurm calls it makes (the one `scontrol` query for the
+# cluster's shape, the same sbatch --hold chain and one scontrol release),
+# N rounds each, interleaved, each round in a fresh run directory, on the
+# local cluster.
 # Every submitted chain is cancelled at once so the cluster stays idle.
 # Prints the medians, their ratio, and the Slurm commands per submission.
 #
@@ -30,6 +32,7 @@ for i in $(seq 1 "$n"); do
     # The same chain with bare commands, on the scripts yolo-sched wrote.
     scripts=("$wd"/scripts/prepare.sh "$wd"/scripts/train.sh "$wd"/scripts/export.sh)
     t0=$(ms)
+    printf 'show partition\nshow node\nshow config\n' | scontrol -o >/dev/null
     a=$(sbatch --parsable --hold "${scripts[0]}")
     b=$(sbatch --parsable --hold --dependency=afterok:$a "${scripts[1]}")
     c=$(sbatch --parsable --hold --dependency=afterok:$b "${scripts[2]}")

@@ -249,7 +249,7 @@ fn mem_mib(value: &str) -> Option<u64> {
         _ => (v, 1.0),
     };
     let n: f64 = num.parse().ok()?;
-    (n.is_finite() && n >= 0.0 && n * mult < 1e15).then(|| (n * mult) as u64)
+    (n.is_finite() && n >= 0.0 && n * mult < 1e15).then_some((n * mult) as u64)
 }
 
 fn parse_partition(pairs: &[(&str, String)]) -> Partition {
