@@ -1,6 +1,7 @@
 //! Which GRES a training stage asks for: the smallest slice that fits.
 //!
-//! Candidates are the GPU types the cluster has (`sinfo` GRES), in three pools:
+//! Candidates are the GPU types the cluster has (the nodes' GRES, from
+//! `slurm::cluster`; only the train partition's when it is known), in three pools:
 //! MIG slices for small jobs, shards of GPUs without MIG for medium jobs (only
 //! when the site configures a shared pool), whole GPUs for large jobs. `auto`
 //! takes the first pool with a candidate whose usable memory covers the

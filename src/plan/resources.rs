@@ -328,7 +328,7 @@ pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
         .iter()
         .copied()
         .filter_map(|n| share(n).map(|s| (n, s)))
-        .min_by_key(|(n, (c, m))| (*c, *m, n.name.clone()));
+        .min_by(|(a, sa), (b, sb)| sa.cmp(sb).then_with(|| a.name.cmp(&b.name)));
 
     let (cpus, cpus_source) = match (stage.wants.cpus, defaults.cpu_per_gpu, smallest) {
         (Some(w), _, _) => w,
