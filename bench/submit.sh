@@ -47,6 +47,7 @@ calls=$(wc -l <"$out/trace1")
 echo "yolo-sched submit: median ${tool} ms over $n runs"
 echo "bare sbatch chain: median ${bare} ms over $n runs"
 python3 -c "print(f'ratio: {$tool/$bare:.2f}')"
+paste "$out/tool.ms" "$out/bare.ms" | awk '{print $1 - $2}' | median | sed 's/^/median paired difference (ms): /'
 echo "Slurm commands per submission: $calls"
 sed 's/^/  /' "$out/trace1"
 rm -rf "$out"

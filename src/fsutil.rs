@@ -37,6 +37,30 @@ pub fn write_atomic_checked<F>(path: &Path, bytes: &[u8], mode: u32, check: F) -
 where
     F: FnOnce(&[u8]) -> Result<()>,
 {
+    let dir = replace_file(path, bytes, mode, check)?;
+    sync_dir(&dir)
+}
+
+/// Write several files atomically, each as `write_atomic`, and fsync each
+/// directory once at the end rather than once per file (a submission's
+/// stage scripts share one directory). Stops at the first failure; files
+/// written before it stay written.
+pub fn write_atomic_all(files: &[(&Path, &[u8], u32)]) -> Result<()> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for (path, bytes, mode) in files {
+        let dir = replace_file(path, bytes, *mode, |_| Ok(()))?;
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs.iter().try_for_each(|d| sync_dir(d))
+}
+
+/// Everything of `write_atomic_checked` but the directory fsync; returns the directory.
+fn replace_file<F>(path: &Path, bytes: &[u8], mode: u32, check: F) -> Result<PathBuf>
+where
+    F: FnOnce(&[u8]) -> Result<()>,
+{
     let target = resolve(path)?;
     let dir = parent_dir(&target);
     let name = file_name(&target)?;
@@ -83,13 +107,12 @@ where
             )
         })?;
         fs::rename(&tmp_path, &target)
-            .with_context(|| format!("renaming {} to {}", tmp_path.display(), target.display()))?;
-        sync_dir(&dir)
+            .with_context(|| format!("renaming {} to {}", tmp_path.display(), target.display()))
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp_path);
     }
-    result
+    result.map(|()| dir)
 }
 
 /// Replace `path` like `write_atomic_checked`, first copying the old file to
