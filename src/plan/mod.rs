@@ -553,7 +553,10 @@ fn shape_stage(
         // Ultralytics' 8 dataloader workers would outnumber a slice's CPUs.
         stage.workers = Some(shaped.cpus.saturating_sub(1));
     }
-    stage.shaping = format!("{name}: {}", shaped.explanation);
+    stage.shaping = match stage.workers {
+        Some(w) => format!("{name}: {}, workers={w}", shaped.explanation),
+        None => format!("{name}: {}", shaped.explanation),
+    };
     if let (Some(g), Some((fit, slices, node))) = (&gpu, &shaped.per_node) {
         let chosen = matches!(
             shaped.cpus_source,
@@ -647,6 +650,99 @@ mod tests {
 
     fn plan_of(s: &Spec, policy: &Policy, max_array_size: Option<u64>) -> Result<Plan, SpecErrors> {
         plan(s, Path::new("/w"), &cluster(max_array_size), policy)
+    }
+
+    #[test]
+    fn a_spec_without_cpus_or_mem_gets_the_slice_share_and_matching_workers() {
+        let p = plan_of(&spec(""), &Policy::default(), None).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!((train.cpus, train.mem.as_str()), (1, "4133M"));
+        assert_eq!(train.workers, Some(0));
+        assert!(!train.cpus_from_slurm && !train.mem_from_slurm);
+        assert!(
+            train.shaping.starts_with(
+                "train: node1: 16 CPUs, 62.5 GiB, 15 GPU units; 1g.5gb = 1/15 → 1 CPU"
+            ) && train.shaping.ends_with("workers=0"),
+            "{}",
+            train.shaping
+        );
+        assert!(
+            !p.warnings.iter().any(|w| w.contains("such job(s)")),
+            "the share fills every slice: {:?}",
+            p.warnings
+        );
+        let prep = p.stage(StageKind::Prepare).unwrap();
+        assert_eq!(
+            (prep.cpus, prep.mem.as_str(), prep.workers),
+            (2, "4G", None)
+        );
+    }
+
+    #[test]
+    fn explicit_values_win_are_checked_and_warn_when_they_leave_slices_idle() {
+        let s = spec("workers = 8\n[resources]\nmem = \"16G\"\n");
+        let p = plan_of(&s, &Policy::default(), None).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(
+            (train.cpus, train.mem.as_str(), train.workers),
+            (9, "16G", None)
+        );
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("can run only 1 such job(s) at once on its 4 1g.5gb slice(s)")),
+            "{:?}",
+            p.warnings
+        );
+        let s = spec("workers = 20\n");
+        let err = plan_of(&s, &Policy::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`train.workers`: train asks 21 CPUs"), "{err}");
+        let s = spec("[resources]\nmem = \"100G\"\n[stages.prepare]\ncpus = 64\n");
+        let err = plan_of(&s, &Policy::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`resources.mem`: train asks 100.0 GiB"),
+            "{err}"
+        );
+        assert!(
+            err.contains("`stages.prepare.cpus`: prepare asks 64 CPUs"),
+            "{err}"
+        );
+        assert!(err.contains("has 2 errors"), "every error at once: {err}");
+    }
+
+    #[test]
+    fn the_site_sets_a_profile_s_resources_and_slurm_defaults_come_after_it() {
+        let mut policy = Policy::default();
+        policy.resources.insert(
+            "1g.5gb".into(),
+            policy::SiteResources {
+                cpus: Some(2),
+                mem: Some("6G".into()),
+            },
+        );
+        let p = plan_of(&spec(""), &policy, None).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(
+            (train.cpus, train.mem.as_str(), train.workers),
+            (2, "6G", Some(1))
+        );
+
+        let mut c = cluster(None);
+        c.job_defaults =
+            crate::slurm::cluster::JobDefaults::parse("DefCpuPerGPU=3,DefMemPerGPU=5000");
+        let p = plan(&spec(""), Path::new("/w"), &c, &Policy::default()).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert!(train.cpus_from_slurm && train.mem_from_slurm);
+        assert_eq!((train.cpus, train.workers), (3, Some(2)));
+        let p = plan(&spec(""), Path::new("/w"), &c, &policy).unwrap();
+        assert!(
+            !p.stage(StageKind::Train).unwrap().cpus_from_slurm,
+            "the site file wins"
+        );
     }
 
     #[test]
