@@ -63,6 +63,7 @@ fn parse_plan_render_1000_variants(bencher: divan::Bencher) {
                 yolo_sched: Path::new("/usr/bin/yolo-sched"),
                 yolo: "yolo",
                 base_dir: dir.path(),
+                font: None,
             },
         )
         .unwrap();

@@ -10,6 +10,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 export NODES="${NODES:-2}"
 
 bash slurm/deps.sh
+# The real Ultralytics trainer for the live training tests (reused when present).
+YOLO_TRAINER_VENV=$(bash slurm/trainer.sh install | tail -n 1)
+export YOLO_TRAINER_VENV YOLO_SCHED_EXPECT_TRAINER=1
 
 daemon_pids() { cat /run/yolo-slurm/*.pid 2>/dev/null | sort -n | tr '\n' ' '; }
 alive() { # pids still running (zombies count as gone)

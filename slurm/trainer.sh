@@ -20,8 +20,9 @@ readonly MARK=.yolo-sched-pins
 log() { printf 'trainer: %s\n' "$*" >&2; }
 die() { printf 'trainer: error: %s\n' "$*" >&2; exit 1; }
 
-matches() { # the venv at $1 is complete and was made for these pins
+matches() { # the venv at $1 is complete, made for these pins, and in its place
     [ -r "$1/$MARK" ] && [ "$(cat "$1/$MARK")" = "$PINS" ] &&
+        head -n 1 "$1/bin/yolo" 2>/dev/null | grep -qE "^#!$1/bin/python[0-9.]*\$" &&
         "$1/bin/python" -c 'import ultralytics, onnx, onnxruntime, onnxslim' 2>/dev/null
 }
 
@@ -37,7 +38,7 @@ install() {
         apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null ||
             die "apt-get install python3-venv failed"
     fi
-    local new="$VENV.new.$$" start=$SECONDS
+    local new="$VENV" start=$SECONDS
     rm -rf "$new"
     mkdir -p "$(dirname "$VENV")"
     log "creating $new and installing $PINS (about 2 minutes and 6 GB on a fresh machine)"
@@ -50,8 +51,6 @@ install() {
     "$new/bin/python" -c 'import ultralytics, onnx, onnxruntime, onnxslim' ||
         { rm -rf "$new"; die "the install in $new does not import; see the pip lines above"; }
     echo "$PINS" >"$new/$MARK"
-    rm -rf "$VENV"
-    mv "$new" "$VENV"
     log "installed in $VENV in $((SECONDS - start)) s ($(du -sh "$VENV" | cut -f1))"
     echo "$VENV"
 }

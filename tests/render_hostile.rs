@@ -54,6 +54,7 @@ fn run_train_script(dir: &Path, spec_text: &str) -> Option<Vec<String>> {
             yolo_sched: Path::new("/bin/false"),
             yolo: recorder.to_str().unwrap(),
             base_dir: dir,
+            font: None,
         },
     )
     .unwrap();

@@ -1,5 +1,6 @@
 //! Argument parsing, dispatch and output; the work is done by library modules.
 
+pub mod checkpoint;
 pub mod dataset;
 pub mod doctor;
 pub mod generate;
@@ -65,6 +66,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Check an Ultralytics dataset (images, labels) and copy it to local storage.
     Dataset(dataset::DatasetArgs),
+    /// Say whether an Ultralytics run directory can be resumed.
+    Checkpoint(checkpoint::CheckpointArgs),
     /// Show the stages of a run.
     Status(status::StatusArgs),
     /// Follow a run until it ends.
@@ -124,6 +127,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Submit(args) => submit::run(&mut ctx, &args),
         Command::Validate(args) => validate::run(&mut ctx, &args),
         Command::Dataset(args) => dataset::run(&mut ctx, &args),
+        Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Status(args) => status::run(&mut ctx, &args),
         Command::Watch(args) => watch::run(&mut ctx, &args),
         Command::List(args) => status::list(&mut ctx, &args),

@@ -171,6 +171,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
 
     let now = Utc::now();
     let run_id = manifest::new_run_id(&spec.run.name, now);
+    let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
     let templates = Templates::new(args.templates.as_deref())?;
     let exe =
         std::env::current_exe().context("finding the yolo-sched binary for the prepare stage")?;
@@ -184,6 +185,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
             yolo_sched: &exe,
             yolo: &args.yolo,
             base_dir: &base_dir,
+            font: paths.yolo_font.as_deref(),
         },
     )?;
 

@@ -74,6 +74,8 @@ struct ScriptCtx<'a> {
     setup: Vec<minijinja::Value>,
     yolo_sched: String,
     yolo: String,
+    /// The site's font for Ultralytics, a shell-quoted path, or none.
+    font: Option<String>,
     prepare: Option<PrepareCtx>,
     train: Option<TrainCtx>,
     val: Option<ValCtx>,
@@ -125,6 +127,8 @@ pub struct RenderInput<'a> {
     pub yolo: &'a str,
     /// The spec's directory, absolute: relative dataset paths resolve against it.
     pub base_dir: &'a Path,
+    /// The site's `[paths] yolo_font`, copied into each run's Ultralytics config dir.
+    pub font: Option<&'a Path>,
 }
 
 /// Render every stage of the plan.
@@ -192,6 +196,7 @@ fn render_stage(
             .collect(),
         yolo_sched: input.yolo_sched.display().to_string(),
         yolo: input.yolo.to_string(),
+        font: input.font.map(|f| f.display().to_string()),
         prepare: None,
         train: None,
         val: None,

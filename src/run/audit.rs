@@ -19,6 +19,9 @@ use crate::config::Site;
 pub struct Paths {
     /// Where the audit log is appended (default `<state dir>/audit.log`).
     pub audit_log: Option<PathBuf>,
+    /// A TrueType font the stages copy to `$YOLO_CONFIG_DIR/Ultralytics/Arial.ttf`,
+    /// so Ultralytics does not try to download one (compute nodes are often offline).
+    pub yolo_font: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -2,6 +2,7 @@
 //! submitting a plan to Slurm.
 
 pub mod audit;
+pub mod checkpoint;
 pub mod manifest;
 pub mod query;
 pub mod resume;

@@ -1,0 +1,369 @@
+//! The REAL Ultralytics trainer inside Slurm jobs on the live cluster:
+//! prepare → train (yolov8n.yaml from scratch, imgsz 64, on a 1g.5gb slice)
+//! → ONNX export; cancel and resume from the epoch reached; a finished run
+//! never restarted; a truncated last.pt; a sweep as arrays.
+//!
+//! The trainer is the venv `slurm/trainer.sh install` makes, reached through
+//! `tests/trainer/yolo-cpu`, which only turns `device=…` into `device=cpu`
+//! (the cluster's slices are character devices). Without the venv these
+//! tests are skipped, unless YOLO_SCHED_EXPECT_TRAINER=1 (the README's test
+//! command sets it), when they fail. They run one at a time: each training
+//! takes the machine's CPUs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn venv() -> PathBuf {
+    PathBuf::from(
+        std::env::var("YOLO_TRAINER_VENV")
+            .unwrap_or_else(|_| "/opt/yolo-sched/trainer-ultralytics-8.4.190".into()),
+    )
+}
+
+/// The cluster and the real trainer are there (or the test must fail).
+fn ready() -> bool {
+    if !cluster_available() {
+        return false;
+    }
+    if venv().join("bin/yolo").exists() {
+        return true;
+    }
+    if std::env::var("YOLO_SCHED_EXPECT_TRAINER").is_ok_and(|v| v == "1") {
+        panic!(
+            "the real trainer is expected but {} has none; run slurm/trainer.sh install",
+            venv().display()
+        );
+    }
+    eprintln!("skipping: no real trainer (slurm/trainer.sh install)");
+    false
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = shared_tempdir();
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pcb/dataset"),
+            &dir.path().join("dataset"),
+        );
+        Fixture { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn spec(&self, name: &str, epochs: u32, extra: &str) -> PathBuf {
+        let text = format!(
+            "version = 1\n[run]\nname = \"{name}\"\npartition = \"gpu\"\nworkdir = \"{}\"\n\
+             [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nepochs = {epochs}\nimgsz = 64\nbatch = 8\n\
+             args = {{ seed = 1, plots = false }}\n\
+             [stages.prepare]\npartition = \"cpu\"\n[stages.export]\npartition = \"cpu\"\nformats = [\"onnx\"]\n{extra}",
+            self.path().join("runs").join(name).display(),
+            self.path().join("dataset/data.yaml").display()
+        );
+        let p = self.path().join(format!("{name}.toml"));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = yolo();
+        c.current_dir(self.path())
+            .env("XDG_STATE_HOME", self.path().join("state"))
+            .env("YOLO_TRAINER_VENV", venv())
+            .env(
+                "YOLO_SCHED_YOLO",
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainer/yolo-cpu"),
+            )
+            .env("YOLO_SCHED_WATCH_INTERVAL", "0.5")
+            .env("YOLO_SCHED_WATCH_MAX_INTERVAL", "2");
+        c
+    }
+
+    fn submit(&self, spec: &Path) -> Value {
+        let out = run(self.cmd().args(["submit", "--json"]).arg(spec));
+        assert_eq!(out.status.code(), Some(0), "submit failed");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn watch(&self, run_id: &str) -> i32 {
+        let out = run(self.cmd().args(["watch", run_id]));
+        out.status.code().unwrap_or(-1)
+    }
+
+    fn status(&self, run_id: &str) -> Value {
+        let out = run(self.cmd().args(["status", "--json", run_id]));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+fn stage<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == name)
+        .unwrap()
+}
+
+/// The epochs `results.csv` records (first column), in order.
+fn epochs_in(results: &Path) -> Vec<u32> {
+    std::fs::read_to_string(results)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').next()?.trim().parse::<f64>().ok())
+        .map(|e| e as u32)
+        .collect()
+}
+
+/// Nothing of the traps: no default training on coco8, no ./runs/detect.
+fn assert_no_stray_training(f: &Fixture, workdir: &Path) {
+    assert!(
+        !f.path().join("runs/detect").exists(),
+        "something trained in ./runs/detect"
+    );
+    assert!(
+        !workdir.join("runs/detect").exists(),
+        "something trained in <workdir>/runs/detect"
+    );
+    let logs = std::fs::read_dir(workdir.join("logs"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect::<String>();
+    assert!(!logs.contains("coco8"), "a log mentions coco8:\n{logs}");
+}
+
+#[test]
+fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
+    if !ready() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fixture::new();
+    let canary = f.path().join("pwned");
+    // A hostile value in an argument the real trainer accepts and ignores
+    // while training (`tracker` is a string of the predict settings).
+    let spec = f.spec(
+        "chain",
+        2,
+        &format!(
+            "[train.args]\ntracker = \"$(touch {c})`touch {c}`;touch {c}\"\n",
+            c = canary.display()
+        ),
+    );
+    let text = read(&spec).replace("args = { seed = 1, plots = false }\n", "");
+    std::fs::write(
+        &spec,
+        text.replace("[train.args]\n", "[train.args]\nseed = 1\nplots = false\n"),
+    )
+    .unwrap();
+    let sub = f.submit(&spec);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    assert_eq!(sub["jobs"][1]["gres"], "gpu:1g.5gb:1");
+    let start = Instant::now();
+    assert_eq!(f.watch(&run_id), 0, "the real chain completed");
+    eprintln!("real chain: {:?}", start.elapsed());
+    let workdir = f.path().join("runs/chain");
+    assert_eq!(epochs_in(&workdir.join("train/results.csv")), [1, 2]);
+    let onnx = workdir.join("train/weights/best.onnx");
+    assert!(onnx.exists(), "no ONNX export");
+    let load = Command::new(venv().join("bin/python"))
+        .args(["-c", "import onnxruntime,sys; s=onnxruntime.InferenceSession(sys.argv[1]); print(s.get_inputs()[0].shape)"])
+        .arg(&onnx)
+        .output()
+        .unwrap();
+    assert!(
+        load.status.success(),
+        "onnxruntime: {}",
+        String::from_utf8_lossy(&load.stderr)
+    );
+    let st = f.status(&run_id);
+    assert_eq!(st["state"]["state"], "completed");
+    let progress = &stage(&st, "train")["progress"][0][1];
+    assert_eq!(progress["epoch"], 2);
+    assert_eq!(progress["epochs"], 2);
+    assert!(progress["best_map50_95"].is_number(), "{progress}");
+    assert!(!canary.exists(), "a spec value was executed");
+    // Offline and per run: the settings went to the run's own config dir.
+    assert!(workdir.join(".ultralytics").exists());
+    assert_no_stray_training(&f, &workdir);
+
+    // A finished run is never restarted: resume refuses, a resubmission to
+    // the same workdir refuses, and the train script itself, run again without
+    // its done marker, sees a finished checkpoint and trains nothing.
+    let resume = run(f.cmd().args(["resume", &run_id]));
+    assert_eq!(resume.status.code(), Some(2));
+    let again = run(f.cmd().arg("submit").arg(&spec));
+    assert_eq!(again.status.code(), Some(2));
+    std::fs::remove_file(workdir.join("train/.yolo-sched-train-done")).unwrap();
+    let rerun = Command::new("bash")
+        .arg(workdir.join("scripts/train.sh"))
+        .current_dir(f.path())
+        .env("YOLO_TRAINER_VENV", venv())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&rerun.stdout);
+    assert!(
+        rerun.status.success(),
+        "{log}{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    assert!(
+        log.contains("reached its last epoch; nothing to resume"),
+        "{log}"
+    );
+    assert_eq!(epochs_in(&workdir.join("train/results.csv")), [1, 2]);
+    assert_no_stray_training(&f, &workdir);
+}
+
+/// Wait until the run directory holds a complete checkpoint of epoch 1 or
+/// later (Ultralytics writes the results.csv row just before last.pt).
+fn wait_for_checkpoint(run_dir: &Path, limit: Duration) {
+    use yolo_sched::run::checkpoint::{state, CheckpointState};
+    let start = Instant::now();
+    loop {
+        if let CheckpointState::Resumable { epoch: Some(e), .. } = state(run_dir) {
+            if e >= 1 {
+                return;
+            }
+        }
+        assert!(
+            start.elapsed() < limit,
+            "no checkpoint in {} after {limit:?}",
+            run_dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_cancelled_real_training_resumes_from_its_epoch_and_a_truncated_checkpoint_restarts() {
+    if !ready() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fixture::new();
+    let spec = f.spec("resume", 6, "");
+    let sub = f.submit(&spec);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let workdir = f.path().join("runs/resume");
+    let results = workdir.join("train/results.csv");
+    wait_for_checkpoint(&workdir.join("train"), Duration::from_secs(240));
+    let cancel = run(f.cmd().args(["cancel", &run_id]));
+    assert_eq!(cancel.status.code(), Some(0));
+    let jobs: Vec<u64> = sub["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_u64().unwrap())
+        .collect();
+    wait_jobs(&jobs, Duration::from_secs(60));
+    let reached = epochs_in(&results);
+    assert!(
+        !reached.is_empty() && reached.len() < 6,
+        "cancelled mid-training: {reached:?}"
+    );
+
+    let resume = run(f.cmd().args(["resume", &run_id]));
+    assert_eq!(resume.status.code(), Some(0));
+    assert_eq!(f.watch(&run_id), 0);
+    let log = read(&workdir.join("logs/train.out"));
+    assert!(
+        log.contains("Resuming training"),
+        "the real trainer resumed:\n{log}"
+    );
+    assert!(log.contains("yolo-sched: checkpoint: resumable"), "{log}");
+    let all = epochs_in(&results);
+    assert_eq!(all.last(), Some(&6), "{all:?}");
+    assert!(
+        all.windows(2).all(|w| w[1] == w[0] + 1 || w[1] <= w[0]),
+        "epochs continue from where they stopped: {all:?}"
+    );
+    assert!(
+        !all[reached.len()..].contains(&1),
+        "did not start over: {all:?}"
+    );
+    assert_no_stray_training(&f, &workdir);
+
+    // A truncated last.pt: training restarts from epoch 1, never hands
+    // Ultralytics a broken file.
+    let spec = f.spec("truncated", 3, "");
+    let sub = f.submit(&spec);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let workdir = f.path().join("runs/truncated");
+    let results = workdir.join("train/results.csv");
+    wait_for_checkpoint(&workdir.join("train"), Duration::from_secs(240));
+    run(f.cmd().args(["cancel", &run_id]));
+    let jobs: Vec<u64> = sub["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_u64().unwrap())
+        .collect();
+    wait_jobs(&jobs, Duration::from_secs(60));
+    let last = workdir.join("train/weights/last.pt");
+    let bytes = std::fs::read(&last).unwrap();
+    std::fs::write(&last, &bytes[..bytes.len() / 2]).unwrap();
+    let resume = run(f.cmd().args(["resume", &run_id]));
+    assert_eq!(resume.status.code(), Some(0));
+    assert_eq!(f.watch(&run_id), 0);
+    let log = read(&workdir.join("logs/train.out"));
+    assert!(
+        log.contains("last.pt is not a complete checkpoint; training restarts from epoch 1"),
+        "{log}"
+    );
+    assert_eq!(epochs_in(&results), [1, 2, 3]);
+    assert!(workdir.join("train/weights/last.pt.incomplete").exists());
+    assert_no_stray_training(&f, &workdir);
+}
+
+#[test]
+fn a_real_two_variant_sweep_runs_as_arrays() {
+    if !ready() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fixture::new();
+    let spec = f.spec("sweep", 1, "[sweep]\nlr0 = [0.01, 0.02]\n");
+    let sub = f.submit(&spec);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    assert_eq!(sub["jobs"][1]["array"], "0-1");
+    assert_eq!(f.watch(&run_id), 0);
+    let workdir = f.path().join("runs/sweep");
+    for (task, lr) in [(0, "0.01"), (1, "0.02")] {
+        let dir = workdir.join(format!("train-{task}"));
+        assert_eq!(epochs_in(&dir.join("results.csv")), [1]);
+        let args = read(&dir.join("args.yaml"));
+        assert!(args.contains(&format!("lr0: {lr}")), "{args}");
+        assert!(dir.join("weights/best.onnx").exists());
+    }
+    assert_no_stray_training(&f, &workdir);
+}
