@@ -678,6 +678,13 @@ fn read_args(
         };
         match args::check_arg(stage, key, &value, false) {
             Ok(()) => {
+                if let Some(instead) = ultralytics::find(key).and_then(|a| a.deprecated) {
+                    cx.warn_at(
+                        &key_path,
+                        format!("`{key}` is deprecated in Ultralytics 8.4: {instead}"),
+                        None,
+                    );
+                }
                 out.insert(key.to_string(), value);
             }
             Err(p) => {

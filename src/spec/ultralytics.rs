@@ -58,23 +58,23 @@ pub enum ArgKind {
 pub struct YoloArg {
     pub name: &'static str,
     pub kind: ArgKind,
-    /// Only in older Ultralytics versions (removed or renamed later).
-    pub legacy: bool,
+    /// Still accepted by Ultralytics with a deprecation warning: what it does instead.
+    pub deprecated: Option<&'static str>,
 }
 
 const fn arg(name: &'static str, kind: ArgKind) -> YoloArg {
     YoloArg {
         name,
         kind,
-        legacy: false,
+        deprecated: None,
     }
 }
 
-const fn legacy(name: &'static str, kind: ArgKind) -> YoloArg {
+const fn deprecated(name: &'static str, kind: ArgKind, instead: &'static str) -> YoloArg {
     YoloArg {
         name,
         kind,
-        legacy: true,
+        deprecated: Some(instead),
     }
 }
 
@@ -133,15 +133,23 @@ pub const YOLO_ARGS: &[YoloArg] = &[
     arg("val", Bool),
     arg("split", Choice(&["val", "test", "train"])),
     arg("save_json", Bool),
-    legacy("save_hybrid", Bool),
+    deprecated("save_hybrid", Bool, "dropped: it has no effect"),
     arg("conf", Fraction),
     arg("iou", Fraction),
     arg("max_det", Int { min: 1 }),
-    legacy("half", Bool),
+    deprecated(
+        "half",
+        Bool,
+        "mapped onto `quantize = 16`: write that instead",
+    ),
     arg("quantize", IntOrStr),
     arg("dnn", Bool),
     arg("plots", Bool),
-    arg("end2end", Bool),
+    deprecated(
+        "end2end",
+        Bool,
+        "mapped onto `nms` (end2end = true is nms = false): write that instead",
+    ),
     // Predict settings
     arg("source", Str),
     arg("vid_stride", Int { min: 1 }),
@@ -161,13 +169,16 @@ pub const YOLO_ARGS: &[YoloArg] = &[
     arg("show_labels", Bool),
     arg("show_conf", Bool),
     arg("show_boxes", Bool),
-    arg("show_fps", Bool),
     arg("line_width", Int { min: 0 }),
     // Export settings
     arg("format", Str),
-    arg("keras", Bool),
+    deprecated("keras", Bool, "dropped: it has no effect"),
     arg("optimize", Bool),
-    legacy("int8", Bool),
+    deprecated(
+        "int8",
+        Bool,
+        "mapped onto `quantize = 8`: write that instead",
+    ),
     arg("dynamic", Bool),
     arg("simplify", Bool),
     arg("opset", Int { min: 1 }),
@@ -194,7 +205,7 @@ pub const YOLO_ARGS: &[YoloArg] = &[
     arg("dlog", Number),
     arg("dgrad", Number),
     arg("dlam", Fraction),
-    legacy("label_smoothing", Fraction),
+    deprecated("label_smoothing", Fraction, "dropped: it has no effect"),
     arg("nbs", Int { min: 1 }),
     arg("hsv_h", Fraction),
     arg("hsv_s", Fraction),
@@ -217,21 +228,27 @@ pub const YOLO_ARGS: &[YoloArg] = &[
         Choice(&["randaugment", "autoaugment", "augmix"]),
     ),
     arg("erasing", Fraction),
-    legacy("crop_fraction", Fraction),
+    deprecated("crop_fraction", Fraction, "dropped: it has no effect"),
     // Custom config.yaml
     arg("cfg", Str),
+    // Old names `_handle_deprecation` still maps.
+    deprecated("boxes", Bool, "renamed `show_boxes`"),
+    deprecated("hide_labels", Bool, "replaced by `show_labels` (inverted)"),
+    deprecated("hide_conf", Bool, "replaced by `show_conf` (inverted)"),
+    deprecated("line_thickness", Int { min: 0 }, "renamed `line_width`"),
     // Tracker settings
     arg("tracker", Str),
 ];
 
-/// Export formats `yolo export format=…` knows (default.yaml's `format` comment,
-/// both versions).
+/// Export formats `yolo export format=…` knows (8.4.190's `export_formats()`, plus
+/// `tflite` and `tfjs`, which it maps to `litert`).
 pub const EXPORT_FORMATS: &[&str] = &[
     "torchscript",
     "onnx",
     "openvino",
     "engine",
     "coreml",
+    "coreai",
     "saved_model",
     "pb",
     "tflite",
@@ -249,6 +266,7 @@ pub const EXPORT_FORMATS: &[&str] = &[
     "qnn",
     "hailo",
     "ascend",
+    "xilinx",
 ];
 
 /// Look an argument up by name.
@@ -289,7 +307,8 @@ mod tests {
         assert_eq!(find("lr0").unwrap().kind, Fraction);
         assert_eq!(find("epochs").unwrap().kind, Int { min: 1 });
         assert_eq!(find("fraction").unwrap().kind, DataFraction);
-        assert!(find("label_smoothing").unwrap().legacy);
+        assert!(find("label_smoothing").unwrap().deprecated.is_some());
+        assert!(find("show_fps").is_none(), "real yolo rejects it");
         assert!(find("epoch").is_none());
     }
 }
