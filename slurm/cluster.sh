@@ -521,7 +521,8 @@ cmd_up() {
     for f in "$RUN_DIR"/slurmd-*.pid; do
         [ -e "$f" ] || continue
         name=$(basename "$f" .pid)
-        node_names | grep -qx "${name#slurmd-}" || stop_daemon "$name" slurmd
+        # grep reads all of it: -q would quit early and, under pipefail, fail on SIGPIPE.
+        node_names | grep -x "${name#slurmd-}" >/dev/null || stop_daemon "$name" slurmd
     done
     if [ "$ACCOUNTING" = 1 ]; then
         start_mariadb
