@@ -20,7 +20,7 @@ version = 1
 name = "status-bench"
 partition = "gpu"
 [train]
-model = "yolov8n.pt"
+model = "yolov8n.yaml"
 data = "data.yaml"
 epochs = 1
 [stages.prepare]

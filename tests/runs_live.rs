@@ -34,7 +34,7 @@ impl Fixture {
     fn write_spec(&self, name: &str, extra: &str) -> PathBuf {
         let spec = format!(
             "version = 1\n[run]\nname = \"{name}\"\npartition = \"gpu\"\n\
-             [train]\nmodel = \"yolov8n.pt\"\ndata = \"{}\"\nepochs = 3\nimgsz = 64\nbatch = 8\nworkers = 1\n\
+             [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nepochs = 3\nimgsz = 64\nbatch = 8\nworkers = 1\n\
              [stages.prepare]\npartition = \"cpu\"\n[stages.export]\npartition = \"cpu\"\nformats = [\"onnx\"]\n{extra}",
             self.data_yaml().display()
         );

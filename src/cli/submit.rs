@@ -91,6 +91,22 @@ struct SubmitOut {
     jobs: Vec<JobOut>,
 }
 
+/// The spec's models as paths the jobs can open, from the site's weights
+/// directory and download policy (`spec::resolve_weights`); the problems found.
+pub fn resolve_weights(
+    spec: &mut Spec,
+    policy: &Policy,
+    paths: &crate::run::audit::Paths,
+) -> Vec<crate::spec::SpecError> {
+    crate::spec::resolve_weights(
+        spec,
+        &crate::spec::WeightsSource {
+            cache: paths.weights.as_deref(),
+            downloads_allowed: policy.defaults.download_weights.unwrap_or(false),
+        },
+    )
+}
+
 /// Make a spec's workdir absolute: `$VAR`s from the environment, relative
 /// paths against the spec's directory.
 pub fn resolve_workdir(spec: &Spec, flag: Option<&Path>) -> Result<PathBuf> {
@@ -150,8 +166,15 @@ fn normalize(p: &Path) -> PathBuf {
 }
 
 pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
-    let spec = crate::spec::load(&args.spec)?;
+    let mut spec = crate::spec::load(&args.spec)?;
     let policy = Policy::from_site(ctx.site()?)?;
+    let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
+    let weights = resolve_weights(&mut spec, &policy, &paths);
+    if !weights.is_empty() {
+        return Err(invalid(
+            crate::spec::SpecErrors::new(&spec.origin.file, weights).to_string(),
+        ));
+    }
     let cluster = crate::slurm::cluster::fetch(&ctx.slurm)
         .context("asking Slurm for the cluster's nodes, partitions and limits")?;
     let workdir = resolve_workdir(&spec, args.workdir.as_deref())?;
@@ -171,7 +194,6 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
 
     let now = Utc::now();
     let run_id = manifest::new_run_id(&spec.run.name, now);
-    let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
     let templates = Templates::new(args.templates.as_deref())?;
     let exe =
         std::env::current_exe().context("finding the yolo-sched binary for the prepare stage")?;

@@ -61,6 +61,14 @@ fn check_against_cluster(
 
 pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     let mut checked = spec::read_checked(&args.spec)?;
+    if let Ok(spec) = &mut checked {
+        let policy = crate::plan::Policy::from_site(ctx.site()?)?;
+        let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
+        let errors = super::submit::resolve_weights(spec, &policy, &paths);
+        if !errors.is_empty() {
+            checked = Err(spec::SpecErrors::new(&spec.origin.file, errors));
+        }
+    }
     let mut cluster_note: Option<String> = None;
     if let (Ok(spec), false) = (&checked, args.no_cluster) {
         match check_against_cluster(ctx, spec)? {

@@ -22,6 +22,9 @@ pub struct Defaults {
     pub memory_warning: Option<f64>,
     pub cpu_partition: Option<String>,
     pub gpu_partition: Option<String>,
+    /// Compute nodes reach the internet, so Ultralytics may download a bare
+    /// `yolov8n.pt` at run time (default false: such a spec is refused).
+    pub download_weights: Option<bool>,
 }
 
 impl Defaults {

@@ -22,6 +22,8 @@ pub struct Paths {
     /// A TrueType font the stages copy to `$YOLO_CONFIG_DIR/Ultralytics/Arial.ttf`,
     /// so Ultralytics does not try to download one (compute nodes are often offline).
     pub yolo_font: Option<PathBuf>,
+    /// Shared pretrained weights: a spec's bare `yolov8n.pt` is taken from here.
+    pub weights: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -469,3 +469,50 @@ fn toml_string(s: &str) -> String {
     out.push('"');
     out
 }
+
+#[test]
+fn bare_pretrained_weights_come_from_beside_the_spec_or_the_site_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::write(cache.path().join("yolov8s.pt"), "w").unwrap();
+    std::fs::write(dir.path().join("mine.pt"), "w").unwrap();
+    let text =
+        "version = 1\n[run]\nname = \"w\"\n[train]\nmodel = \"yolov8s.pt\"\ndata = \"d.yaml\"\n\
+                [sweep]\nmodel = [\"mine.pt\", \"yolov8n.yaml\", \"yolov8x.pt\"]\n";
+    let file = dir.path().join("s.toml").display().to_string();
+    let mut spec = parse(text, &file).unwrap();
+    let source = crate::spec::WeightsSource {
+        cache: Some(cache.path()),
+        downloads_allowed: false,
+    };
+    let errors = crate::spec::resolve_weights(&mut spec, &source);
+    assert_eq!(
+        spec.train.model,
+        cache.path().join("yolov8s.pt").display().to_string()
+    );
+    let swept = &spec.sweep.axes[0].values;
+    assert_eq!(
+        swept[0],
+        ArgValue::Str(dir.path().join("mine.pt").display().to_string())
+    );
+    assert_eq!(
+        swept[1],
+        ArgValue::Str("yolov8n.yaml".into()),
+        "configs stay Ultralytics' own"
+    );
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].key, "sweep.model[2]");
+    assert!(errors[0]
+        .message
+        .contains("yolov8x.pt are neither beside the spec nor in the site's weights directory"));
+    let mut spec = parse(text, &file).unwrap();
+    let open = crate::spec::WeightsSource {
+        cache: None,
+        downloads_allowed: true,
+    };
+    assert!(crate::spec::resolve_weights(&mut spec, &open).is_empty());
+    assert_eq!(
+        spec.train.model, "yolov8s.pt",
+        "left to Ultralytics where nodes reach the internet"
+    );
+}
