@@ -134,3 +134,17 @@ pub fn copy_for_everyone(file: &Path, dir: &Path) -> PathBuf {
     std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).unwrap();
     dest
 }
+
+/// Copy a directory tree (the demo dataset into a test's scratch directory).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
