@@ -198,6 +198,16 @@ fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
     assert_eq!(progress["epoch"], 2);
     assert_eq!(progress["epochs"], 2);
     assert!(progress["best_map50_95"].is_number(), "{progress}");
+    // Ultralytics' own validation of best.pt after the last epoch, from its log.
+    let fin = &progress["final_validation"];
+    assert_eq!(
+        fin["images"], 12,
+        "the demo set's 12 validation images: {progress}"
+    );
+    assert!(
+        fin["map50_95"].is_number() && fin["inference_ms_per_image"].as_f64().unwrap() > 0.0,
+        "{fin}"
+    );
     assert!(!canary.exists(), "a spec value was executed");
     // Offline and per run: the settings went to the run's own config dir.
     assert!(workdir.join(".ultralytics").exists());

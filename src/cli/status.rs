@@ -56,37 +56,50 @@ fn stage_summary(s: &StageStatus) -> String {
     format!("{} ({})", s.state.word(), parts.join(", "))
 }
 
-fn progress_text(s: &StageStatus) -> Option<String> {
-    if s.progress.is_empty() {
-        return None;
-    }
-    let best = s
-        .progress
-        .iter()
-        .filter_map(|(_, p)| p.best_map50_95)
-        .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
-    let epochs = s.progress.iter().find_map(|(_, p)| p.epochs);
-    let text = if s.progress.len() == 1 {
-        let p = &s.progress[0].1;
-        match epochs {
-            Some(n) => format!("epoch {} of {n}", p.epoch),
-            None => format!("epoch {}", p.epoch),
-        }
-    } else {
-        let done: u32 = s.progress.iter().map(|(_, p)| p.epoch).sum();
-        match epochs {
-            Some(n) => format!(
-                "{done} of {} epochs over {} variants",
-                n as usize * s.tasks.len(),
-                s.tasks.len()
-            ),
-            None => format!("{done} epochs over {} variants", s.tasks.len()),
-        }
+/// One training's progress: epoch, best mAP so far, and the final
+/// validation of best.pt once Ultralytics printed it.
+fn one_progress(p: &crate::run::status::TrainProgress) -> String {
+    let mut d = match p.epochs {
+        Some(n) => format!("epoch {} of {n}", p.epoch),
+        None => format!("epoch {}", p.epoch),
     };
-    Some(match best {
-        Some(b) => format!("{text}, best mAP50-95 {b:.3}"),
-        None => text,
-    })
+    if let Some(b) = p.best_map50_95 {
+        d.push_str(&format!(", best mAP50-95 {b:.3}"));
+    }
+    if let Some(v) = &p.final_validation {
+        d.push_str(&format!("; val mAP50 {:.3}", v.map50));
+        if let Some(ms) = v.inference_ms_per_image {
+            d.push_str(&format!(", {ms:.1} ms/image"));
+        }
+    }
+    d
+}
+
+fn progress_text(s: &StageStatus) -> Option<String> {
+    match s.progress.as_slice() {
+        [] => None,
+        [(_, p)] => Some(one_progress(p)),
+        all => {
+            let best = all
+                .iter()
+                .filter_map(|(_, p)| p.best_map50_95)
+                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+            let epochs = all.iter().find_map(|(_, p)| p.epochs);
+            let done: u32 = all.iter().map(|(_, p)| p.epoch).sum();
+            let text = match epochs {
+                Some(n) => format!(
+                    "{done} of {} epochs over {} variants",
+                    n as usize * s.tasks.len(),
+                    s.tasks.len()
+                ),
+                None => format!("{done} epochs over {} variants", s.tasks.len()),
+            };
+            Some(match best {
+                Some(b) => format!("{text}, best mAP50-95 {b:.3}"),
+                None => text,
+            })
+        }
+    }
 }
 
 pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()> {
@@ -148,16 +161,10 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
         }
         for t in rows {
             let detail = if s.stage == "train" && t.state != TaskState::Pending {
-                s.progress.iter().find(|(k, _)| *k == t.task).map(|(_, p)| {
-                    let mut d = match p.epochs {
-                        Some(n) => format!("epoch {} of {n}", p.epoch),
-                        None => format!("epoch {}", p.epoch),
-                    };
-                    if let Some(b) = p.best_map50_95 {
-                        d.push_str(&format!(", best mAP50-95 {b:.3}"));
-                    }
-                    d
-                })
+                s.progress
+                    .iter()
+                    .find(|(k, _)| *k == t.task)
+                    .map(|(_, p)| one_progress(p))
             } else {
                 None
             }

@@ -166,6 +166,68 @@ pub struct TrainProgress {
     pub epochs: Option<u32>,
     pub best_map50_95: Option<f64>,
     pub best_map50: Option<f64>,
+    /// Ultralytics' validation of `best.pt` at the end of training, from the job log.
+    pub final_validation: Option<FinalValidation>,
+}
+
+/// What Ultralytics prints when it validates `best.pt` after the last epoch:
+/// the `all` row (images, instances, P, R, mAP50, mAP50-95) and the speed line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FinalValidation {
+    pub images: u64,
+    pub instances: u64,
+    pub precision: f64,
+    pub recall: f64,
+    pub map50: f64,
+    pub map50_95: f64,
+    /// `Speed: … X ms inference … per image`.
+    pub inference_ms_per_image: Option<f64>,
+}
+
+/// Parse the final validation out of a training log (only the part after the
+/// last `Validating …best.pt` line counts; per-epoch validations come before).
+pub fn final_validation(log: &str) -> Option<FinalValidation> {
+    let start = log.rfind("Validating ")?;
+    let tail = &log[start..];
+    if !tail.lines().next()?.contains("best.pt") {
+        return None;
+    }
+    let row = tail.lines().find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w.len() == 7 && w[0] == "all").then_some(w)
+    })?;
+    let num = |i: usize| row[i].parse::<f64>().ok();
+    let inference = tail.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("Speed:")?;
+        rest.split(',').find_map(|part| {
+            let v = part
+                .trim()
+                .strip_suffix("inference")?
+                .trim()
+                .strip_suffix("ms")?;
+            v.trim().parse::<f64>().ok()
+        })
+    });
+    Some(FinalValidation {
+        images: row[1].parse().ok()?,
+        instances: row[2].parse().ok()?,
+        precision: num(3)?,
+        recall: num(4)?,
+        map50: num(5)?,
+        map50_95: num(6)?,
+        inference_ms_per_image: inference,
+    })
+}
+
+/// The last `limit` bytes of a file, as text (job logs can be large).
+fn read_tail(path: &Path, limit: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
+    let mut buf = Vec::new();
+    f.take(limit).read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -352,6 +414,7 @@ pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainPr
         epochs,
         best_map50_95: best,
         best_map50: best50,
+        final_validation: None,
     })
 }
 
@@ -532,8 +595,18 @@ pub fn compute(
                         Some(i) => format!("train-{i}"),
                         None => "train".to_string(),
                     };
-                    train_progress(&manifest.workdir.join(dir).join("results.csv"), epochs)
-                        .map(|p| (t.task, p))
+                    let log = match t.task {
+                        Some(i) => format!("train-{i}.out"),
+                        None => "train.out".to_string(),
+                    };
+                    train_progress(&manifest.workdir.join(dir).join("results.csv"), epochs).map(
+                        |mut p| {
+                            p.final_validation =
+                                read_tail(&manifest.workdir.join("logs").join(log), 256 << 10)
+                                    .and_then(|l| final_validation(&l));
+                            (t.task, p)
+                        },
+                    )
                 })
                 .collect()
         } else {
@@ -787,6 +860,36 @@ mod tests {
             matches!(s.state, RunState::NeverRuns { .. }),
             "{:?}",
             s.state
+        );
+    }
+
+    #[test]
+    fn the_final_validation_is_read_from_the_training_log() {
+        let log = "      1/3   0G  3.1  4.2  1.1  19  64: 100%\n\
+                   Class     Images  Instances      Box(P          R      mAP50  mAP50-95)\n\
+                   all         12         19      0.001      0.05     0.0004    0.0001\n\
+                   3 epochs completed in 0.001 hours.\n\
+                   Validating /w/train/weights/best.pt...\n\
+                   Model summary (fused): 72 layers\n\
+                   Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%\n\
+                   all         12         19      0.25      0.5     0.375    0.125\n\
+                   Speed: 0.0ms preprocess, 3.0ms inference, 0.0ms loss, 0.2ms postprocess per image\n";
+        assert_eq!(
+            final_validation(log),
+            Some(FinalValidation {
+                images: 12,
+                instances: 19,
+                precision: 0.25,
+                recall: 0.5,
+                map50: 0.375,
+                map50_95: 0.125,
+                inference_ms_per_image: Some(3.0),
+            })
+        );
+        assert_eq!(
+            final_validation("epoch 1/3\nall 12 19 0 0 0 0\n"),
+            None,
+            "no final validation yet"
         );
     }
 
