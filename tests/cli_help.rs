@@ -83,3 +83,39 @@ fn an_unknown_run_id_is_invalid_input_with_close_matches() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no run `no-such-run`"));
 }
+
+#[test]
+fn out_of_range_durations_from_flags_and_environment_are_invalid_input_not_panics() {
+    let cases: &[(&[&str], &[(&str, &str)])] = &[
+        (
+            &["generate", "completions", "bash"],
+            &[("YOLO_SCHED_SLURM_TIMEOUT", "inf")],
+        ),
+        (
+            &["generate", "completions", "bash"],
+            &[("YOLO_SCHED_SLURM_TIMEOUT", "1e300")],
+        ),
+        (
+            &["generate", "completions", "bash"],
+            &[("YOLO_SCHED_SLURM_TIMEOUT", "thirty")],
+        ),
+        (&["watch", "some-run", "--interval", "inf"], &[]),
+        (&["watch", "some-run", "--max-interval", "1e300"], &[]),
+        (
+            &["watch", "some-run"],
+            &[("YOLO_SCHED_WATCH_INTERVAL", "inf")],
+        ),
+        (&["audit", "--since", "99999999999d"], &[]),
+    ];
+    for (args, env) in cases {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_yolo-sched"));
+        cmd.args(*args).env_remove("YOLO_SCHED_SLURM_TIMEOUT");
+        for (k, v) in *env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?} {env:?}: {err}");
+    }
+}

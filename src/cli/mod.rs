@@ -116,6 +116,11 @@ impl Context {
 
 /// Run the parsed command; the returned number is the exit status.
 pub fn execute(cli: Cli) -> Result<i32> {
+    crate::slurm::runner::timeout_from_env().map_err(|e| {
+        error::invalid(format!(
+            "{e}; set it to the seconds a Slurm command may take, e.g. 30"
+        ))
+    })?;
     let mut ctx = Context {
         global: cli.global,
         slurm: Slurm::from_env(),

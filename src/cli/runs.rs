@@ -341,19 +341,28 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
             "--since {s:?}: expected e.g. 30m, 24h, 7d or an RFC 3339 time"
         ))
     })?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" | "" => n * 3600,
-        "d" => n * 86400,
-        "w" => n * 7 * 86400,
+    let unit_secs: i64 = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" | "" => 3600,
+        "d" => 86400,
+        "w" => 7 * 86400,
         _ => {
             return Err(invalid(format!(
                 "--since {s:?}: unknown unit `{unit}` (use s, m, h, d or w)"
             )))
         }
     };
-    Ok(now - chrono::Duration::seconds(secs))
+    // Checked all the way: a huge count is invalid input, never an overflow panic.
+    n.checked_mul(unit_secs)
+        .filter(|secs| *secs >= 0)
+        .and_then(chrono::Duration::try_seconds)
+        .and_then(|d| now.checked_sub_signed(d))
+        .ok_or_else(|| {
+            invalid(format!(
+                "--since {s:?} reaches before any date this tool handles; give a smaller span or an RFC 3339 time"
+            ))
+        })
 }
 
 pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
@@ -435,5 +444,9 @@ mod tests {
         );
         assert!(parse_since("yesterday", now).is_err());
         assert!(parse_since("3y", now).is_err());
+        for huge in ["99999999999d", "9223372036854775807w", "-5h"] {
+            let e = parse_since(huge, now).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{huge}");
+        }
     }
 }

@@ -24,12 +24,25 @@ round for the whole run; rounds start 2 s apart and grow to 30 s while nothing
 changes. Exit status: 0 when the run completed, 1 when it failed or was cancelled.")]
 pub struct WatchArgs {
     pub run: String,
-    /// First pause between rounds, seconds.
-    #[arg(long, default_value_t = 2.0, env = "YOLO_SCHED_WATCH_INTERVAL")]
+    /// First pause between rounds, seconds (0.05 to 3600).
+    #[arg(long, default_value_t = 2.0, env = "YOLO_SCHED_WATCH_INTERVAL", value_parser = pause_seconds)]
     pub interval: f64,
-    /// Longest pause between rounds, seconds.
-    #[arg(long, default_value_t = 30.0, env = "YOLO_SCHED_WATCH_MAX_INTERVAL")]
+    /// Longest pause between rounds, seconds (0.05 to 3600).
+    #[arg(long, default_value_t = 30.0, env = "YOLO_SCHED_WATCH_MAX_INTERVAL", value_parser = pause_seconds)]
     pub max_interval: f64,
+}
+
+/// A pause in seconds within bounds a watch can use (no `inf`, NaN or 1e300).
+fn pause_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_finite() && (0.05..=3600.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s:?} is outside 0.05 to 3600 seconds"))
+    }
 }
 
 /// One line per stage, in stage order: what changed is printed in plain mode.

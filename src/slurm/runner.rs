@@ -99,11 +99,11 @@ impl Default for Slurm {
 impl Slurm {
     /// Settings from `YOLO_SCHED_SLURM_TIMEOUT` and `YOLO_SCHED_SLURM_TRACE`.
     pub fn from_env() -> Self {
-        let timeout = std::env::var(TIMEOUT_ENV)
+        // A value that is not a usable number of seconds falls back to the
+        // default here; the CLI refuses it first (`timeout_from_env`).
+        let timeout = timeout_from_env()
             .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|s| *s > 0.0)
-            .map(Duration::from_secs_f64)
+            .flatten()
             .unwrap_or(Duration::from_secs(30));
         let trace = std::env::var_os(TRACE_ENV)
             .filter(|s| !s.is_empty())
@@ -218,6 +218,26 @@ impl Slurm {
             .run_retrying_input(program, args, Some(input))?
             .stdout_str())
     }
+}
+
+/// `YOLO_SCHED_SLURM_TIMEOUT`: seconds, more than 0 and at most a day.
+/// `Ok(None)` when unset; `Err` says what is wrong with the value.
+pub fn timeout_from_env() -> Result<Option<Duration>, String> {
+    let Ok(raw) = std::env::var(TIMEOUT_ENV) else {
+        return Ok(None);
+    };
+    let secs: f64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| format!("{TIMEOUT_ENV}={raw:?} is not a number of seconds"))?;
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        return Err(format!(
+            "{TIMEOUT_ENV}={raw:?} is outside (0, 86400] seconds"
+        ));
+    }
+    Duration::try_from_secs_f64(secs)
+        .map(Some)
+        .map_err(|e| format!("{TIMEOUT_ENV}={raw:?}: {e}"))
 }
 
 fn is_transient_error(err: &anyhow::Error) -> bool {
