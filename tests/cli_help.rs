@@ -86,7 +86,8 @@ fn an_unknown_run_id_is_invalid_input_with_close_matches() {
 
 #[test]
 fn out_of_range_durations_from_flags_and_environment_are_invalid_input_not_panics() {
-    let cases: &[(&[&str], &[(&str, &str)])] = &[
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let cases: &[Case] = &[
         (
             &["generate", "completions", "bash"],
             &[("YOLO_SCHED_SLURM_TIMEOUT", "inf")],
