@@ -321,11 +321,19 @@ fn a_run_cancelled_mid_training_resumes_from_last_pt() {
     );
 
     let done_epochs = read(&results).lines().count() - 1;
+    // The resume names another `yolo` (as a user would after installing one):
+    // the resubmitted stages run it, not the one fixed at submit time.
+    std::fs::create_dir_all(f.path().join("now")).unwrap();
+    let yolo_now = copy_for_everyone(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo"),
+        &f.path().join("now"),
+    );
     // Two resumes at once: one submits, the other is refused (lock, or the run is already active again).
     let spawn = || {
         let mut c = f.cmd();
         c.env("YOLO_STANDIN_EPOCH_SECONDS", "0.02")
-            .args(["resume", &run_id])
+            .args(["resume", &run_id, "--yolo"])
+            .arg(&yolo_now)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         c.spawn().unwrap()
@@ -362,6 +370,11 @@ fn a_run_cancelled_mid_training_resumes_from_last_pt() {
     assert_eq!(st["state"]["state"], "completed");
     assert_eq!(stage(&st, "train")["attempt"], 2);
     assert_eq!(stage(&st, "train")["progress"][0][1]["epoch"], 40);
+    let log = read(&workdir.join("logs/train.out"));
+    assert!(
+        log.contains(&format!("yolo-sched: {} train resume", yolo_now.display())),
+        "the resumed stage ran the yolo named at resume:\n{log}"
+    );
 }
 
 #[test]

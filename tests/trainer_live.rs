@@ -208,6 +208,14 @@ fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
         fin["map50_95"].is_number() && fin["inference_ms_per_image"].as_f64().unwrap() > 0.0,
         "{fin}"
     );
+    // The exported ONNX model, validated by Ultralytics as deployed.
+    let exported = &stage(&st, "export")["exported_validation"][0][1];
+    assert_eq!(exported["images"], 12, "{exported}");
+    assert!(
+        exported["inference_ms_per_image"].as_f64().unwrap() > 0.0,
+        "{exported}"
+    );
+    assert!(read(&workdir.join("logs/export.out")).contains("best.onnx"));
     assert!(!canary.exists(), "a spec value was executed");
     // Offline and per run: the settings went to the run's own config dir.
     assert!(workdir.join(".ultralytics").exists());

@@ -37,6 +37,7 @@ pub struct CancelArgs {
 Examples:
   yolo-sched resume pcb-defects-20261130T150000-1a2b
   yolo-sched resume RUN --dry-run
+  yolo-sched resume RUN --yolo /opt/ultralytics/bin/yolo   # run another yolo from now on
 
 Resubmits the first stage that did not complete and everything after it, for the
 sweep variants that need it; completed stages are reused. Training continues from
@@ -47,6 +48,9 @@ pub struct ResumeArgs {
     /// Say what would be resubmitted; submit nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// The `yolo` command the resubmitted stages run, instead of the one named at submit time.
+    #[arg(long, value_name = "CMD", env = "YOLO_SCHED_YOLO")]
+    pub yolo: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -192,6 +196,14 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
             manifest.run_id
         ));
     }
+    if let Some(y) = &args.yolo {
+        if y.is_empty() || y.contains(',') || y.chars().any(char::is_control) {
+            return Err(crate::error::invalid(format!(
+                "--yolo {y:?}: expected a command path without commas or control characters \
+                 (Slurm's --export splits its value at commas)"
+            )));
+        }
+    }
     let plan = resume::plan_resume(&manifest, &st)?;
     let cluster = crate::slurm::cluster::fetch(&ctx.slurm)
         .context("asking Slurm for the cluster's nodes, partitions and limits")?;
@@ -199,7 +211,7 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
     let jobs = if args.dry_run {
         Vec::new()
     } else {
-        let result = resume::execute(&ctx.slurm, &mut manifest, &plan);
+        let result = resume::execute(&ctx.slurm, &mut manifest, &plan, args.yolo.as_deref());
         let (ids, outcome) = match &result {
             Ok(j) => (j.iter().map(|j| j.job_id).collect(), "ok".to_string()),
             Err(e) => (vec![], format!("{e:#}")),

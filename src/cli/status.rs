@@ -75,7 +75,18 @@ fn one_progress(p: &crate::run::status::TrainProgress) -> String {
     d
 }
 
+/// The exported ONNX model, validated as deployed.
+fn onnx_text(v: &crate::run::status::FinalValidation) -> String {
+    match v.inference_ms_per_image {
+        Some(ms) => format!("ONNX: mAP50 {:.3}, {ms:.1} ms/image", v.map50),
+        None => format!("ONNX: mAP50 {:.3}", v.map50),
+    }
+}
+
 fn progress_text(s: &StageStatus) -> Option<String> {
+    if let [(_, v)] = s.exported_validation.as_slice() {
+        return Some(onnx_text(v));
+    }
     match s.progress.as_slice() {
         [] => None,
         [(_, p)] => Some(one_progress(p)),
@@ -165,6 +176,11 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
                     .iter()
                     .find(|(k, _)| *k == t.task)
                     .map(|(_, p)| one_progress(p))
+            } else if s.stage == "export" {
+                s.exported_validation
+                    .iter()
+                    .find(|(k, _)| *k == t.task)
+                    .map(|(_, v)| onnx_text(v))
             } else {
                 None
             }

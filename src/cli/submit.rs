@@ -233,6 +233,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
             script: path,
             array: None,
             after: stage.depends_on.iter().map(|d| (d.stage, d.kind)).collect(),
+            export: vec![],
         });
     }
 

@@ -63,6 +63,11 @@ struct ValCtx {
 struct ExportCtx {
     formats: Vec<String>,
     args: Vec<String>,
+    /// `yolo val` the exported ONNX model on the training data (its speed).
+    validate_onnx: bool,
+    data: String,
+    /// Arguments of that val (`imgsz`).
+    val_args: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -271,9 +276,18 @@ fn render_stage(
                     .or_insert(ArgValue::Int(i.into()));
             }
             args.insert("device".into(), ArgValue::Str("cpu".into()));
+            let mut val_args = BTreeMap::new();
+            if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
+                val_args.insert("imgsz".to_string(), ArgValue::Int(i.into()));
+            }
+            val_args.insert("device".into(), ArgValue::Str("cpu".into()));
+            val_args.insert("plots".into(), ArgValue::Bool(false));
             ctx.export = Some(ExportCtx {
                 formats: export.formats.clone(),
                 args: arg_words(&args),
+                validate_onnx: export.validate && export.formats.iter().any(|f| f == "onnx"),
+                data,
+                val_args: arg_words(&val_args),
             });
         }
     }

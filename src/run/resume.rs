@@ -212,7 +212,14 @@ pub fn lock_run(manifest: &Manifest) -> Result<RunLock> {
 
 /// The job requests of a resume plan: the stages' existing scripts, arrays
 /// limited to the variants to rerun, dependencies only inside this submission.
-pub fn requests(manifest: &Manifest, plan: &ResumePlan) -> Result<Vec<JobRequest>> {
+pub fn requests(
+    manifest: &Manifest,
+    plan: &ResumePlan,
+    yolo: Option<&str>,
+) -> Result<Vec<JobRequest>> {
+    let export: Vec<(String, String)> = yolo
+        .map(|y| vec![("YOLO_SCHED_RUN_YOLO".to_string(), y.to_string())])
+        .unwrap_or_default();
     let mut out = Vec::new();
     let mut previous: Option<(StageKind, bool)> = None;
     for s in &manifest.stages[plan.from..] {
@@ -250,6 +257,7 @@ pub fn requests(manifest: &Manifest, plan: &ResumePlan) -> Result<Vec<JobRequest
             script: manifest.workdir.join(&s.script),
             array,
             after,
+            export: export.clone(),
         });
         previous = Some((kind, is_array));
     }
@@ -261,8 +269,9 @@ pub fn execute(
     slurm: &Slurm,
     manifest: &mut Manifest,
     plan: &ResumePlan,
+    yolo: Option<&str>,
 ) -> Result<Vec<SubmittedJob>> {
-    let reqs = requests(manifest, plan)?;
+    let reqs = requests(manifest, plan, yolo)?;
     let submitted = submitter::submit_held(slurm, &reqs)?;
     let now = Utc::now();
     for job in &submitted {

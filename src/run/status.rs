@@ -192,12 +192,18 @@ pub fn final_validation(log: &str) -> Option<FinalValidation> {
     if !tail.lines().next()?.contains("best.pt") {
         return None;
     }
-    let row = tail.lines().find_map(|l| {
+    validation_summary(tail)
+}
+
+/// The last `all` row and `Speed:` line of a `yolo val` run (the export
+/// stage's validation of the exported ONNX model).
+pub fn validation_summary(text: &str) -> Option<FinalValidation> {
+    let row = text.lines().rev().find_map(|l| {
         let w: Vec<&str> = l.split_whitespace().collect();
         (w.len() == 7 && w[0] == "all").then_some(w)
     })?;
     let num = |i: usize| row[i].parse::<f64>().ok();
-    let inference = tail.lines().find_map(|l| {
+    let inference = text.lines().rev().find_map(|l| {
         let rest = l.trim().strip_prefix("Speed:")?;
         rest.split(',').find_map(|part| {
             let v = part
@@ -242,6 +248,8 @@ pub struct StageStatus {
     /// Count of tasks per state.
     pub counts: BTreeMap<String, usize>,
     pub progress: Vec<(Option<u32>, TrainProgress)>,
+    /// Export stage: `yolo val` of each exported ONNX model (per task), from its log.
+    pub exported_validation: Vec<(Option<u32>, FinalValidation)>,
 }
 
 /// The run as a whole.
@@ -529,6 +537,7 @@ pub fn compute(
                 tasks: vec![],
                 counts: BTreeMap::new(),
                 progress: vec![],
+                exported_validation: vec![],
             });
             continue;
         };
@@ -612,6 +621,22 @@ pub fn compute(
         } else {
             vec![]
         };
+        let exported_validation = if stage.stage == "export" && state == TaskState::Completed {
+            tasks
+                .iter()
+                .filter_map(|t| {
+                    let log = match t.task {
+                        Some(i) => format!("export-{i}.out"),
+                        None => "export.out".to_string(),
+                    };
+                    read_tail(&manifest.workdir.join("logs").join(log), 256 << 10)
+                        .and_then(|l| validation_summary(&l))
+                        .map(|v| (t.task, v))
+                })
+                .collect()
+        } else {
+            vec![]
+        };
         stages.push(StageStatus {
             stage: stage.stage.clone(),
             state,
@@ -622,6 +647,7 @@ pub fn compute(
             tasks,
             counts,
             progress,
+            exported_validation,
         });
     }
     let state = run_state(&stages);

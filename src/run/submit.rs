@@ -25,6 +25,9 @@ pub struct JobRequest {
     pub array: Option<String>,
     /// Stages of this same submission it waits for.
     pub after: Vec<(StageKind, DepKind)>,
+    /// Variables to give the job besides the submitter's environment
+    /// (`--export=ALL,K=V`); values must not contain commas.
+    pub export: Vec<(String, String)>,
 }
 
 /// A job Slurm accepted.
@@ -59,6 +62,10 @@ pub fn sbatch_args(
     }
     if let Some(a) = &req.array {
         args.push(format!("--array={a}"));
+    }
+    if !req.export.is_empty() {
+        let vars: Vec<String> = req.export.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        args.push(format!("--export=ALL,{}", vars.join(",")));
     }
     args.push(req.script.display().to_string());
     Ok((args, dependency, ids))
@@ -152,6 +159,7 @@ mod tests {
             script: PathBuf::from("/w/scripts/export.sh"),
             array: Some("0-3%2".into()),
             after: vec![(StageKind::Train, DepKind::AfterCorr)],
+            export: vec![],
         };
         let (args, dep, ids) = sbatch_args(&req, &earlier).unwrap();
         assert_eq!(
@@ -174,6 +182,7 @@ mod tests {
             script: "/t.sh".into(),
             array: None,
             after: vec![(StageKind::Prepare, DepKind::AfterOk)],
+            export: vec![],
         };
         assert!(sbatch_args(&req, &[]).is_err());
     }

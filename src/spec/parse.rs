@@ -44,6 +44,7 @@ const EXPORT_KEYS: &[&str] = &[
     "mem",
     "formats",
     "args",
+    "validate",
 ];
 
 /// Where each key of the format lives, for "`time` belongs in [resources]".
@@ -873,6 +874,7 @@ fn default_export() -> ExportStage {
             .map(|s| s.to_string())
             .collect(),
         args: BTreeMap::new(),
+        validate: true,
     }
 }
 
@@ -1026,12 +1028,19 @@ fn read_stages(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Stages> {
                     Some(v) => read_args(cx, "stages.export.args", StageKind::Export, v),
                     None => Some(BTreeMap::new()),
                 };
-                match (resources, formats, args) {
-                    (Some(resources), Some(formats), Some(args)) => Some(ExportStage {
-                        resources,
-                        formats,
-                        args,
-                    }),
+                let validate = match f.get("validate") {
+                    Some(v) => cx.bool_of("stages.export.validate", v),
+                    None => Some(true),
+                };
+                match (resources, formats, args, validate) {
+                    (Some(resources), Some(formats), Some(args), Some(validate)) => {
+                        Some(ExportStage {
+                            resources,
+                            formats,
+                            args,
+                            validate,
+                        })
+                    }
                     _ => {
                         ok = false;
                         None

@@ -165,6 +165,9 @@ pub struct ExportStage {
     pub formats: Vec<String>,
     /// Extra `yolo export` arguments (e.g. `half = true`, `opset = 17`).
     pub args: BTreeMap<String, ArgValue>,
+    /// Run `yolo val` on the exported ONNX model (its accuracy and ms per image
+    /// as deployed). Default true; only when `onnx` is among the formats.
+    pub validate: bool,
 }
 
 /// `[sweep]`: the Cartesian product of train-argument values.
