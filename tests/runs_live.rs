@@ -687,3 +687,53 @@ fn a_cached_dataset_is_copied_by_prepare_and_trained_from() {
         "training read the cached copy: {args}"
     );
 }
+
+#[test]
+fn a_run_index_that_cannot_be_written_takes_the_jobs_back_and_leaves_the_workdir_free() {
+    if !cluster_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let spec = f.write_spec("noindex", "");
+    // The index directory is a file: the manifest is written, its index entry is not.
+    let state = f.path().join("broken-state");
+    std::fs::create_dir_all(state.join("yolo-sched")).unwrap();
+    std::fs::write(state.join("yolo-sched/runs"), "not a directory").unwrap();
+    let trace = f.path().join("noindex.trace");
+    let out = run(f
+        .cmd()
+        .env("XDG_STATE_HOME", &state)
+        .env("YOLO_SCHED_SLURM_TRACE", &trace)
+        .arg("submit")
+        .arg(&spec));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cancelled the 3 job(s) already submitted"),
+        "{err}"
+    );
+    let calls = read(&trace);
+    let cancelled: Vec<u64> = calls
+        .lines()
+        .find(|l| l.starts_with("scancel"))
+        .expect("scancel was called")
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(cancelled.len(), 3);
+    for id in cancelled {
+        let state = job_state(id).unwrap_or_else(|| "PURGED".into());
+        assert!(
+            !matches!(state.as_str(), "PENDING" | "RUNNING"),
+            "job {id}: {state}"
+        );
+    }
+    let workdir = f.path().join("runs/noindex");
+    assert!(
+        !workdir.join("manifest.json").exists(),
+        "no manifest of a run that never ran"
+    );
+    // The same workdir can be submitted again.
+    let (run_id, _) = f.submit(&spec);
+    assert_eq!(f.watch(&run_id).status.code(), Some(0));
+}

@@ -272,12 +272,15 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
     };
     let manifest = build_manifest(&args.spec, &spec, &plan, &run_id, &workdir, &submitted, now)?;
     if let Err(e) = manifest.save() {
-        // Without a manifest nobody could find these jobs again: take them back.
-        let ids: Vec<String> = submitted.iter().map(|j| j.job_id.to_string()).collect();
-        let mut scancel = vec!["--quiet"];
-        scancel.extend(ids.iter().map(String::as_str));
-        let _ = ctx.slurm.run_retrying("scancel", &scancel);
-        return Err(e.context(format!("cancelled the submitted jobs ({})", ids.join(", "))));
+        // Without a manifest (or its index entry) nobody could find these jobs
+        // again: take them back, and leave no manifest of a run that never ran,
+        // so the workdir can be submitted again.
+        let what = submitter::roll_back(&ctx.slurm, &submitted);
+        let cleanup = match manifest.discard() {
+            Ok(()) => String::new(),
+            Err(d) => format!("; {d:#}"),
+        };
+        return Err(e.context(format!("{what}{cleanup}")));
     }
     let released = submitter::release(&ctx.slurm, &submitted);
     let ids: Vec<u64> = submitted.iter().map(|j| j.job_id).collect();

@@ -298,14 +298,7 @@ pub fn execute(
         });
     }
     if let Err(e) = manifest.save() {
-        let ids: Vec<String> = submitted.iter().map(|j| j.job_id.to_string()).collect();
-        let mut args = vec!["--quiet"];
-        args.extend(ids.iter().map(String::as_str));
-        let _ = slurm.run_retrying("scancel", &args);
-        return Err(e.context(format!(
-            "cancelled the resubmitted jobs ({})",
-            ids.join(", ")
-        )));
+        return Err(e.context(submitter::roll_back(slurm, &submitted)));
     }
     submitter::release(slurm, &submitted)?;
     Ok(submitted)

@@ -71,8 +71,9 @@ pub fn sbatch_args(
     Ok((args, dependency, ids))
 }
 
-/// Cancel jobs in one call; says what happened for the error message.
-fn roll_back(slurm: &Slurm, jobs: &[SubmittedJob]) -> String {
+/// Cancel jobs in one call; says truthfully what happened, for the error
+/// message (submit and resume take their jobs back through this one place).
+pub fn roll_back(slurm: &Slurm, jobs: &[SubmittedJob]) -> String {
     if jobs.is_empty() {
         return "nothing had been submitted".to_string();
     }
