@@ -268,7 +268,7 @@ pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
         None => in_partition.clone(),
     };
     let what = match stage.gpu {
-        Some(g) => format!("with {}", g.label()),
+        Some(g) => format!(" with {}", g.label()),
         None => "".to_string(),
     };
     if with_gres.is_empty() {
@@ -287,7 +287,7 @@ pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
         return Err(Unfit {
             what: Unfitting::Partition,
             message: format!(
-                "{} cannot run: every node {what} in partition {pname} is down or drained ({})",
+                "{} cannot run: every node{what} in partition {pname} is down or drained ({})",
                 stage.name,
                 states.join(", ")
             ),
@@ -588,7 +588,7 @@ fn check_fit(
         return Err(Unfit {
             what: Unfitting::Cpus,
             message: format!(
-                "{} asks {cpus} CPUs ({}); the largest node {what} in partition {pname} has {most_cpus}",
+                "{} asks {cpus} CPUs ({}); the largest node{what} in partition {pname} has {most_cpus}",
                 stage.name,
                 cpus_source.words()
             ),
@@ -600,7 +600,7 @@ fn check_fit(
         return Err(Unfit {
             what: Unfitting::Mem,
             message: format!(
-                "{} asks {} ({}); the largest node {what} in partition {pname} has {}",
+                "{} asks {} ({}); the largest node{what} in partition {pname} has {}",
                 stage.name,
                 show_mib(mem_mib),
                 mem_source.words(),
@@ -616,7 +616,7 @@ fn check_fit(
         return Err(Unfit {
             what: Unfitting::Mem,
             message: format!(
-                "{} asks {cpus} CPUs and {}; no node {what} in partition {pname} has both",
+                "{} asks {cpus} CPUs and {}; no node{what} in partition {pname} has both",
                 stage.name,
                 show_mib(mem_mib)
             ),
