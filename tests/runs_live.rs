@@ -447,6 +447,26 @@ fn a_sweep_runs_as_arrays_with_per_task_dependencies() {
     }
 }
 
+/// The job ids the rollback's `scancel` named in a Slurm trace; each must
+/// have left the queue.
+fn cancelled_by_rollback(calls: &str) -> Vec<u64> {
+    let cancelled: Vec<u64> = calls
+        .lines()
+        .find(|l| l.starts_with("scancel"))
+        .expect("scancel was called")
+        .split_whitespace()
+        .filter_map(|w| w.parse::<u64>().ok())
+        .collect();
+    for id in &cancelled {
+        let state = job_state(*id).unwrap_or_else(|| "PURGED".into());
+        assert!(
+            !matches!(state.as_str(), "PENDING" | "RUNNING"),
+            "job {id} left in the queue: {state}"
+        );
+    }
+    cancelled
+}
+
 /// Submit a spec whose export script carries the `#SBATCH` line `directive`
 /// (through a template override: yolo-sched itself refuses such requests
 /// before any sbatch), expecting Slurm to refuse the chain; return stderr and
@@ -478,21 +498,7 @@ fn submit_refused(f: &Fixture, name: &str, directive: &str) -> (String, Vec<u64>
         3,
         "{calls}"
     );
-    let cancel_line = calls
-        .lines()
-        .find(|l| l.starts_with("scancel"))
-        .expect("scancel was called");
-    let cancelled: Vec<u64> = cancel_line
-        .split_whitespace()
-        .filter_map(|w| w.parse::<u64>().ok())
-        .collect();
-    for id in &cancelled {
-        let state = job_state(*id).unwrap_or_else(|| "PURGED".into());
-        assert!(
-            !matches!(state.as_str(), "PENDING" | "RUNNING"),
-            "job {id} left in the queue: {state}"
-        );
-    }
+    let cancelled = cancelled_by_rollback(&calls);
     assert!(
         !f.path().join(format!("runs/{name}/manifest.json")).exists(),
         "no manifest for a refused submission"
@@ -712,22 +718,7 @@ fn a_run_index_that_cannot_be_written_takes_the_jobs_back_and_leaves_the_workdir
         err.contains("cancelled the 3 job(s) already submitted"),
         "{err}"
     );
-    let calls = read(&trace);
-    let cancelled: Vec<u64> = calls
-        .lines()
-        .find(|l| l.starts_with("scancel"))
-        .expect("scancel was called")
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    assert_eq!(cancelled.len(), 3);
-    for id in cancelled {
-        let state = job_state(id).unwrap_or_else(|| "PURGED".into());
-        assert!(
-            !matches!(state.as_str(), "PENDING" | "RUNNING"),
-            "job {id}: {state}"
-        );
-    }
+    assert_eq!(cancelled_by_rollback(&read(&trace)).len(), 3);
     let workdir = f.path().join("runs/noindex");
     assert!(
         !workdir.join("manifest.json").exists(),
