@@ -215,18 +215,18 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
         std::fs::create_dir_all(workdir.join(sub))
             .with_context(|| format!("creating {}", workdir.join(sub).display()))?;
     }
-    let paths: Vec<PathBuf> = scripts
+    let script_paths: Vec<PathBuf> = scripts
         .iter()
         .map(|s| workdir.join("scripts").join(&s.file_name))
         .collect();
     let files: Vec<(&Path, &[u8], u32)> = scripts
         .iter()
-        .zip(&paths)
+        .zip(&script_paths)
         .map(|(s, p)| (p.as_path(), s.text.as_bytes(), 0o755))
         .collect();
     crate::fsutil::write_atomic_all(&files)?;
     let mut requests = Vec::new();
-    for (script, path) in scripts.iter().zip(paths) {
+    for (script, path) in scripts.iter().zip(script_paths) {
         let stage = plan.stage(script.kind).expect("scripts come from the plan");
         requests.push(JobRequest {
             kind: script.kind,
