@@ -256,6 +256,15 @@ pub fn queue_cost(queue: &[Request], elsewhere: &[u64], here: u32) -> QueueCost 
             cost.never_start += 1;
             continue;
         }
+        if count == 1 {
+            // The common case: one sift of the heap's top instead of pop and push.
+            if let Some(mut top) = free.peek_mut() {
+                let start = top.0;
+                cost.wait_s += u128::from(start);
+                *top = Reverse(start.saturating_add(job.seconds));
+            }
+            continue;
+        }
         taken.clear();
         for _ in 0..count {
             if let Some(Reverse(t)) = free.pop() {
