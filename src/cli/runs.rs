@@ -99,12 +99,13 @@ pub fn record(ctx: &mut Context, rec: &AuditRecord) {
     let path = match ctx.site().and_then(audit::log_path) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("yolo-sched: warning: no audit log: {e:#}");
+            ctx.printer.warn(format!("no audit log: {e:#}"));
             return;
         }
     };
     if let Err(e) = audit::append(&path, rec) {
-        eprintln!("yolo-sched: warning: could not write the audit log: {e:#}");
+        ctx.printer
+            .warn(format!("could not write the audit log: {e:#}"));
     }
 }
 
@@ -381,10 +382,10 @@ pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
     let path = audit::log_path(ctx.site()?)?;
     let (records, bad) = audit::read(&path)?;
     for line in &bad {
-        eprintln!(
-            "yolo-sched: warning: {}:{line}: not an audit record; skipped",
+        ctx.printer.warn(format!(
+            "{}:{line}: not an audit record; skipped",
             path.display()
-        );
+        ));
     }
     let since = args
         .since
