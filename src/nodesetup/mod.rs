@@ -428,10 +428,9 @@ fn report_failure(opts: &Options, slurm: &Slurm, log: &Log, drained: bool, err: 
         log.name()
     ));
     if log.done.is_empty() {
-        log.printer.note(format!("node-setup: nothing was changed"));
+        log.printer.note("node-setup: nothing was changed");
     } else {
-        log.printer
-            .note(format!("node-setup: done before the failure:"));
+        log.printer.note("node-setup: done before the failure:");
         for d in &log.done {
             log.printer.note(format!("node-setup:   - {d}"));
         }
@@ -455,9 +454,9 @@ fn report_failure(opts: &Options, slurm: &Slurm, log: &Log, drained: bool, err: 
             Err(e) => log.printer.warn(format!("could not set the drain reason: {e:#}")),
         }
     } else if n > 0 {
-        log.printer.note(format!(
-            "node-setup: fix the cause and rerun the same command: every step is safe to repeat"
-        ));
+        log.printer.note(
+            "node-setup: fix the cause and rerun the same command: every step is safe to repeat",
+        );
     }
 }
 
