@@ -82,6 +82,12 @@ fn an_unknown_run_id_is_invalid_input_with_close_matches() {
         .args(["status", "no-such-run"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no run `no-such-run`"));
+    // An empty id names no run (a prefix of every id would pick one).
+    let out = run(yolo()
+        .env("XDG_STATE_HOME", state.path())
+        .args(["status", ""]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no run given"));
 }
 
 #[test]
