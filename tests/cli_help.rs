@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 
 const SUBCOMMANDS: [&[&str]; 16] = [
     &["submit"],
@@ -231,4 +232,62 @@ fn hostile_numbers_never_panic_or_hang() {
         }
     }
     assert!(cases > 250, "only {cases} cases");
+}
+
+/// `--output` and `--summary` never replace what is not a regular file: a
+/// device, a FIFO, or a symlink to one is refused before any work, exit 2,
+/// and left as it was.
+#[test]
+fn outputs_refuse_devices_fifos_and_links_to_them() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let link = dir.path().join("full-link");
+    std::os::unix::fs::symlink("/dev/full", &link).unwrap();
+    let data = dir.path().join("data.yaml");
+    std::fs::write(&data, "path: .\ntrain: images\nval: images\nnames: [a]\n").unwrap();
+    for target in [Path::new("/dev/full"), fifo.as_path(), link.as_path()] {
+        for args in [
+            vec![
+                "report".to_string(),
+                "--format".into(),
+                "json".into(),
+                "--output".into(),
+            ],
+            vec![
+                "dataset".into(),
+                "check".into(),
+                data.display().to_string(),
+                "--summary".into(),
+            ],
+        ] {
+            let mut cmd = yolo();
+            cmd.args(&args).arg(target).env("PATH", dir.path());
+            let out =
+                run_bounded(&mut cmd, std::time::Duration::from_secs(20)).expect("ends in time");
+            assert_eq!(out.status.code(), Some(2), "{args:?} {target:?}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("not a regular file"),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    assert!(std::fs::metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
