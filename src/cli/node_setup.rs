@@ -209,7 +209,7 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     }
     let prepared = nodesetup::prepare(&nvml, &opts, &layout, &ctx.slurm)?;
     if args.check {
-        let diffs = nodesetup::differences(&prepared);
+        let diffs = nodesetup::differences(&prepared, &opts, &ctx.slurm)?;
         if args.json {
             output::print_json(&serde_json::json!({
                 "node": prepared.node,

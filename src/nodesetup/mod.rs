@@ -289,28 +289,64 @@ fn render_file(
     Ok((edit.text, warnings))
 }
 
-/// `--check`: the differences between the node and its layout (empty: matches).
-pub fn differences(prepared: &Prepared) -> Vec<String> {
+/// One way the node differs from its layout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub what: DifferenceKind,
+    pub message: String,
+}
+
+/// What differs: the GPUs, gres.conf, the include file, or Slurm's view of the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DifferenceKind {
+    Gpu,
+    GresConf,
+    Include,
+    LeftDrained,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The one assertion walk, shared by `--check` and `--apply` (which stops as
+/// "already applied" when it finds nothing): the GPUs against the decision,
+/// the gres.conf block, the `--slurm-include` file, and (with Slurm) a node
+/// left drained by an earlier node-setup. Empty: the node matches.
+pub fn differences(prepared: &Prepared, opts: &Options, slurm: &Slurm) -> Result<Vec<Difference>> {
     let mut out = Vec::new();
+    let mut push = |what, message: String| out.push(Difference { what, message });
     for g in &prepared.decision.gpus {
         if let ModeAction::Switch { on } | ModeAction::AwaitReset { on } = g.mode {
-            out.push(format!(
-                "GPU {}: MIG mode should be {}",
-                g.index,
-                if on { "on" } else { "off" }
-            ));
+            push(
+                DifferenceKind::Gpu,
+                format!(
+                    "GPU {}: MIG mode should be {}",
+                    g.index,
+                    if on { "on" } else { "off" }
+                ),
+            );
         }
         for d in &g.destroy {
-            out.push(format!(
-                "GPU {}: has {} at slice {} (GPU instance {}) that the layout does not want",
-                g.index, d.profile, d.start, d.gi_id
-            ));
+            push(
+                DifferenceKind::Gpu,
+                format!(
+                    "GPU {}: has {} at slice {} (GPU instance {}) that the layout does not want",
+                    g.index, d.profile, d.start, d.gi_id
+                ),
+            );
         }
         for c in &g.create {
-            out.push(format!(
-                "GPU {}: lacks {} (planned at slice {})",
-                g.index, c.profile, c.start
-            ));
+            push(
+                DifferenceKind::Gpu,
+                format!(
+                    "GPU {}: lacks {} (planned at slice {})",
+                    g.index, c.profile, c.start
+                ),
+            );
         }
     }
     if !prepared.gres_matches {
@@ -318,13 +354,37 @@ pub fn differences(prepared: &Prepared) -> Vec<String> {
             Ok(_) => "differs from what the layout needs".to_string(),
             Err(e) => format!("cannot be checked: {e}"),
         };
-        out.push(format!(
-            "{}: the block for {} {why}",
-            prepared.gres_conf.display(),
-            prepared.node
-        ));
+        push(
+            DifferenceKind::GresConf,
+            format!(
+                "{}: the block for {} {why}",
+                prepared.gres_conf.display(),
+                prepared.node
+            ),
+        );
     }
-    out
+    if let Some(path) = &opts.slurm_include {
+        if read_text(path)? != include_text(&prepared.slurm_lines) {
+            push(
+                DifferenceKind::Include,
+                format!(
+                    "{}: the slurm.conf lines for {} are missing or differ",
+                    path.display(),
+                    prepared.node
+                ),
+            );
+        }
+    }
+    if opts.use_slurm && drained_by_node_setup(opts, slurm)? {
+        push(
+            DifferenceKind::LeftDrained,
+            format!(
+                "{} is still drained by an earlier node-setup (rerun --apply to resume it)",
+                prepared.node
+            ),
+        );
+    }
+    Ok(out)
 }
 
 /// How an apply ended.
@@ -493,16 +553,9 @@ fn apply_locked(
             ));
         }
     }
-    let planned_include = opts
-        .slurm_include
-        .as_ref()
-        .map(|_| include_text(&prepared.slurm_lines));
-    let include_matches = match (&opts.slurm_include, &planned_include) {
-        (Some(path), Some(text)) => read_text(path)? == *text,
-        _ => true,
-    };
-    if prepared.decision.unchanged() && prepared.gres_matches && include_matches {
-        if opts.use_slurm {
+    let found = differences(&prepared, opts, slurm)?;
+    if found.iter().all(|d| d.what == DifferenceKind::LeftDrained) {
+        if !found.is_empty() {
             resume_if_left_drained(log.printer, opts, slurm)?;
         }
         log.printer.note(format!(
