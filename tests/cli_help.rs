@@ -43,6 +43,15 @@ fn every_subcommand_has_help_with_examples() {
 }
 
 #[test]
+fn help_of_help_is_help() {
+    for args in [&["help", "--help"][..], &["help"], &["help", "submit"]] {
+        let out = run(yolo().args(args));
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: yolo-sched"));
+    }
+}
+
+#[test]
 fn completions_and_man_pages_are_generated() {
     for shell in ["bash", "zsh", "fish"] {
         let out = run(yolo().args(["generate", "completions", shell]));
@@ -290,4 +299,38 @@ fn outputs_refuse_devices_fifos_and_links_to_them() {
         .unwrap()
         .file_type()
         .is_symlink());
+}
+
+/// `docs/cli.md` is the binary's own `generate reference`: it cannot drift from `--help`.
+#[test]
+fn the_cli_reference_in_docs_is_current() {
+    let out = run(yolo().args(["generate", "reference"]));
+    assert_eq!(out.status.code(), Some(0));
+    let generated = String::from_utf8(out.stdout).unwrap();
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
+    let written = std::fs::read_to_string(&docs).unwrap_or_default();
+    assert!(
+        generated == written,
+        "docs/cli.md is out of date: run `cargo run -q -- generate reference > docs/cli.md`"
+    );
+}
+
+/// Every argument of every subcommand says what it is.
+#[test]
+fn every_argument_has_help() {
+    use clap::CommandFactory;
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id != "help" && id != "version" && arg.get_help().is_none() {
+                missing.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+    let mut missing = Vec::new();
+    walk(&yolo_sched::cli::Cli::command(), "yolo-sched", &mut missing);
+    assert!(missing.is_empty(), "arguments without help: {missing:#?}");
 }

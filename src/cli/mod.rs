@@ -1,5 +1,6 @@
 //! Argument parsing, dispatch and output; the work is done by library modules.
 
+pub mod args;
 pub mod checkpoint;
 pub mod dataset;
 pub mod doctor;
@@ -150,6 +151,16 @@ pub fn execute(cli: Cli) -> Result<i32> {
 
 /// The binary's entry point: parse, run, print the error, exit with its status.
 pub fn run_main() {
+    // clap's `help` subcommand takes no flags; `yolo-sched help --help` is a
+    // reasonable thing to type, so it prints the top-level help.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "help")
+        && argv[2..].iter().any(|a| a == "--help" || a == "-h")
+    {
+        use clap::CommandFactory;
+        let _ = Cli::command().print_long_help();
+        std::process::exit(exit::OK);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -9,6 +9,7 @@ use chrono::Utc;
 use clap::Args;
 use serde::Serialize;
 
+use super::args::{JsonArg, RunArg};
 use super::output;
 use super::Context;
 use crate::error::invalid;
@@ -24,12 +25,13 @@ Examples:
 Cancels every job of the run still queued or running, in one scancel call.
 Cancelling a run that has nothing left to cancel succeeds and says so.")]
 pub struct CancelArgs {
-    pub run: String,
+    #[command(flatten)]
+    pub target: RunArg,
     /// Say what would be cancelled; cancel nothing.
     #[arg(long)]
     pub dry_run: bool,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 }
 
 #[derive(Debug, Args)]
@@ -44,15 +46,16 @@ sweep variants that need it; completed stages are reused. Training continues fro
 weights/last.pt. Refuses while the run is still active, or when the output of a
 completed stage it needs is gone. Exit status 2 when there is nothing to resume.")]
 pub struct ResumeArgs {
-    pub run: String,
+    #[command(flatten)]
+    pub target: RunArg,
     /// Say what would be resubmitted; submit nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// The `yolo` command the resubmitted stages run, instead of the one named at submit time.
     #[arg(long, value_name = "CMD", env = "YOLO_SCHED_YOLO")]
     pub yolo: Option<String>,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 }
 
 #[derive(Debug, Args)]
@@ -63,7 +66,8 @@ Examples:
   yolo-sched logs RUN train --task 3  # one variant of a sweep
   yolo-sched logs RUN train -f        # follow until the stage ends")]
 pub struct LogsArgs {
-    pub run: String,
+    #[command(flatten)]
+    pub target: RunArg,
     /// prepare, train, val or export (default: train).
     #[arg(default_value = "train")]
     pub stage: String,
@@ -82,6 +86,7 @@ Examples:
   yolo-sched audit --user alice --since 24h
   yolo-sched audit --run pcb-defects-20261130T150000-1a2b --json")]
 pub struct AuditArgs {
+    /// Only records of this user (login name).
     #[arg(long)]
     pub user: Option<String>,
     /// Run id (or prefix).
@@ -90,8 +95,8 @@ pub struct AuditArgs {
     /// Only records newer than this: `30m`, `24h`, `1d12h`, a local `2026-11-29T08:00`, or RFC 3339.
     #[arg(long)]
     pub since: Option<String>,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 }
 
 /// Record a state-changing command; a failure to record is a warning, not a failure of the command.
@@ -117,7 +122,7 @@ struct CancelOut {
 }
 
 pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
-    let manifest = query::find_run(&args.run)?;
+    let manifest = query::find_run(&args.target.run)?;
     let (st, error) = query::run_status(&ctx.slurm, &manifest);
     if let Some(e) = error {
         return Err(anyhow::anyhow!(
@@ -141,7 +146,7 @@ pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
         );
         result?;
     }
-    if args.json {
+    if args.output.json {
         output::print_json(&CancelOut {
             run_id: manifest.run_id.clone(),
             cancelled: ids,
@@ -186,7 +191,7 @@ struct ResumeOut {
 }
 
 pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
-    let mut manifest = query::find_run(&args.run)?;
+    let mut manifest = query::find_run(&args.target.run)?;
     let _lock = resume::lock_run(&manifest)?;
     // Read again under the lock: another resume may just have finished.
     manifest = crate::run::Manifest::load(&crate::run::Manifest::path_in(&manifest.workdir))?;
@@ -223,7 +228,7 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
         );
         result?
     };
-    if args.json {
+    if args.output.json {
         output::print_json(&ResumeOut {
             run_id: manifest.run_id.clone(),
             dry_run: args.dry_run,
@@ -262,7 +267,7 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
 }
 
 pub fn logs(ctx: &mut Context, args: &LogsArgs) -> Result<i32> {
-    let manifest = query::find_run(&args.run)?;
+    let manifest = query::find_run(&args.target.run)?;
     let stage = manifest
         .stages
         .iter()
@@ -369,7 +374,7 @@ pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
         })
         .filter(|r| since.is_none_or(|t| r.time >= t))
         .collect();
-    if args.json {
+    if args.output.json {
         output::print_json(&selected)?;
         return Ok(0);
     }

@@ -23,6 +23,7 @@ Progress bars on a terminal, one line per change otherwise. One Slurm query per
 round for the whole run; rounds start 2 s apart and grow to 30 s while nothing
 changes. Exit status: 0 when the run completed, 1 when it failed or was cancelled.")]
 pub struct WatchArgs {
+    /// The run: the id `submit` printed, a unique prefix of it, or the run directory.
     pub run: String,
     /// First pause between rounds, seconds (0.05 to 3600).
     #[arg(long, default_value_t = 2.0, env = "YOLO_SCHED_WATCH_INTERVAL", value_parser = pause_seconds)]
