@@ -66,6 +66,9 @@ fn completions_and_man_pages_are_generated() {
     let out = run(yolo().args(["generate", "man", "--dir"]).arg(dir.path()));
     assert_eq!(out.status.code(), Some(0));
     let main = std::fs::read_to_string(dir.path().join("yolo-sched.1")).unwrap();
+    // Examples are set as written, not filled into one paragraph by groff.
+    let cancel = std::fs::read_to_string(dir.path().join("yolo-sched-cancel.1")).unwrap();
+    assert!(cancel.contains("Examples:\n.nf\n"), "{cancel}");
     assert!(
         main.starts_with(".ie") || main.contains(".TH yolo-sched"),
         "{}",

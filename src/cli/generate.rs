@@ -85,8 +85,10 @@ pub fn run(args: &GenerateArgs) -> Result<i32> {
             clap_complete::generate(*shell, &mut cmd, "yolo-sched", &mut std::io::stdout());
         }
         What::Man { dir: None } => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(cmd).render(&mut page)?;
             let mut out = std::io::stdout().lock();
-            clap_mangen::Man::new(cmd).render(&mut out)?;
+            out.write_all(keep_examples_as_written(&String::from_utf8_lossy(&page)).as_bytes())?;
             out.flush()?;
         }
         What::Reference => {
@@ -98,7 +100,58 @@ pub fn run(args: &GenerateArgs) -> Result<i32> {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             clap_mangen::generate_to(cmd, dir)
                 .with_context(|| format!("writing man pages to {}", dir.display()))?;
+            // Our pages only: yolo-sched.1 and yolo-sched-<subcommand>.1.
+            for entry in std::fs::read_dir(dir)? {
+                let path = entry?.path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if name.starts_with("yolo-sched") && name.ends_with(".1") {
+                    let page = std::fs::read_to_string(&path)?;
+                    crate::fsutil::write_atomic(
+                        &path,
+                        keep_examples_as_written(&page).as_bytes(),
+                        0o644,
+                    )?;
+                }
+            }
         }
     }
     Ok(0)
+}
+
+/// groff fills paragraphs, which would run the example lines (and their `#`
+/// comments) together: the lines after `Examples:` up to the next blank line
+/// are set without filling (`.nf` … `.fi`).
+fn keep_examples_as_written(page: &str) -> String {
+    let mut out = String::with_capacity(page.len() + 64);
+    let mut in_examples = false;
+    for line in page.lines() {
+        if in_examples && (line.trim().is_empty() || line.starts_with('.')) {
+            out.push_str(".fi\n");
+            in_examples = false;
+        }
+        out.push_str(line);
+        out.push('\n');
+        if line == "Examples:" || line == "Example:" {
+            out.push_str(".nf\n");
+            in_examples = true;
+        }
+    }
+    if in_examples {
+        out.push_str(".fi\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_are_not_filled() {
+        let page = ".SH EXTRA\nExamples:\n  a  # one\n  b\n\nText.\n";
+        assert_eq!(
+            keep_examples_as_written(page),
+            ".SH EXTRA\nExamples:\n.nf\n  a  # one\n  b\n.fi\n\nText.\n"
+        );
+    }
 }
