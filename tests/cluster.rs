@@ -40,6 +40,12 @@ fn doctor_sees_partitions_and_the_1g5gb_type() {
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("gpu:1g.5gb:"), "{text}");
     assert!(text.contains("usable: yes"));
+    // Piped: plain lines, one per check, no table borders.
+    assert!(
+        text.lines().any(|l| l.starts_with("ok    slurmctld: ")),
+        "{text}"
+    );
+    assert!(!text.contains("|---"), "{text}");
 }
 
 #[test]

@@ -35,6 +35,26 @@ pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
         output::print_json(&report)?;
     } else {
         let color = ctx.color();
+        if !ctx.printer.out_is_terminal() {
+            // Piped: one plain line per check (a table would be as wide as the
+            // longest detail, hundreds of columns).
+            for c in &report.checks {
+                let word = match c.status {
+                    Status::Ok => "ok",
+                    Status::Info => "info",
+                    Status::Warn => "warn",
+                    Status::Fail => "FAIL",
+                };
+                ctx.printer
+                    .line(format!("{word:<4}  {}: {}", c.name, c.detail))?;
+            }
+            ctx.printer.line(if report.usable {
+                "usable: yes"
+            } else {
+                "usable: no (see the FAIL lines)"
+            })?;
+            return Ok(if report.usable { 0 } else { 1 });
+        }
         let mut table = output::new_table(&["check", "status", "detail"]);
         if color {
             table.enforce_styling();
