@@ -151,9 +151,11 @@ fn demand(trace: &str, model: &str, whole: &str) -> Result<(), String> {
     let mut unfit = 0;
     for job in read_trace(trace, whole_gib(model)?)? {
         match choose_auto(&estimate(job.need_gib), &offer, WARN_FRACTION) {
-            Ok(c) => *rows
-                .entry((c.gres.unwrap_or_default(), job.duration_s))
-                .or_insert(0) += 1,
+            Ok(c) => {
+                *rows
+                    .entry((c.gres.unwrap_or_default(), job.duration_s))
+                    .or_insert(0) += 1
+            }
             Err(_) => unfit += 1,
         }
     }
@@ -171,7 +173,10 @@ fn main() -> ExitCode {
     let result = match argv.as_slice() {
         ["plan", trace, partition, model] => plan(trace, partition, model),
         ["demand", trace, model, whole] => demand(trace, model, whole),
-        _ => Err("usage: replay_plan plan TRACE PARTITION GPU_MODEL | demand TRACE GPU_MODEL WHOLE_TYPE".into()),
+        _ => Err(
+            "usage: replay_plan plan TRACE PARTITION GPU_MODEL | demand TRACE GPU_MODEL WHOLE_TYPE"
+                .into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
