@@ -27,7 +27,8 @@
 #                     blocks are kept whenever this script rewrites gres.conf). Kept like NODES.
 #   NODE_GRES=F       file of `<node> <Gres>` lines (e.g. `node3 gpu:3g.20gb:2,gpu:1g.5gb:4`): the
 #                     nodes of node1..nodeN it names get that Gres= and one fake device per GPU
-#                     or slice instead of the standard shape (typed gpu items only). For
+#                     or slice instead of the standard shape (typed gpu items only; `-`: no
+#                     GPU, e.g. a node not set up yet). For
 #                     bench/replay; not kept: `up` without it gives the standard shape again.
 #   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0 (bench/replay sets
 #                     bf_interval=1). Not kept either.
@@ -91,9 +92,9 @@ validate_settings() {
         while read -r n gres rest; do
             lineno=$((lineno + 1))
             case "$n" in '' | '#'*) continue ;; esac
-            [[ "$n" =~ ^node[1-9][0-9]?$ ]] && [ -z "$rest" ] &&
-                [[ "$gres" =~ ^gpu:[A-Za-z0-9._+-]+:[1-9][0-9]*(,gpu:[A-Za-z0-9._+-]+:[1-9][0-9]*)*$ ]] ||
-                die "NODE_GRES $NODE_GRES line $lineno: expected '<nodeK> gpu:<type>:<count>[,...]', got '$n $gres $rest'"
+            [[ "$n" =~ ^node[1-9][0-9]?$ ]] && [ -z "$rest" ] && { [ "$gres" = - ] ||
+                [[ "$gres" =~ ^gpu:[A-Za-z0-9._+-]+:[1-9][0-9]*(,gpu:[A-Za-z0-9._+-]+:[1-9][0-9]*)*$ ]]; } ||
+                die "NODE_GRES $NODE_GRES line $lineno: expected '<nodeK> gpu:<type>:<count>[,...]' or '<nodeK> -', got '$n $gres $rest'"
         done <"$NODE_GRES"
     fi
 }
@@ -107,6 +108,7 @@ node_gres() {
 # gres_devices GRES: how many fake devices a Gres= string needs (the sum of its counts).
 gres_devices() {
     local total=0 item
+    [ "$1" != - ] || { echo 0; return 0; }
     for item in ${1//,/ }; do total=$((total + ${item##*:})); done
     echo "$total"
 }
@@ -254,7 +256,9 @@ write_slurm_conf() {
             i=$((i + 1))
             local gres
             gres=$(node_gres "$n")
-            echo "NodeName=$n NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + i)) CPUs=16 RealMemory=64000 Gres=${gres:-gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1,shard:8} State=UNKNOWN"
+            gres=${gres:-gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1,shard:8}
+            if [ "$gres" = - ]; then gres=""; else gres=" Gres=$gres"; fi
+            echo "NodeName=$n NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + i)) CPUs=16 RealMemory=64000$gres State=UNKNOWN"
         done
         echo "NodeName=$SMALL_NODE_NAME NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$SMALL_NODE_PORT CPUs=16 RealMemory=16000 Gres=gpu:1g.5gb:7 State=UNKNOWN"
         local all
@@ -288,6 +292,7 @@ write_gres_conf() {
             own=$(node_gres "$n")
             if [ -n "$own" ]; then
                 echo "# $n: Gres=$own from NODE_GRES $NODE_GRES"
+                [ "$own" != - ] || continue
                 local item type count first=0
                 for item in ${own//,/ }; do
                     type=${item#gpu:}
