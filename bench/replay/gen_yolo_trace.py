@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a YOLO-like job trace (bench/replay/README.md) to stdout.
 
-    python3 bench/replay/gen_yolo_trace.py [--seed 7] [--hours 6] [--jobs 110] [--users 6]
+    python3 bench/replay/gen_yolo_trace.py [--seed 7] [--hours 5] [--jobs 95] [--users 6]
 
 Deterministic for a given seed and arguments (random.Random(seed), no clock).
 The mix: mostly YOLO n/s at imgsz 640 (2-4 GiB: a 1g.5gb slice of an A100-40GB),
@@ -63,7 +63,7 @@ def duration(rng, median_min, spread):
     return int(min(MAX_S, max(MIN_S, s)))
 
 
-def generate(seed=7, hours=6.0, jobs=110, users=6, sweep_share=0.55):
+def generate(seed=7, hours=5.0, jobs=95, users=6, sweep_share=0.55):
     """Rows (submit_s, duration_s, gpu_mem_gib, comment, user), sorted by submission."""
     rng = random.Random(seed)
     names = [f"user{i + 1}" for i in range(users)]
@@ -94,8 +94,8 @@ def generate(seed=7, hours=6.0, jobs=110, users=6, sweep_share=0.55):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--hours", type=float, default=6.0, help="submission window, trace hours")
-    ap.add_argument("--jobs", type=int, default=110)
+    ap.add_argument("--hours", type=float, default=5.0, help="submission window, trace hours")
+    ap.add_argument("--jobs", type=int, default=95)
     ap.add_argument("--users", type=int, default=6)
     a = ap.parse_args(argv)
     if not (1 <= a.jobs <= 20000 and 0 < a.hours <= 168 and 1 <= a.users <= 1000):

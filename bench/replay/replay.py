@@ -329,7 +329,7 @@ def table(results, compression, hour):
             ("mean wait (h)", "mean_wait_h", "{:.2f}"), ("p95 wait (h)", "p95_wait_h", "{:.2f}"),
             ("peak concurrent", "peak_concurrent", "{}"), ("mean concurrent", "mean_concurrent", "{:.1f}"),
             ("makespan (h)", "makespan_h", "{:.1f}"), ("GPU-unit utilisation", "unit_utilisation", "{:.0%}"),
-            ("GPU memory needed/held", "memory_need_utilisation", "{:.0%}")]
+            ("GPU memory needed / total", "memory_need_utilisation", "{:.0%}")]
     lines = ["| " + " | ".join(c[0] for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in results:
         cells = []
