@@ -5,7 +5,8 @@
 //!
 //!   replay_plan plan TRACE PARTITION GPU_MODEL
 //!       one line per job, tab-separated: trace line, then either
-//!       `ok  GRES  CPUS  MEM_MIB` or `unrunnable  WHY`. The cluster is the live
+//!       `ok  GRES  CPUS  MEM_MIB  UNITS` (GPU compute units, 7 for a whole GPU)
+//!       or `unrunnable  WHY`. The cluster is the live
 //!       one (`scontrol`, as `submit` reads it).
 //!   replay_plan demand TRACE GPU_MODEL WHOLE_TYPE
 //!       `node-setup --demand` CSV: per job the smallest profile of GPU_MODEL
@@ -13,7 +14,7 @@
 //!       whole GPU (`gpu:WHOLE_TYPE:1`) when only the full-GPU profile does,
 //!       with the job's duration as time limit; identical rows are counted.
 //!
-//! The trace is expected to be valid (bench/replay/trace.py checks it first);
+//! The trace is expected to be valid (bench/replay/tracefile.py checks it first);
 //! this program only reads the columns it needs and stops at the first bad one.
 
 use std::collections::BTreeMap;
@@ -22,7 +23,7 @@ use std::process::ExitCode;
 use yolo_sched::mig::builtin;
 use yolo_sched::plan::estimate::{Estimate, HEADROOM};
 use yolo_sched::plan::gpu::{choose_auto, Offer};
-use yolo_sched::plan::resources::{shape, GpuAsk, Stage, Wants};
+use yolo_sched::plan::resources::{shape, units_of, GpuAsk, Stage, Wants};
 use yolo_sched::plan::Policy;
 use yolo_sched::slurm::cluster;
 use yolo_sched::slurm::Slurm;
@@ -126,7 +127,13 @@ fn plan(trace: &str, partition: &str, model: &str) -> Result<(), String> {
             time_text: &time_text,
         };
         match shape(&cluster, &stage) {
-            Ok(s) => println!("{}\tok\t{gres}\t{}\t{}", job.line, s.cpus, s.mem_mib),
+            Ok(s) => println!(
+                "{}\tok\t{gres}\t{}\t{}\t{}",
+                job.line,
+                s.cpus,
+                s.mem_mib,
+                units_of(ask.kind.as_deref()) * ask.count
+            ),
             Err(u) => println!("{}\tunrunnable\t{}", job.line, u.message),
         }
     }

@@ -28,7 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import trace as tracefmt  # noqa: E402
+import tracefile as tracefmt  # noqa: E402
 
 GPU_MODEL = "NVIDIA A100-SXM4-40GB"
 WHOLE_TYPE = "a100"
