@@ -309,7 +309,7 @@ class Replay:
         gpus = self.a.nodes * self.a.gpus_per_node
         m = tracefmt.metrics(runs, gpus * UNITS_PER_GPU, self.compression, gpus * WHOLE_GIB)
         m.update({
-            "setup": setup, "gres_per_node": shapes, "gpu_layouts": layouts,
+            "setup": setup, "compression": self.compression, "gres_per_node": shapes, "gpu_layouts": layouts,
             "unrunnable": len(unrunnable), "refused": len(refused), "lost": len(lost),
             "problem": problem, "real_seconds": time.time() - started,
             "submit_lag_s_max": max((r["submit"] - r["due"] for r in records.values()), default=0.0),
@@ -324,7 +324,26 @@ class Replay:
         return m
 
 
-def table(results, compression, hour):
+def common_waits(results, out_dir):
+    """Mean wait (trace hours) per set-up over the jobs that every set-up ran."""
+    waits = {}
+    for r in results:
+        path = os.path.join(out_dir, f"{r['setup']}.jobs.json")
+        try:
+            with open(path) as f:
+                recs = json.load(f)["records"]
+        except (OSError, ValueError, KeyError):
+            return {}
+        hour = 3600.0 / r["compression"]
+        waits[r["setup"]] = {x["line"]: max(0.0, x["start"] - x["submit"]) / hour
+                             for x in recs if "start" in x and "end" in x}
+    common = set.intersection(*(set(w) for w in waits.values())) if waits else set()
+    if not common:
+        return {}
+    return {s: (sum(w[k] for k in common) / len(common), len(common)) for s, w in waits.items()}
+
+
+def table(results, compression, hour, out_dir=None):
     cols = [("set-up", "setup", "{}"), ("jobs run", "jobs", "{}"), ("unrunnable", "unrunnable", "{}"),
             ("mean wait (h)", "mean_wait_h", "{:.2f}"), ("p95 wait (h)", "p95_wait_h", "{:.2f}"),
             ("peak concurrent", "peak_concurrent", "{}"), ("mean concurrent", "mean_concurrent", "{:.1f}"),
@@ -337,6 +356,12 @@ def table(results, compression, hour):
             v = r.get(key)
             cells.append("–" if v is None else fmt.format(v))
         lines.append("| " + " | ".join(cells) + " |")
+    common = common_waits(results, out_dir) if out_dir else {}
+    if common and len(results) > 1:
+        n = next(iter(common.values()))[1]
+        lines.append("")
+        lines.append(f"Mean wait over the {n} jobs every set-up ran: "
+                     + ", ".join(f"{s} {w:.2f} h" for s, (w, _) in common.items()) + ".")
     base = next((r for r in results if r["setup"] == "whole" and r.get("jobs")), None)
     if base:
         lines.append("")
@@ -371,7 +396,19 @@ def main(argv=None):
     ap.add_argument("--bin", default="target/debug/yolo-sched")
     ap.add_argument("--plan-bin", default="target/debug/examples/replay_plan")
     ap.add_argument("--fake-lib", default="target/debug/libnvidia_ml.so")
+    ap.add_argument("--table-only", action="store_true",
+                    help="print the table of the results in --out again; run nothing (TRACE is ignored)")
     a = ap.parse_args(argv)
+    if a.table_only:
+        with open(os.path.join(a.out, "results.json")) as f:
+            saved = json.load(f)
+        for r in saved["results"]:
+            r.setdefault("compression", saved["compression"])
+        md = table(saved["results"], saved["compression"], saved["seconds_per_trace_hour"], a.out)
+        with open(os.path.join(a.out, "results.md"), "w") as f:
+            f.write(md + "\n")
+        print(md)
+        return 0
     setups = [s for s in a.setups.split(",") if s]
     bad = [s for s in setups if s not in LAYOUTS]
     if bad or not setups:
@@ -414,7 +451,7 @@ def main(argv=None):
     finally:
         rp.restore()
         shutil.rmtree(rp.work, ignore_errors=True)
-    md = table(results, rp.compression, a.seconds_per_hour)
+    md = table(results, rp.compression, a.seconds_per_hour, a.out)
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write(md + "\n")
     print(md)
