@@ -459,4 +459,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as e:
+        print(f"replay: interrupted ({e or 'Ctrl-C'}); the standard cluster was restored", file=sys.stderr)
+        sys.exit(130)
