@@ -18,6 +18,7 @@
 //! this program only reads the columns it needs and stops at the first bad one.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use yolo_sched::mig::builtin;
@@ -98,7 +99,8 @@ fn whole_gib(model: &str) -> Result<f64, String> {
     Ok(mib as f64 / 1024.0)
 }
 
-fn plan(trace: &str, partition: &str, model: &str) -> Result<(), String> {
+fn plan(trace: &str, partition: &str, model: &str) -> Result<String, String> {
+    let mut out = String::new();
     let jobs = read_trace(trace, whole_gib(model)?)?;
     let cluster = cluster::fetch(&Slurm::from_env()).map_err(|e| format!("{e:#}"))?;
     let policy = Policy::default();
@@ -107,13 +109,13 @@ fn plan(trace: &str, partition: &str, model: &str) -> Result<(), String> {
         let choice = match choose_auto(&estimate(job.need_gib), &offer, WARN_FRACTION) {
             Ok(c) => c,
             Err(no) => {
-                println!("{}\tunrunnable\t{}", job.line, no.message);
+                out += &format!("{}\tunrunnable\t{}\n", job.line, no.message);
                 continue;
             }
         };
         let gres = choice.gres.unwrap_or_default();
         let Some(ask) = GpuAsk::parse(&gres) else {
-            println!("{}\tunrunnable\tunreadable GRES {gres}", job.line);
+            out += &format!("{}\tunrunnable\tunreadable GRES {gres}\n", job.line);
             continue;
         };
         let time_text = format!("{}s", job.duration_s);
@@ -127,20 +129,23 @@ fn plan(trace: &str, partition: &str, model: &str) -> Result<(), String> {
             time_text: &time_text,
         };
         match shape(&cluster, &stage) {
-            Ok(s) => println!(
-                "{}\tok\t{gres}\t{}\t{}\t{}",
-                job.line,
-                s.cpus,
-                s.mem_mib,
-                units_of(ask.kind.as_deref()) * ask.count
-            ),
-            Err(u) => println!("{}\tunrunnable\t{}", job.line, u.message),
+            Ok(s) => {
+                out += &format!(
+                    "{}\tok\t{gres}\t{}\t{}\t{}\n",
+                    job.line,
+                    s.cpus,
+                    s.mem_mib,
+                    units_of(ask.kind.as_deref()) * ask.count
+                )
+            }
+            Err(u) => out += &format!("{}\tunrunnable\t{}\n", job.line, u.message),
         }
     }
-    Ok(())
+    Ok(out)
 }
 
-fn demand(trace: &str, model: &str, whole: &str) -> Result<(), String> {
+fn demand(trace: &str, model: &str, whole: &str) -> Result<String, String> {
+    let mut out = String::new();
     let geo = geometry(model)?;
     let full = geo.profiles().iter().map(|p| p.compute_slices).max();
     let mut offer = Offer::default();
@@ -166,12 +171,12 @@ fn demand(trace: &str, model: &str, whole: &str) -> Result<(), String> {
             Err(_) => unfit += 1,
         }
     }
-    println!("# demand of {trace} on {model}; {unfit} job(s) fit no GPU and are left out");
-    println!("gres,time_limit_s,jobs");
+    out += &format!("# demand of {trace} on {model}; {unfit} job(s) fit no GPU and are left out\n");
+    out += "gres,time_limit_s,jobs\n";
     for ((gres, t), n) in rows {
-        println!("{gres},{t},{n}");
+        out += &format!("{gres},{t},{n}\n");
     }
-    Ok(())
+    Ok(out)
 }
 
 fn main() -> ExitCode {
@@ -186,7 +191,11 @@ fn main() -> ExitCode {
         ),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(text) => {
+            // A closed pipe (`| head`) is not an error of this program.
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("replay_plan: {e}");
             ExitCode::from(2)
