@@ -687,7 +687,7 @@ mig-up)
     ;;
 mig-down) cmd_mig_down ;;
 *)
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
