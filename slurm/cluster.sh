@@ -28,8 +28,8 @@
 #   NODE_GRES=F       file of `<node> <Gres>` lines (e.g. `node3 gpu:3g.20gb:2,gpu:1g.5gb:4`): the
 #                     nodes of node1..nodeN it names get that Gres= and one fake device per GPU
 #                     or slice instead of the standard shape (typed gpu items only; `-`: no
-#                     GPU, e.g. a node not set up yet). For
-#                     bench/replay; not kept: `up` without it gives the standard shape again.
+#                     GPU, e.g. a node not set up yet). For bench/replay; not kept: `up`
+#                     without it gives the standard shape again.
 #   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0 (bench/replay sets
 #                     bf_interval=1). Not kept either.
 #
