@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `yolo-sched node-setup --dry-run --layout auto` for an 8-GPU H200 node (fake NVML,
-# fixture 8xh200.json) against 10,000 jobs of demand: a stand-in `squeue` on PATH
-# prints 10,000 tres-per-node lines (1g.18gb / 2g.35gb / 3g.71gb, mixed, some
-# without GPUs). Whole-process time, median of N runs.
+# fixture 8xh200.json) against 10,000 pending jobs: a stand-in `squeue` on PATH
+# prints 10,000 queue lines (1g.18gb / 2g.35gb / 3g.71gb, mixed, some without
+# GPUs, time limits from 30 min to 8 h) and a stand-in `scontrol` the recorded
+# answer of a two-node cluster (the other nodes). Whole-process time, median of N runs.
 #
 #   bash bench/node_setup.sh [N]
 set -euo pipefail
@@ -19,16 +20,22 @@ python3 - "$out/jobs.txt" <<'PY'
 import random, sys
 random.seed(5)
 kinds = ["gres:gpu:1g.18gb:1"] * 6 + ["gres:gpu:2g.35gb:1"] * 3 + ["gres:gpu:3g.71gb:1"] * 2 + ["N/A"]
+limits = ["30:00", "1:00:00", "2:00:00", "4:00:00", "8:00:00"]
 with open(sys.argv[1], "w") as f:
     for _ in range(10000):
-        f.write(random.choice(kinds) + "\n")
+        t = random.choice(limits)
+        f.write(f"PENDING|(null)|{random.choice(kinds)}|{t}|{t}|\n")
 PY
 mkdir -p "$out/bin"
 cat >"$out/bin/squeue" <<SQ
 #!/bin/sh
 exec cat "$out/jobs.txt"
 SQ
-chmod +x "$out/bin/squeue"
+cat >"$out/bin/scontrol" <<SC
+#!/bin/sh
+exec cat "$PWD/tests/data/scontrol-shape-22.05.txt"
+SC
+chmod +x "$out/bin/squeue" "$out/bin/scontrol"
 export PATH="$out/bin:$PATH" YOLO_SCHED_NVML_LIB="$out/libnvidia-ml.so.1" \
     FAKE_NVML_FIXTURE="$out/fake-nvml.json" FAKE_NVML_SYSROOT="$out/root" YOLO_SCHED_SITE=/dev/null
 args=(node-setup --dry-run --layout auto --node h200x8 --no-slurm --sysroot "$out/root" --gres-conf "$out/gres.conf")
@@ -43,4 +50,4 @@ for _ in $(seq 1 "$n"); do
 done
 sort -n "$out/ms" | awk '{a[NR]=$1} END {m = (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2;
     printf "node-setup --dry-run --layout auto, 8x H200, 10,000 jobs: median %s ms, min %s ms, max %s ms (n=%d)\n", m, a[1], a[NR], NR}'
-grep -E "GPU [0-9]|demand|Gres=" "$out/plan.txt" | head -12
+grep -E "GPU [0-9]|auto|pending|Gres=" "$out/plan.txt" | head -16

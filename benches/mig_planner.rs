@@ -8,20 +8,13 @@ fn main() {
     divan::main();
 }
 
-/// 10,000 job requests spread over `profiles` with weights 50%, 25%, 12.5%, …
-fn job_requests(profiles: &[&str]) -> Vec<String> {
-    (0..10_000u32)
-        .map(|i| {
-            let k = (i.trailing_ones() as usize).min(profiles.len() - 1);
-            profiles[k].to_string()
-        })
-        .collect()
-}
-
-fn demand_of(requests: &[String]) -> Demand {
+/// 10,000 pending jobs spread over `kinds` with weights 50%, 25%, 12.5%, …,
+/// with time limits from one to two hours.
+fn demand_of(kinds: &[&str]) -> Demand {
     let mut d = Demand::new();
-    for r in requests {
-        d.add(r, 1);
+    for i in 0..10_000u32 {
+        let k = (i.trailing_ones() as usize).min(kinds.len() - 1);
+        d.add(kinds[k], 1, 3600 + u64::from(i % 7) * 600);
     }
     d
 }
@@ -41,33 +34,25 @@ fn catalog_h200(b: Bencher) {
     b.bench(|| LayoutCatalog::build(black_box(&g)));
 }
 
-/// The benchmark: 8 × H200, 10,000 pending jobs over three profiles,
-/// including counting the requests and enumerating the catalog.
-#[divan::bench]
-fn auto_8x_h200_10k_jobs_3_profiles(b: Bencher) {
-    let requests = job_requests(&["1g.18gb", "2g.35gb", "3g.71gb"]);
+/// The benchmark: 8 × H200, 10,000 pending jobs, including building
+/// the queue, the catalog, the queue simulations and the exact programme.
+/// `kinds` demanded types: 3 (1g, 2g, 3g), 5, and all 8 (every profile and
+/// whole GPUs).
+#[divan::bench(args = [3, 5, 8])]
+fn auto_8x_h200_10k_jobs(b: Bencher, kinds: usize) {
+    let all = [
+        "1g.18gb",
+        "2g.35gb",
+        "3g.71gb",
+        "4g.71gb",
+        "7g.141gb",
+        "h200",
+        "1g.35gb",
+        "1g.18gb+me",
+    ];
     let g = builtin::h200();
     b.bench(|| {
-        let demand = demand_of(black_box(&requests));
-        let catalog = LayoutCatalog::build(&g);
-        let gpus = vec![&catalog; 8];
-        plan_auto(&gpus, &demand).unwrap()
-    });
-}
-
-/// Worst case: demand for every profile of the model (local search).
-#[divan::bench]
-fn auto_8x_h200_10k_jobs_all_profiles(b: Bencher) {
-    let names: Vec<String> = builtin::h200()
-        .profiles()
-        .iter()
-        .map(|p| p.name.clone())
-        .collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let requests = job_requests(&refs);
-    let g = builtin::h200();
-    b.bench(|| {
-        let demand = demand_of(black_box(&requests));
+        let demand = demand_of(black_box(&all[..kinds]));
         let catalog = LayoutCatalog::build(&g);
         let gpus = vec![&catalog; 8];
         plan_auto(&gpus, &demand).unwrap()

@@ -25,6 +25,48 @@ pub enum WriteOutcome {
     Written { backup: Option<PathBuf> },
 }
 
+/// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
+/// device or a directory is refused without blocking on it (the open is
+/// non-blocking and the type is checked on the open file), and a file over
+/// the limit is refused without reading it all.
+pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    if meta.len() > limit {
+        bail!(
+            "{} is {} bytes; at most {limit} are read",
+            path.display(),
+            meta.len()
+        );
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        bail!(
+            "{} grew past {limit} bytes while being read",
+            path.display()
+        );
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not UTF-8 text (first bad byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// Write `bytes` to `path` atomically with permission bits `mode`.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     write_atomic_checked(path, bytes, mode, |_| Ok(()))
@@ -230,6 +272,33 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.contains("yolo-sched-tmp"))
             .collect()
+    }
+
+    #[test]
+    fn read_regular_refuses_what_is_not_a_bounded_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok.csv");
+        fs::write(&ok, "a,b\n").unwrap();
+        assert_eq!(read_regular(&ok, 100).unwrap(), "a,b\n");
+        let e = read_regular(&ok, 3).unwrap_err().to_string();
+        assert!(e.contains("is 4 bytes; at most 3"), "{e}");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = read_regular(&fifo, 100).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = read_regular(Path::new("/dev/zero"), 100)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = read_regular(dir.path(), 100).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let bad = dir.path().join("bad");
+        fs::write(&bad, b"ab\xff").unwrap();
+        let e = read_regular(&bad, 100).unwrap_err().to_string();
+        assert!(
+            e.contains("not UTF-8 text (first bad byte at offset 2)"),
+            "{e}"
+        );
     }
 
     fn mode_of(p: &Path) -> u32 {

@@ -617,20 +617,28 @@ fn mixed_node_names_devices_by_minor_and_keeps_the_v100_whole() {
     assert_eq!(code(&node.run(&["--check", "--layout", "1g.18gb*7"])), 0);
 }
 
-/// A stand-in `squeue` that prints `lines` (the tres-per-node column).
-fn fake_squeue(node: &Node, lines: &str) -> String {
+/// Stand-in `squeue` printing `lines` (node-setup's queue format) and
+/// `scontrol` printing a recorded answer of a two-node cluster (node1, node2:
+/// 1g.5gb ×4, 2g.10gb ×2 and an a100 each). Returns the PATH to use.
+fn fake_slurm(node: &Node, lines: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
     let bin = node.fake.dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let data = node.fake.dir.path().join("squeue.txt");
     std::fs::write(&data, lines).unwrap();
-    let script = bin.join("squeue");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\nexec cat '{}'\n", data.display()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shape = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scontrol-shape-22.05.txt");
+    for (name, file) in [("squeue", data.as_path()), ("scontrol", shape.as_path())] {
+        let script = bin.join(name);
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\ncat >/dev/null 2>&1 </dev/null\nexec cat '{}'\n",
+                file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     format!(
         "{}:{}",
         bin.display(),
@@ -641,32 +649,102 @@ fn fake_squeue(node: &Node, lines: &str) -> String {
 #[test]
 fn auto_plans_from_job_demand() {
     let node = Node::new("a100-sxm4-40gb.json");
-    let path = fake_squeue(
+    let pending = "PENDING|(null)|gres:gpu:3g.20gb:1|1:00:00|1:00:00|\n";
+    let path = fake_slurm(
         &node,
-        "gres:gpu:3g.20gb:1\ngres:gpu:3g.20gb:1\nN/A\ngres:gpu:3g.20gb:1\n",
+        &format!("{pending}{pending}PENDING|(null)|N/A|10:00|10:00|\n{pending}"),
     );
     let mut dry = node.cmd(&["--dry-run", "--layout", "auto"]);
     dry.env("PATH", &path);
     let out = common::run(&mut dry);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("3g.20gb ×3"), "{}", stdout(&out));
+    // The other nodes offer no 3g.20gb: this GPU takes two.
+    assert!(
+        stdout(&out).contains("3g.20gb: 3 pending, 2 instance(s) here, 0 elsewhere"),
+        "{}",
+        stdout(&out)
+    );
     let mut apply = node.cmd(&["--apply", "--layout", "auto"]);
     apply.env("PATH", &path);
     let out = common::run(&mut apply);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(node.instances()[0], vec!["3g.20gb@0", "3g.20gb@4"]);
 
-    // No MIG demand: nothing to plan from, invalid input, nothing changed.
-    let path = fake_squeue(&node, "N/A\ngres:gpu:2\n");
+    // No typed GPU demand: nothing to plan from, invalid input, nothing changed.
+    let path = fake_slurm(
+        &node,
+        "PENDING|(null)|N/A|1:00|1:00|\nPENDING|(null)|gres:gpu:2|1:00|1:00|\n",
+    );
     let before = node.instances();
     let mut none = node.cmd(&["--apply", "--layout", "auto"]);
     none.env("PATH", &path);
     let out = common::run(&mut none);
     assert_eq!(code(&out), 2);
     assert!(
-        stderr(&out).contains("no pending or running job asks for a MIG profile"),
+        stderr(&out).contains("no pending job asks for a GPU type these GPUs can offer"),
         "{}",
         stderr(&out)
     );
     assert_eq!(node.instances(), before);
+}
+
+#[test]
+fn auto_from_a_demand_file_keeps_a_gpu_whole_for_whole_gpu_jobs() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let demand = node.fake.dir.path().join("demand.csv");
+    std::fs::write(
+        &demand,
+        "# last week\ngres,time_limit_s,jobs\ngpu:a100:1,7200,3\ngpu:1g.5gb:1,3600,2\n",
+    )
+    .unwrap();
+    // --no-slurm with a demand file: no Slurm command at all.
+    let file = demand.to_str().unwrap();
+    let mut dry = node.cmd(&["--dry-run", "--layout", "auto", "--demand", file]);
+    dry.env("PATH", "/nonexistent");
+    let out = common::run(&mut dry);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("a100: 3 pending, 1 instance(s) here"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "1g.5gb: 2 pending, 0 instance(s) here, 0 elsewhere, mean wait 0.0 h, 2 never start"
+        ),
+        "{text}"
+    );
+    assert!(
+        stderr(&out).contains("warning: 2 pending job(s) asking for 1g.5gb"),
+        "{}",
+        stderr(&out)
+    );
+    let mut json = node.cmd(&["--dry-run", "--json", "--layout", "auto", "--demand", file]);
+    json.env("PATH", "/nonexistent");
+    let out = common::run(&mut json);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["auto"]["whole_gpus"], 1, "{v}");
+    assert_eq!(v["auto"]["cost"]["never_start"], 2, "{v}");
+
+    // A broken file is invalid input naming the line; nothing is read from Slurm.
+    std::fs::write(&demand, "gres,time_limit_s,jobs\ngpu:1g.5gb:1,forever,2\n").unwrap();
+    let mut bad = node.cmd(&["--dry-run", "--layout", "auto", "--demand", file]);
+    bad.env("PATH", "/nonexistent");
+    let out = common::run(&mut bad);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{}:2: time_limit_s `forever`", demand.display())),
+        "{}",
+        stderr(&out)
+    );
+    // Not a regular file: refused without blocking.
+    let mut dev = node.cmd(&["--dry-run", "--layout", "auto", "--demand", "/dev/zero"]);
+    dev.env("PATH", "/nonexistent");
+    let out = common::run(&mut dev);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
 }

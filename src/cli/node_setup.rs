@@ -61,6 +61,7 @@ Examples:
   yolo-sched node-setup --show --json | jq '.gpus[].mig_mode'
   yolo-sched node-setup --dry-run --layout balanced
   yolo-sched node-setup --dry-run --layout auto
+  yolo-sched node-setup --dry-run --layout auto --demand last-week.csv
   sudo yolo-sched node-setup --apply --layout '1g.5gb*7'
   sudo yolo-sched node-setup --apply --layout '3g.20gb,2g.10gb,1g.5gb*2' --reset
   yolo-sched node-setup --check --layout training || echo 'node drifted'
@@ -135,6 +136,11 @@ pub struct NodeSetupArgs {
     /// Seconds to wait for the drained node's jobs before giving up and resuming it, e.g. 600.
     #[arg(long, value_name = "SECS")]
     pub drain_timeout: Option<u64>,
+
+    /// With `--layout auto`: plan from this queue instead of the live one. CSV with the
+    /// header `gres,time_limit_s,jobs`, e.g. a line `gpu:1g.5gb:1,3600,40` (docs/mig-layouts.md).
+    #[arg(long, value_name = "FILE")]
+    pub demand: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -262,6 +268,7 @@ fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> 
         drain_timeout: Duration::from_secs(
             args.drain_timeout.or(section.drain_timeout).unwrap_or(3600),
         ),
+        demand_file: args.demand.clone(),
     })
 }
 
@@ -367,16 +374,17 @@ fn dry_run(prepared: &Prepared, json: bool) -> Result<i32> {
             ))?;
         }
     }
-    if let Some(demand) = &prepared.demand {
-        let jobs: Vec<String> = demand.iter().map(|(p, n)| format!("{p} ×{n}")).collect();
-        output::println(format!(
-            "  demand (auto, jobs pending or running): {}",
-            if jobs.is_empty() {
-                "none".to_string()
-            } else {
-                jobs.join(", ")
-            }
-        ))?;
+    if let Some(auto) = &prepared.auto {
+        for line in nodesetup::describe_auto(auto) {
+            output::println(format!("  {line}"))?;
+        }
+        for s in auto.unserved() {
+            eprintln!(
+                "yolo-sched: warning: {} pending job(s) asking for {} could run neither on this \
+                 layout nor on any other node",
+                s.never_start, s.kind
+            );
+        }
     }
     output::println("")?;
     if diff.is_empty() {

@@ -1,676 +1,567 @@
-//! `--layout auto`: every valid layout of a GPU model, and the per-GPU choice that
-//! best serves the demand of pending and recent jobs.
+//! `--layout auto`: the per-GPU layouts that serve the pending queue best.
 //!
-//! Objective (documented in `docs/mig-layouts.md` §auto). A job asking for
-//! profile `p` runs only on an instance of `p` (Slurm matches GRES types
-//! exactly), so with `d_p` jobs and `N_p` instances on the node, `p`'s backlog
-//! drains in `d_p / N_p` rounds of equal-length jobs. We choose, per GPU, the
-//! layouts that
-//! 1. minimise the backlog per instance of the worst-served demanded profile,
-//!    then of the next worst, and so on (leximax; a demanded profile with no
-//!    instance counts as infinitely backlogged, the larger demand worse);
-//! 2. then let the most jobs run at once (`Σ min(N_p, d_p)`);
-//! 3. then leave the fewest memory slices unused;
-//! 4. then come first in catalog order (fuller, larger layouts first).
+//! Objective, in one sentence (also in `docs/mig-layouts.md` §auto and the
+//! admin guide): **auto picks the layouts under which the fewest pending jobs
+//! are left with nowhere to run, and then, with jobs started in queue order on
+//! the instances that free up first, the pending jobs wait least in all.**
+//! Ties go to more instances of the demanded types (room for more of the same
+//! work), then to fewer unused memory slices, then to catalog order (fuller,
+//! larger layouts first; MIG off last).
 //!
-//! Every key improves (or stays) when a GPU gets more instances of a demanded
-//! profile with no more unused slices, so layouts dominated that way are
-//! dropped first. What remains is searched exhaustively when the number of
-//! per-node combinations is small (always so far: 8 GPUs of one model give a
-//! few thousand), else by greedy choice plus single-GPU improvement, which is
-//! never worse than the best layout applied to every GPU.
+//! A job asking for type `t` runs only on an instance of `t` (Slurm matches
+//! GRES types exactly): a MIG profile (`1g.5gb`), or a whole GPU (`a100`, MIG
+//! off on that GPU). Requests for several instances, requested times and the
+//! queue order all enter through [`Demand::cost`], which simulates each type's
+//! queue on this node's instances plus those other nodes already offer.
+//!
+//! The cost is a sum over types of a function of this node's instance count of
+//! that type, and unused slices are a sum over GPUs, so a dynamic programme
+//! over the GPUs, on the vector of instances per demanded type, is exact:
+//! each GPU's layouts are projected on the demanded types (counts capped where
+//! more instances stop helping), dominated ones are dropped, and the states
+//! after each GPU are merged by vector. See `docs/mig-layouts.md` for figures.
 
-use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use super::catalog::LayoutCatalog;
+use super::demand::{Demand, QueueCost};
 use super::layout::ProfileCounts;
-use super::planner::{make_plan, place_first, totals, GpuPlan, Rules};
-use super::profile::{normalize_profile_name, GpuGeometry};
+use super::planner::{totals, GpuTarget};
 
-/// Combinations searched exhaustively; beyond this the local search runs.
-const EXACT_LIMIT: u128 = 20_000;
-
-/// Every valid layout (non-empty) of one GPU model, enumerated once.
-#[derive(Debug, Clone)]
-pub struct LayoutCatalog {
-    geometry: GpuGeometry,
-    plans: Vec<GpuPlan>,
-    needs: Vec<Vec<u8>>,
-}
-
-impl LayoutCatalog {
-    /// Enumerate every multiset of profiles that the planner can place.
-    pub fn build(geometry: &GpuGeometry) -> LayoutCatalog {
-        let profiles = geometry.profiles();
-        let mut needs = Vec::new();
-        let mut need = vec![0u8; profiles.len()];
-        enumerate(geometry, 0, &mut need, &mut needs);
-        needs.sort_by(|a, b| {
-            let (ma, ca) = totals(geometry, a);
-            let (mb, cb) = totals(geometry, b);
-            mb.cmp(&ma).then(cb.cmp(&ca)).then(b.cmp(a))
-        });
-        let plans = needs
-            .iter()
-            .map(|need| {
-                let starts = place_first(geometry, need, Rules::Hardware)
-                    .expect("enumerated layouts were placed before");
-                make_plan(geometry, need, &starts)
-            })
-            .collect();
-        LayoutCatalog {
-            geometry: geometry.clone(),
-            plans,
-            needs,
-        }
-    }
-
-    pub fn geometry(&self) -> &GpuGeometry {
-        &self.geometry
-    }
-
-    /// Every valid layout, fuller and larger first.
-    pub fn layouts(&self) -> &[GpuPlan] {
-        &self.plans
-    }
-
-    pub fn len(&self) -> usize {
-        self.plans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.plans.is_empty()
-    }
-
-    /// True when `counts` is one of the valid layouts.
-    pub fn contains(&self, counts: &ProfileCounts) -> bool {
-        self.plans.iter().any(|p| &p.counts() == counts)
-    }
-}
-
-fn enumerate(geometry: &GpuGeometry, j: usize, need: &mut Vec<u8>, out: &mut Vec<Vec<u8>>) {
-    let profiles = geometry.profiles();
-    if j == profiles.len() {
-        if need.iter().any(|&n| n > 0) && place_first(geometry, need, Rules::Hardware).is_some() {
-            out.push(need.clone());
-        }
-        return;
-    }
-    let p = &profiles[j];
-    for n in 0..=p.max_instances {
-        need[j] = n;
-        let (m, c) = totals(geometry, need);
-        if m > u32::from(geometry.memory_slices()) || c > u32::from(geometry.compute_slices()) {
-            break;
-        }
-        enumerate(geometry, j + 1, need, out);
-    }
-    need[j] = 0;
-}
-
-/// Jobs asking for each profile (pending plus recently started).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub struct Demand(BTreeMap<String, u64>);
-
-impl Demand {
-    pub fn new() -> Demand {
-        Demand::default()
-    }
-
-    /// Count `jobs` more jobs asking for `profile`.
-    pub fn add(&mut self, profile: &str, jobs: u64) {
-        if jobs == 0 {
-            return;
-        }
-        // Keys are normalized names; an exact hit needs no allocation.
-        if let Some(n) = self.0.get_mut(profile) {
-            *n += jobs;
-            return;
-        }
-        *self.0.entry(normalize_profile_name(profile)).or_insert(0) += jobs;
-    }
-
-    pub fn jobs(&self, profile: &str) -> u64 {
-        self.0
-            .get(&normalize_profile_name(profile))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), *v))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn total(&self) -> u64 {
-        self.0.values().sum()
-    }
-}
-
-impl<S: AsRef<str>> FromIterator<(S, u64)> for Demand {
-    fn from_iter<T: IntoIterator<Item = (S, u64)>>(iter: T) -> Self {
-        let mut d = Demand::new();
-        for (p, n) in iter {
-            d.add(p.as_ref(), n);
-        }
-        d
-    }
-}
-
-/// How one demanded profile is served by an auto plan.
+/// How one demanded type is served by an auto plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ServedProfile {
-    pub profile: String,
+pub struct ServedKind {
+    /// A MIG profile, or a whole-GPU type such as `a100`.
+    pub kind: String,
     pub jobs: u64,
-    /// Instances of the profile on the node.
+    /// Instances of the type on this node after the change.
     pub instances: u32,
-    /// Jobs that can run at once: `min(instances, jobs)`.
-    pub running: u64,
-    /// Rounds of equal-length jobs to drain the backlog; `None` when nothing serves it.
-    pub rounds: Option<u64>,
+    /// Instances of the type on other nodes.
+    pub elsewhere: u32,
+    /// Pending jobs that no instance here or elsewhere can run.
+    pub never_start: u64,
+    /// Mean simulated wait of the jobs that start, seconds.
+    pub mean_wait_s: u64,
 }
 
 /// The layouts `auto` chose for a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AutoPlan {
-    /// One plan per GPU, in the order the catalogs were given.
-    pub gpus: Vec<GpuPlan>,
-    /// Instances over the whole node.
+    /// One target per GPU, in the order the catalogs were given.
+    pub gpus: Vec<GpuTarget>,
+    /// MIG instances over the whole node.
     pub instances: ProfileCounts,
-    /// Each demanded profile that some GPU here offers.
-    pub served: Vec<ServedProfile>,
-    /// Demand for profiles no GPU here has (another model's profiles, typos).
-    pub not_offered: Demand,
-    /// True when every combination was compared (otherwise: local search).
-    pub exhaustive: bool,
+    /// GPUs left whole (MIG off).
+    pub whole_gpus: u32,
+    /// Each demanded type some GPU here can offer.
+    pub served: Vec<ServedKind>,
+    /// Pending jobs for types no GPU here has (another model's, typos), by type.
+    pub not_offered: BTreeMap<String, u64>,
+    /// The objective's value: jobs that never start, then the sum of waits.
+    pub cost: QueueCost,
+    pub unused_slices: u32,
+    /// Proven best; false only when so many types are demanded that the
+    /// programme kept its best-bounded states (`MAX_STATES`).
+    pub exact: bool,
 }
 
-/// One candidate layout of a GPU model, projected on the demanded profiles.
+impl AutoPlan {
+    /// Demanded types that pending jobs ask for but nothing will run.
+    pub fn unserved(&self) -> impl Iterator<Item = &ServedKind> {
+        self.served.iter().filter(|s| s.never_start > 0)
+    }
+}
+
+/// What one GPU can become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// The catalog's layout at this index.
+    Layout(usize),
+    /// MIG off.
+    Whole,
+}
+
+/// A shape projected on the demanded types.
 #[derive(Debug, Clone)]
 struct Candidate {
-    layout: usize,
-    serves: Vec<u32>,
+    shape: Shape,
+    serves: Vec<u16>,
+    /// Instances of demanded types, uncapped.
+    room: u32,
     unused: u32,
 }
 
-/// GPUs of one model: which positions, and their non-dominated candidates.
-struct Group<'a> {
-    catalog: &'a LayoutCatalog,
-    positions: Vec<usize>,
-    candidates: Vec<Candidate>,
-}
-
-/// The quality of a node assignment; see the module comment for the order.
-#[derive(Debug, Clone, Default)]
-struct Score {
-    /// `(jobs, instances)` per demanded profile, worst-served first.
-    worst_first: Vec<(u64, u64)>,
-    running: u64,
-    unused: u64,
-}
-
-/// `Greater` = more backlog per instance (worse).
-fn pressure_cmp(a: (u64, u64), b: (u64, u64)) -> Ordering {
-    match (a.1 == 0, b.1 == 0) {
-        (true, true) => a.0.cmp(&b.0),
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        (false, false) => {
-            (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
-        }
-    }
-}
-
-impl Score {
-    fn of(jobs: &[u64], instances: &[u64], unused: u64) -> Score {
-        let mut score = Score::default();
-        score.fill(jobs, instances, unused);
-        score
-    }
-
-    /// Recompute in place, reusing the allocation.
-    fn fill(&mut self, jobs: &[u64], instances: &[u64], unused: u64) {
-        self.worst_first.clear();
-        self.worst_first
-            .extend(jobs.iter().copied().zip(instances.iter().copied()));
-        self.worst_first
-            .sort_unstable_by(|a, b| pressure_cmp(*b, *a));
-        self.running = self.worst_first.iter().map(|&(d, n)| d.min(n)).sum();
-        self.unused = unused;
-    }
-
-    /// True when `self` is strictly better than `other`.
-    fn beats(&self, other: &Score) -> bool {
-        for (a, b) in self.worst_first.iter().zip(&other.worst_first) {
-            match pressure_cmp(*a, *b) {
-                Ordering::Less => return true,
-                Ordering::Greater => return false,
-                Ordering::Equal => {}
-            }
-        }
-        match self.running.cmp(&other.running) {
-            Ordering::Greater => return true,
-            Ordering::Less => return false,
-            Ordering::Equal => {}
-        }
-        self.unused < other.unused
-    }
-}
-
-/// Choose a layout for each GPU of a node (`gpus[i]` is GPU i's catalog) that
-/// best serves `demand`. `None` when no GPU offers any demanded profile: there
-/// is nothing to plan from, and the caller keeps or asks for a layout.
+/// Choose a target for each GPU of a node (`gpus[i]` is GPU i's catalog) that
+/// best serves `demand` (module comment). `None` when no GPU can offer any
+/// type with pending jobs: there is nothing to plan from.
 pub fn plan_auto(gpus: &[&LayoutCatalog], demand: &Demand) -> Option<AutoPlan> {
-    let offered = |name: &str| gpus.iter().any(|c| c.geometry.profile(name).is_some());
-    let dims: Vec<(&str, u64)> = demand
+    let offers = |c: &LayoutCatalog, kind: &str| {
+        c.geometry.profile(kind).is_some() || c.whole_type() == Some(kind)
+    };
+    let kinds: Vec<&str> = demand
         .iter()
-        .filter(|(p, n)| *n > 0 && offered(p))
+        .map(|(k, _)| k)
+        .filter(|k| gpus.iter().any(|c| offers(c, k)))
         .collect();
-    let not_offered: Demand = demand.iter().filter(|(p, _)| !offered(p)).collect();
-    if dims.is_empty() {
+    let not_offered: BTreeMap<String, u64> = demand
+        .iter()
+        .filter(|(k, _)| !kinds.contains(k))
+        .map(|(k, n)| (k.to_string(), n))
+        .collect();
+    if kinds.is_empty() {
         return None;
     }
-    let groups = group(gpus, &dims);
-    let jobs: Vec<u64> = dims.iter().map(|(_, n)| *n).collect();
 
-    let combinations = groups.iter().fold(1u128, |acc, g| {
-        acc.saturating_mul(multisets(g.candidates.len(), g.positions.len()))
-    });
-    let exhaustive = combinations <= EXACT_LIMIT;
-    let choice = if exhaustive {
-        search_exhaustive(&groups, &jobs)
-    } else {
-        search_local(&groups, &jobs)
-    };
-
-    let mut plans: Vec<Option<GpuPlan>> = vec![None; gpus.len()];
-    for (g, picks) in groups.iter().zip(&choice) {
-        for (&pos, &cand) in g.positions.iter().zip(picks) {
-            plans[pos] = Some(g.catalog.plans[g.candidates[cand].layout].clone());
-        }
-    }
-    let gpus_out: Vec<GpuPlan> = plans
-        .into_iter()
-        .map(|p| p.expect("every GPU is in one group"))
+    let raw: Vec<Vec<Candidate>> = gpus.iter().map(|c| candidates(c, &kinds)).collect();
+    // The most instances of each type the node can hold, and what each count costs.
+    let most: Vec<u32> = (0..kinds.len())
+        .map(|k| {
+            raw.iter()
+                .map(|cs| cs.iter().map(|c| u32::from(c.serves[k])).max().unwrap_or(0))
+                .sum()
+        })
         .collect();
+    let costs: Vec<Vec<QueueCost>> = kinds
+        .iter()
+        .zip(&most)
+        .map(|(k, &m)| cost_table(demand, k, m))
+        .collect();
+    // Beyond the cap an instance more changes no cost: states merge there.
+    let caps: Vec<u16> = costs
+        .iter()
+        .map(|t| {
+            let last = t[t.len() - 1];
+            t.iter().position(|c| *c == last).unwrap_or(0) as u16
+        })
+        .collect();
+    let pruned: Vec<Vec<Candidate>> = raw.iter().map(|cs| pareto(cs, &caps)).collect();
+
+    let (picks, exact) = search(&pruned, &costs, &caps);
+    let mut targets = Vec::with_capacity(gpus.len());
     let mut instances = ProfileCounts::new();
-    for p in &gpus_out {
-        for (name, n) in p.counts().iter() {
-            instances.add(name, n);
+    let mut whole_gpus = 0;
+    let mut unused_slices = 0;
+    for ((catalog, cands), &pick) in gpus.iter().zip(&pruned).zip(&picks) {
+        let cand = &cands[pick];
+        unused_slices += cand.unused;
+        match cand.shape {
+            Shape::Layout(i) => {
+                let plan = catalog.plans[i].clone();
+                for (name, n) in plan.counts().iter() {
+                    instances.add(name, n);
+                }
+                targets.push(GpuTarget::Enabled(plan));
+            }
+            Shape::Whole => {
+                whole_gpus += 1;
+                targets.push(GpuTarget::Disabled);
+            }
         }
     }
-    let served = dims
+    let here = |kind: &str| -> u32 {
+        gpus.iter()
+            .zip(&targets)
+            .map(|(c, t)| match t {
+                GpuTarget::Enabled(p) => p.counts().get(kind),
+                GpuTarget::Disabled => u32::from(c.whole_type() == Some(kind)),
+            })
+            .sum()
+    };
+    let mut cost = QueueCost::default();
+    let served = kinds
         .iter()
-        .map(|&(name, d)| {
-            let n = instances.get(name);
-            ServedProfile {
-                profile: name.to_string(),
-                jobs: d,
+        .map(|&kind| {
+            let n = here(kind);
+            let c = demand.cost(kind, n);
+            cost = cost + c;
+            let jobs = demand.jobs(kind);
+            let started = jobs - c.never_start;
+            ServedKind {
+                kind: kind.to_string(),
+                jobs,
                 instances: n,
-                running: d.min(u64::from(n)),
-                rounds: (n > 0).then(|| d.div_ceil(u64::from(n))),
+                elsewhere: demand.elsewhere(kind).len() as u32,
+                never_start: c.never_start,
+                mean_wait_s: if started == 0 {
+                    0
+                } else {
+                    u64::try_from(c.wait_s / u128::from(started)).unwrap_or(u64::MAX)
+                },
             }
         })
         .collect();
     Some(AutoPlan {
-        gpus: gpus_out,
+        gpus: targets,
         instances,
+        whole_gpus,
         served,
         not_offered,
-        exhaustive,
+        cost,
+        unused_slices,
+        exact,
     })
 }
 
-/// Group GPUs by model and keep each model's non-dominated candidates.
-fn group<'a>(gpus: &[&'a LayoutCatalog], dims: &[(&str, u64)]) -> Vec<Group<'a>> {
-    let mut groups: Vec<Group<'a>> = Vec::new();
-    for (pos, &catalog) in gpus.iter().enumerate() {
-        if let Some(g) = groups
-            .iter_mut()
-            .find(|g| g.catalog.geometry == catalog.geometry)
-        {
-            g.positions.push(pos);
-            continue;
-        }
-        let dim_index: Vec<Option<usize>> = dims
-            .iter()
-            .map(|(name, _)| catalog.geometry.profile_index(name))
-            .collect();
-        let memory = u32::from(catalog.geometry.memory_slices());
-        let all: Vec<Candidate> = catalog
-            .needs
-            .iter()
-            .enumerate()
-            .map(|(layout, need)| Candidate {
-                layout,
-                serves: dim_index
-                    .iter()
-                    .map(|ix| ix.map_or(0, |i| u32::from(need[i])))
-                    .collect(),
-                unused: memory - totals(&catalog.geometry, need).0,
-            })
-            .collect();
-        groups.push(Group {
-            catalog,
-            positions: vec![pos],
-            candidates: pareto(all),
-        });
-    }
-    groups
-}
-
-/// Drop candidates that another candidate beats or equals on every demanded
-/// profile with no more unused slices (the earlier one wins a tie).
-fn pareto(all: Vec<Candidate>) -> Vec<Candidate> {
-    let dominates = |a: &Candidate, b: &Candidate| {
-        a.unused <= b.unused && a.serves.iter().zip(&b.serves).all(|(x, y)| x >= y)
-    };
-    let mut keep: Vec<Candidate> = Vec::new();
-    for (i, c) in all.iter().enumerate() {
-        let beaten = all
-            .iter()
-            .enumerate()
-            .any(|(j, o)| j != i && dominates(o, c) && (!dominates(c, o) || j < i));
-        if !beaten {
-            keep.push(c.clone());
-        }
-    }
-    keep
-}
-
-/// Multisets of size `k` from `n` kinds: C(n + k - 1, k).
-fn multisets(n: usize, k: usize) -> u128 {
-    if n == 0 {
-        return if k == 0 { 1 } else { 0 };
-    }
-    let (n, k) = (n as u128, k as u128);
-    let mut r: u128 = 1;
-    for i in 0..k {
-        r = r.saturating_mul(n + i) / (i + 1);
-    }
-    r
-}
-
-/// Candidate index per GPU position of each group.
-type Choice = Vec<Vec<usize>>;
-
-#[cfg(test)]
-fn evaluate(groups: &[Group], choice: &Choice, jobs: &[u64]) -> Score {
-    let mut instances = vec![0u64; jobs.len()];
-    let mut unused = 0u64;
-    for (g, picks) in groups.iter().zip(choice) {
-        for &c in picks {
-            let cand = &g.candidates[c];
-            for (n, s) in instances.iter_mut().zip(&cand.serves) {
-                *n += u64::from(*s);
-            }
-            unused += u64::from(cand.unused);
-        }
-    }
-    Score::of(jobs, &instances, unused)
-}
-
-fn search_exhaustive(groups: &[Group], jobs: &[u64]) -> Choice {
-    let mut walk = Walk {
-        groups,
-        jobs,
-        current: groups.iter().map(|_| Vec::new()).collect(),
-        totals: vec![0; jobs.len()],
-        unused: 0,
-        trial: Score::default(),
-        best: None,
-    };
-    walk.run(0, 0);
-    walk.best.expect("at least one combination").1
-}
-
-/// Exhaustive enumeration with running totals, so a leaf costs one score.
-struct Walk<'a> {
-    groups: &'a [Group<'a>],
-    jobs: &'a [u64],
-    current: Choice,
-    totals: Vec<u64>,
-    unused: u64,
-    trial: Score,
-    best: Option<(Score, Choice)>,
-}
-
-impl Walk<'_> {
-    /// Enumerate multisets group by group; candidates within a group are picked
-    /// in non-decreasing index order so each multiset is visited once.
-    fn run(&mut self, g: usize, from: usize) {
-        if g == self.groups.len() {
-            self.trial.fill(self.jobs, &self.totals, self.unused);
-            match &mut self.best {
-                Some((score, choice)) => {
-                    if self.trial.beats(score) {
-                        score.clone_from(&self.trial);
-                        choice.clone_from(&self.current);
-                    }
-                }
-                None => self.best = Some((self.trial.clone(), self.current.clone())),
-            }
-            return;
-        }
-        if self.current[g].len() == self.groups[g].positions.len() {
-            self.run(g + 1, 0);
-            return;
-        }
-        let groups = self.groups;
-        for c in from..groups[g].candidates.len() {
-            let cand = &groups[g].candidates[c];
-            for (t, s) in self.totals.iter_mut().zip(&cand.serves) {
-                *t += u64::from(*s);
-            }
-            self.unused += u64::from(cand.unused);
-            self.current[g].push(c);
-            self.run(g, c);
-            self.current[g].pop();
-            self.unused -= u64::from(cand.unused);
-            for (t, s) in self.totals.iter_mut().zip(&cand.serves) {
-                *t -= u64::from(*s);
-            }
-        }
-    }
-}
-
-/// Greedy GPU-by-GPU choice and (one model only) the best uniform layout, each
-/// improved by changing one GPU, then two GPUs at a time, until nothing
-/// improves; the better result wins.
-fn search_local(groups: &[Group], jobs: &[u64]) -> Choice {
-    let gpu_group: Vec<usize> = groups
+/// Every shape of one GPU projected on `kinds`, in catalog order, MIG off last.
+fn candidates(catalog: &LayoutCatalog, kinds: &[&str]) -> Vec<Candidate> {
+    let geometry = &catalog.geometry;
+    let index: Vec<Option<usize>> = kinds.iter().map(|k| geometry.profile_index(k)).collect();
+    let memory = u32::from(geometry.memory_slices());
+    let mut out: Vec<Candidate> = catalog
+        .needs
         .iter()
         .enumerate()
-        .flat_map(|(gi, g)| std::iter::repeat_n(gi, g.positions.len()))
+        .map(|(i, need)| {
+            let serves: Vec<u16> = index
+                .iter()
+                .map(|ix| ix.map_or(0, |j| u16::from(need[j])))
+                .collect();
+            Candidate {
+                shape: Shape::Layout(i),
+                room: serves.iter().map(|&s| u32::from(s)).sum(),
+                serves,
+                unused: memory - totals(geometry, need).0,
+            }
+        })
         .collect();
-    let mut starts = vec![greedy(groups, jobs, &gpu_group)];
-    if groups.len() == 1 {
-        let gpus = gpu_group.len();
-        let mut best: Option<(Score, usize)> = None;
-        for c in 0..groups[0].candidates.len() {
-            let score = Local::new(groups, jobs, &gpu_group, vec![c; gpus]).score;
-            if best.as_ref().is_none_or(|(b, _)| score.beats(b)) {
-                best = Some((score, c));
-            }
-        }
-        if let Some((_, c)) = best {
-            starts.push(vec![c; gpus]);
-        }
+    if let Some(whole) = catalog.whole_type() {
+        let serves: Vec<u16> = kinds.iter().map(|k| u16::from(*k == whole)).collect();
+        out.push(Candidate {
+            shape: Shape::Whole,
+            room: serves.iter().map(|&s| u32::from(s)).sum(),
+            serves,
+            unused: 0,
+        });
     }
-    let mut best: Option<Local> = None;
-    for picks in starts {
-        let mut local = Local::new(groups, jobs, &gpu_group, picks);
-        local.improve();
-        if best.as_ref().is_none_or(|b| local.score.beats(&b.score)) {
-            best = Some(local);
-        }
-    }
-    let picks = best.expect("at least one start").picks;
-    let mut choice: Choice = groups.iter().map(|_| Vec::new()).collect();
-    for (gi, c) in gpu_group.iter().zip(picks) {
-        choice[*gi].push(c);
-    }
-    choice
+    out
 }
 
-/// Fill GPUs one at a time with the candidate that helps most so far.
-fn greedy(groups: &[Group], jobs: &[u64], gpu_group: &[usize]) -> Vec<usize> {
-    let mut totals = vec![0u64; jobs.len()];
-    let mut trial_totals = totals.clone();
-    let mut unused = 0u64;
-    let mut trial = Score::default();
-    let mut picks = Vec::with_capacity(gpu_group.len());
-    for &gi in gpu_group {
-        let mut best: Option<(Score, usize)> = None;
-        for (c, cand) in groups[gi].candidates.iter().enumerate() {
-            for ((t, base), s) in trial_totals.iter_mut().zip(&totals).zip(&cand.serves) {
-                *t = base + u64::from(*s);
-            }
-            trial.fill(jobs, &trial_totals, unused + u64::from(cand.unused));
-            if best.as_ref().is_none_or(|(b, _)| trial.beats(b)) {
-                best = Some((trial.clone(), c));
-            }
+/// The cost of `kind`'s queue for 0..=most instances here. An instance more
+/// never counts as worse (it could stay idle), so the table is a running minimum.
+fn cost_table(demand: &Demand, kind: &str, most: u32) -> Vec<QueueCost> {
+    let mut table: Vec<QueueCost> = Vec::with_capacity(most as usize + 1);
+    for n in 0..=most {
+        let c = demand.cost(kind, n);
+        let c = table.last().map_or(c, |prev| c.min(*prev));
+        table.push(c);
+        // Every job starts at once: more instances cannot help.
+        if c == QueueCost::default() {
+            break;
         }
-        let c = best.map_or(0, |(_, c)| c);
-        let cand = &groups[gi].candidates[c];
-        for (t, s) in totals.iter_mut().zip(&cand.serves) {
-            *t += u64::from(*s);
-        }
-        unused += u64::from(cand.unused);
-        picks.push(c);
     }
-    picks
+    table
 }
 
-/// A full assignment (one candidate per GPU) with running totals, improved by
-/// single and pair moves.
-struct Local<'a> {
-    groups: &'a [Group<'a>],
-    jobs: &'a [u64],
-    gpu_group: &'a [usize],
-    picks: Vec<usize>,
-    totals: Vec<u64>,
-    unused: u64,
-    score: Score,
-    trial: Score,
-    trial_totals: Vec<u64>,
+/// Drop shapes that another shape equals or beats on every demanded type (up to
+/// the caps), in room and in unused slices; the earlier one wins a tie.
+fn pareto(all: &[Candidate], caps: &[u16]) -> Vec<Candidate> {
+    let capped: Vec<Candidate> = all
+        .iter()
+        .map(|c| Candidate {
+            serves: c.serves.iter().zip(caps).map(|(s, m)| *s.min(m)).collect(),
+            ..c.clone()
+        })
+        .collect();
+    let dominates = |a: &Candidate, b: &Candidate| {
+        a.room >= b.room
+            && a.unused <= b.unused
+            && a.serves.iter().zip(&b.serves).all(|(x, y)| x >= y)
+    };
+    capped
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            !capped
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != *i && dominates(o, c) && (!dominates(c, o) || j < *i))
+        })
+        .map(|(_, c)| c.clone())
+        .collect()
 }
 
-impl<'a> Local<'a> {
-    fn new(
-        groups: &'a [Group<'a>],
-        jobs: &'a [u64],
-        gpu_group: &'a [usize],
-        picks: Vec<usize>,
-    ) -> Local<'a> {
-        let mut totals = vec![0u64; jobs.len()];
-        let mut unused = 0;
-        for (&gi, &c) in gpu_group.iter().zip(&picks) {
-            let cand = &groups[gi].candidates[c];
-            for (t, s) in totals.iter_mut().zip(&cand.serves) {
-                *t += u64::from(*s);
-            }
-            unused += u64::from(cand.unused);
+/// States kept after one GPU. Up to six demanded types on eight GPUs stay
+/// below it (exact); beyond, the best-bounded states are kept.
+const MAX_STATES: usize = 15_000;
+
+/// Tie keys of a partial choice: more room first, then fewer unused slices.
+type Ties = (Reverse<u32>, u32);
+
+/// The objective of a full choice, best first.
+type Value = (QueueCost, Ties);
+
+/// Instance counts per demanded type, packed into one integer: each type gets
+/// the bits its cap needs, so a state hashes and compares as one word.
+struct Packing {
+    shifts: Vec<u32>,
+    masks: Vec<u128>,
+    caps: Vec<u16>,
+}
+
+impl Packing {
+    /// `None` when the counts do not fit in 128 bits (dozens of demanded types).
+    fn new(caps: &[u16]) -> Option<Packing> {
+        let mut shifts = Vec::with_capacity(caps.len());
+        let mut masks = Vec::with_capacity(caps.len());
+        let mut at = 0u32;
+        for &cap in caps {
+            let bits = 16 - cap.leading_zeros();
+            shifts.push(at);
+            masks.push((1u128 << bits) - 1);
+            at += bits;
         }
-        let score = Score::of(jobs, &totals, unused);
-        Local {
-            groups,
-            jobs,
-            gpu_group,
-            picks,
-            trial_totals: totals.clone(),
-            totals,
-            unused,
-            score,
-            trial: Score::default(),
-        }
+        (at <= 128).then(|| Packing {
+            shifts,
+            masks,
+            caps: caps.to_vec(),
+        })
     }
 
-    fn candidate(&self, gpu: usize, c: usize) -> &'a Candidate {
-        &self.groups[self.gpu_group[gpu]].candidates[c]
+    fn get(&self, key: u128, k: usize) -> u16 {
+        ((key >> self.shifts[k]) & self.masks[k]) as u16
     }
 
-    /// Apply `moves` (GPU, new candidate) if that beats the current score.
-    fn try_moves(&mut self, moves: &[(usize, usize)]) -> bool {
-        self.trial_totals.copy_from_slice(&self.totals);
-        let mut unused = self.unused;
-        for &(gpu, c) in moves {
-            let old = self.candidate(gpu, self.picks[gpu]);
-            let new = self.candidate(gpu, c);
-            for ((t, o), n) in self
-                .trial_totals
-                .iter_mut()
-                .zip(&old.serves)
-                .zip(&new.serves)
-            {
-                *t = *t - u64::from(*o) + u64::from(*n);
-            }
-            unused = unused - u64::from(old.unused) + u64::from(new.unused);
+    /// `key` plus `serves`, each type clamped at its cap.
+    fn add(&self, key: u128, serves: &[u16]) -> u128 {
+        let mut out = 0u128;
+        for (k, &s) in serves.iter().enumerate() {
+            let n = (self.get(key, k) + s).min(self.caps[k]);
+            out |= u128::from(n) << self.shifts[k];
         }
-        self.trial.fill(self.jobs, &self.trial_totals, unused);
-        if !self.trial.beats(&self.score) {
-            return false;
-        }
-        for &(gpu, c) in moves {
-            self.picks[gpu] = c;
-        }
-        std::mem::swap(&mut self.totals, &mut self.trial_totals);
-        std::mem::swap(&mut self.score, &mut self.trial);
-        self.unused = unused;
-        true
+        out
     }
+}
 
-    fn improve(&mut self) {
-        // Every accepted move strictly improves the score, so this ends; the
-        // bound only guards against a comparison bug.
-        for _ in 0..1000 {
-            if !self.single_moves() && !self.pair_moves() {
-                break;
-            }
+/// A fast hash for packed states (the programme hashes millions of them).
+#[derive(Default)]
+struct StateHasher(u64);
+
+impl std::hash::Hasher for StateHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
         }
     }
-
-    fn single_moves(&mut self) -> bool {
-        let mut changed = false;
-        for gpu in 0..self.picks.len() {
-            for c in 0..self.groups[self.gpu_group[gpu]].candidates.len() {
-                if c != self.picks[gpu] && self.try_moves(&[(gpu, c)]) {
-                    changed = true;
-                }
-            }
-        }
-        changed
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
+    fn write_u128(&mut self, n: u128) {
+        self.write_u64(n as u64);
+        self.write_u64((n >> 64) as u64);
+    }
+}
 
-    fn pair_moves(&mut self) -> bool {
-        let gpus = self.picks.len();
-        for a in 0..gpus {
-            for b in a + 1..gpus {
-                let na = self.groups[self.gpu_group[a]].candidates.len();
-                let nb = self.groups[self.gpu_group[b]].candidates.len();
-                // Two GPUs of one model with the same layout are interchangeable:
-                // (x, y) and (y, x) give the same node, so try one of them.
-                let twins =
-                    self.gpu_group[a] == self.gpu_group[b] && self.picks[a] == self.picks[b];
-                for ca in 0..na {
-                    let from = if twins { ca } else { 0 };
-                    for cb in from..nb {
-                        if (ca != self.picks[a] || cb != self.picks[b])
-                            && self.try_moves(&[(a, ca), (b, cb)])
-                        {
-                            return true;
+type StateMap = HashMap<u128, u32, std::hash::BuildHasherDefault<StateHasher>>;
+
+/// One state after some GPUs: the packed counts, the best tie keys reaching
+/// them, and how (the previous state's index and this GPU's candidate).
+struct State {
+    key: u128,
+    ties: Ties,
+    from: u32,
+    pick: u16,
+}
+
+/// The value of a full choice given its capped counts.
+fn value_of(counts: impl Iterator<Item = u16>, costs: &[Vec<QueueCost>], ties: Ties) -> Value {
+    let cost = counts.zip(costs).fold(QueueCost::default(), |acc, (n, t)| {
+        acc + t[usize::from(n).min(t.len() - 1)]
+    });
+    (cost, ties)
+}
+
+fn add_ties(t: Ties, c: &Candidate) -> Ties {
+    (Reverse(t.0 .0 + c.room), t.1 + c.unused)
+}
+
+/// The exact dynamic programme over GPUs; returns a candidate index per GPU.
+///
+/// States are merged by their capped counts (the cost depends on nothing
+/// else; the tie keys add up, so the best ones per state suffice). A state
+/// whose lower bound (every type getting the most the remaining GPUs could
+/// give it) cannot beat the incumbent (greedy plus single-GPU moves) is
+/// dropped, and the last GPU is evaluated without building its layer.
+fn search(gpus: &[Vec<Candidate>], costs: &[Vec<QueueCost>], caps: &[u16]) -> (Vec<usize>, bool) {
+    let incumbent = local(gpus, costs, caps);
+    let Some(packing) = Packing::new(caps) else {
+        return (incumbent.1, false);
+    };
+    let Some((last, rest)) = gpus.split_last() else {
+        return (Vec::new(), true);
+    };
+    let mut exact = true;
+    let best_value = incumbent.0;
+    // The most instances of each type GPUs g.. can add.
+    let mut reach = vec![vec![0u32; caps.len()]; gpus.len() + 1];
+    for g in (0..gpus.len()).rev() {
+        let after = reach[g + 1].clone();
+        for (k, r) in reach[g].iter_mut().enumerate() {
+            let most = gpus[g]
+                .iter()
+                .map(|c| u32::from(c.serves[k]))
+                .max()
+                .unwrap_or(0);
+            *r = after[k] + most;
+        }
+    }
+    let bound = |key: u128, g: usize| -> QueueCost {
+        (0..caps.len()).fold(QueueCost::default(), |acc, k| {
+            let n = u32::from(packing.get(key, k)) + reach[g][k];
+            let t = &costs[k];
+            acc + t[(n as usize).min(t.len() - 1)]
+        })
+    };
+
+    let mut layers: Vec<Vec<State>> = vec![vec![State {
+        key: 0,
+        ties: (Reverse(0), 0),
+        from: 0,
+        pick: 0,
+    }]];
+    for (g, cands) in rest.iter().enumerate() {
+        let prev = layers.last().expect("starts with one layer");
+        let mut next: Vec<State> = Vec::new();
+        let mut seen = StateMap::default();
+        for (si, s) in prev.iter().enumerate() {
+            for (ci, c) in cands.iter().enumerate() {
+                let key = packing.add(s.key, &c.serves);
+                let ties = add_ties(s.ties, c);
+                match seen.get(&key) {
+                    Some(&at) => {
+                        // First reached wins a tie: the earlier (fuller) shapes.
+                        let at = at as usize;
+                        if ties < next[at].ties {
+                            next[at].ties = ties;
+                            next[at].from = si as u32;
+                            next[at].pick = ci as u16;
                         }
+                    }
+                    None => {
+                        if bound(key, g + 1) > best_value.0 {
+                            continue;
+                        }
+                        seen.insert(key, next.len() as u32);
+                        next.push(State {
+                            key,
+                            ties,
+                            from: si as u32,
+                            pick: ci as u16,
+                        });
                     }
                 }
             }
         }
-        false
+        if next.len() > MAX_STATES {
+            // Keep the states with the best bounds: the answer is then the best
+            // found, no longer proven best.
+            exact = false;
+            next.sort_by_cached_key(|s| (bound(s.key, g + 1), s.ties));
+            next.truncate(MAX_STATES);
+        }
+        layers.push(next);
+    }
+    // The last GPU: evaluate every completion directly.
+    let mut best: Option<(Value, usize, usize)> = None;
+    for (si, s) in layers
+        .last()
+        .expect("at least one layer")
+        .iter()
+        .enumerate()
+    {
+        for (ci, c) in last.iter().enumerate() {
+            let key = packing.add(s.key, &c.serves);
+            let v = value_of(
+                (0..caps.len()).map(|k| packing.get(key, k)),
+                costs,
+                add_ties(s.ties, c),
+            );
+            if best.as_ref().is_none_or(|(b, _, _)| v < *b) {
+                best = Some((v, si, ci));
+            }
+        }
+    }
+    let Some((value, mut at, pick)) = best else {
+        return (incumbent.1, exact);
+    };
+    if incumbent.0 <= value {
+        // The incumbent is as good (the programme only confirms it).
+        return (incumbent.1, exact);
+    }
+    let mut picks = vec![0; gpus.len()];
+    picks[gpus.len() - 1] = pick;
+    for g in (0..rest.len()).rev() {
+        let s = &layers[g + 1][at];
+        picks[g] = usize::from(s.pick);
+        at = s.from as usize;
+    }
+    (picks, exact)
+}
+
+/// A good first answer: GPU by GPU the candidate that helps most, then single-GPU
+/// changes while they improve the value. Its value bounds the programme.
+fn local(gpus: &[Vec<Candidate>], costs: &[Vec<QueueCost>], caps: &[u16]) -> (Value, Vec<usize>) {
+    let kinds = caps.len();
+    let value = |picks: &[usize]| -> Value {
+        let mut counts = vec![0u32; kinds];
+        let mut ties: Ties = (Reverse(0), 0);
+        for (g, &c) in picks.iter().enumerate() {
+            let cand = &gpus[g][c];
+            for (n, s) in counts.iter_mut().zip(&cand.serves) {
+                *n += u32::from(*s);
+            }
+            ties = add_ties(ties, cand);
+        }
+        value_of(
+            counts
+                .iter()
+                .zip(caps)
+                .map(|(&n, &m)| n.min(u32::from(m)) as u16),
+            costs,
+            ties,
+        )
+    };
+    let mut picks: Vec<usize> = Vec::with_capacity(gpus.len());
+    for cands in gpus {
+        let mut best = (None, 0);
+        for c in 0..cands.len() {
+            picks.push(c);
+            let v = value(&picks);
+            picks.pop();
+            if best.0.as_ref().is_none_or(|b| v < *b) {
+                best = (Some(v), c);
+            }
+        }
+        picks.push(best.1);
+    }
+    let mut current = value(&picks);
+    // Each accepted change strictly improves the value, so this ends.
+    loop {
+        let mut improved = false;
+        for g in 0..gpus.len() {
+            for c in 0..gpus[g].len() {
+                let old = picks[g];
+                if c == old {
+                    continue;
+                }
+                picks[g] = c;
+                let v = value(&picks);
+                if v < current {
+                    current = v;
+                    improved = true;
+                } else {
+                    picks[g] = old;
+                }
+            }
+        }
+        if !improved {
+            return (current, picks);
+        }
     }
 }
 
@@ -678,81 +569,130 @@ impl<'a> Local<'a> {
 mod tests {
     use super::*;
     use crate::mig::builtin;
-    use crate::mig::planner::check;
 
     fn demand(items: &[(&str, u64)]) -> Demand {
-        items.iter().map(|(p, n)| (*p, *n)).collect()
-    }
-
-    #[test]
-    fn catalog_holds_every_valid_layout_once() {
-        let a = builtin::a100_40gb();
-        let cat = LayoutCatalog::build(&a);
-        for plan in cat.layouts() {
-            check(&plan.counts(), &a).unwrap();
+        let mut d = Demand::new();
+        for (k, n) in items {
+            d.add_jobs(k, *n);
         }
-        let mut seen: Vec<String> = cat
-            .layouts()
-            .iter()
-            .map(|p| p.counts().to_string())
-            .collect();
-        let n = seen.len();
-        seen.sort();
-        seen.dedup();
-        assert_eq!(seen.len(), n, "no duplicates");
-        let balanced: ProfileCounts = [("3g.20gb", 1), ("2g.10gb", 1), ("1g.5gb", 2)]
-            .into_iter()
-            .collect();
-        assert!(cat.contains(&balanced));
-        let refused: ProfileCounts = [("4g.20gb", 1), ("3g.20gb", 1)].into_iter().collect();
-        assert!(!cat.contains(&refused));
-        assert_eq!(
-            cat.layouts()[0].counts().to_string(),
-            "7g.40gb",
-            "fullest, largest first"
-        );
+        d
+    }
+
+    fn layout(t: &GpuTarget) -> String {
+        match t {
+            GpuTarget::Enabled(p) => p.counts().to_string(),
+            GpuTarget::Disabled => "whole".into(),
+        }
     }
 
     #[test]
-    fn one_gpu_follows_the_demand_mix() {
+    fn many_small_jobs_fill_one_gpu_with_small_slices() {
         let cat = LayoutCatalog::build(&builtin::a100_40gb());
-        let mixed = demand(&[("1g.5gb", 120), ("2g.10gb", 30), ("3g.20gb", 2)]);
-        let plan = plan_auto(&[&cat], &mixed).unwrap();
-        assert!(plan.exhaustive);
-        assert_eq!(
-            plan.gpus[0].counts().to_string(),
-            "3g.20gb,2g.10gb,1g.5gb*2"
-        );
-        let only_small = demand(&[("1g.5gb", 5)]);
-        let plan = plan_auto(&[&cat], &only_small).unwrap();
-        assert_eq!(plan.gpus[0].counts().to_string(), "1g.5gb*7");
-        let only_big = demand(&[("3g.20gb", 1)]);
-        assert_eq!(
-            plan_auto(&[&cat], &only_big).unwrap().gpus[0]
-                .counts()
-                .to_string(),
-            "3g.20gb*2"
-        );
+        let plan = plan_auto(&[&cat], &demand(&[("1g.5gb", 5)])).unwrap();
+        assert_eq!(layout(&plan.gpus[0]), "1g.5gb*7");
+        // Only a big profile: two of them run at once.
+        let plan = plan_auto(&[&cat], &demand(&[("3g.20gb", 4)])).unwrap();
+        assert_eq!(layout(&plan.gpus[0]), "3g.20gb*2");
+    }
+
+    /// The case the old objective got wrong: 1 job ran where 7 could.
+    #[test]
+    fn a_big_backlog_of_whole_gpu_slices_does_not_starve_the_small_jobs() {
+        let cat = LayoutCatalog::build(&builtin::a100_40gb());
+        let d = demand(&[("1g.5gb", 24), ("3g.20gb", 19), ("7g.40gb", 39)]);
+        let plan = plan_auto(&[&cat], &d).unwrap();
+        let got = plan.instances.clone();
+        assert_eq!(got.get("7g.40gb"), 0, "{plan:?}");
+        assert!(got.get("1g.5gb") >= 1 && got.get("3g.20gb") >= 1, "{got}");
+        let unserved: Vec<&str> = plan.unserved().map(|s| s.kind.as_str()).collect();
+        assert_eq!(unserved, ["7g.40gb"]);
+        assert_eq!(plan.cost.never_start, 39);
     }
 
     #[test]
-    fn eight_gpus_split_between_profiles_in_proportion() {
+    fn whole_gpu_demand_competes_with_slices() {
+        let cat = LayoutCatalog::build(&builtin::a100_40gb());
+        let d = demand(&[("a100", 3), ("1g.5gb", 2)]);
+        let plan = plan_auto(&[&cat], &d).unwrap();
+        assert_eq!(layout(&plan.gpus[0]), "whole", "{plan:?}");
+        let unserved: Vec<&str> = plan.unserved().map(|s| s.kind.as_str()).collect();
+        assert_eq!(unserved, ["1g.5gb"], "the slice jobs are reported");
+        // Two GPUs: one stays whole, the other serves the slices.
+        let plan = plan_auto(&[&cat, &cat], &d).unwrap();
+        let mut shapes: Vec<String> = plan.gpus.iter().map(layout).collect();
+        shapes.sort();
+        assert_eq!(shapes[1], "whole");
+        assert!(shapes[0].contains("1g.5gb"), "{shapes:?}");
+        assert_eq!(plan.cost.never_start, 0);
+        // Without a whole-GPU type (not a candidate), the slices win.
+        let no_whole = cat.clone().with_whole_type(None);
+        let plan = plan_auto(&[&no_whole], &d).unwrap();
+        assert_eq!(plan.not_offered.get("a100"), Some(&3));
+    }
+
+    #[test]
+    fn a_job_asking_for_two_instances_needs_two() {
+        let cat = LayoutCatalog::build(&builtin::h200());
+        let mut d = Demand::new();
+        d.add("3g.71gb", 2, 3600);
+        d.add("1g.18gb", 1, 3600);
+        d.add("1g.18gb", 1, 3600);
+        let plan = plan_auto(&[&cat], &d).unwrap();
+        // One GPU holds at most two 3g.71gb, and then no 1g: the pair job and the
+        // two small ones cannot all run; leaving the pair out loses fewer jobs.
+        assert_eq!(plan.cost.never_start, 1, "{plan:?}");
+        assert!(plan.instances.get("3g.71gb") <= 1);
+        // On two GPUs everything runs at once.
+        let plan = plan_auto(&[&cat, &cat], &d).unwrap();
+        assert_eq!(plan.cost, QueueCost::default(), "{plan:?}");
+        assert!(plan.instances.get("3g.71gb") >= 2);
+    }
+
+    #[test]
+    fn requested_times_weigh() {
+        let cat = LayoutCatalog::build(&builtin::a100_40gb());
+        let pick = |long: &str, short: &str| {
+            let mut d = Demand::new();
+            for _ in 0..3 {
+                d.add(long, 1, 10 * 3600);
+                d.add(short, 1, 60);
+            }
+            plan_auto(&[&cat], &d).unwrap().instances
+        };
+        // Long 2g jobs get an instance each; the minute-long 1g jobs can queue.
+        let a = pick("2g.10gb", "1g.5gb");
+        assert_eq!(a.get("2g.10gb"), 3, "{a}");
+        let b = pick("1g.5gb", "2g.10gb");
+        assert!(b.get("1g.5gb") >= 3, "{b}");
+        assert!(b.get("2g.10gb") < 3, "{b}");
+    }
+
+    #[test]
+    fn demand_is_net_of_what_other_nodes_offer() {
+        let cat = LayoutCatalog::build(&builtin::a100_40gb());
+        let mut d = demand(&[("1g.5gb", 14), ("3g.20gb", 2)]);
+        let alone = plan_auto(&[&cat], &d).unwrap();
+        assert!(alone.instances.get("1g.5gb") > 0, "{alone:?}");
+        for _ in 0..14 {
+            d.offer_elsewhere("1g.5gb", 0);
+        }
+        let plan = plan_auto(&[&cat], &d).unwrap();
+        assert_eq!(layout(&plan.gpus[0]), "3g.20gb*2", "{plan:?}");
+        assert_eq!(plan.served[0].elsewhere, 14);
+    }
+
+    #[test]
+    fn eight_gpus_split_between_profiles() {
         let cat = LayoutCatalog::build(&builtin::h200());
         let gpus: Vec<&LayoutCatalog> = vec![&cat; 8];
-        let d = demand(&[
-            ("1g.18gb", 7000),
-            ("7g.141gb", 1000),
-            ("2g.35gb", 0),
-            ("9g.999gb", 4),
-        ]);
+        let d = demand(&[("1g.18gb", 700), ("7g.141gb", 100), ("9g.999gb", 4)]);
         let plan = plan_auto(&gpus, &d).unwrap();
-        assert_eq!(plan.not_offered.jobs("9g.999gb"), 4);
+        assert_eq!(plan.not_offered.get("9g.999gb"), Some(&4));
         let n1 = plan.instances.get("1g.18gb");
-        let n7 = plan.instances.get("7g.141gb");
-        // k GPUs as 1g.18gb*7, 8 - k as 7g: backlogs 7000/(7k) and 1000/(8-k) meet at k = 4.
-        assert_eq!((n1, n7), (28, 4), "{plan:?}");
-        let served: Vec<Option<u64>> = plan.served.iter().map(|s| s.rounds).collect();
-        assert_eq!(served, [Some(250), Some(250)]);
+        let n7 = plan.instances.get("7g.141gb") + plan.whole_gpus;
+        // Total wait ~ d²/n per type: 700²/(7k) = 100²/(8-k) at k ≈ 5.
+        assert!(n1 >= 28 && n7 >= 2, "{plan:?}");
+        assert_eq!(plan.cost.never_start, 0);
     }
 
     #[test]
@@ -768,182 +708,8 @@ mod tests {
         let h = LayoutCatalog::build(&builtin::h200());
         let d = demand(&[("1g.5gb", 50), ("3g.71gb", 50)]);
         let plan = plan_auto(&[&a, &h, &a], &d).unwrap();
-        assert_eq!(plan.gpus[0].counts().to_string(), "1g.5gb*7");
-        assert_eq!(plan.gpus[1].counts().to_string(), "3g.71gb*2");
-        assert_eq!(plan.gpus[2].counts().to_string(), "1g.5gb*7");
-    }
-
-    /// Brute force over every multiset of full catalog layouts (no Pareto
-    /// pruning), to check the pruned search finds an equally good answer.
-    fn brute_force_best(cat: &LayoutCatalog, gpus: usize, d: &Demand) -> Score {
-        let dims: Vec<(&str, u64)> = d.iter().collect();
-        let jobs: Vec<u64> = dims.iter().map(|x| x.1).collect();
-        let m = u32::from(cat.geometry.memory_slices());
-        let rows: Vec<(Vec<u64>, u64)> = cat
-            .needs
-            .iter()
-            .map(|need| {
-                let serves = dims
-                    .iter()
-                    .map(|(p, _)| {
-                        cat.geometry
-                            .profile_index(p)
-                            .map_or(0, |i| u64::from(need[i]))
-                    })
-                    .collect();
-                (serves, u64::from(m - totals(&cat.geometry, need).0))
-            })
-            .collect();
-        let mut best: Option<Score> = None;
-        let mut idx = vec![0usize; gpus];
-        loop {
-            let mut inst = vec![0u64; jobs.len()];
-            let mut unused = 0;
-            for &i in &idx {
-                for (n, s) in inst.iter_mut().zip(&rows[i].0) {
-                    *n += s;
-                }
-                unused += rows[i].1;
-            }
-            let s = Score::of(&jobs, &inst, unused);
-            if best.as_ref().is_none_or(|b| s.beats(b)) {
-                best = Some(s);
-            }
-            // next non-decreasing index vector
-            let mut k = gpus;
-            loop {
-                if k == 0 {
-                    return best.unwrap();
-                }
-                k -= 1;
-                if idx[k] + 1 < rows.len() {
-                    idx[k] += 1;
-                    for j in k + 1..gpus {
-                        idx[j] = idx[k];
-                    }
-                    break;
-                }
-            }
-        }
-    }
-
-    fn score_of(plan: &AutoPlan, cat: &LayoutCatalog, d: &Demand) -> Score {
-        let jobs: Vec<u64> = d.iter().map(|x| x.1).collect();
-        let inst: Vec<u64> = d
-            .iter()
-            .map(|(p, _)| u64::from(plan.instances.get(p)))
-            .collect();
-        let m = u64::from(cat.geometry.memory_slices());
-        let unused = plan
-            .gpus
-            .iter()
-            .map(|g| m - u64::from(g.used_memory_slices()))
-            .sum();
-        Score::of(&jobs, &inst, unused)
-    }
-
-    #[test]
-    fn pruned_search_matches_brute_force_on_two_gpus() {
-        let cat = LayoutCatalog::build(&builtin::a100_40gb());
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
-        let names = [
-            "1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb",
-        ];
-        for _ in 0..25 {
-            let mut d = Demand::new();
-            for p in names {
-                if next(2) == 0 {
-                    d.add(p, 1 + next(200));
-                }
-            }
-            if d.is_empty() {
-                continue;
-            }
-            let plan = plan_auto(&[&cat, &cat], &d).unwrap();
-            let got = score_of(&plan, &cat, &d);
-            let want = brute_force_best(&cat, 2, &d);
-            assert!(
-                !want.beats(&got),
-                "{d:?}: got {got:?}, brute force {want:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn local_search_is_never_worse_than_the_best_uniform_layout() {
-        let cat = LayoutCatalog::build(&builtin::a100_40gb());
-        let d = demand(&[
-            ("1g.5gb", 300),
-            ("1g.10gb", 20),
-            ("2g.10gb", 90),
-            ("3g.20gb", 7),
-            ("4g.20gb", 3),
-            ("7g.40gb", 2),
-        ]);
-        let dims: Vec<(&str, u64)> = d.iter().collect();
-        let groups = group(&[&cat; 12], &dims);
-        let jobs: Vec<u64> = dims.iter().map(|x| x.1).collect();
-        let local = search_local(&groups, &jobs);
-        let local_score = evaluate(&groups, &local, &jobs);
-        for c in 0..groups[0].candidates.len() {
-            let uniform = vec![vec![c; 12]];
-            assert!(!evaluate(&groups, &uniform, &jobs).beats(&local_score));
-        }
-    }
-
-    /// Random demands on 2–4 GPUs, where both searches are affordable: the
-    /// local search must find an answer as good as the exhaustive one.
-    /// (Run by hand with 1,200 cases up to 5 GPUs: no difference.)
-    #[test]
-    fn local_search_agrees_with_exhaustive_search_on_small_nodes() {
-        let g = builtin::h200();
-        let cat = LayoutCatalog::build(&g);
-        let names: Vec<String> = g.profiles().iter().map(|p| p.name.clone()).collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
-        let mut compared = 0;
-        for gpus in [2usize, 3, 4] {
-            for _ in 0..20 {
-                let mut d = Demand::new();
-                for n in &names {
-                    if next(3) > 0 {
-                        d.add(n, 1 + next(3000));
-                    }
-                }
-                let dims: Vec<(&str, u64)> = d.iter().collect();
-                let jobs: Vec<u64> = dims.iter().map(|x| x.1).collect();
-                let groups = group(&vec![&cat; gpus], &dims);
-                if dims.is_empty() || multisets(groups[0].candidates.len(), gpus) > 30_000 {
-                    continue;
-                }
-                let exact = evaluate(&groups, &search_exhaustive(&groups, &jobs), &jobs);
-                let local = evaluate(&groups, &search_local(&groups, &jobs), &jobs);
-                assert!(
-                    !exact.beats(&local),
-                    "{gpus} GPUs, {d:?}: local {local:?}, exact {exact:?}"
-                );
-                compared += 1;
-            }
-        }
-        assert!(compared >= 30, "only {compared} cases compared");
-    }
-
-    #[test]
-    fn multiset_counts() {
-        assert_eq!(multisets(3, 2), 6);
-        assert_eq!(multisets(10, 8), 24310);
-        assert_eq!(multisets(1, 8), 1);
-        assert_eq!(multisets(0, 0), 1);
+        assert_eq!(layout(&plan.gpus[0]), "1g.5gb*7");
+        assert_eq!(layout(&plan.gpus[1]), "3g.71gb*2");
+        assert_eq!(layout(&plan.gpus[2]), "1g.5gb*7");
     }
 }

@@ -5,6 +5,8 @@
 
 pub mod auto;
 pub mod builtin;
+pub mod catalog;
+pub mod demand;
 pub mod layout;
 pub mod planner;
 pub mod profile;
@@ -12,7 +14,9 @@ pub mod profile;
 mod properties;
 pub(crate) mod suggest;
 
-pub use auto::{plan_auto, AutoPlan, Demand, LayoutCatalog, ServedProfile};
+pub use auto::{plan_auto, AutoPlan, ServedKind};
+pub use catalog::LayoutCatalog;
+pub use demand::{Demand, QueueCost, Request};
 pub use layout::{
     named_layouts, parse_gpu_layout, parse_gpu_layout_for, resolve_layout_arg, GpuLayout,
     GpuSelector, Layout, LayoutDef, LayoutDefs, LayoutEntry, ProfileCounts,

@@ -2,10 +2,15 @@
 
 use proptest::prelude::*;
 
-use super::auto::{plan_auto, Demand, LayoutCatalog};
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use super::auto::plan_auto;
 use super::builtin;
+use super::catalog::LayoutCatalog;
+use super::demand::{Demand, QueueCost};
 use super::layout::{parse_gpu_layout, GpuLayout, ProfileCounts};
-use super::planner::{check, diff, ExistingInstance, GpuChange, GpuPlan};
+use super::planner::{check, diff, ExistingInstance, GpuChange, GpuPlan, GpuTarget};
 use super::profile::GpuGeometry;
 
 /// The invariants every emitted plan must keep on `g`.
@@ -160,23 +165,23 @@ proptest! {
 
     /// `auto` gives every GPU one valid layout of its model.
     #[test]
-    fn auto_plans_are_valid(gpus in 1usize..9, jobs in prop::collection::vec(0u64..5000, 7)) {
+    fn auto_plans_are_valid(gpus in 1usize..5, jobs in prop::collection::vec(0u64..200, 7)) {
         let g = builtin::h200();
         let catalog = LayoutCatalog::build(&g);
-        let demand: Demand = g
-            .profiles()
-            .iter()
-            .zip(&jobs)
-            .map(|(p, n)| (p.name.clone(), *n))
-            .collect();
+        let mut demand = Demand::new();
+        for (p, n) in g.profiles().iter().zip(&jobs) {
+            demand.add_jobs(&p.name, *n);
+        }
         let cats = vec![&catalog; gpus];
         match plan_auto(&cats, &demand) {
             None => prop_assert!(demand.is_empty()),
             Some(plan) => {
                 prop_assert_eq!(plan.gpus.len(), gpus);
-                for p in &plan.gpus {
-                    assert_plan_is_legal(p, &g);
-                    prop_assert!(catalog.contains(&p.counts()));
+                for t in &plan.gpus {
+                    if let GpuTarget::Enabled(p) = t {
+                        assert_plan_is_legal(p, &g);
+                        prop_assert!(catalog.contains(&p.counts()));
+                    }
                 }
             }
         }
@@ -262,4 +267,231 @@ fn curated_a100_geometries_are_all_accepted() {
     for c in &known {
         assert_plan_is_legal(&check(c, &g).unwrap(), &g);
     }
+}
+
+/// One GPU as the brute force sees it: a layout's instance counts, or MIG off.
+#[derive(Clone)]
+enum Option_ {
+    Mig(ProfileCounts, u32),
+    Whole(String),
+}
+
+impl Option_ {
+    /// Instances of each of `kinds`, and unused memory slices.
+    fn project(&self, kinds: &[String]) -> (Vec<u32>, u32) {
+        match self {
+            Option_::Mig(counts, unused) => {
+                (kinds.iter().map(|k| counts.get(k)).collect(), *unused)
+            }
+            Option_::Whole(t) => (kinds.iter().map(|k| u32::from(t == k)).collect(), 0),
+        }
+    }
+}
+
+/// `auto`'s objective, computed from the node's instance totals alone:
+/// (jobs that never start, total wait), then more instances of demanded types,
+/// then fewer unused memory slices.
+type Value = (QueueCost, Reverse<u32>, u32);
+
+struct Brute<'a> {
+    demand: &'a Demand,
+    kinds: Vec<String>,
+    memo: HashMap<(usize, u32), QueueCost>,
+}
+
+impl Brute<'_> {
+    fn value(&mut self, choice: &[&(Vec<u32>, u32)]) -> Value {
+        let mut cost = QueueCost::default();
+        let mut room = 0;
+        let unused = choice.iter().map(|c| c.1).sum();
+        for k in 0..self.kinds.len() {
+            let kind = &self.kinds[k];
+            let n: u32 = choice.iter().map(|c| c.0[k]).sum();
+            room += n;
+            let demand = self.demand;
+            cost = cost
+                + *self
+                    .memo
+                    .entry((k, n))
+                    .or_insert_with(|| (0..=n).map(|m| demand.cost(kind, m)).min().unwrap());
+        }
+        (cost, Reverse(room), unused)
+    }
+}
+
+fn options_of(cat: &LayoutCatalog) -> Vec<Option_> {
+    let m = u32::from(cat.geometry().memory_slices());
+    let mut out: Vec<Option_> = cat
+        .layouts()
+        .iter()
+        .map(|p| Option_::Mig(p.counts(), m - u32::from(p.used_memory_slices())))
+        .collect();
+    if let Some(w) = cat.whole_type() {
+        out.push(Option_::Whole(w.to_string()));
+    }
+    out
+}
+
+/// The best value over every combination of per-GPU options (cartesian product).
+fn brute_force(cats: &[&LayoutCatalog], demand: &Demand) -> Value {
+    let offered = |k: &str| {
+        cats.iter()
+            .any(|c| c.geometry().profile(k).is_some() || c.whole_type() == Some(k))
+    };
+    let kinds = demand
+        .iter()
+        .map(|(k, _)| k.to_string())
+        .filter(|k| offered(k))
+        .collect();
+    let mut brute = Brute {
+        demand,
+        kinds,
+        memo: HashMap::new(),
+    };
+    let options: Vec<Vec<(Vec<u32>, u32)>> = cats
+        .iter()
+        .map(|c| {
+            options_of(c)
+                .iter()
+                .map(|o| o.project(&brute.kinds))
+                .collect()
+        })
+        .collect();
+    let mut idx = vec![0usize; cats.len()];
+    let mut best: Option<Value> = None;
+    loop {
+        let choice: Vec<&(Vec<u32>, u32)> = idx.iter().zip(&options).map(|(&i, o)| &o[i]).collect();
+        let v = brute.value(&choice);
+        if best.as_ref().is_none_or(|b| v < *b) {
+            best = Some(v);
+        }
+        let mut g = 0;
+        loop {
+            if g == idx.len() {
+                return best.unwrap();
+            }
+            idx[g] += 1;
+            if idx[g] < options[g].len() {
+                break;
+            }
+            idx[g] = 0;
+            g += 1;
+        }
+    }
+}
+
+/// The value of the plan `auto` chose, computed the brute force's way.
+fn value_of_plan(cats: &[&LayoutCatalog], demand: &Demand, targets: &[GpuTarget]) -> Value {
+    let offered = |k: &str| {
+        cats.iter()
+            .any(|c| c.geometry().profile(k).is_some() || c.whole_type() == Some(k))
+    };
+    let mut brute = Brute {
+        demand,
+        kinds: demand
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .filter(|k| offered(k))
+            .collect(),
+        memo: HashMap::new(),
+    };
+    let chosen: Vec<Option_> = cats
+        .iter()
+        .zip(targets)
+        .map(|(c, t)| match t {
+            GpuTarget::Enabled(p) => Option_::Mig(
+                p.counts(),
+                u32::from(c.geometry().memory_slices()) - u32::from(p.used_memory_slices()),
+            ),
+            GpuTarget::Disabled => Option_::Whole(c.whole_type().unwrap().to_string()),
+        })
+        .collect();
+    let projected: Vec<(Vec<u32>, u32)> = chosen.iter().map(|o| o.project(&brute.kinds)).collect();
+    let refs: Vec<&(Vec<u32>, u32)> = projected.iter().collect();
+    brute.value(&refs)
+}
+
+/// A random queue over `kinds`: a few jobs per kind, some asking for two
+/// instances, times from a minute to ten hours, some instances elsewhere.
+fn random_demand(kinds: &[String], seed: u64) -> Demand {
+    let mut state = seed | 1;
+    let mut next = |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m
+    };
+    let mut d = Demand::new();
+    for k in kinds {
+        if next(3) == 0 {
+            continue;
+        }
+        for _ in 0..1 + next(12) {
+            let count = if next(6) == 0 { 2 } else { 1 };
+            let seconds = [60, 600, 3600, 4 * 3600, 10 * 3600][next(5) as usize];
+            d.add(k, count, seconds);
+        }
+        if next(4) == 0 {
+            for _ in 0..1 + next(3) {
+                d.offer_elsewhere(k, [0, 1800, 7200][next(3) as usize]);
+            }
+        }
+    }
+    d
+}
+
+fn kinds_of(cats: &[&LayoutCatalog]) -> Vec<String> {
+    let mut kinds: Vec<String> = cats
+        .iter()
+        .flat_map(|c| {
+            c.geometry()
+                .profiles()
+                .iter()
+                .map(|p| p.name.clone())
+                .chain(c.whole_type().map(str::to_string))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// `auto`'s programme against the brute force over every combination, on
+/// random queues for nodes of one and two GPUs (one model, and mixed models).
+/// 360 queues in all.
+#[test]
+fn auto_is_exact_against_brute_force() {
+    let a40 = LayoutCatalog::build(&builtin::a100_40gb());
+    let a80 = LayoutCatalog::build(&builtin::a100_80gb());
+    let h200 = LayoutCatalog::build(&builtin::h200());
+    let nodes: Vec<Vec<&LayoutCatalog>> = vec![
+        vec![&a40],
+        vec![&h200],
+        vec![&a40, &a40],
+        vec![&h200, &h200],
+        vec![&a80, &a80],
+        vec![&a40, &h200],
+    ];
+    let mut compared = 0;
+    for (n, cats) in nodes.iter().enumerate() {
+        let kinds = kinds_of(cats);
+        for case in 0..60u64 {
+            let demand = random_demand(&kinds, 0x9e37_79b9 ^ (n as u64) << 32 ^ case);
+            let want = brute_force(cats, &demand);
+            match plan_auto(cats, &demand) {
+                None => assert!(
+                    demand.iter().all(|(k, _)| !kinds.iter().any(|x| x == k)),
+                    "no plan for {demand:?}"
+                ),
+                Some(plan) => {
+                    let got = value_of_plan(cats, &demand, &plan.gpus);
+                    assert_eq!(got, want, "node {n} case {case}: {demand:?}\n{plan:?}");
+                    assert_eq!(plan.cost, want.0);
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared >= 300, "only {compared} queues compared");
 }

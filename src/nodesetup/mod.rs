@@ -19,11 +19,12 @@ use nvml_wrapper::Nvml;
 use serde::Serialize;
 
 use crate::gres::minors::{mig_minors_path, MigMinors};
+use crate::gres::render::gpu_type_name;
 use crate::gres::render::{
     check_written, render_block, replace_block, slurm_conf_lines, NodeGres, RenderOptions,
     SlurmConfLines,
 };
-use crate::mig::{plan_auto, GpuPlan, Layout, LayoutCatalog};
+use crate::mig::{plan_auto, AutoPlan, Demand, GpuTarget, Layout, LayoutCatalog};
 use crate::nvml::apply::{create_instance, set_mig_mode};
 use crate::nvml::topology::{Placement, Topology};
 use crate::slurm::Slurm;
@@ -66,6 +67,8 @@ pub struct Options {
     pub reset_cmd: Option<String>,
     pub force: bool,
     pub drain_timeout: Duration,
+    /// `--demand FILE`: plan `auto` from this queue instead of the live one.
+    pub demand_file: Option<PathBuf>,
 }
 
 impl Options {
@@ -82,8 +85,8 @@ pub struct Prepared {
     pub node: String,
     pub topology: Topology,
     pub decision: NodeDecision,
-    /// The demand `auto` planned from, when it was used.
-    pub demand: Option<BTreeMap<String, u64>>,
+    /// What `auto` chose and how it serves the queue, when it was used.
+    pub auto: Option<AutoPlan>,
     pub gres_conf: PathBuf,
     #[serde(skip)]
     pub old_text: String,
@@ -125,12 +128,14 @@ fn read_minors(sysroot: &Path) -> Result<MigMinors> {
     MigMinors::parse(&text, &path.display().to_string())
 }
 
-/// Plans for `auto` GPUs from the demand. Empty demand is an error that says so.
-fn auto_plans(
-    topology: &Topology,
-    layout: &Layout,
-    demand: &crate::mig::Demand,
-) -> Result<Vec<(u32, GpuPlan)>> {
+/// Largest demand file read (`--demand`): 200,000 lines of a few dozen bytes.
+const DEMAND_FILE_LIMIT: u64 = 16 << 20;
+
+/// Targets by GPU index for the `auto` GPUs, and the plan they come from.
+type AutoTargets = (Vec<(u32, GpuTarget)>, Option<AutoPlan>);
+
+/// Plans for `auto` GPUs from the demand. Nothing to plan from is an error that says so.
+fn auto_plans(topology: &Topology, layout: &Layout, demand: &Demand) -> Result<AutoTargets> {
     let mut indices = Vec::new();
     let mut catalogs = Vec::new();
     for gpu in &topology.gpus {
@@ -138,17 +143,31 @@ fn auto_plans(
             && gpu.mig_mode.is_some()
         {
             indices.push(gpu.index);
-            catalogs.push(LayoutCatalog::build(&plan::geometry(gpu)?));
+            catalogs.push(
+                LayoutCatalog::build(&plan::geometry(gpu)?)
+                    .with_whole_type(Some(gpu_type_name(&gpu.name))),
+            );
         }
     }
     if indices.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let refs: Vec<&LayoutCatalog> = catalogs.iter().collect();
     let plan = plan_auto(&refs, demand).ok_or_else(|| {
+        let offered: std::collections::BTreeSet<String> = catalogs
+            .iter()
+            .flat_map(|c| {
+                c.geometry()
+                    .profile_names()
+                    .into_iter()
+                    .map(str::to_string)
+                    .chain(c.whole_type().map(str::to_string))
+            })
+            .collect();
         crate::error::invalid(format!(
-            "layout `auto`: no pending or running job asks for a MIG profile these GPUs offer \
-             (demand seen: {}); give a layout such as `balanced` or `all-1g`",
+            "layout `auto`: no pending job asks for a GPU type these GPUs can offer \
+             (demand seen: {}; offered: {}); give a layout such as `balanced` or `all-1g`, \
+             or plan from a representative queue with `--demand FILE`",
             if demand.is_empty() {
                 "none".to_string()
             } else {
@@ -157,10 +176,36 @@ fn auto_plans(
                     .map(|(p, n)| format!("{p} ×{n}"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            }
+            },
+            offered.into_iter().collect::<Vec<_>>().join(", ")
         ))
     })?;
-    Ok(indices.into_iter().zip(plan.gpus).collect())
+    Ok((
+        indices.into_iter().zip(plan.gpus.clone()).collect(),
+        Some(plan),
+    ))
+}
+
+/// The demand `auto` plans from: the live queue, or `--demand FILE`, and the
+/// other nodes' instances (unless `--no-slurm` with a demand file: then the
+/// plan uses no Slurm at all).
+fn read_demand(opts: &Options, slurm: &Slurm) -> Result<Demand> {
+    let from_file = match &opts.demand_file {
+        Some(path) => {
+            let text = crate::fsutil::read_regular(path, DEMAND_FILE_LIMIT)
+                .map_err(|e| crate::error::invalid(format!("--demand: {e:#}")))?;
+            Some(
+                Demand::parse_file(&text, &path.display().to_string())
+                    .map_err(crate::error::invalid)?,
+            )
+        }
+        None => None,
+    };
+    match from_file {
+        Some(d) if !opts.use_slurm => Ok(d),
+        pending => slurm::demand(slurm, &opts.node, pending)
+            .context("reading job demand for `auto` (squeue, scontrol)"),
+    }
 }
 
 /// Read the node, decide every GPU, render the gres.conf it should have.
@@ -170,25 +215,21 @@ pub fn prepare(nvml: &Nvml, opts: &Options, layout: &Layout, slurm: &Slurm) -> R
         .entries
         .iter()
         .any(|e| e.gpu == crate::mig::GpuLayout::Auto);
-    let (plans, demand) = if uses_auto {
-        let demand = slurm::demand(slurm).context("reading job demand for `auto` (squeue)")?;
-        let plans = auto_plans(&topology, layout, &demand)?;
-        (
-            plans,
-            Some(demand.iter().map(|(p, n)| (p.to_string(), n)).collect()),
-        )
+    let (plans, auto) = if uses_auto {
+        let demand = read_demand(opts, slurm)?;
+        auto_plans(&topology, layout, &demand)?
     } else {
         (Vec::new(), None)
     };
     let decision = plan::decide(&topology, layout, &plans)?;
-    prepared_from(opts, topology, decision, demand)
+    prepared_from(opts, topology, decision, auto)
 }
 
 fn prepared_from(
     opts: &Options,
     topology: Topology,
     decision: NodeDecision,
-    demand: Option<BTreeMap<String, u64>>,
+    auto: Option<AutoPlan>,
 ) -> Result<Prepared> {
     let planned_gres = plan::gres_planned(&opts.node, &topology, &decision);
     let old_text = read_text(&opts.gres_conf)?;
@@ -199,7 +240,7 @@ fn prepared_from(
         slurm_lines: slurm_conf_lines(&planned_gres),
         topology,
         decision,
-        demand,
+        auto,
         gres_conf: opts.gres_conf.clone(),
         old_text,
         new_text,
@@ -410,6 +451,18 @@ fn apply_locked(
     for g in &prepared.decision.gpus {
         eprintln!("node-setup:   {}", describe_gpu(g));
     }
+    if let Some(auto) = &prepared.auto {
+        for line in describe_auto(auto) {
+            eprintln!("node-setup:   {line}");
+        }
+        for s in auto.unserved() {
+            eprintln!(
+                "node-setup: warning: {} pending job(s) asking for {} cannot run on this node's \
+                 new layout nor on any other node",
+                s.never_start, s.kind
+            );
+        }
+    }
     let planned_include = opts
         .slurm_include
         .as_ref()
@@ -526,19 +579,10 @@ fn apply_locked(
     // After a mode change the GPU's placements and instances are new: decide again.
     let decision = if mode_changed {
         let topology = Topology::read(nvml).context("re-reading the GPUs after the mode change")?;
-        let plans: Vec<(u32, GpuPlan)> = prepared
-            .decision
-            .gpus
-            .iter()
-            .filter_map(|g| match &g.target {
-                Some(crate::mig::GpuTarget::Enabled(p)) => Some((g.index, p.clone())),
-                _ => None,
-            })
-            .collect();
         plan::decide(
             &topology,
             &fixed_layout(&topology, &prepared.decision),
-            &plans,
+            &plans_of(&prepared.decision),
         )?
     } else {
         prepared.decision.clone()
@@ -676,12 +720,12 @@ fn fixed_layout(topology: &Topology, decision: &NodeDecision) -> Layout {
     }
 }
 
-fn plans_of(decision: &NodeDecision) -> Vec<(u32, GpuPlan)> {
+fn plans_of(decision: &NodeDecision) -> Vec<(u32, GpuTarget)> {
     decision
         .gpus
         .iter()
         .filter_map(|g| match &g.target {
-            Some(crate::mig::GpuTarget::Enabled(p)) => Some((g.index, p.clone())),
+            Some(t @ GpuTarget::Enabled(_)) => Some((g.index, t.clone())),
             _ => None,
         })
         .collect()
@@ -814,4 +858,35 @@ fn indent(text: &str) -> String {
     text.lines()
         .map(|l| format!("node-setup:   {l}\n"))
         .collect()
+}
+
+/// How `auto`'s choice serves the queue, one line per demanded type.
+pub fn describe_auto(auto: &AutoPlan) -> Vec<String> {
+    let hours = |s: u64| format!("{:.1} h", s as f64 / 3600.0);
+    let mut lines = vec![format!(
+        "auto: {} pending job(s) never start, {} of waiting in all (simulated, in queue order)",
+        auto.cost.never_start,
+        hours(u64::try_from(auto.cost.wait_s).unwrap_or(u64::MAX))
+    )];
+    for s in &auto.served {
+        lines.push(format!(
+            "  {}: {} pending, {} instance(s) here, {} elsewhere, mean wait {}{}",
+            s.kind,
+            s.jobs,
+            s.instances,
+            s.elsewhere,
+            hours(s.mean_wait_s),
+            if s.never_start > 0 {
+                format!(", {} never start", s.never_start)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    for (kind, n) in &auto.not_offered {
+        lines.push(format!(
+            "  {kind}: {n} pending, not a type these GPUs offer"
+        ));
+    }
+    lines
 }

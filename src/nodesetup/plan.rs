@@ -8,8 +8,8 @@ use serde::Serialize;
 use crate::gres::render::{gpu_type_name, GpuGres, GpuUsage, MigSlice, NodeGres};
 use crate::mig::profile::normalize_profile_name;
 use crate::mig::{
-    builtin, diff, plan_gpu, ExistingInstance, GpuChange, GpuGeometry, GpuLayout, GpuPlan,
-    GpuTarget, Layout, PlacedInstance, PlacementInfo, ProfileInfo,
+    builtin, diff, plan_gpu, ExistingInstance, GpuChange, GpuGeometry, GpuLayout, GpuTarget,
+    Layout, PlacedInstance, PlacementInfo, ProfileInfo,
 };
 use crate::nvml::topology::{Gpu, Process, Topology};
 
@@ -143,7 +143,7 @@ pub fn existing_instances(gpu: &Gpu) -> (Vec<ExistingInstance>, Vec<ExistingInst
 pub fn decide(
     topology: &Topology,
     layout: &Layout,
-    auto_plans: &[(u32, GpuPlan)],
+    auto_plans: &[(u32, GpuTarget)],
 ) -> Result<NodeDecision> {
     let mut gpus = Vec::new();
     for gpu in &topology.gpus {
@@ -159,7 +159,7 @@ pub fn decide(
 fn decide_gpu(
     gpu: &Gpu,
     wanted: Option<&GpuLayout>,
-    auto_plans: &[(u32, GpuPlan)],
+    auto_plans: &[(u32, GpuTarget)],
 ) -> Result<GpuDecision> {
     let mut d = GpuDecision {
         index: gpu.index,
@@ -189,7 +189,7 @@ fn decide_gpu(
     };
     let target = match wanted {
         GpuLayout::Auto => match auto_plans.iter().find(|(i, _)| *i == gpu.index) {
-            Some((_, plan)) => GpuTarget::Enabled(plan.clone()),
+            Some((_, target)) => target.clone(),
             None => {
                 return Err(anyhow!(
                     "GPU {}: layout `auto` has no plan for this GPU",
