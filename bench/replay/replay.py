@@ -145,8 +145,12 @@ class Replay:
         with open(os.path.join(d, "dry-run.json"), "w") as f:
             f.write(out)
         plan = json.loads(out)
-        layouts = [" + ".join(i["profile"] for i in g["target"].get("instances", [])) or "whole"
-                   for g in plan["decision"]["gpus"]]
+        layouts = []
+        for g in plan["decision"]["gpus"]:
+            counts = {}
+            for i in g["target"].get("instances", []):
+                counts[i["profile"]] = counts.get(i["profile"], 0) + 1
+            layouts.append(" + ".join(p if n == 1 else f"{p}*{n}" for p, n in counts.items()) or "whole")
         for line in plan["slurm_conf"].splitlines():
             if line.startswith(f"NodeName={node} Gres="):
                 return line.split("Gres=", 1)[1].split()[0], layouts
