@@ -144,6 +144,9 @@ class Replay:
         out = run(cmd, env=env).stdout
         with open(os.path.join(d, "dry-run.json"), "w") as f:
             f.write(out)
+        if demand:  # keep auto's decisions with the results
+            shutil.copy(os.path.join(d, "dry-run.json"), os.path.join(self.a.out, f"auto-{node}.dry-run.json"))
+            shutil.copy(demand, os.path.join(self.a.out, "auto-demand.csv"))
         plan = json.loads(out)
         layouts = []
         for g in plan["decision"]["gpus"]:
