@@ -25,6 +25,13 @@
 #                     the include /etc/slurm/yolo-mig-node.conf written by `node-setup
 #                     --slurm-include`, and whose gres.conf lines are node-setup's block (such
 #                     blocks are kept whenever this script rewrites gres.conf). Kept like NODES.
+#   NODE_GRES=F       file of `<node> <Gres>` lines (e.g. `node3 gpu:3g.20gb:2,gpu:1g.5gb:4`): the
+#                     nodes of node1..nodeN it names get that Gres= and one fake device per GPU
+#                     or slice instead of the standard shape (typed gpu items only; `-`: no
+#                     GPU, e.g. a node not set up yet). For bench/replay; not kept: `up`
+#                     without it gives the standard shape again.
+#   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0 (bench/replay sets
+#                     bf_interval=1). Not kept either.
 #
 # Everything the script owns lives under these paths; down removes no file outside them.
 set -euo pipefail
@@ -60,6 +67,8 @@ ACCOUNTING=${ACCOUNTING:-0}
 MIN_JOB_AGE=${MIN_JOB_AGE:-1800}
 IDLE_TIMEOUT=${IDLE_TIMEOUT:-60}
 MIG_NODE=${MIG_NODE:-0}
+NODE_GRES=${NODE_GRES:-}
+SCHED_PARAMS=${SCHED_PARAMS:-}
 readonly MIG_NODE_NAME=mig1
 readonly MIG_NODE_PORT=17100
 readonly MIG_INCLUDE=/etc/slurm/yolo-mig-node.conf
@@ -76,6 +85,32 @@ validate_settings() {
     [[ "$ACCOUNTING" =~ ^[01]$ ]] || die "ACCOUNTING must be 0 or 1, got '$ACCOUNTING'"
     [[ "$MIN_JOB_AGE" =~ ^[0-9]+$ ]] || die "MIN_JOB_AGE must be seconds, got '$MIN_JOB_AGE'"
     [[ "$IDLE_TIMEOUT" =~ ^[0-9]+$ ]] || die "IDLE_TIMEOUT must be seconds, got '$IDLE_TIMEOUT'"
+    [[ "$SCHED_PARAMS" =~ ^[A-Za-z0-9_=,.:-]*$ ]] || die "SCHED_PARAMS must be comma-separated key=value items, got '$SCHED_PARAMS'"
+    if [ -n "$NODE_GRES" ]; then
+        [ -r "$NODE_GRES" ] || die "NODE_GRES: cannot read '$NODE_GRES'"
+        local n gres rest lineno=0
+        while read -r n gres rest; do
+            lineno=$((lineno + 1))
+            case "$n" in '' | '#'*) continue ;; esac
+            [[ "$n" =~ ^node[1-9][0-9]?$ ]] && [ -z "$rest" ] && { [ "$gres" = - ] ||
+                [[ "$gres" =~ ^gpu:[A-Za-z0-9._+-]+:[1-9][0-9]*(,gpu:[A-Za-z0-9._+-]+:[1-9][0-9]*)*$ ]]; } ||
+                die "NODE_GRES $NODE_GRES line $lineno: expected '<nodeK> gpu:<type>:<count>[,...]' or '<nodeK> -', got '$n $gres $rest'"
+        done <"$NODE_GRES"
+    fi
+}
+
+# node_gres NODE: the Gres= NODE_GRES gives this node, or nothing.
+node_gres() {
+    [ -n "$NODE_GRES" ] || return 0
+    awk -v n="$1" '$1 == n { print $2; exit }' "$NODE_GRES"
+}
+
+# gres_devices GRES: how many fake devices a Gres= string needs (the sum of its counts).
+gres_devices() {
+    local total=0 item
+    [ "$1" != - ] || { echo 0; return 0; }
+    for item in ${1//,/ }; do total=$((total + ${item##*:})); done
+    echo "$total"
 }
 
 # ---------------------------------------------------------------- install
@@ -160,10 +195,14 @@ node_names() {
 }
 
 make_fake_devices() {
-    local n
+    local n count
     for n in $(node_names); do
         install -d -m 0755 "$DEV_DIR/$n"
-        for i in 0 1 2 3 4 5 6; do
+        count=7
+        local own
+        own=$(node_gres "$n")
+        if [ -n "$own" ] && [ "$(gres_devices "$own")" -gt 7 ]; then count=$(gres_devices "$own"); fi
+        for i in $(seq 0 $((count - 1))); do
             local dev="$DEV_DIR/$n/gpu$i"
             if [ ! -c "$dev" ]; then
                 rm -f "$dev"
@@ -199,7 +238,7 @@ write_slurm_conf() {
         echo "SelectType=select/cons_tres"
         echo "SelectTypeParameters=CR_CPU"
         echo "SlurmdParameters=config_overrides"
-        echo "SchedulerParameters=batch_sched_delay=0"
+        echo "SchedulerParameters=batch_sched_delay=0${SCHED_PARAMS:+,$SCHED_PARAMS}"
         echo "MinJobAge=$MIN_JOB_AGE"
         echo "MaxArraySize=1001"
         echo "ReturnToService=2"
@@ -215,7 +254,11 @@ write_slurm_conf() {
         fi
         for n in $(standard_node_names); do
             i=$((i + 1))
-            echo "NodeName=$n NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + i)) CPUs=16 RealMemory=64000 Gres=gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1,shard:8 State=UNKNOWN"
+            local gres
+            gres=$(node_gres "$n")
+            gres=${gres:-gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1,shard:8}
+            if [ "$gres" = - ]; then gres=""; else gres=" Gres=$gres"; fi
+            echo "NodeName=$n NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + i)) CPUs=16 RealMemory=64000$gres State=UNKNOWN"
         done
         echo "NodeName=$SMALL_NODE_NAME NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$SMALL_NODE_PORT CPUs=16 RealMemory=16000 Gres=gpu:1g.5gb:7 State=UNKNOWN"
         local all
@@ -243,6 +286,23 @@ write_gres_conf() {
             fi
             if [ "$n" = "$SMALL_NODE_NAME" ]; then
                 echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/gpu[0-6]"
+                continue
+            fi
+            local own
+            own=$(node_gres "$n")
+            if [ -n "$own" ]; then
+                echo "# $n: Gres=$own from NODE_GRES $NODE_GRES"
+                [ "$own" != - ] || continue
+                local item type count first=0
+                for item in ${own//,/ }; do
+                    type=${item#gpu:}
+                    type=${type%:*}
+                    count=${item##*:}
+                    local files="$DEV_DIR/$n/gpu$first"
+                    [ "$count" -eq 1 ] || files="$DEV_DIR/$n/gpu[$first-$((first + count - 1))]"
+                    echo "NodeName=$n AutoDetect=off Name=gpu Type=$type File=$files"
+                    first=$((first + count))
+                done
                 continue
             fi
             echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/gpu[0-3]"
@@ -627,7 +687,7 @@ mig-up)
     ;;
 mig-down) cmd_mig_down ;;
 *)
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
