@@ -100,10 +100,20 @@ pub fn demand_for(
     let Some(cluster) = cluster else {
         return demand;
     };
+    // Only nodes that share a partition with this one serve the same jobs (a
+    // node Slurm does not know yet shares with every node).
+    let mine: Option<&[String]> = cluster
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .map(|n| n.partitions.as_slice());
+    let shares = |other: &crate::slurm::cluster::Node| {
+        mine.is_none_or(|parts| other.partitions.iter().any(|p| parts.contains(p)))
+    };
     for other in cluster
         .nodes
         .iter()
-        .filter(|n| n.name != node && n.is_available())
+        .filter(|n| n.name != node && n.is_available() && shares(n))
     {
         // Instances held by running jobs, free when their time is up.
         let mut busy: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
