@@ -48,6 +48,8 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The trace replay's pure parts (trace format, generator, metrics).
+python3 -m unittest discover -s bench/replay -p 'test_*.py' 2>&1 | tail -n 3
 set +e
 YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast 2>&1 | tee target/test-all.log
 status=${PIPESTATUS[0]}
