@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::error::invalid;
 
@@ -20,33 +20,63 @@ pub struct Site {
     pub raw: toml::Table,
 }
 
+/// Every section a site file may have; another is a mistake (`[defualts]`).
+pub const SECTIONS: &[&str] = &[
+    "defaults",
+    "limits",
+    "pools",
+    "gpu_memory",
+    "resources",
+    "paths",
+    "node_setup",
+];
+
+/// The largest site file read.
+const SITE_LIMIT: u64 = 1 << 20;
+
 impl Site {
     /// Load the site file. An explicitly named file must exist; the default
     /// path may be absent (defaults apply).
     pub fn load(explicit: Option<&Path>) -> Result<Site> {
+        // An empty `YOLO_SCHED_SITE=` means unset, as for any variable.
+        let explicit = explicit.filter(|p| !p.as_os_str().is_empty());
         let (path, required) = match explicit {
             Some(p) => (p.to_path_buf(), true),
             None => (PathBuf::from(SITE_PATH), false),
         };
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
-                return Ok(Site::default())
+        if !path.exists() {
+            if !required {
+                return Ok(Site::default());
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // A file the user named that is not there is a mistake in the input.
+            // A file the user named that is not there is a mistake in the input.
+            return Err(invalid(format!(
+                "site file {} does not exist (named by --site or YOLO_SCHED_SITE)",
+                path.display()
+            )));
+        }
+        // A FIFO, a device or a huge file is refused without blocking or reading it all.
+        let text = crate::fsutil::read_regular(&path, SITE_LIMIT)
+            .map_err(|e| invalid(format!("site file: {e:#}")))?;
+        let raw: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let at = e
+                .span()
+                .map(|r| {
+                    let line = text[..r.start.min(text.len())].matches('\n').count() + 1;
+                    format!(":{line}")
+                })
+                .unwrap_or_default();
+            invalid(format!("site file {}{at}: {}", path.display(), e.message()))
+        })?;
+        for key in raw.keys() {
+            if !SECTIONS.contains(&key.as_str()) {
                 return Err(invalid(format!(
-                    "site file {} does not exist (named by --site or YOLO_SCHED_SITE)",
-                    path.display()
+                    "site file {}: unknown section [{key}]{}; the sections are {}",
+                    path.display(),
+                    crate::suggest::did_you_mean(key, SECTIONS.iter().copied()),
+                    crate::suggest::ticked_list(SECTIONS.iter().copied())
                 )));
             }
-            Err(e) => {
-                return Err(e).with_context(|| format!("reading site file {}", path.display()))
-            }
-        };
-        let raw: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            invalid(format!("site file {}: {}", path.display(), e.message()))
-        })?;
+        }
         Ok(Site {
             path: Some(path),
             raw,
@@ -112,6 +142,31 @@ mod tests {
         let err = site.section::<Limits>("limits").unwrap_err();
         assert_eq!(crate::error::exit_code_for(&err), 2);
         assert!(err.to_string().contains("max_aray_size"), "{err}");
+    }
+
+    #[test]
+    fn unknown_sections_fifos_and_binary_files_are_invalid_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("site.toml");
+        std::fs::write(&p, "[defualts]\nbatch = 8\n").unwrap();
+        let e = Site::load(Some(&p)).unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&e), 2);
+        assert!(
+            e.to_string()
+                .contains("unknown section [defualts]; did you mean `defaults`?"),
+            "{e}"
+        );
+        std::fs::write(&p, b"\x00\xff\xfe binary").unwrap();
+        let e = Site::load(Some(&p)).unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&e), 2, "{e:#}");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = Site::load(Some(&fifo)).unwrap_err();
+        assert!(format!("{e:#}").contains("not a regular file"), "{e:#}");
+        let e = Site::load(Some(Path::new("/dev/zero"))).unwrap_err();
+        assert!(format!("{e:#}").contains("not a regular file"), "{e:#}");
+        // Empty means unset: the default path (absent here) gives defaults.
+        assert!(Site::load(Some(Path::new(""))).is_ok());
     }
 
     #[test]

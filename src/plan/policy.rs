@@ -91,6 +91,9 @@ impl Policy {
 }
 
 impl Policy {
+    /// The site's policy, every value checked as strictly as a spec's (the same
+    /// character rules for names that reach `#SBATCH` lines, ranges for
+    /// numbers): any user can point `--site` at a file of their own.
     pub fn from_site(site: &Site) -> Result<Policy> {
         let policy = Policy {
             defaults: site.section("defaults")?,
@@ -99,20 +102,105 @@ impl Policy {
             gpu_memory: site.section("gpu_memory")?,
             resources: site.section("resources")?,
         };
+        let bad = |key: &str, message: String| {
+            crate::error::invalid(format!("site file {}: `{key}` {message}", site.describe()))
+        };
+        let name = |key: &str, value: &str, list: bool| {
+            crate::spec::values::check_slurm_name(value, list).map_err(|p| bad(key, p.message))
+        };
+        let gres_type = |key: &str, value: &str| {
+            let ok = !value.is_empty()
+                && value.len() <= 64
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'));
+            if ok {
+                Ok(())
+            } else {
+                Err(bad(
+                    key,
+                    format!(
+                        "{:?} is not a GRES type: expected letters, digits, '.', '_', '+' or '-' (e.g. 1g.5gb, a100)",
+                        clip(value)
+                    ),
+                ))
+            }
+        };
+        let number = |key: &str, v: f64, min: f64, max: f64| {
+            if v.is_finite() && v >= min && v <= max {
+                Ok(())
+            } else {
+                Err(bad(
+                    key,
+                    format!("= {v} is out of range; expected {min} to {max}"),
+                ))
+            }
+        };
+        let d = &policy.defaults;
+        if let Some(p) = &d.cpu_partition {
+            name("defaults.cpu_partition", p, true)?;
+        }
+        if let Some(p) = &d.gpu_partition {
+            name("defaults.gpu_partition", p, true)?;
+        }
+        if let Some(n) = d.imgsz {
+            crate::spec::args::check_imgsz(&crate::spec::types::ArgValue::Int(i64::from(n)))
+                .map_err(|p| bad("defaults.imgsz", p.message))?;
+        }
+        if let Some(b) = d.batch {
+            number("defaults.batch", f64::from(b), 1.0, 4096.0)?;
+        }
+        if let Some(w) = d.memory_warning {
+            number("defaults.memory_warning", w, 0.01, 1.0)?;
+        }
+        if let Some(n) = policy.limits.max_array_size {
+            number("limits.max_array_size", n as f64, 1.0, 4_000_001.0)?;
+        }
+        for t in policy.limits.allowed_gpus.iter().flatten() {
+            gres_type("limits.allowed_gpus", t)?;
+        }
+        for (key, pool) in [
+            ("pools.mig", &policy.pools.mig),
+            ("pools.exclusive", &policy.pools.exclusive),
+        ] {
+            if let Some(pool) = pool {
+                if let Some(p) = &pool.partition {
+                    name(&format!("{key}.partition"), p, true)?;
+                }
+                for t in pool.types.iter().flatten() {
+                    gres_type(&format!("{key}.types"), t)?;
+                }
+            }
+        }
+        if let Some(shared) = &policy.pools.shared {
+            if let Some(p) = &shared.partition {
+                name("pools.shared.partition", p, true)?;
+            }
+            number("pools.shared.shard_gib", shared.shard_gib, 0.25, 1024.0)?;
+            number(
+                "pools.shared.max_gib",
+                shared.max_gib,
+                shared.shard_gib,
+                4096.0,
+            )?;
+        }
+        for (kind, gib) in &policy.gpu_memory {
+            gres_type("gpu_memory", kind)?;
+            number(&format!("gpu_memory.\"{kind}\""), *gib, 0.1, 4096.0)?;
+        }
         for (kind, r) in &policy.resources {
-            if r.cpus == Some(0) {
-                return Err(crate::error::invalid(format!(
-                    "site file {}: `resources.\"{kind}\".cpus` is 0; expected at least 1",
-                    site.describe()
-                )));
+            gres_type("resources", kind)?;
+            if let Some(c) = r.cpus {
+                number(
+                    &format!("resources.\"{kind}\".cpus"),
+                    f64::from(c),
+                    1.0,
+                    4096.0,
+                )?;
             }
             if let Some(m) = &r.mem {
                 if let Err(p) = crate::spec::values::parse_mem(m) {
-                    return Err(crate::error::invalid(format!(
-                        "site file {}: `resources.\"{kind}\".mem`: {}",
-                        site.describe(),
-                        p.message
-                    )));
+                    return Err(bad(&format!("resources.\"{kind}\".mem"), p.message));
                 }
             }
         }
@@ -122,14 +210,23 @@ impl Policy {
         ] {
             if let Some(v) = value {
                 if parse_slurm_time(v).is_none() {
-                    return Err(crate::error::invalid(format!(
-                        "site file {}: `{key}` = {v:?} is not a Slurm time (HH:MM:SS, D-HH:MM, …)",
-                        site.describe()
-                    )));
+                    return Err(bad(
+                        key,
+                        format!("= {:?} is not a Slurm time (HH:MM:SS, D-HH:MM, …)", clip(v)),
+                    ));
                 }
             }
         }
         Ok(policy)
+    }
+}
+
+/// A value cut to a readable length for messages.
+fn clip(s: &str) -> String {
+    if s.chars().count() <= 60 {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(60).collect::<String>())
     }
 }
 
@@ -144,6 +241,73 @@ pub fn parse_slurm_time(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Site values that would reach an `#SBATCH` line or a number that means
+    /// nothing are refused, naming the key; any user can write a site file.
+    #[test]
+    fn hostile_site_values_are_invalid_input_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("site.toml");
+        for (text, key) in [
+            (
+                "[defaults]\ngpu_partition = \"gpu\\n#SBATCH --uid=0\"\n",
+                "defaults.gpu_partition",
+            ),
+            (
+                "[defaults]\ncpu_partition = \"cpu;$(touch /tmp/x)\"\n",
+                "defaults.cpu_partition",
+            ),
+            ("[defaults]\nimgsz = 33\n", "defaults.imgsz"),
+            ("[defaults]\nimgsz = 0\n", "defaults.imgsz"),
+            ("[defaults]\nbatch = 0\n", "defaults.batch"),
+            (
+                "[defaults]\nmemory_warning = nan\n",
+                "defaults.memory_warning",
+            ),
+            (
+                "[defaults]\nmemory_warning = 2.0\n",
+                "defaults.memory_warning",
+            ),
+            ("[gpu_memory]\na100 = inf\n", "gpu_memory.\"a100\""),
+            ("[gpu_memory]\n\"a100 $(x)\" = 40.0\n", "gpu_memory"),
+            (
+                "[pools.shared]\nshard_gib = 1e-300\nmax_gib = 16.0\n",
+                "pools.shared.shard_gib",
+            ),
+            (
+                "[pools.shared]\npartition = \"a b\"\nshard_gib = 4.0\nmax_gib = 16.0\n",
+                "pools.shared.partition",
+            ),
+            (
+                "[pools.mig]\npartition = \"gpu\\n\"\n",
+                "pools.mig.partition",
+            ),
+            ("[limits]\nmax_array_size = 0\n", "limits.max_array_size"),
+            (
+                "[limits]\nallowed_gpus = [\"1g.5gb\\n\"]\n",
+                "limits.allowed_gpus",
+            ),
+            ("[resources.\"1g;5gb\"]\ncpus = 2\n", "resources"),
+            (
+                "[resources.\"1g.5gb\"]\ncpus = 0\n",
+                "resources.\"1g.5gb\".cpus",
+            ),
+            ("[defaults]\ntime = \"forever\"\n", "defaults.time"),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let site = crate::config::Site::load(Some(&p)).unwrap();
+            let e = Policy::from_site(&site).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{text}");
+            assert!(e.to_string().contains(&format!("`{key}`")), "{text}: {e}");
+        }
+        std::fs::write(
+            &p,
+            "[defaults]\ngpu_partition = \"gpu,gpu2\"\nimgsz = 640\nbatch = 8\nmemory_warning = 0.8\n\
+             [pools.shared]\nshard_gib = 4.0\nmax_gib = 16.0\n[gpu_memory]\na100 = 39.5\n",
+        )
+        .unwrap();
+        assert!(Policy::from_site(&crate::config::Site::load(Some(&p)).unwrap()).is_ok());
+    }
 
     #[test]
     fn slurm_times() {

@@ -286,8 +286,16 @@ pub fn check_imgsz(v: &ArgValue) -> Result<u32, Problem> {
         ))
         .help(format!("use {down} or {}", down + stride)));
     }
-    u32::try_from(n).map_err(|_| Problem::new(format!("{n} is too large")))
+    if n > i64::from(MAX_IMGSZ) {
+        return Err(Problem::new(format!(
+            "{n} is larger than {MAX_IMGSZ}, the largest image size yolo-sched plans for"
+        )));
+    }
+    u32::try_from(n).map_err(|_| Problem::new(format!("{n} is larger than {MAX_IMGSZ}")))
 }
+
+/// The largest `imgsz` accepted: beyond it the memory estimate means nothing.
+pub const MAX_IMGSZ: u32 = 8192;
 
 /// `batch`: ≥ 1 images, or -1 / a fraction in (0, 1) for AutoBatch.
 pub fn check_batch(v: &ArgValue) -> Result<Batch, Problem> {

@@ -5,7 +5,7 @@
 //! cluster (array size against `MaxArraySize`, GPU types that exist) belong to the
 //! planner, which reports them with `Spec::error_at` so they look the same.
 
-mod args;
+pub(crate) mod args;
 pub mod error;
 mod parse;
 
