@@ -252,7 +252,11 @@ pub struct ListRow {
 }
 
 impl ListRow {
-    pub fn new(m: &crate::run::Manifest, submitted_at: chrono::DateTime<chrono::Utc>, st: &RunStatus) -> ListRow {
+    pub fn new(
+        m: &crate::run::Manifest,
+        submitted_at: chrono::DateTime<chrono::Utc>,
+        st: &RunStatus,
+    ) -> ListRow {
         ListRow {
             run_id: m.run_id.clone(),
             user: m.user.clone(),

@@ -229,9 +229,18 @@ mod tests {
     #[test]
     fn failed_and_cancelled_stages_are_not_full_bars() {
         use TaskState::*;
-        assert_eq!(bar_of(&stage("prepare", Completed, &[Completed])), (1, 1, Look::Progress));
-        assert_eq!(bar_of(&stage("prepare", Failed, &[Failed])), (0, 1, Look::Broken));
-        assert_eq!(bar_of(&stage("export", Cancelled, &[Cancelled])), (0, 1, Look::Broken));
+        assert_eq!(
+            bar_of(&stage("prepare", Completed, &[Completed])),
+            (1, 1, Look::Progress)
+        );
+        assert_eq!(
+            bar_of(&stage("prepare", Failed, &[Failed])),
+            (0, 1, Look::Broken)
+        );
+        assert_eq!(
+            bar_of(&stage("export", Cancelled, &[Cancelled])),
+            (0, 1, Look::Broken)
+        );
         let sweep = stage("train", Failed, &[Completed, Failed, Completed]);
         assert_eq!(bar_of(&sweep), (2, 3, Look::Broken));
         // A training that ran every epoch and then failed keeps its count, drawn broken.

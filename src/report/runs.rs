@@ -285,10 +285,7 @@ mod tests {
         .join("\n");
         let rows = queue_rows(&listing, &[15, 16, 17]);
         assert_eq!(rows.len(), 3, "job 99 is not a run's");
-        assert_eq!(
-            (rows[0].array_job_id, rows[0].tasks.clone()),
-            (15, vec![])
-        );
+        assert_eq!((rows[0].array_job_id, rows[0].tasks.clone()), (15, vec![]));
         assert_eq!(rows[0].state, "CANCELLED");
         assert_eq!((rows[1].array_job_id, rows[1].tasks.clone()), (16, vec![3]));
         assert_eq!(rows[2].tasks, vec![4, 5, 6]);

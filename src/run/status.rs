@@ -643,7 +643,8 @@ pub fn compute(
                     // pass, so for a second or two after the stage before ended the
                     // reason still says Dependency. The stages above are what
                     // counts: the wait is over.
-                    t.reason_text = upstream.map(|u| format!("{u} finished; waiting for Slurm to schedule it"));
+                    t.reason_text =
+                        upstream.map(|u| format!("{u} finished; waiting for Slurm to schedule it"));
                 }
                 t
             } else if let Some(a) = acct.iter().find(|a| a.job_id == job_id) {
