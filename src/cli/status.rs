@@ -293,7 +293,9 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
             continue;
         }
         match crate::run::Manifest::load(&path) {
-            Ok(m) => {
+            Ok(mut m) => {
+                // The job files are where the manifest was found (as in `report`).
+                m.workdir = e.workdir.clone();
                 manifests.push(m);
                 submitted.push(e.submitted_at);
             }

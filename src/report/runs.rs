@@ -102,7 +102,12 @@ pub fn load(dir: &Path) -> (Vec<RunManifest>, Vec<Unreadable>) {
         };
         let manifest_path = RunManifest::path_in(&entry.workdir);
         match RunManifest::load(&manifest_path) {
-            Ok(m) => manifests.push(m),
+            // The job files are where the manifest was found, as for `list`
+            // (a run directory may have been moved since).
+            Ok(mut m) => {
+                m.workdir = entry.workdir;
+                manifests.push(m);
+            }
             Err(e) => unreadable.push(Unreadable {
                 path: manifest_path.display().to_string(),
                 error: format!("{:#}", e.root_cause()),
