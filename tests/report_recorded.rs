@@ -346,7 +346,10 @@ fn recorded_run_manifest_reads_through_its_index() {
     // Gone from the queue without an end record: lost, which counts as a failure.
     let m = view(&[]);
     assert_eq!(m.stages[0].state, "failed");
-    assert_eq!((m.state.as_str(), m.stage.as_deref()), ("failed", Some("train")));
+    assert_eq!(
+        (m.state.as_str(), m.stage.as_deref()),
+        ("failed", Some("train"))
+    );
     let summary = runs::summarise(&index_dir, &[m], Vec::new());
     assert_eq!(summary.most_failing_stage.unwrap().stage, "train");
 }
