@@ -1093,6 +1093,51 @@ mod tests {
     }
 
     #[test]
+    fn a_met_dependency_reads_as_met_and_suspended_is_running() {
+        let m = manifest(vec![
+            stage("prepare", 1, 50),
+            stage("train", 1, 51),
+            stage("export", 1, 52),
+        ]);
+        // Prepare just ended; slurmctld has not re-tested train's dependency yet.
+        let rows = vec![
+            row("50", 50, "", "COMPLETED", ""),
+            row("51", 51, "", "PENDING", "Dependency"),
+            row("52", 52, "", "PENDING", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(s.state, RunState::Pending);
+        assert_eq!(
+            s.stage("train").unwrap().tasks[0].reason_text.as_deref(),
+            Some("prepare finished; waiting for Slurm to schedule it")
+        );
+        assert_eq!(
+            s.stage("export").unwrap().tasks[0].reason_text.as_deref(),
+            Some("waiting for train to finish")
+        );
+        let rows = vec![
+            row("50", 50, "", "COMPLETED", ""),
+            row("51", 51, "", "SUSPENDED", ""),
+            row("52", 52, "", "PENDING", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(
+            s.state,
+            RunState::Running {
+                stage: "train".into()
+            }
+        );
+        assert!(!s.state.is_finished());
+        let rows = vec![
+            row("50", 50, "", "COMPLETED", ""),
+            row("51", 51, "", "DEADLINE", ""),
+            row("52", 52, "", "CANCELLED", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!((s.state.word(), s.state.stage()), ("failed", Some("train")));
+    }
+
+    #[test]
     fn results_csv_gives_epoch_and_best_map() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("results.csv");
