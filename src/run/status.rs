@@ -53,11 +53,6 @@ impl TaskState {
         }
     }
 
-    /// Failed, or lost (started, never recorded its end, and Slurm forgot it).
-    pub fn is_failure(self) -> bool {
-        matches!(self, TaskState::Failed | TaskState::Lost)
-    }
-
     pub fn is_active(self) -> bool {
         matches!(self, TaskState::Pending | TaskState::Running)
     }
