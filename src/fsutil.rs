@@ -72,6 +72,43 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     write_atomic_checked(path, bytes, mode, |_| Ok(()))
 }
 
+/// Write `bytes` to `path` atomically, keeping an existing file's permission
+/// bits (readers such as node_exporter's textfile collector rely on them); a
+/// new file gets `new_mode`.
+pub fn write_atomic_keep_mode(path: &Path, bytes: &[u8], new_mode: u32) -> Result<()> {
+    let mode = fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(new_mode, |m| m.permissions().mode() & 0o7777);
+    write_atomic(path, bytes, mode)
+}
+
+/// Check before any work that `path` can be written as a file: a file name in
+/// an existing directory, and nothing there (through a symlink) but a regular
+/// file. `what` names the flag in the message (`--output`).
+pub fn check_target(path: &Path, what: &str) -> std::result::Result<(), String> {
+    if path.file_name().is_none() {
+        return Err(format!("{what} {}: not a file name", path.display()));
+    }
+    let dir = parent_dir(path);
+    if !dir.is_dir() {
+        return Err(format!(
+            "{what} {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        ));
+    }
+    match fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(format!("{what} {}: is a directory", path.display())),
+        Ok(m) if !m.is_file() => Err(format!(
+            "{what} {}: exists and is not a regular file (a device, FIFO or socket); \
+             it is not replaced",
+            path.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Write `bytes` to `path` atomically with permission bits `mode`, replacing
 /// the old file only if `check` accepts the bytes read back from the
 /// temporary file. A symlink at `path` is followed: its target is replaced.
@@ -109,10 +146,10 @@ where
     let old_owner = match fs::metadata(&target) {
         Ok(meta) => {
             if !meta.is_file() {
-                bail!(
+                return Err(crate::error::invalid(format!(
                     "{} exists and is not a regular file; not replacing it",
                     target.display()
-                );
+                )));
             }
             Some((meta.uid(), meta.gid()))
         }
@@ -299,6 +336,46 @@ mod tests {
             e.contains("not UTF-8 text (first bad byte at offset 2)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn report_style_writes_keep_the_mode_and_refuse_devices() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("yolo.prom");
+        write_atomic_keep_mode(&path, b"one\n", 0o644).unwrap();
+        assert_eq!(mode_of(&path), 0o644);
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic_keep_mode(&path, b"two\n", 0o644).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two\n");
+        assert_eq!(mode_of(&path), 0o640);
+        assert!(leftovers(dir.path()).is_empty());
+        assert!(check_target(&path, "--output").is_ok());
+        assert!(check_target(dir.path(), "--output")
+            .unwrap_err()
+            .contains("is a directory"));
+        assert!(check_target(&dir.path().join("nope/r.csv"), "--output")
+            .unwrap_err()
+            .contains("does not exist"));
+        for dev in ["/dev/full", "/dev/null"] {
+            let e = check_target(Path::new(dev), "--output").unwrap_err();
+            assert!(e.contains("not a regular file"), "{e}");
+            let e = write_atomic(Path::new(dev), b"x", 0o644).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{e:#}");
+        }
+        // A symlink to a device is refused too, and left a symlink.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/dev/full", &link).unwrap();
+        assert!(check_target(&link, "--output").is_err());
+        assert!(write_atomic(&link, b"x", 0o644).is_err());
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(write_atomic(&fifo, b"x", 0o644).is_err());
+        use std::os::unix::fs::FileTypeExt;
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
     }
 
     fn mode_of(p: &Path) -> u32 {

@@ -1,11 +1,12 @@
-//! "Did you mean …?": the closest known name to a misspelt one.
+//! "Did you mean …?": the one suggestion policy, for spec keys, site keys,
+//! MIG profiles and layouts, GRES types and run ids alike.
 
 /// The candidate closest to `word` (case-insensitive optimal string alignment
-/// distance), if it is close enough to be a likely typo: one edit per three
-/// characters, at least 1 and at most 3.
+/// distance), if it is close enough to be a likely typo: `(length + 1) / 3`
+/// edits, at least 1 and at most 3 (`valid` → `val`, not `7g.80gb` → `1g.5gb`).
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let word_lc = word.to_lowercase();
-    let limit = (word.chars().count().div_ceil(3)).clamp(1, 3);
+    let limit = ((word.chars().count() + 1) / 3).clamp(1, 3);
     let mut best: Option<(usize, &'a str)> = None;
     for c in candidates {
         let d = distance(&word_lc, &c.to_lowercase());
@@ -14,6 +15,42 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         }
     }
     best.map(|(_, c)| c)
+}
+
+/// Every candidate close enough to `word` to be a likely typo (the `closest`
+/// threshold), nearest first, at most `max`.
+pub fn close_ones<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    max: usize,
+) -> Vec<&'a str> {
+    let word_lc = word.to_lowercase();
+    let limit = ((word.chars().count() + 1) / 3).clamp(1, 3);
+    let mut near: Vec<(usize, &'a str)> = candidates
+        .into_iter()
+        .map(|c| (distance(&word_lc, &c.to_lowercase()), c))
+        .filter(|(d, _)| *d <= limit)
+        .collect();
+    near.sort();
+    near.dedup();
+    near.into_iter().take(max).map(|(_, c)| c).collect()
+}
+
+/// `; did you mean `x`?` or nothing.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    match closest(word, candidates) {
+        Some(c) => format!("; did you mean `{c}`?"),
+        None => String::new(),
+    }
+}
+
+/// "`a`, `b`, `c`" for messages.
+pub fn ticked_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    items
+        .into_iter()
+        .map(|s| format!("`{s}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
@@ -58,6 +95,21 @@ mod tests {
         assert_eq!(closest("wokrers", keys), Some("workers"));
         assert_eq!(closest("learning_rate", keys), None);
         assert_eq!(closest("x", keys), None);
+        // MIG names follow the same policy.
+        let names = ["1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb"];
+        assert_eq!(closest("1g.5g", names), Some("1g.5gb"));
+        assert_eq!(closest("3G.20GB", names), Some("3g.20gb"));
+        assert_eq!(closest("7g.80gb", ["1g.5gb"]), None);
+        assert_eq!(did_you_mean("2g.10g", names), "; did you mean `2g.10gb`?");
+        assert_eq!(did_you_mean("zzz", names), "");
+        assert_eq!(ticked_list(["a", "b"]), "`a`, `b`");
+    }
+
+    #[test]
+    fn only_close_ones_are_offered() {
+        let runs = ["pcb-20261201-0750-ab12", "pcb-20261201-0751-cd34", "coco"];
+        assert_eq!(close_ones("nonexistent-run", runs, 3), Vec::<&str>::new());
+        assert_eq!(close_ones("cocoa", runs, 3), ["coco"]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 
 const SUBCOMMANDS: [&[&str]; 16] = [
     &["submit"],
@@ -82,6 +83,12 @@ fn an_unknown_run_id_is_invalid_input_with_close_matches() {
         .args(["status", "no-such-run"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no run `no-such-run`"));
+    // An empty id names no run (a prefix of every id would pick one).
+    let out = run(yolo()
+        .env("XDG_STATE_HOME", state.path())
+        .args(["status", ""]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no run given"));
 }
 
 #[test]
@@ -119,4 +126,168 @@ fn out_of_range_durations_from_flags_and_environment_are_invalid_input_not_panic
         assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?} {env:?}: {err}");
     }
+}
+
+/// Hostile numbers for every option that takes a value, on every subcommand,
+/// and for every numeric environment variable: each run ends in time with a
+/// documented status (0, 1 or 2), never a panic (101) or a signal.
+#[test]
+fn hostile_numbers_never_panic_or_hang() {
+    use clap::CommandFactory;
+    use std::time::Duration;
+
+    const VALUES: [&str; 6] = ["inf", "nan", "1e300", "-1", "0", "99999999999d"];
+    let dir = tempfile::tempdir().unwrap();
+    let empty_path = dir.path().join("no-bin");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    // Every leaf subcommand with the options that take a value.
+    fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
+        let subs: Vec<&clap::Command> = cmd
+            .get_subcommands()
+            .filter(|s| s.get_name() != "help")
+            .collect();
+        if subs.is_empty() {
+            out.push((path.clone(), cmd.clone()));
+        }
+        for s in subs {
+            let mut p = path.clone();
+            p.push(s.get_name().to_string());
+            leaves(s, p, out);
+        }
+    }
+    let mut all = Vec::new();
+    leaves(&yolo_sched::cli::Cli::command(), Vec::new(), &mut all);
+    let mut cases = 0;
+    let mut check = |args: Vec<String>, env: Option<(&str, &str)>| {
+        let mut cmd = yolo();
+        cmd.args(&args)
+            .current_dir(dir.path())
+            .env("PATH", &empty_path)
+            .env("HOME", dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"));
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        let out = run_bounded(&mut cmd, Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("{args:?} {env:?} did not end within 20 s"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0..=2)) && !stderr.contains("panicked"),
+            "{args:?} {env:?}: status {:?}\n{stderr}",
+            out.status
+        );
+        cases += 1;
+    };
+    for (path, cmd) in &all {
+        // A value for each required positional, so that the option is reached.
+        let positionals: Vec<String> = cmd
+            .get_positionals()
+            .filter(|a| a.is_required_set())
+            .map(|a| {
+                a.get_possible_values()
+                    .first()
+                    .map_or("nonexistent".to_string(), |v| v.get_name().to_string())
+            })
+            .collect();
+        for arg in cmd.get_arguments().filter(|a| {
+            a.get_long().is_some()
+                && a.get_action().takes_values()
+                && a.get_possible_values().is_empty()
+        }) {
+            let long = format!("--{}", arg.get_long().unwrap());
+            for v in VALUES {
+                let mut args = path.clone();
+                args.extend(positionals.iter().cloned());
+                args.push(format!("{long}={v}"));
+                check(args, None);
+            }
+        }
+        // And each positional in turn.
+        for i in 0..positionals.len() {
+            for v in VALUES {
+                let mut args = path.clone();
+                let mut given = positionals.clone();
+                given[i] = v.to_string();
+                args.extend(given);
+                check(args, None);
+            }
+        }
+    }
+    for var in [
+        "YOLO_SCHED_SLURM_TIMEOUT",
+        "YOLO_SCHED_WATCH_INTERVAL",
+        "YOLO_SCHED_WATCH_MAX_INTERVAL",
+    ] {
+        for v in VALUES {
+            for args in [
+                vec!["list"],
+                vec!["watch", "nonexistent"],
+                vec!["generate", "completions", "bash"],
+            ] {
+                check(
+                    args.into_iter().map(str::to_string).collect(),
+                    Some((var, v)),
+                );
+            }
+        }
+    }
+    assert!(cases > 250, "only {cases} cases");
+}
+
+/// `--output` and `--summary` never replace what is not a regular file: a
+/// device, a FIFO, or a symlink to one is refused before any work, exit 2,
+/// and left as it was.
+#[test]
+fn outputs_refuse_devices_fifos_and_links_to_them() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let link = dir.path().join("full-link");
+    std::os::unix::fs::symlink("/dev/full", &link).unwrap();
+    let data = dir.path().join("data.yaml");
+    std::fs::write(&data, "path: .\ntrain: images\nval: images\nnames: [a]\n").unwrap();
+    for target in [Path::new("/dev/full"), fifo.as_path(), link.as_path()] {
+        for args in [
+            vec![
+                "report".to_string(),
+                "--format".into(),
+                "json".into(),
+                "--output".into(),
+            ],
+            vec![
+                "dataset".into(),
+                "check".into(),
+                data.display().to_string(),
+                "--summary".into(),
+            ],
+        ] {
+            let mut cmd = yolo();
+            cmd.args(&args).arg(target).env("PATH", dir.path());
+            let out =
+                run_bounded(&mut cmd, std::time::Duration::from_secs(20)).expect("ends in time");
+            assert_eq!(out.status.code(), Some(2), "{args:?} {target:?}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("not a regular file"),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    assert!(std::fs::metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }

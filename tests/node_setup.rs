@@ -67,6 +67,21 @@ impl Node {
         common::run(&mut self.cmd(args))
     }
 
+    /// As `cmd`, but node-setup talks to Slurm (give stand-ins on PATH).
+    fn cmd_with_slurm(&self, args: &[&str]) -> Command {
+        let mut cmd = common::yolo();
+        self.fake.apply_env(&mut cmd);
+        cmd.env("YOLO_SCHED_SITE", &self.site)
+            .env_remove(PAUSE)
+            .arg("node-setup")
+            .args(args)
+            .args(["--node", "fake1", "--gres-conf"])
+            .arg(&self.gres)
+            .arg("--sysroot")
+            .arg(&self.fake.sysroot);
+        cmd
+    }
+
     fn state_bytes(&self) -> Vec<u8> {
         let path = PathBuf::from(format!("{}.state.json", self.fake.fixture.display()));
         std::fs::read(path).unwrap_or_default()
@@ -746,5 +761,115 @@ fn auto_from_a_demand_file_keeps_a_gpu_whole_for_whole_gpu_jobs() {
         stderr(&out).contains("not a regular file"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// `--check` and `--apply` share one assertion walk: each compared thing is
+/// changed in turn (the GPUs, the gres.conf block, the include file, a node
+/// left drained) and `--check` names exactly that one, while `--apply` acts.
+#[test]
+fn check_sees_each_thing_apply_compares() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let include = node.fake.dir.path().join("nodes-mig.conf");
+    let inc = include.to_str().unwrap();
+    let layout = ["--layout", "1g.5gb*7", "--slurm-include", inc];
+    fn with<'a>(action: &'a str, layout: &[&'a str]) -> Vec<&'a str> {
+        let mut v = vec![action];
+        v.extend_from_slice(layout);
+        v
+    }
+    let out = node.run(&with("--apply", &layout));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let kinds = |out: &Output| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["differences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["what"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let check = |node: &Node| node.run(&[&with("--check", &layout)[..], &["--json"]].concat());
+    let matches = check(&node);
+    assert_eq!(code(&matches), 0, "{}", stdout(&matches));
+    assert!(kinds(&matches).is_empty());
+
+    // The GPUs alone: another layout applied, then gres.conf and the include put back.
+    let (gres, inc_text) = (node.gres_text(), common::read(&include));
+    let out = node.run(&["--apply", "--layout", "3g.20gb*2", "--slurm-include", inc]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    std::fs::write(&node.gres, &gres).unwrap();
+    std::fs::write(&include, &inc_text).unwrap();
+    let out = check(&node);
+    assert_eq!(code(&out), 1);
+    let got = kinds(&out);
+    assert!(!got.is_empty() && got.iter().all(|k| k == "gpu"), "{got:?}");
+    let out = node.run(&with("--apply", &layout));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(kinds(&check(&node)).is_empty());
+
+    // The gres.conf block alone.
+    std::fs::write(&node.gres, gres.replace("Type=1g.5gb", "Type=1g.10gb")).unwrap();
+    assert_eq!(kinds(&check(&node)), ["gres_conf"]);
+    let out = node.run(&with("--apply", &layout));
+    assert!(
+        !stderr(&out).contains("already applied"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(node.gres_text(), gres);
+
+    // The include file alone.
+    std::fs::remove_file(&include).unwrap();
+    assert_eq!(kinds(&check(&node)), ["include"]);
+    let out = node.run(&with("--apply", &layout));
+    assert!(
+        !stderr(&out).contains("already applied"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(common::read(&include), inc_text);
+    assert!(kinds(&check(&node)).is_empty());
+
+    // A node an earlier run left drained: stand-in sinfo says so.
+    use std::os::unix::fs::PermissionsExt;
+    let bin = node.fake.dir.path().join("slurm-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let calls = node.fake.dir.path().join("calls.log");
+    for (name, body) in [
+        ("sinfo", "echo 'drained|yolo-sched node-setup failed at step 13 (reconfigure); rerun node-setup'"),
+        ("scontrol", ":"),
+    ] {
+        let script = bin.join(name);
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\necho \"{name} $*\" >>'{}'\n{body}\n", calls.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = node.cmd_with_slurm(&[&with("--check", &layout)[..], &["--json"]].concat());
+    cmd.env("PATH", &path);
+    let out = common::run(&mut cmd);
+    assert_eq!(code(&out), 1);
+    assert_eq!(kinds(&out), ["left_drained"]);
+    let mut cmd = node.cmd_with_slurm(&with("--apply", &layout));
+    cmd.env("PATH", &path).args(["--reconfigure-cmd", "true"]);
+    let out = common::run(&mut cmd);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("left drained by an earlier node-setup"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        common::read(&calls).contains("scontrol update NodeName=fake1 State=RESUME"),
+        "{}",
+        common::read(&calls)
     );
 }

@@ -83,6 +83,14 @@ fn run_check(ctx: &Context, args: &CheckArgs) -> Result<i32> {
         threads: args.threads,
         cache: args.cache.clone(),
     };
+    if let Some(path) = &args.summary {
+        // Refused before any work; a missing directory is created afterwards.
+        if let Err(e) = crate::fsutil::check_target(path, "--summary") {
+            if !e.contains("does not exist") {
+                return Err(crate::error::invalid(e));
+            }
+        }
+    }
     let report = dataset::run_check(&args.data, &opts)?;
     if let Some(path) = &args.summary {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

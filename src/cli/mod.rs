@@ -20,6 +20,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::Site;
 use crate::error::{self, exit};
+use crate::printer::Printer;
 use crate::slurm::Slurm;
 
 const AFTER_HELP: &str = "\
@@ -92,9 +93,10 @@ pub enum Command {
     Generate(generate::GenerateArgs),
 }
 
-/// What every subcommand gets: resolved settings and the Slurm runner.
+/// What every subcommand gets: resolved settings, the terminal and the Slurm runner.
 pub struct Context {
     pub global: GlobalArgs,
+    pub printer: Printer,
     pub slurm: Slurm,
     site: Option<Site>,
 }
@@ -110,7 +112,7 @@ impl Context {
     }
 
     pub fn color(&self) -> bool {
-        self.global.color.enabled_for_stdout()
+        self.printer.color()
     }
 }
 
@@ -122,6 +124,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         ))
     })?;
     let mut ctx = Context {
+        printer: Printer::new(cli.global.color),
         global: cli.global,
         slurm: Slurm::from_env(),
         site: None,
@@ -159,11 +162,12 @@ pub fn run_main() {
             std::process::exit(code);
         }
     };
+    let printer = Printer::new(cli.global.color);
     let code = match execute(cli) {
         Ok(code) => code,
         Err(err) if error::is_broken_pipe(&err) => exit::OK,
         Err(err) => {
-            eprintln!("yolo-sched: error: {err:#}");
+            printer.error(&err);
             error::exit_code_for(&err)
         }
     };

@@ -170,12 +170,17 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     let named = named_layouts(&section.layouts, &site_origin)?;
     let layout = nodesetup::resolve_layout(layout_arg, &named)?;
     if args.apply && !nix::unistd::geteuid().is_root() {
-        eprintln!("yolo-sched: error: node-setup --apply changes GPUs and /etc/slurm and must run as root (try `sudo yolo-sched node-setup --apply …`); --dry-run and --check work as any user");
-        return Ok(1);
+        return Err(crate::error::with_hint(
+            crate::error::typed(
+                crate::error::Kind::NotRoot,
+                "node-setup --apply changes GPUs and /etc/slurm and must run as root",
+            ),
+            "try `sudo yolo-sched node-setup --apply …`; --dry-run and --check work as any user",
+        ));
     }
     let nvml = nodesetup::open_nvml(&lib)?;
     if args.apply {
-        let result = nodesetup::apply(&nvml, &opts, &layout, &ctx.slurm);
+        let result = nodesetup::apply(&ctx.printer, &nvml, &opts, &layout, &ctx.slurm);
         let outcome = match &result {
             Ok(Applied::AlreadyApplied) => "ok: already applied".to_string(),
             Ok(Applied::Changed { summary }) => format!("ok: {summary}"),
@@ -204,7 +209,7 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     }
     let prepared = nodesetup::prepare(&nvml, &opts, &layout, &ctx.slurm)?;
     if args.check {
-        let diffs = nodesetup::differences(&prepared);
+        let diffs = nodesetup::differences(&prepared, &opts, &ctx.slurm)?;
         if args.json {
             output::print_json(&serde_json::json!({
                 "node": prepared.node,
@@ -228,13 +233,13 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
         }
         return Ok(if diffs.is_empty() { 0 } else { 1 });
     }
-    dry_run(&prepared, args.json)
+    dry_run(&ctx.printer, &prepared, args.json)
 }
 
 fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> {
     let node = match &args.node {
         Some(n) => n.clone(),
-        None => short_hostname()?,
+        None => crate::identity::short_host_name()?,
     };
     if node.is_empty() || node.contains(|c: char| c.is_whitespace() || c == '=' || c == ',') {
         return Err(invalid(format!(
@@ -270,12 +275,6 @@ fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> 
         ),
         demand_file: args.demand.clone(),
     })
-}
-
-fn short_hostname() -> Result<String> {
-    let host = nix::unistd::gethostname().context("reading the hostname")?;
-    let host = host.to_string_lossy();
-    Ok(host.split('.').next().unwrap_or_default().to_string())
 }
 
 fn show(topology: &Topology, json: bool, color: bool) -> Result<i32> {
@@ -340,7 +339,7 @@ fn show(topology: &Topology, json: bool, color: bool) -> Result<i32> {
     Ok(0)
 }
 
-fn dry_run(prepared: &Prepared, json: bool) -> Result<i32> {
+fn dry_run(printer: &crate::printer::Printer, prepared: &Prepared, json: bool) -> Result<i32> {
     let path = prepared.gres_conf.display().to_string();
     let diff = match &prepared.new_text {
         Ok(new) => crate::gres::diff::unified_diff(
@@ -374,16 +373,19 @@ fn dry_run(prepared: &Prepared, json: bool) -> Result<i32> {
             ))?;
         }
     }
+    for w in &prepared.warnings {
+        printer.warn(w);
+    }
     if let Some(auto) = &prepared.auto {
         for line in nodesetup::describe_auto(auto) {
             output::println(format!("  {line}"))?;
         }
         for s in auto.unserved() {
-            eprintln!(
-                "yolo-sched: warning: {} pending job(s) asking for {} could run neither on this \
-                 layout nor on any other node",
+            printer.warn(format!(
+                "{} pending job(s) asking for {} could run neither on this layout nor on any \
+                 other node",
                 s.never_start, s.kind
-            );
+            ));
         }
     }
     output::println("")?;

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::Context;
 use crate::error::invalid;
-use crate::report::{self, atomic, render::Selection, squeue::Filter, window, Format};
+use crate::report::{self, render::Selection, squeue::Filter, window, Format};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -89,7 +89,7 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
     let selection = Selection::parse(&args.sections).map_err(invalid)?;
     let since = window::since(&args.since, Local::now().naive_local()).map_err(invalid)?;
     if let Some(path) = &args.output {
-        atomic::check_target(path).map_err(invalid)?;
+        crate::fsutil::check_target(path, "--output").map_err(invalid)?;
     }
     let filter = Filter {
         user: check_name("--user", &args.user)?,
@@ -113,7 +113,7 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
     match &args.output {
         Some(path) => {
             let text = report::render(&data, format, &selection, false, false)?;
-            atomic::write(path, text.as_bytes())
+            crate::fsutil::write_atomic_keep_mode(path, text.as_bytes(), 0o644)
                 .with_context(|| format!("writing the report to {}", path.display()))?;
         }
         None => {

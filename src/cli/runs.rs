@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use clap::Args;
 use serde::Serialize;
 
@@ -87,7 +87,7 @@ pub struct AuditArgs {
     /// Run id (or prefix).
     #[arg(long)]
     pub run: Option<String>,
-    /// Only records newer than this: `30m`, `24h`, `7d`, or an RFC 3339 time.
+    /// Only records newer than this: `30m`, `24h`, `1d12h`, a local `2026-11-29T08:00`, or RFC 3339.
     #[arg(long)]
     pub since: Option<String>,
     #[arg(long)]
@@ -99,12 +99,13 @@ pub fn record(ctx: &mut Context, rec: &AuditRecord) {
     let path = match ctx.site().and_then(audit::log_path) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("yolo-sched: warning: no audit log: {e:#}");
+            ctx.printer.warn(format!("no audit log: {e:#}"));
             return;
         }
     };
     if let Err(e) = audit::append(&path, rec) {
-        eprintln!("yolo-sched: warning: could not write the audit log: {e:#}");
+        ctx.printer
+            .warn(format!("could not write the audit log: {e:#}"));
     }
 }
 
@@ -342,54 +343,19 @@ pub fn logs(ctx: &mut Context, args: &LogsArgs) -> Result<i32> {
     }
 }
 
-/// `30m`, `24h`, `7d` or an RFC 3339 time → the instant.
-pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    let (num, unit) = s.split_at(s.trim_end_matches(|c: char| c.is_ascii_alphabetic()).len());
-    let n: i64 = num.parse().map_err(|_| {
-        invalid(format!(
-            "--since {s:?}: expected e.g. 30m, 24h, 7d or an RFC 3339 time"
-        ))
-    })?;
-    let unit_secs: i64 = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" | "" => 3600,
-        "d" => 86400,
-        "w" => 7 * 86400,
-        _ => {
-            return Err(invalid(format!(
-                "--since {s:?}: unknown unit `{unit}` (use s, m, h, d or w)"
-            )))
-        }
-    };
-    // Checked all the way: a huge count is invalid input, never an overflow panic.
-    n.checked_mul(unit_secs)
-        .filter(|secs| *secs >= 0)
-        .and_then(chrono::Duration::try_seconds)
-        .and_then(|d| now.checked_sub_signed(d))
-        .ok_or_else(|| {
-            invalid(format!(
-                "--since {s:?} reaches before any date this tool handles; give a smaller span or an RFC 3339 time"
-            ))
-        })
-}
-
 pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
     let path = audit::log_path(ctx.site()?)?;
     let (records, bad) = audit::read(&path)?;
     for line in &bad {
-        eprintln!(
-            "yolo-sched: warning: {}:{line}: not an audit record; skipped",
+        ctx.printer.warn(format!(
+            "{}:{line}: not an audit record; skipped",
             path.display()
-        );
+        ));
     }
     let since = args
         .since
         .as_deref()
-        .map(|s| parse_since(s, Utc::now()))
+        .map(|s| crate::report::window::since_utc(s, Utc::now()).map_err(invalid))
         .transpose()?;
     let selected: Vec<&AuditRecord> = records
         .iter()
@@ -433,32 +399,4 @@ pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
     }
     output::println(&table).with_context(|| "printing the audit log")?;
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn since_forms() {
-        let now = "2026-11-30T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
-        assert_eq!(
-            parse_since("24h", now).unwrap(),
-            "2026-11-29T12:00:00Z".parse::<DateTime<Utc>>().unwrap()
-        );
-        assert_eq!(
-            parse_since("30m", now).unwrap(),
-            "2026-11-30T11:30:00Z".parse::<DateTime<Utc>>().unwrap()
-        );
-        assert_eq!(
-            parse_since("2026-11-01T00:00:00Z", now).unwrap(),
-            "2026-11-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
-        );
-        assert!(parse_since("yesterday", now).is_err());
-        assert!(parse_since("3y", now).is_err());
-        for huge in ["99999999999d", "9223372036854775807w", "-5h"] {
-            let e = parse_since(huge, now).unwrap_err();
-            assert_eq!(crate::error::exit_code_for(&e), 2, "{huge}");
-        }
-    }
 }

@@ -295,7 +295,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
     if let Err(e) = released {
         // The chain was cancelled: leave no run behind that points at it.
         if let Err(d) = manifest.discard() {
-            eprintln!("yolo-sched: warning: {d:#}");
+            ctx.printer.warn(format!("{d:#}"));
         }
         return Err(e);
     }
@@ -438,10 +438,8 @@ fn build_manifest(
         schema_version: manifest::SCHEMA_VERSION,
         run_id: run_id.to_string(),
         name: spec.run.name.clone(),
-        user: current_user(),
-        host: nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        user: crate::identity::current_user(),
+        host: crate::identity::host_name(),
         submitted_at: now,
         workdir: workdir.to_path_buf(),
         spec_file: absolute(spec_path)?,
@@ -452,15 +450,6 @@ fn build_manifest(
         estimate_gib: plan.estimate.as_ref().map(|e| e.needed_gib),
         stages,
     })
-}
-
-pub fn current_user() -> String {
-    let uid = nix::unistd::getuid();
-    nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| uid.to_string())
 }
 
 fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut) -> Result<i32> {
@@ -480,7 +469,7 @@ fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut
         }
     }
     for w in &out.warnings {
-        eprintln!("yolo-sched: warning: {w}");
+        ctx.printer.warn(w);
     }
     let mut table = output::new_table(&[
         "stage",

@@ -1,6 +1,5 @@
 //! `yolo-sched validate`: check a spec without touching Slurm.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -147,16 +146,7 @@ fn plural(n: u64) -> &'static str {
 }
 
 fn print_warnings(ctx: &Context, warnings: &[SpecError]) {
-    let color = match ctx.global.color {
-        output::ColorChoice::Always => true,
-        output::ColorChoice::Never => false,
-        output::ColorChoice::Auto => {
-            std::io::stderr().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-                && std::env::var("TERM").map_or(true, |t| t != "dumb")
-        }
-    };
     for w in warnings {
-        eprintln!("{}: {w}", output::paint("warning", "33", color));
+        ctx.printer.warn(w);
     }
 }

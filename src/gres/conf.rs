@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use super::hostlist;
 use crate::error::invalid;
-use crate::mig::suggest::did_you_mean;
+use crate::suggest::did_you_mean;
 
 /// One configuration line (a record).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::builtin;
 use super::profile::{normalize_profile_name, GpuGeometry};
-use super::suggest::{closest, did_you_mean, ticked_list};
 use crate::error::invalid;
+use crate::suggest::{closest, did_you_mean, ticked_list};
 
 /// The most instances one item of a layout may ask for; no GPU has more slices.
 pub const MAX_COUNT: u32 = 64;

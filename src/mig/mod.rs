@@ -12,7 +12,6 @@ pub mod planner;
 pub mod profile;
 #[cfg(test)]
 mod properties;
-pub(crate) mod suggest;
 
 pub use auto::{plan_auto, AutoPlan, ServedKind};
 pub use catalog::LayoutCatalog;

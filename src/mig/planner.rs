@@ -27,8 +27,8 @@ use serde::Serialize;
 
 use super::layout::{GpuLayout, ProfileCounts};
 use super::profile::GpuGeometry;
-use super::suggest::{did_you_mean, ticked_list};
 use crate::error::invalid;
+use crate::suggest::{did_you_mean, ticked_list};
 
 /// One GPU instance of a plan: which profile, where.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]

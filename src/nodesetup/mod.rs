@@ -27,6 +27,7 @@ use crate::gres::render::{
 use crate::mig::{plan_auto, AutoPlan, Demand, GpuTarget, Layout, LayoutCatalog};
 use crate::nvml::apply::{create_instance, set_mig_mode};
 use crate::nvml::topology::{Placement, Topology};
+use crate::printer::Printer;
 use crate::slurm::Slurm;
 pub use plan::{GpuDecision, ModeAction, NodeDecision};
 
@@ -97,6 +98,8 @@ pub struct Prepared {
     pub slurm_lines: SlurmConfLines,
     /// The node's block in gres.conf already says what it will say.
     pub gres_matches: bool,
+    /// Things the admin should know (gres.conf lines outside the block for this node).
+    pub warnings: Vec<String>,
 }
 
 /// Load NVML, turning a missing driver into a clear message.
@@ -233,7 +236,10 @@ fn prepared_from(
 ) -> Result<Prepared> {
     let planned_gres = plan::gres_planned(&opts.node, &topology, &decision);
     let old_text = read_text(&opts.gres_conf)?;
-    let new_text = render_file(opts, &planned_gres, &old_text);
+    let (new_text, warnings) = match render_file(opts, &planned_gres, &old_text) {
+        Ok((text, warnings)) => (Ok(text), warnings),
+        Err(e) => (Err(e), Vec::new()),
+    };
     let gres_matches = matches!(&new_text, Ok(t) if *t == old_text);
     Ok(Prepared {
         node: opts.node.clone(),
@@ -246,15 +252,18 @@ fn prepared_from(
         new_text,
         planned_gres,
         gres_matches,
+        warnings,
     })
 }
 
 /// The whole new gres.conf for `gres`, or why it cannot be rendered.
+/// With it, the warnings about gres.conf lines outside the block that also
+/// configure this node's GPUs.
 fn render_file(
     opts: &Options,
     gres: &NodeGres,
     old_text: &str,
-) -> std::result::Result<String, String> {
+) -> std::result::Result<(String, Vec<String>), String> {
     let has_mig = gres
         .gpus
         .iter()
@@ -267,37 +276,77 @@ fn render_file(
     let block =
         render_block(gres, &minors, &opts.render_options()).map_err(|e| format!("{e:#}"))?;
     let edit = replace_block(old_text, &gres.node, &block).map_err(|e| format!("{e:#}"))?;
-    for (line, text) in &edit.conflicts {
-        eprintln!(
-            "node-setup: warning: gres.conf line {line} also configures GPUs for {}: {text}",
-            gres.node
-        );
-    }
-    Ok(edit.text)
+    let warnings = edit
+        .conflicts
+        .iter()
+        .map(|(line, text)| {
+            format!(
+                "gres.conf line {line} also configures GPUs for {}: {text}",
+                gres.node
+            )
+        })
+        .collect();
+    Ok((edit.text, warnings))
 }
 
-/// `--check`: the differences between the node and its layout (empty: matches).
-pub fn differences(prepared: &Prepared) -> Vec<String> {
+/// One way the node differs from its layout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub what: DifferenceKind,
+    pub message: String,
+}
+
+/// What differs: the GPUs, gres.conf, the include file, or Slurm's view of the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DifferenceKind {
+    Gpu,
+    GresConf,
+    Include,
+    LeftDrained,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The one assertion walk, shared by `--check` and `--apply` (which stops as
+/// "already applied" when it finds nothing): the GPUs against the decision,
+/// the gres.conf block, the `--slurm-include` file, and (with Slurm) a node
+/// left drained by an earlier node-setup. Empty: the node matches.
+pub fn differences(prepared: &Prepared, opts: &Options, slurm: &Slurm) -> Result<Vec<Difference>> {
     let mut out = Vec::new();
+    let mut push = |what, message: String| out.push(Difference { what, message });
     for g in &prepared.decision.gpus {
         if let ModeAction::Switch { on } | ModeAction::AwaitReset { on } = g.mode {
-            out.push(format!(
-                "GPU {}: MIG mode should be {}",
-                g.index,
-                if on { "on" } else { "off" }
-            ));
+            push(
+                DifferenceKind::Gpu,
+                format!(
+                    "GPU {}: MIG mode should be {}",
+                    g.index,
+                    if on { "on" } else { "off" }
+                ),
+            );
         }
         for d in &g.destroy {
-            out.push(format!(
-                "GPU {}: has {} at slice {} (GPU instance {}) that the layout does not want",
-                g.index, d.profile, d.start, d.gi_id
-            ));
+            push(
+                DifferenceKind::Gpu,
+                format!(
+                    "GPU {}: has {} at slice {} (GPU instance {}) that the layout does not want",
+                    g.index, d.profile, d.start, d.gi_id
+                ),
+            );
         }
         for c in &g.create {
-            out.push(format!(
-                "GPU {}: lacks {} (planned at slice {})",
-                g.index, c.profile, c.start
-            ));
+            push(
+                DifferenceKind::Gpu,
+                format!(
+                    "GPU {}: lacks {} (planned at slice {})",
+                    g.index, c.profile, c.start
+                ),
+            );
         }
     }
     if !prepared.gres_matches {
@@ -305,13 +354,37 @@ pub fn differences(prepared: &Prepared) -> Vec<String> {
             Ok(_) => "differs from what the layout needs".to_string(),
             Err(e) => format!("cannot be checked: {e}"),
         };
-        out.push(format!(
-            "{}: the block for {} {why}",
-            prepared.gres_conf.display(),
-            prepared.node
-        ));
+        push(
+            DifferenceKind::GresConf,
+            format!(
+                "{}: the block for {} {why}",
+                prepared.gres_conf.display(),
+                prepared.node
+            ),
+        );
     }
-    out
+    if let Some(path) = &opts.slurm_include {
+        if read_text(path)? != include_text(&prepared.slurm_lines) {
+            push(
+                DifferenceKind::Include,
+                format!(
+                    "{}: the slurm.conf lines for {} are missing or differ",
+                    path.display(),
+                    prepared.node
+                ),
+            );
+        }
+    }
+    if opts.use_slurm && drained_by_node_setup(opts, slurm)? {
+        push(
+            DifferenceKind::LeftDrained,
+            format!(
+                "{} is still drained by an earlier node-setup (rerun --apply to resume it)",
+                prepared.node
+            ),
+        );
+    }
+    Ok(out)
 }
 
 /// How an apply ended.
@@ -324,21 +397,26 @@ pub enum Applied {
     Changed { summary: String },
 }
 
-/// Logs `node-setup: step N/M: …` and remembers what was done.
-struct Log {
+/// Logs `node-setup: step N/M: …` through the printer and remembers what was done.
+struct Log<'a> {
+    printer: &'a Printer,
     current: usize,
     done: Vec<String>,
 }
 
-impl Log {
+impl Log<'_> {
     fn step(&mut self, name: &str, what: &str) {
         self.current = STEPS.iter().position(|s| *s == name).map_or(0, |i| i + 1);
-        eprintln!("node-setup: step {}/{}: {what}", self.current, STEPS.len());
+        self.printer.note(format!(
+            "node-setup: step {}/{}: {what}",
+            self.current,
+            STEPS.len()
+        ));
     }
 
     fn did(&mut self, what: impl Into<String>) {
         let what = what.into();
-        eprintln!("node-setup:   {what}");
+        self.printer.note(format!("node-setup:   {what}"));
         self.done.push(what);
     }
 
@@ -352,9 +430,9 @@ impl Log {
 }
 
 /// The test hook behind `PAUSE_ENV`.
-fn pause_point(name: &str) {
+fn pause_point(printer: &Printer, name: &str) {
     if std::env::var(PAUSE_ENV).is_ok_and(|v| v == name) {
-        eprintln!("node-setup: paused after {name} ({PAUSE_ENV})");
+        printer.note(format!("node-setup: paused after {name} ({PAUSE_ENV})"));
         std::thread::sleep(Duration::from_secs(3600));
     }
 }
@@ -378,15 +456,22 @@ fn run_shell(cmd: &str, what: &str, limit: Duration) -> Result<()> {
 }
 
 /// `--apply`: the whole sequence. The caller has checked root and holds nothing.
-pub fn apply(nvml: &Nvml, opts: &Options, layout: &Layout, slurm: &Slurm) -> Result<Applied> {
+pub fn apply(
+    printer: &Printer,
+    nvml: &Nvml,
+    opts: &Options,
+    layout: &Layout,
+    slurm: &Slurm,
+) -> Result<Applied> {
     let mut log = Log {
+        printer,
         current: 0,
         done: Vec::new(),
     };
     log.step("lock", "taking the node-setup lock");
     let lock = lock::acquire(&lock::lock_path(&opts.sysroot))?;
     log.did(format!("holding {}", lock.path.display()));
-    pause_point("lock");
+    pause_point(log.printer, "lock");
     let mut drained = false;
     let result = apply_locked(nvml, opts, layout, slurm, &mut log, &mut drained);
     if let Err(err) = &result {
@@ -397,22 +482,23 @@ pub fn apply(nvml: &Nvml, opts: &Options, layout: &Layout, slurm: &Slurm) -> Res
 
 fn report_failure(opts: &Options, slurm: &Slurm, log: &Log, drained: bool, err: &anyhow::Error) {
     let n = log.current;
-    eprintln!(
+    log.printer.note(format!(
         "node-setup: FAILED at step {n}/{} ({}): {err:#}",
         STEPS.len(),
         log.name()
-    );
+    ));
     if log.done.is_empty() {
-        eprintln!("node-setup: nothing was changed");
+        log.printer.note("node-setup: nothing was changed");
     } else {
-        eprintln!("node-setup: done before the failure:");
+        log.printer.note("node-setup: done before the failure:");
         for d in &log.done {
-            eprintln!("node-setup:   - {d}");
+            log.printer.note(format!("node-setup:   - {d}"));
         }
     }
     let rest: Vec<&str> = STEPS.iter().skip(n).copied().collect();
     if !rest.is_empty() {
-        eprintln!("node-setup: not done: {}", rest.join(", "));
+        log.printer
+            .note(format!("node-setup: not done: {}", rest.join(", ")));
     }
     if drained {
         let reason = format!(
@@ -421,15 +507,15 @@ fn report_failure(opts: &Options, slurm: &Slurm, log: &Log, drained: bool, err: 
             log.name()
         );
         match slurm::set_reason(slurm, &opts.node, &reason) {
-            Ok(()) => eprintln!(
+            Ok(()) => log.printer.note(format!(
                 "node-setup: {} stays drained (reason: {reason}); fix the cause and rerun the same command: every step is safe to repeat",
                 opts.node
-            ),
-            Err(e) => eprintln!("node-setup: warning: could not set the drain reason: {e:#}"),
+            )),
+            Err(e) => log.printer.warn(format!("could not set the drain reason: {e:#}")),
         }
     } else if n > 0 {
-        eprintln!(
-            "node-setup: fix the cause and rerun the same command: every step is safe to repeat"
+        log.printer.note(
+            "node-setup: fix the cause and rerun the same command: every step is safe to repeat",
         );
     }
 }
@@ -439,49 +525,46 @@ fn apply_locked(
     opts: &Options,
     layout: &Layout,
     slurm: &Slurm,
-    log: &mut Log,
+    log: &mut Log<'_>,
     drained: &mut bool,
 ) -> Result<Applied> {
     log.step("topology", "reading the GPUs through NVML");
     let prepared = prepare(nvml, opts, layout, slurm)?;
     log.did(format!("{} GPU(s) read", prepared.topology.gpus.len()));
-    pause_point("topology");
+    pause_point(log.printer, "topology");
 
     log.step("plan", &format!("planning layout `{}`", layout.name));
     for g in &prepared.decision.gpus {
-        eprintln!("node-setup:   {}", describe_gpu(g));
+        log.printer
+            .note(format!("node-setup:   {}", describe_gpu(g)));
+    }
+    for w in &prepared.warnings {
+        log.printer.warn(w);
     }
     if let Some(auto) = &prepared.auto {
         for line in describe_auto(auto) {
-            eprintln!("node-setup:   {line}");
+            log.printer.note(format!("node-setup:   {line}"));
         }
         for s in auto.unserved() {
-            eprintln!(
-                "node-setup: warning: {} pending job(s) asking for {} cannot run on this node's \
-                 new layout nor on any other node",
+            log.printer.warn(format!(
+                "{} pending job(s) asking for {} cannot run on this node's new layout nor on any \
+                 other node",
                 s.never_start, s.kind
-            );
+            ));
         }
     }
-    let planned_include = opts
-        .slurm_include
-        .as_ref()
-        .map(|_| include_text(&prepared.slurm_lines));
-    let include_matches = match (&opts.slurm_include, &planned_include) {
-        (Some(path), Some(text)) => read_text(path)? == *text,
-        _ => true,
-    };
-    if prepared.decision.unchanged() && prepared.gres_matches && include_matches {
-        if opts.use_slurm {
-            resume_if_left_drained(opts, slurm)?;
+    let found = differences(&prepared, opts, slurm)?;
+    if found.iter().all(|d| d.what == DifferenceKind::LeftDrained) {
+        if !found.is_empty() {
+            resume_if_left_drained(log.printer, opts, slurm)?;
         }
-        eprintln!(
+        log.printer.note(format!(
             "node-setup: already applied: the node matches layout `{}`",
             layout.name
-        );
+        ));
         return Ok(Applied::AlreadyApplied);
     }
-    pause_point("plan");
+    pause_point(log.printer, "plan");
 
     log.step("processes", "looking for processes on GPUs to change");
     let busy = prepared.decision.busy();
@@ -505,14 +588,14 @@ fn apply_locked(
                 list.join("\n  ")
             );
         }
-        eprintln!(
+        log.printer.note(format!(
             "node-setup:   --force: going ahead although processes run:\n  {}",
             list.join("\n  ")
-        );
+        ));
     } else {
         log.did("no process in the way");
     }
-    pause_point("processes");
+    pause_point(log.printer, "processes");
 
     let mig_changes = !prepared.decision.unchanged();
     if opts.use_slurm && mig_changes {
@@ -521,20 +604,20 @@ fn apply_locked(
         slurm::drain(slurm, &opts.node, &reason)?;
         *drained = true;
         log.did(format!("drained {}", opts.node));
-        pause_point("drain");
+        pause_point(log.printer, "drain");
 
         log.step(
             "jobs",
             &format!("waiting for the jobs on {} to finish", opts.node),
         );
-        if let Err(e) = slurm::wait_for_jobs(slurm, &opts.node, opts.drain_timeout) {
+        if let Err(e) = slurm::wait_for_jobs(log.printer, slurm, &opts.node, opts.drain_timeout) {
             slurm::resume(slurm, &opts.node).context("undraining after the timeout")?;
             *drained = false;
             log.did(format!("undrained {} again", opts.node));
             return Err(e.context("gave up waiting; the node was resumed and nothing else changed"));
         }
         log.did("no job left on the node");
-        pause_point("jobs");
+        pause_point(log.printer, "jobs");
     } else {
         log.step("drain", "skipped (no MIG change, or --no-slurm)");
         log.step("jobs", "skipped");
@@ -548,7 +631,7 @@ fn apply_locked(
             log.did(format!("GPU {}: destroyed {n} GPU instance(s)", g.index));
         }
     }
-    pause_point("destroy");
+    pause_point(log.printer, "destroy");
 
     log.step("mode", "setting MIG mode");
     let mut mode_changed = false;
@@ -574,7 +657,7 @@ fn apply_locked(
             reset_gpu(nvml, opts, g.index, on, log)?;
         }
     }
-    pause_point("mode");
+    pause_point(log.printer, "mode");
 
     // After a mode change the GPU's placements and instances are new: decide again.
     let decision = if mode_changed {
@@ -607,11 +690,11 @@ fn apply_locked(
                 g.index, c.profile, c.start, made.gpu_instance_id, made.compute_instance_id
             ));
             if created == 1 {
-                pause_point("create-1");
+                pause_point(log.printer, "create-1");
             }
         }
     }
-    pause_point("create");
+    pause_point(log.printer, "create");
 
     log.step("verify", "re-reading the GPUs and comparing with the plan");
     let topology = Topology::read(nvml).context("re-reading the GPUs")?;
@@ -633,7 +716,7 @@ fn apply_locked(
         );
     }
     log.did("every GPU matches the plan");
-    pause_point("verify");
+    pause_point(log.printer, "verify");
 
     log.step("gres", &format!("writing {}", opts.gres_conf.display()));
     let gres = plan::gres_now(&opts.node, &topology);
@@ -650,7 +733,7 @@ fn apply_locked(
             check_written(b, &gres, &block)
         })?;
     log.did(format!("{}: {outcome:?}", opts.gres_conf.display()));
-    pause_point("gres");
+    pause_point(log.printer, "gres");
 
     log.step("include", "writing the slurm.conf include");
     let lines = slurm_conf_lines(&gres);
@@ -659,7 +742,7 @@ fn apply_locked(
         crate::fsutil::write_atomic(path, include_text(&lines).as_bytes(), 0o644)?;
         log.did(format!("wrote {}", path.display()));
     }
-    pause_point("include");
+    pause_point(log.printer, "include");
 
     if opts.use_slurm {
         log.step(
@@ -672,7 +755,7 @@ fn apply_locked(
             Duration::from_secs(300),
         )?;
         log.did("Slurm reconfigured");
-        pause_point("reconfigure");
+        pause_point(log.printer, "reconfigure");
         log.step("resume", &format!("resuming {}", opts.node));
         // A node this run did not drain is resumed only if an earlier node-setup left it drained.
         if *drained || drained_by_node_setup(opts, slurm)? {
@@ -687,7 +770,10 @@ fn apply_locked(
         log.step("resume", "skipped (--no-slurm)");
     }
     let summary = lines.node_line();
-    eprintln!("node-setup: applied layout `{}`: {summary}", layout.name);
+    log.printer.note(format!(
+        "node-setup: applied layout `{}`: {summary}",
+        layout.name
+    ));
     Ok(Applied::Changed { summary })
 }
 
@@ -731,7 +817,7 @@ fn plans_of(decision: &NodeDecision) -> Vec<(u32, GpuTarget)> {
         .collect()
 }
 
-fn reset_gpu(nvml: &Nvml, opts: &Options, index: u32, on: bool, log: &mut Log) -> Result<()> {
+fn reset_gpu(nvml: &Nvml, opts: &Options, index: u32, on: bool, log: &mut Log<'_>) -> Result<()> {
     let mode = if on { "on" } else { "off" };
     let Some(cmd) = &opts.reset_cmd else {
         bail!(
@@ -741,7 +827,8 @@ fn reset_gpu(nvml: &Nvml, opts: &Options, index: u32, on: bool, log: &mut Log) -
         );
     };
     let cmd = cmd.replace("{index}", &index.to_string());
-    eprintln!("node-setup:   GPU {index}: resetting with `{cmd}`");
+    log.printer
+        .note(format!("node-setup:   GPU {index}: resetting with `{cmd}`"));
     run_shell(&cmd, "GPU reset", Duration::from_secs(300))?;
     let topology = Topology::read(nvml).context("re-reading the GPUs after the reset")?;
     let now = topology
@@ -770,12 +857,12 @@ fn drained_by_node_setup(opts: &Options, slurm: &Slurm) -> Result<bool> {
 
 /// After an earlier run failed late (MIG and gres.conf done, Slurm not told), the
 /// node is still drained: reconfigure and resume it.
-fn resume_if_left_drained(opts: &Options, slurm: &Slurm) -> Result<()> {
+fn resume_if_left_drained(printer: &Printer, opts: &Options, slurm: &Slurm) -> Result<()> {
     if drained_by_node_setup(opts, slurm)? {
-        eprintln!(
+        printer.note(format!(
             "node-setup: {} was left drained by an earlier node-setup; reconfiguring and resuming it",
             opts.node
-        );
+        ));
         run_shell(
             &opts.reconfigure_cmd,
             "reconfigure",

@@ -189,7 +189,12 @@ pub fn jobs_on(slurm: &Slurm, node: &str) -> Result<Vec<String>> {
 
 /// Poll until no job runs on `node`, backing off from 1 s to 10 s. On timeout
 /// the error lists the jobs still there.
-pub fn wait_for_jobs(slurm: &Slurm, node: &str, limit: Duration) -> Result<()> {
+pub fn wait_for_jobs(
+    printer: &crate::printer::Printer,
+    slurm: &Slurm,
+    node: &str,
+    limit: Duration,
+) -> Result<()> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(500);
     loop {
@@ -204,11 +209,11 @@ pub fn wait_for_jobs(slurm: &Slurm, node: &str, limit: Duration) -> Result<()> {
                 limit.as_secs()
             );
         }
-        eprintln!(
+        printer.note(format!(
             "node-setup:   waiting for {} job(s) on {node}: {}",
             jobs.len(),
             jobs.join(", ")
-        );
+        ));
         let left = limit.saturating_sub(start.elapsed());
         std::thread::sleep(pause.min(left).max(Duration::from_millis(100)));
         pause = (pause * 2).min(Duration::from_secs(10));

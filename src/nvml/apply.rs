@@ -280,11 +280,12 @@ pub fn create_instance(
 }
 
 /// Destroy a GPU instance created a moment ago, keeping the original error.
-fn undo(gpu: u32, gi: raw::GpuInstance, error: MigError) -> MigError {
+fn undo(gpu: u32, gi: raw::GpuInstance, mut error: MigError) -> MigError {
     if let Err(e) = gi.destroy() {
-        eprintln!(
-            "warning: GPU {gpu}: could not destroy the GPU instance just created after a failure: {e}"
-        );
+        // Said in the error itself: library code does not print.
+        error.action.push_str(&format!(
+            " (and GPU {gpu}'s instance just created for it could not be destroyed again: {e})"
+        ));
     }
     error
 }

@@ -6,7 +6,6 @@
 //! `inventory`, `sacct`, `runs`, `rightsizing`) and rendering (`render`) are
 //! pure functions tested on recorded and synthetic output.
 
-pub mod atomic;
 pub mod inventory;
 pub mod model;
 pub mod queue;

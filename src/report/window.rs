@@ -1,15 +1,20 @@
-//! The usage window of `--since`: a length back from now (`24h`, `7d`,
-//! `1d12h`) or a local date and time (`2026-11-29`, `2026-11-29T08:00`).
+//! The one `--since` grammar (`report`, `audit`): a length back from now
+//! (`24h`, `7d`, `1d12h`; a bare number has no unit and is refused), a local
+//! date and time (`2026-11-29`, `2026-11-29T08:00`), or an RFC 3339 time with
+//! its offset (`2026-11-29T08:00:00Z`).
 
-use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeDelta};
+use chrono::{DateTime, Local, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, TimeZone, Utc};
 
 /// Resolve `--since` against `now` (local time). The error says what is accepted.
 pub fn since(text: &str, now: NaiveDateTime) -> Result<NaiveDateTime, String> {
     let t = text.trim();
-    let start = if t.starts_with(|c: char| c.is_ascii_digit()) && t.contains('-') {
+    let start = if let Ok(exact) = DateTime::parse_from_rfc3339(t) {
+        exact.with_timezone(&Local).naive_local()
+    } else if t.starts_with(|c: char| c.is_ascii_digit()) && t.contains('-') {
         absolute(t).ok_or_else(|| usage(text))?
     } else {
-        now - length(t).ok_or_else(|| usage(text))?
+        now.checked_sub_signed(length(t).ok_or_else(|| usage(text))?)
+            .ok_or_else(|| usage(text))?
     };
     if start >= now {
         return Err(format!(
@@ -19,10 +24,22 @@ pub fn since(text: &str, now: NaiveDateTime) -> Result<NaiveDateTime, String> {
     Ok(start)
 }
 
+/// `since` for records kept in UTC (the audit log): local forms are local time.
+pub fn since_utc(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let local = since(text, now.with_timezone(&Local).naive_local())?;
+    Local
+        .from_local_datetime(&local)
+        .earliest()
+        .map(|t| t.with_timezone(&Utc))
+        .ok_or_else(|| format!("--since {text:?} is not a time that exists here (a clock change)"))
+}
+
 fn usage(text: &str) -> String {
+    let shown: String = text.chars().take(60).collect();
     format!(
-        "--since {text:?} is not a time: expected a length back from now (90m, 24h, 7d, 2w, 1d12h) \
-         or a local date and time (2026-11-29, 2026-11-29T08:00, 2026-11-29T08:00:00)"
+        "--since {shown:?} is not a time: expected a length back from now (90m, 24h, 7d, 2w, 1d12h), \
+         a local date and time (2026-11-29, 2026-11-29T08:00, 2026-11-29T08:00:00) \
+         or an RFC 3339 time (2026-11-29T08:00:00Z)"
     )
 }
 
@@ -115,5 +132,26 @@ mod tests {
         assert!(since("2026-12-01", now())
             .unwrap_err()
             .contains("not in the past"));
+        // Beyond what dates can hold: an error, not an overflow.
+        for huge in ["99999999999d", "9223372036854775807s", "1e300h", "inf"] {
+            assert!(since(huge, now()).is_err(), "{huge}");
+        }
+    }
+
+    #[test]
+    fn utc_records_use_the_same_grammar() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+        assert_eq!(
+            since_utc("24h", now).unwrap(),
+            Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap()
+        );
+        assert_eq!(
+            since_utc("2026-11-29T08:00:00+02:00", now).unwrap(),
+            Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).unwrap()
+        );
+        // The bare number the audit grammar once read as hours is refused.
+        assert!(since_utc("24", now)
+            .unwrap_err()
+            .contains("expected a length"));
     }
 }

@@ -46,10 +46,8 @@ impl AuditRecord {
     pub fn new(command: &str, run_id: Option<&str>, job_ids: Vec<u64>, outcome: &str) -> Self {
         AuditRecord {
             time: Utc::now(),
-            user: crate::cli::submit::current_user(),
-            host: nix::unistd::gethostname()
-                .map(|h| h.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            user: crate::identity::current_user(),
+            host: crate::identity::host_name(),
             command: command.to_string(),
             run_id: run_id.map(str::to_string),
             job_ids,

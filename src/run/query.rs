@@ -77,6 +77,11 @@ fn read_index(dir: &std::path::Path) -> Vec<IndexEntry> {
 
 /// Find a run by id (or unique id prefix, or a path to its workdir/manifest).
 pub fn find_run(id: &str) -> Result<Manifest> {
+    if id.trim().is_empty() {
+        return Err(invalid(
+            "no run given: name a run id, a unique prefix of one, or a run directory (`yolo-sched list` shows them)",
+        ));
+    }
     let as_path = PathBuf::from(id);
     if as_path.join(super::manifest::MANIFEST_FILE).is_file() {
         return Manifest::load(&Manifest::path_in(&as_path));
@@ -100,22 +105,23 @@ pub fn find_run(id: &str) -> Result<Manifest> {
         None => match prefixed.as_slice() {
             [one] => one,
             [] => {
-                let mut close: Vec<(usize, &str)> = entries
+                // The one suggestion policy: only ids or names close enough to be typos.
+                let by_id =
+                    crate::suggest::close_ones(id, entries.iter().map(|e| e.run_id.as_str()), 3);
+                let by_name: Vec<&str> = entries
                     .iter()
-                    .map(|e| {
-                        (
-                            crate::suggest::distance(id, &e.run_id)
-                                .min(crate::suggest::distance(id, &e.name) + 1),
-                            e.run_id.as_str(),
-                        )
-                    })
+                    .filter(|e| crate::suggest::closest(id, [e.name.as_str()]).is_some())
+                    .map(|e| e.run_id.as_str())
                     .collect();
-                close.sort();
-                let names: Vec<&str> = close.iter().take(3).map(|(_, n)| *n).collect();
-                let hint = if names.is_empty() {
-                    "you have no runs yet (`yolo-sched list`)".to_string()
+                let mut names: Vec<&str> = by_id.into_iter().chain(by_name).collect();
+                names.dedup();
+                names.truncate(3);
+                let hint = if entries.is_empty() {
+                    "you have no runs yet".to_string()
+                } else if names.is_empty() {
+                    "`yolo-sched list` shows your runs".to_string()
                 } else {
-                    format!("closest: {}", names.join(", "))
+                    format!("did you mean {}?", crate::suggest::ticked_list(names))
                 };
                 return Err(invalid(format!("no run `{id}`; {hint}")));
             }

@@ -13,13 +13,55 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_yolo-sched"))
 }
 
-/// A `yolo-sched` command with a clean environment for settings.
+/// A `yolo-sched` command with a clean environment for settings: no
+/// `YOLO_SCHED_*` variable of the developer's shell leaks in.
 pub fn yolo() -> Command {
     let mut cmd = Command::new(bin());
-    cmd.env_remove("YOLO_SCHED_SITE")
-        .env_remove("YOLO_SCHED_NVML_LIB")
-        .env("NO_COLOR", "1");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("YOLO_SCHED_") {
+            cmd.env_remove(&name);
+        }
+    }
+    cmd.env("NO_COLOR", "1");
     cmd
+}
+
+/// Run with a time limit; `None` when it had to be killed.
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Option<Output> {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running yolo-sched");
+    // Read both pipes as the child writes, so a full pipe cannot stall it.
+    let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let err = drain(Box::new(child.stderr.take().expect("piped")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for yolo-sched") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Some(Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
 }
 
 /// Run and return the output, printing it when the test fails later.

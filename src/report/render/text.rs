@@ -1,9 +1,7 @@
 //! `--format table`: a heading per section, comfy-table tables and notes.
 
-use comfy_table::{presets, ContentArrangement};
-
 use super::TableData;
-use crate::cli::output::{self, paint};
+use crate::printer::{paint, table_for};
 
 /// Render for a terminal (`for_terminal`: fit its width) or for a file or
 /// pipe (plain ASCII, no wrapping). `color` paints headings.
@@ -25,11 +23,7 @@ pub fn render(tables: &[TableData], for_terminal: bool, color: bool) -> String {
         if t.rows.is_empty() {
             out.push_str("(none)\n");
         } else {
-            let mut table = output::new_table(&t.headers);
-            if !for_terminal {
-                table.load_style(presets::ASCII_MARKDOWN);
-                table.set_content_arrangement(ContentArrangement::Disabled);
-            }
+            let mut table = table_for(&t.headers, for_terminal);
             for r in &t.rows {
                 table.add_row(r.clone());
             }
