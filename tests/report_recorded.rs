@@ -310,9 +310,13 @@ fn recorded_run_manifest_reads_through_its_index() {
     )
     .unwrap();
 
-    let (manifests, unreadable) = runs::read_dir(&index_dir, &HashMap::new());
+    let (manifests, unreadable) = runs::load(&index_dir);
     assert!(unreadable.is_empty(), "{unreadable:?}");
-    let m = &manifests[0];
+    let view = |rows: &[yolo_sched::slurm::squeue::QueueRow]| {
+        let st = runs::statuses(&manifests, rows, &[]);
+        runs::view(&manifests[0], &st[0])
+    };
+    let m = view(&[]);
     assert_eq!(m.run_id, "smoke-20261130T151539-650a");
     assert_eq!(m.state, "completed");
     let train = &m.stages[0];
@@ -326,16 +330,27 @@ fn recorded_run_manifest_reads_through_its_index() {
     assert_eq!(m.stages[1].profile, None, "export runs on CPU");
 
     // While Slurm still had the training job queued, the queue decides.
-    let mut active = HashMap::new();
-    active.insert(28, Phase::Running);
+    let sep = squeue::SEPARATOR;
+    let listing = format!(
+        "28{sep}RUNNING{sep}gpu{sep}root{sep}(null){sep}2026-11-30T15:15:40{sep}1{sep}1{sep}\
+         gres:gpu:1g.5gb:1{sep}N/A{sep}N/A{sep}N/A{sep}(null){sep}None{sep}\n\
+         77{sep}RUNNING{sep}gpu{sep}other{sep}(null){sep}2026-11-30T15:15:40{sep}1{sep}1{sep}\
+         N/A{sep}N/A{sep}N/A{sep}N/A{sep}(null){sep}None{sep}\n"
+    );
+    let rows = runs::queue_rows(&listing, &runs::job_ids(&manifests));
+    assert_eq!(rows.len(), 1, "only the run's own job");
     std::fs::remove_file(workdir.join("state/train.end.json")).unwrap();
-    let (manifests, _) = runs::read_dir(&index_dir, &active);
-    assert_eq!(manifests[0].stages[0].state, "running");
-    assert_eq!(manifests[0].state, "running");
+    let m = view(&rows);
+    assert_eq!(m.stages[0].state, "running");
+    assert_eq!(m.state, "running");
     // Gone from the queue without an end record: lost, which counts as a failure.
-    let (manifests, _) = runs::read_dir(&index_dir, &HashMap::new());
-    assert_eq!(manifests[0].stages[0].state, "lost");
-    let summary = runs::summarise(&index_dir, &manifests, Vec::new());
+    let m = view(&[]);
+    assert_eq!(m.stages[0].state, "failed");
+    assert_eq!(
+        (m.state.as_str(), m.stage.as_deref()),
+        ("failed", Some("train"))
+    );
+    let summary = runs::summarise(&index_dir, &[m], Vec::new());
     assert_eq!(summary.most_failing_stage.unwrap().stage, "train");
 }
 

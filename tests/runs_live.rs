@@ -191,7 +191,7 @@ fn a_chain_runs_in_order_with_training_on_a_1g5gb_slice() {
     let list = run(f.cmd().args(["list", "--json"]));
     let list: Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(list[0]["run_id"], run_id.as_str());
-    assert_eq!(list[0]["state"]["state"], "completed");
+    assert_eq!(list[0]["state"], "completed");
 
     // Slurm unreachable: the last state the jobs recorded, marked stale, exit 1.
     let bin = f.path().join("broken-slurm");

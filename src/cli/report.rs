@@ -100,7 +100,10 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
         selection: selection.clone(),
         filter,
         since,
-        runs_dir: args.runs_dir.clone().or_else(report::runs::default_dir),
+        runs_dir: args
+            .runs_dir
+            .clone()
+            .or_else(|| crate::run::manifest::index_dir().ok()),
     };
     let data = report::gather(&ctx.slurm, &options).with_context(|| match &args.output {
         Some(path) => format!("no report written; {} was left as it was", path.display()),

@@ -229,15 +229,51 @@ pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// One run in `list --json`: the state flat (`"state": "failed"`), the
+/// stage it names in its own field, and the submission time as the index
+/// holds it (RFC 3339, UTC).
 #[derive(Debug, Serialize)]
-struct ListRow {
-    run_id: String,
-    user: String,
-    name: String,
-    submitted_at: String,
-    state: crate::run::status::RunState,
-    current_stage: Option<String>,
-    workdir: String,
+pub struct ListRow {
+    pub run_id: String,
+    pub user: String,
+    pub name: String,
+    pub submitted_at: chrono::DateTime<chrono::Utc>,
+    /// `RunState::word`: pending, running, completed, failed, cancelled, never_runs, unknown.
+    pub state: &'static str,
+    /// The stage the state names (`failed (prepare)`); null for pending, completed, unknown.
+    pub stage: Option<String>,
+    /// Why a `never_runs` run cannot start.
+    pub reason: Option<String>,
+    /// The state in words, as the table shows it.
+    pub description: String,
+    /// The first stage that has not completed.
+    pub current_stage: Option<String>,
+    pub workdir: String,
+}
+
+impl ListRow {
+    pub fn new(
+        m: &crate::run::Manifest,
+        submitted_at: chrono::DateTime<chrono::Utc>,
+        st: &RunStatus,
+    ) -> ListRow {
+        ListRow {
+            run_id: m.run_id.clone(),
+            user: m.user.clone(),
+            name: m.name.clone(),
+            submitted_at,
+            state: st.state.word(),
+            stage: st.state.stage().map(str::to_string),
+            reason: st.state.reason().map(str::to_string),
+            description: st.state.describe(),
+            current_stage: st
+                .stages
+                .iter()
+                .find(|s| s.state != TaskState::Completed)
+                .map(|s| s.stage.clone()),
+            workdir: m.workdir.display().to_string(),
+        }
+    }
 }
 
 pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
@@ -247,6 +283,7 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
         query::index_entries()?
     };
     let mut manifests = Vec::new();
+    let mut submitted = Vec::new();
     let mut gone = 0;
     for e in entries.iter().take(args.limit) {
         let path = crate::run::Manifest::path_in(&e.workdir);
@@ -256,7 +293,12 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
             continue;
         }
         match crate::run::Manifest::load(&path) {
-            Ok(m) => manifests.push(m),
+            Ok(mut m) => {
+                // The job files are where the manifest was found (as in `report`).
+                m.workdir = e.workdir.clone();
+                manifests.push(m);
+                submitted.push(e.submitted_at);
+            }
             Err(err) => eprintln!("yolo-sched: warning: run {}: {err:#}", e.run_id),
         }
     }
@@ -269,23 +311,10 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
     let view = query::ask_slurm(&ctx.slurm, &refs);
     let rows: Vec<ListRow> = manifests
         .iter()
-        .map(|m| {
-            let files = crate::run::status::read_job_files(&m.workdir);
-            let st = crate::run::status::compute(m, &view.rows, &view.acct, &files, view.reachable);
-            let current = st
-                .stages
-                .iter()
-                .find(|s| s.state != TaskState::Completed)
-                .map(|s| s.stage.clone());
-            ListRow {
-                run_id: m.run_id.clone(),
-                user: m.user.clone(),
-                name: m.name.clone(),
-                submitted_at: m.submitted_at.format("%Y-%m-%d %H:%M").to_string(),
-                state: st.state.clone(),
-                current_stage: current,
-                workdir: m.workdir.display().to_string(),
-            }
+        .zip(submitted)
+        .map(|(m, at)| {
+            let st = crate::run::status::of_run(m, &view.rows, &view.acct, view.reachable);
+            ListRow::new(m, at, &st)
         })
         .collect();
     if args.json {
@@ -308,8 +337,8 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
             let mut row = vec![
                 r.run_id.clone(),
                 r.name.clone(),
-                r.submitted_at.clone(),
-                r.state.describe(),
+                r.submitted_at.format("%Y-%m-%d %H:%M").to_string(),
+                r.description.clone(),
                 r.current_stage.clone().unwrap_or_default(),
             ];
             if args.all_users {

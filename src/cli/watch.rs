@@ -11,7 +11,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::output;
 use super::Context;
 use crate::run::query;
-use crate::run::status::{RunState, RunStatus, TaskState};
+use crate::run::status::{RunState, RunStatus, StageStatus, TaskState};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -76,6 +76,36 @@ fn stage_lines(st: &RunStatus) -> Vec<(String, String)> {
         .collect()
 }
 
+/// How a stage's bar is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// Filled with `=` as work completes.
+    Progress,
+    /// Failed, lost or cancelled: filled with `x` up to what was done.
+    Broken,
+}
+
+/// A stage's bar: position, length and look. Only completed tasks (or, for a
+/// single training, finished epochs) fill it; a stage that failed or was
+/// cancelled is drawn with `x`, never as a successful `=` bar.
+fn bar_of(s: &StageStatus) -> (u64, u64, Look) {
+    let look = match s.state {
+        TaskState::Failed | TaskState::Lost | TaskState::Cancelled => Look::Broken,
+        _ => Look::Progress,
+    };
+    let (pos, len) = match (s.stage.as_str(), s.progress.first()) {
+        ("train", Some((_, p))) if s.tasks.len() == 1 => (
+            u64::from(p.epoch),
+            u64::from(p.epochs.unwrap_or(p.epoch.max(1))),
+        ),
+        _ => (
+            s.counts.get("completed").copied().unwrap_or(0) as u64,
+            s.tasks.len().max(1) as u64,
+        ),
+    };
+    (pos.min(len), len, look)
+}
+
 pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
     let manifest = query::find_run(&args.run)?;
     let tty = std::io::stderr().is_terminal();
@@ -87,6 +117,7 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
     let style = ProgressStyle::with_template("{prefix:>8} [{bar:30}] {pos}/{len} {msg}")
         .expect("static template")
         .progress_chars("=> ");
+    let broken = style.clone().progress_chars("xx ");
     let mut bars: BTreeMap<String, ProgressBar> = BTreeMap::new();
     let mut last: Vec<(String, String)> = Vec::new();
     let first = Duration::from_secs_f64(args.interval.max(0.05));
@@ -115,16 +146,10 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
                     b.set_prefix(s.stage.clone());
                     b
                 });
-                let (pos, len) = match (s.stage.as_str(), s.progress.first()) {
-                    ("train", Some((_, p))) if s.tasks.len() == 1 => (
-                        u64::from(p.epoch),
-                        u64::from(p.epochs.unwrap_or(p.epoch.max(1))),
-                    ),
-                    _ => (
-                        s.counts.get("completed").copied().unwrap_or(0) as u64,
-                        s.tasks.len().max(1) as u64,
-                    ),
-                };
+                let (pos, len, look) = bar_of(s);
+                if look == Look::Broken {
+                    bar.set_style(broken.clone());
+                }
                 bar.set_length(len);
                 bar.set_position(pos);
                 let line = lines
@@ -146,8 +171,9 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
         }
         last = lines;
         if st.state.is_finished() && error.is_none() {
+            // `abandon`, not `finish`: finish would fill every bar to its end.
             for b in bars.values() {
-                b.finish();
+                b.abandon();
             }
             output::println(format!("run {}: {}", st.run_id, st.state.describe()))?;
             return Ok(if st.state == RunState::Completed {
@@ -158,5 +184,81 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
         }
         std::thread::sleep(pause);
         pause = (pause * 3 / 2).min(max);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(name: &str, state: TaskState, tasks: &[TaskState]) -> StageStatus {
+        let mut counts = BTreeMap::new();
+        for t in tasks {
+            *counts.entry(t.word().to_string()).or_insert(0) += 1;
+        }
+        StageStatus {
+            stage: name.into(),
+            state,
+            attempt: 1,
+            job_id: Some(1),
+            gres: None,
+            time_limit: "1:00:00".into(),
+            tasks: tasks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| crate::run::status::TaskStatus {
+                    task: (tasks.len() > 1).then_some(i as u32),
+                    job_id: "1".into(),
+                    state: *s,
+                    slurm_state: None,
+                    reason: None,
+                    reason_text: None,
+                    elapsed: None,
+                    time_limit: None,
+                    node: None,
+                    slice: None,
+                    exit_code: None,
+                    source: crate::run::status::Source::Squeue,
+                })
+                .collect(),
+            counts,
+            progress: vec![],
+            exported_validation: vec![],
+        }
+    }
+
+    #[test]
+    fn failed_and_cancelled_stages_are_not_full_bars() {
+        use TaskState::*;
+        assert_eq!(
+            bar_of(&stage("prepare", Completed, &[Completed])),
+            (1, 1, Look::Progress)
+        );
+        assert_eq!(
+            bar_of(&stage("prepare", Failed, &[Failed])),
+            (0, 1, Look::Broken)
+        );
+        assert_eq!(
+            bar_of(&stage("export", Cancelled, &[Cancelled])),
+            (0, 1, Look::Broken)
+        );
+        let sweep = stage("train", Failed, &[Completed, Failed, Completed]);
+        assert_eq!(bar_of(&sweep), (2, 3, Look::Broken));
+        // A training that ran every epoch and then failed keeps its count, drawn broken.
+        let mut train = stage("train", Failed, &[Failed]);
+        train.progress = vec![(
+            None,
+            crate::run::status::TrainProgress {
+                epoch: 3,
+                epochs: Some(3),
+                best_map50_95: None,
+                best_map50: None,
+                final_validation: None,
+            },
+        )];
+        assert_eq!(bar_of(&train), (3, 3, Look::Broken));
+        train.state = Running;
+        train.tasks[0].state = Running;
+        assert_eq!(bar_of(&train), (3, 3, Look::Progress));
     }
 }

@@ -89,13 +89,19 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         .transpose()
         .map_err(|_| anyhow::anyhow!("the sacct reader panicked"))?;
 
+    // The runs and their jobs' lines, picked out before the listing is dropped.
+    let manifests_needed = sel.has(Section::Runs) || sel.has(Section::RightSizing);
+    let (run_manifests, unreadable) = match (&opts.runs_dir, manifests_needed) {
+        (Some(dir), true) => runs::load(dir),
+        _ => (Vec::new(), Vec::new()),
+    };
+    let run_ids = runs::job_ids(&run_manifests);
+    let run_rows = runs::queue_rows(&listing, &run_ids);
+
     let mut aggregator = queue::QueueAggregator::new(now, opts.filter.clone());
-    if sel.has(Section::Runs) {
-        aggregator = aggregator.keep_job_phases();
-    }
     aggregator.add_text(&listing);
     drop(listing);
-    let (queue, held, job_phases) = aggregator.finish();
+    let (queue, held, _) = aggregator.finish();
 
     let inventory = inventory::build(&nodes, opts.filter.partition.as_deref());
 
@@ -103,11 +109,26 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         usage_rows(accounting, hours, held, (now - opts.since).num_seconds())
     });
 
-    let manifests_needed = sel.has(Section::Runs) || sel.has(Section::RightSizing);
-    let (manifests, unreadable) = match (&opts.runs_dir, manifests_needed) {
-        (Some(dir), true) => runs::read_dir(dir, &job_phases),
-        _ => (Vec::new(), Vec::new()),
+    // Run jobs that left the queue: one `sacct -j`, as `status` asks it,
+    // unless the usage query just found that there is no accounting.
+    if usage
+        .as_ref()
+        .is_some_and(|u| u.accounting.status == AccountingStatus::Disabled)
+    {
+        crate::run::query::note_accounting_off();
+    }
+    let gone = runs::missing(&run_ids, &run_rows);
+    let acct = if gone.is_empty() || !sel.has(Section::Runs) {
+        Vec::new()
+    } else {
+        crate::run::query::sacct_rows(slurm, &gone)
     };
+    let statuses = runs::statuses(&run_manifests, &run_rows, &acct);
+    let manifests: Vec<runs::Manifest> = run_manifests
+        .iter()
+        .zip(&statuses)
+        .map(|(m, st)| runs::view(m, st))
+        .collect();
     let runs = sel.has(Section::Runs).then(|| {
         let dir = opts.runs_dir.clone().unwrap_or_default();
         runs::summarise(&dir, &manifests, unreadable)

@@ -240,6 +240,8 @@ pub struct Runs {
     pub dir: String,
     pub runs: u64,
     pub by_state: Vec<StateCount>,
+    /// Each run's state, as `list` and `status` give it (same model).
+    pub by_run: Vec<RunRow>,
     /// The stage name that failed in most runs; null when none failed.
     pub most_failing_stage: Option<StageFailures>,
     pub failing_stages: Vec<StageFailures>,
@@ -251,6 +253,17 @@ pub struct Runs {
 pub struct StateCount {
     pub state: String,
     pub runs: u64,
+}
+
+/// One run: its state word (`RunState::word`), the stage the state names
+/// (null for `pending`, `completed`, `unknown`), and the state in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunRow {
+    pub run_id: String,
+    pub name: String,
+    pub state: String,
+    pub stage: Option<String>,
+    pub description: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -39,10 +39,7 @@ pub fn args(since: NaiveDateTime, filter: &Filter) -> Vec<String> {
 /// What a failed `sacct` means for the report.
 pub fn failure_state(stderr: &str, status: &str) -> AccountingState {
     let text = stderr.trim();
-    if text
-        .to_lowercase()
-        .contains("accounting storage is disabled")
-    {
+    if crate::slurm::states::accounting_off(text) {
         return AccountingState {
             status: AccountingStatus::Disabled,
             message: Some(format!(

@@ -82,12 +82,13 @@ pub enum Phase {
     Ended,
 }
 
-/// Classify a long state name such as `RUNNING`.
+/// Classify a long state name such as `RUNNING` (`slurm::states` decides
+/// what each state means; this only folds its classes into three).
 pub fn phase_of(state: &str) -> Phase {
-    match state {
-        "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" => Phase::Pending,
-        "RUNNING" | "COMPLETING" | "CONFIGURING" | "SUSPENDED" | "STOPPED" | "SIGNALING"
-        | "STAGE_OUT" | "RESIZING" => Phase::Running,
+    use crate::slurm::states::{classify, Class};
+    match classify(state) {
+        Class::Waiting => Phase::Pending,
+        Class::Running => Phase::Running,
         _ => Phase::Ended,
     }
 }

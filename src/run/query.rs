@@ -200,18 +200,19 @@ pub fn ask_slurm(slurm: &Slurm, manifests: &[&Manifest]) -> SlurmView {
     }
 }
 
-/// `sacct` for finished jobs; empty when accounting is not there.
 /// Set once `sacct` said there is no accounting: a long `watch` then stops
 /// asking it every round.
 static NO_ACCOUNTING: AtomicBool = AtomicBool::new(false);
 
-/// True when sacct's complaint means accounting is off, not a passing failure.
-pub fn says_no_accounting(stderr: &str) -> bool {
-    stderr.contains("accounting storage is disabled")
-        || stderr.contains("not configured with slurmdbd")
+/// Remember that this cluster keeps no accounting (another `sacct` call of
+/// this process, such as the report's usage query, found out).
+pub fn note_accounting_off() {
+    NO_ACCOUNTING.store(true, Ordering::Relaxed);
 }
 
-fn sacct_rows(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
+/// `sacct` for jobs that left the queue (at most one call); empty when
+/// accounting is not there or the call fails.
+pub fn sacct_rows(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
     if NO_ACCOUNTING.load(Ordering::Relaxed) {
         return Vec::new();
     }
@@ -232,7 +233,7 @@ fn sacct_rows(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
         return Vec::new();
     };
     if !out.status.success() {
-        if says_no_accounting(&out.stderr_str()) {
+        if crate::slurm::states::accounting_off(&out.stderr_str()) {
             NO_ACCOUNTING.store(true, Ordering::Relaxed);
         }
         return Vec::new();
@@ -260,9 +261,8 @@ pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
 /// Status of one run (one squeue call, at most one sacct call).
 pub fn run_status(slurm: &Slurm, manifest: &Manifest) -> (RunStatus, Option<String>) {
     let view = ask_slurm(slurm, &[manifest]);
-    let files = status::read_job_files(&manifest.workdir);
     (
-        status::compute(manifest, &view.rows, &view.acct, &files, view.reachable),
+        status::of_run(manifest, &view.rows, &view.acct, view.reachable),
         view.error,
     )
 }
@@ -289,19 +289,6 @@ pub fn is_active(st: &RunStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn accounting_off_is_recognised() {
-        assert!(says_no_accounting(
-            "sacct: error: Slurm accounting storage is disabled"
-        ));
-        assert!(says_no_accounting(
-            "sacct: fatal: slurm not configured with slurmdbd"
-        ));
-        assert!(!says_no_accounting(
-            "sacct: error: Socket timed out on send/recv operation"
-        ));
-    }
 
     #[test]
     fn sacct_parsable_rows() {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::manifest::{Attempt, Manifest, StageRecord};
 use crate::slurm::squeue::{parse_task_list, QueueRow};
+use crate::slurm::states::{self, Class};
 
 /// Where a task's state came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -39,18 +40,16 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// A Slurm state in these words; what each state means is decided once,
+    /// in `slurm::states::classify` (SUSPENDED is running, DEADLINE failed, …).
     pub fn from_slurm(state: &str) -> TaskState {
-        match state {
-            "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD"
-            | "SUSPENDED" => TaskState::Pending,
-            "RUNNING" | "CONFIGURING" | "COMPLETING" | "STAGE_OUT" | "SIGNALING" | "RESIZING" => {
-                TaskState::Running
-            }
-            "COMPLETED" => TaskState::Completed,
-            "CANCELLED" | "REVOKED" | "DEADLINE" => TaskState::Cancelled,
-            "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED"
-            | "SPECIAL_EXIT" => TaskState::Failed,
-            _ => TaskState::Unknown,
+        match states::classify(state) {
+            Class::Waiting => TaskState::Pending,
+            Class::Running => TaskState::Running,
+            Class::Completed => TaskState::Completed,
+            Class::Failed => TaskState::Failed,
+            Class::Cancelled => TaskState::Cancelled,
+            Class::Unknown => TaskState::Unknown,
         }
     }
 
@@ -277,6 +276,39 @@ pub enum RunState {
 }
 
 impl RunState {
+    /// The state's name, as `--json` spells it: `pending`, `running`,
+    /// `completed`, `failed`, `cancelled`, `never_runs`, `unknown`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            RunState::Pending => "pending",
+            RunState::Running { .. } => "running",
+            RunState::Completed => "completed",
+            RunState::Failed { .. } => "failed",
+            RunState::Cancelled { .. } => "cancelled",
+            RunState::NeverRuns { .. } => "never_runs",
+            RunState::Unknown => "unknown",
+        }
+    }
+
+    /// The stage the state names (`failed (prepare)`), when it names one.
+    pub fn stage(&self) -> Option<&str> {
+        match self {
+            RunState::Running { stage }
+            | RunState::Failed { stage }
+            | RunState::Cancelled { stage }
+            | RunState::NeverRuns { stage, .. } => Some(stage),
+            RunState::Pending | RunState::Completed | RunState::Unknown => None,
+        }
+    }
+
+    /// Why a run will never run, in words.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            RunState::NeverRuns { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             RunState::Pending => "pending".into(),
@@ -509,6 +541,23 @@ fn task_from_files(
     }
 }
 
+/// The status of one run from what Slurm said (`rows`, `acct`) and the job
+/// files in its workdir: what `status`, `watch`, `list` and `report` all use.
+pub fn of_run(
+    manifest: &Manifest,
+    rows: &[QueueRow],
+    acct: &[AcctRow],
+    slurm_reachable: bool,
+) -> RunStatus {
+    compute(
+        manifest,
+        rows,
+        acct,
+        &read_job_files(&manifest.workdir),
+        slurm_reachable,
+    )
+}
+
 /// Put everything together. `rows` come from one squeue call over every
 /// latest-attempt job id; `acct` from at most one sacct call.
 pub fn compute(
@@ -521,11 +570,14 @@ pub fn compute(
     let mut stages = Vec::new();
     let stage_names: Vec<&str> = manifest.stages.iter().map(|s| s.stage.as_str()).collect();
     for (si, stage) in manifest.stages.iter().enumerate() {
-        let upstream = if si > 0 {
-            Some(stage_names[si - 1])
+        // The stages this one waits for: its recorded dependencies, else the one before it.
+        let deps: Vec<&str> = if stage.depends_on.is_empty() {
+            stage_names[..si].last().copied().into_iter().collect()
         } else {
-            None
+            stage.depends_on.iter().map(String::as_str).collect()
         };
+        let upstream = (!deps.is_empty()).then(|| deps.join(" and "));
+        let upstream = upstream.as_deref();
         let Some(latest) = stage.latest() else {
             stages.push(StageStatus {
                 stage: stage.stage.clone(),
@@ -573,7 +625,23 @@ pub fn compute(
                 None => attempt.job_id.to_string(),
             };
             let status = if let Some(row) = row {
-                task_from_row(row, task, upstream, file)
+                let mut t = task_from_row(row, task, upstream, file);
+                let taskwise = attempt
+                    .dependency
+                    .as_deref()
+                    .is_some_and(|d| d.contains("aftercorr"));
+                if t.state == TaskState::Pending
+                    && crate::slurm::reasons::code(&row.reason) == "Dependency"
+                    && deps_done(&stages, &deps, taskwise, task)
+                {
+                    // slurmctld re-tests dependencies only at its next scheduling
+                    // pass, so for a second or two after the stage before ended the
+                    // reason still says Dependency. The stages above are what
+                    // counts: the wait is over.
+                    t.reason_text =
+                        upstream.map(|u| format!("{u} finished; waiting for Slurm to schedule it"));
+                }
+                t
             } else if let Some(a) = acct.iter().find(|a| a.job_id == job_id) {
                 let mut t = task_from_files(job_id.clone(), task, attempt.job_id, file);
                 t.state = TaskState::from_slurm(a.state.split_whitespace().next().unwrap_or(""));
@@ -659,6 +727,25 @@ pub fn compute(
         stages,
         stale: !slurm_reachable,
     }
+}
+
+/// True when every stage in `deps` completed, as computed above (for a
+/// task-wise `aftercorr` dependency: the same task of each).
+fn deps_done(stages: &[StageStatus], deps: &[&str], taskwise: bool, task: Option<u32>) -> bool {
+    !deps.is_empty()
+        && deps.iter().all(|d| {
+            let Some(up) = stages.iter().find(|s| s.stage == *d) else {
+                return false;
+            };
+            match (taskwise, task) {
+                (true, Some(t)) => up
+                    .tasks
+                    .iter()
+                    .find(|u| u.task == Some(t))
+                    .is_some_and(|u| u.state == TaskState::Completed),
+                _ => up.state == TaskState::Completed,
+            }
+        })
 }
 
 fn epochs_of(manifest: &Manifest) -> Option<u32> {
@@ -998,6 +1085,51 @@ mod tests {
                 stage: "train".into()
             }
         );
+    }
+
+    #[test]
+    fn a_met_dependency_reads_as_met_and_suspended_is_running() {
+        let m = manifest(vec![
+            stage("prepare", 1, 50),
+            stage("train", 1, 51),
+            stage("export", 1, 52),
+        ]);
+        // Prepare just ended; slurmctld has not re-tested train's dependency yet.
+        let rows = vec![
+            row("50", 50, "", "COMPLETED", ""),
+            row("51", 51, "", "PENDING", "Dependency"),
+            row("52", 52, "", "PENDING", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(s.state, RunState::Pending);
+        assert_eq!(
+            s.stage("train").unwrap().tasks[0].reason_text.as_deref(),
+            Some("prepare finished; waiting for Slurm to schedule it")
+        );
+        assert_eq!(
+            s.stage("export").unwrap().tasks[0].reason_text.as_deref(),
+            Some("waiting for train to finish")
+        );
+        let rows = vec![
+            row("50", 50, "", "COMPLETED", ""),
+            row("51", 51, "", "SUSPENDED", ""),
+            row("52", 52, "", "PENDING", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(
+            s.state,
+            RunState::Running {
+                stage: "train".into()
+            }
+        );
+        assert!(!s.state.is_finished());
+        let rows = vec![
+            row("50", 50, "", "COMPLETED", ""),
+            row("51", 51, "", "DEADLINE", ""),
+            row("52", 52, "", "CANCELLED", "Dependency"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!((s.state.word(), s.state.stage()), ("failed", Some("train")));
     }
 
     #[test]

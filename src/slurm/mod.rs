@@ -13,6 +13,7 @@ pub mod runner;
 pub mod sbatch;
 pub mod sinfo;
 pub mod squeue;
+pub mod states;
 pub mod version;
 
 pub use runner::{CommandFailed, Slurm};

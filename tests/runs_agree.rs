@@ -1,0 +1,443 @@
+//! `list --json`, `status --json` and `report --format json` give every run
+//! the same state: one run model (`run::status`) behind all three. Synthetic
+//! run directories (one per run state, the `cancelled (train)` case among
+//! them) and stand-in `squeue`, `sacct` and `sinfo` first on PATH, each
+//! printing one fixed table of jobs in the format the caller asked for.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::{run, yolo};
+use serde_json::{json, Value};
+
+const SEP: char = '\u{1f}';
+
+/// What Slurm says about one job: in the queue, or only in accounting.
+#[derive(Clone, Copy)]
+enum Where {
+    Queue(&'static str, &'static str),
+    Sacct(&'static str),
+    Nowhere,
+}
+use Where::*;
+
+/// One synthetic run of three stages, and the state all three commands must give it.
+struct Case {
+    name: &'static str,
+    /// prepare, train, export (train may be an array of `tasks`).
+    jobs: [Where; 3],
+    /// Per train task when train is an array.
+    train_tasks: Vec<Where>,
+    /// Job files written: (stage, task, exit code: None = start only).
+    files: Vec<(&'static str, Option<u32>, Option<i32>)>,
+    state: &'static str,
+    stage: Option<&'static str>,
+}
+
+fn case(
+    name: &'static str,
+    jobs: [Where; 3],
+    state: &'static str,
+    stage: Option<&'static str>,
+) -> Case {
+    Case {
+        name,
+        jobs,
+        train_tasks: vec![],
+        files: vec![],
+        state,
+        stage,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let done = Queue("COMPLETED", "None");
+    let dep = Queue("PENDING", "Dependency");
+    vec![
+        case("completed", [done, done, done], "completed", None),
+        case(
+            "failed-prepare",
+            [
+                Queue("FAILED", "NonZeroExitCode"),
+                Queue("PENDING", "DependencyNeverSatisfied"),
+                dep,
+            ],
+            "failed",
+            Some("prepare"),
+        ),
+        // The new user's case: train cancelled while it waited, so it wrote no job files.
+        Case {
+            files: vec![("prepare", None, None), ("prepare", None, Some(0))],
+            ..case(
+                "cancelled-train",
+                [
+                    done,
+                    Queue("CANCELLED", "None"),
+                    Queue("CANCELLED", "Dependency"),
+                ],
+                "cancelled",
+                Some("train"),
+            )
+        },
+        case(
+            "pending",
+            [Queue("PENDING", "Resources"), dep, dep],
+            "pending",
+            None,
+        ),
+        // Prepare just completed; slurmctld has not yet re-tested train's dependency.
+        case("dependency-met", [done, dep, dep], "pending", None),
+        case(
+            "running",
+            [done, Queue("RUNNING", "None"), dep],
+            "running",
+            Some("train"),
+        ),
+        case(
+            "suspended",
+            [done, Queue("SUSPENDED", "None"), dep],
+            "running",
+            Some("train"),
+        ),
+        case(
+            "deadline",
+            [
+                done,
+                Queue("DEADLINE", "DeadLine"),
+                Queue("PENDING", "DependencyNeverSatisfied"),
+            ],
+            "failed",
+            Some("train"),
+        ),
+        case(
+            "never-runs",
+            [done, Queue("PENDING", "BadConstraints"), dep],
+            "never_runs",
+            Some("train"),
+        ),
+        case(
+            "out-of-memory",
+            [
+                done,
+                Queue("OUT_OF_MEMORY", "OutOfMemory"),
+                Queue("CANCELLED", "Dependency"),
+            ],
+            "failed",
+            Some("train"),
+        ),
+        // Left the queue; accounting remembers them.
+        case(
+            "sacct-cancelled",
+            [
+                Sacct("COMPLETED"),
+                Sacct("CANCELLED by 0"),
+                Sacct("CANCELLED by 0"),
+            ],
+            "cancelled",
+            Some("train"),
+        ),
+        // Left the queue, no accounting: the job files say train started and never ended.
+        Case {
+            files: vec![
+                ("prepare", None, None),
+                ("prepare", None, Some(0)),
+                ("train", None, None),
+            ],
+            ..case(
+                "lost-train",
+                [Nowhere, Nowhere, Nowhere],
+                "failed",
+                Some("train"),
+            )
+        },
+        case("unknown", [Nowhere, Nowhere, Nowhere], "unknown", None),
+        // A sweep: one variant failed.
+        Case {
+            train_tasks: vec![
+                Queue("COMPLETED", "None"),
+                Queue("FAILED", "NonZeroExitCode"),
+            ],
+            ..case(
+                "sweep-failed",
+                [done, Nowhere, Queue("PENDING", "DependencyNeverSatisfied")],
+                "failed",
+                Some("train"),
+            )
+        },
+    ]
+}
+
+struct World {
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn script(&self, name: &str, body: &str) {
+        let path = self.path().join("bin").join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn cmd(&self) -> std::process::Command {
+        let mut c = yolo();
+        c.env(
+            "PATH",
+            format!(
+                "{}:{}",
+                self.path().join("bin").display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("XDG_STATE_HOME", self.path().join("state"))
+        .env_remove("YOLO_SCHED_RUNS_DIR");
+        c
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = run(self.cmd().args(args));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn status_line(id: &str, array: u64, task: &str, state: &str, reason: &str) -> String {
+    format!("{id}|{array}|{task}|{state}|{reason}|0:01|1:00:00|node1|gres:gpu:1g.5gb:1|0|x|\n")
+}
+
+fn listing_line(id: &str, state: &str, reason: &str) -> String {
+    let f = [
+        id,
+        state,
+        "gpu",
+        "u",
+        "acct",
+        "2026-12-01T07:50:00",
+        "1",
+        "1",
+        "gres:gpu:1g.5gb:1",
+        "N/A",
+        "N/A",
+        "N/A",
+        "",
+        reason,
+    ];
+    let mut s: String = f.iter().map(|x| format!("{x}{SEP}")).collect();
+    s.push('\n');
+    s
+}
+
+/// Write the runs, their job files and the tables the stand-ins print.
+fn build(cases: &[Case]) -> (World, Vec<String>) {
+    let w = World {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    std::fs::create_dir_all(w.path().join("bin")).unwrap();
+    let index = w.path().join("state/yolo-sched/runs");
+    std::fs::create_dir_all(&index).unwrap();
+    let (mut squeue, mut listing, mut sacct) = (String::new(), String::new(), String::new());
+    let mut ids = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let run_id = format!("{}-20261201T075000-{i:04x}", c.name);
+        let workdir = w.path().join("runs").join(c.name);
+        std::fs::create_dir_all(workdir.join("state")).unwrap();
+        let base = 100 + 10 * i as u64;
+        let names = ["prepare", "train", "export"];
+        let mut stages = Vec::new();
+        for (si, stage) in names.iter().enumerate() {
+            let job = base + si as u64;
+            let tasks = if *stage == "train" && !c.train_tasks.is_empty() {
+                c.train_tasks.len()
+            } else {
+                1
+            };
+            let deps: Vec<&str> = names[..si].last().copied().into_iter().collect();
+            stages.push(json!({
+                "stage": stage, "job_name": format!("{}.{stage}", c.name), "partition": "gpu",
+                "gres": (*stage == "train").then_some("gpu:1g.5gb:1"), "time": "01:00:00",
+                "cpus": 1, "mem": "1G", "tasks": tasks, "depends_on": deps,
+                "script": format!("scripts/{stage}.sh"),
+                "attempts": [{"attempt": 1, "job_id": job,
+                    "array": (tasks > 1).then(|| format!("0-{}", tasks - 1)),
+                    "dependency": (si > 0).then(|| format!("afterok:{}", job - 1)),
+                    "submitted_at": "2026-12-01T07:50:00Z"}]
+            }));
+            let mut add = |id: String, task: &str, wh: Where| match wh {
+                Queue(state, reason) => {
+                    squeue.push_str(&status_line(&id, job, task, state, reason));
+                    listing.push_str(&listing_line(&id, state, reason));
+                }
+                Sacct(state) => sacct.push_str(&format!("{id}|{state}|0:0|node1\n")),
+                Nowhere => {}
+            };
+            if tasks > 1 {
+                for (t, wh) in c.train_tasks.iter().enumerate() {
+                    add(format!("{job}_{t}"), &t.to_string(), *wh);
+                }
+            } else {
+                add(job.to_string(), "N/A", c.jobs[si]);
+            }
+        }
+        for (stage, task, code) in &c.files {
+            let job = base + names.iter().position(|n| n == stage).unwrap() as u64;
+            let key = match task {
+                Some(t) => format!("{stage}.{t}"),
+                None => stage.to_string(),
+            };
+            let (suffix, rec) = match code {
+                None => (
+                    "start",
+                    json!({"array_job_id": job.to_string(), "node": "node1"}),
+                ),
+                Some(c) => (
+                    "end",
+                    json!({"array_job_id": job.to_string(), "exit_code": c}),
+                ),
+            };
+            std::fs::write(
+                workdir.join("state").join(format!("{key}.{suffix}.json")),
+                rec.to_string(),
+            )
+            .unwrap();
+        }
+        let manifest = json!({
+            "schema_version": 1, "run_id": run_id, "name": c.name, "user": "u", "host": "h",
+            "submitted_at": format!("2026-12-01T07:{:02}:00Z", i), "workdir": workdir,
+            "spec_file": "/s.toml", "spec_hash": "0", "spec_text": "[train]\nepochs = 3\n",
+            "variants": 1, "gpu_explanation": [], "estimate_gib": 4.4, "stages": stages,
+        });
+        std::fs::write(workdir.join("manifest.json"), manifest.to_string()).unwrap();
+        let entry = json!({"run_id": run_id, "name": c.name, "workdir": workdir,
+            "submitted_at": format!("2026-12-01T07:{:02}:00Z", i)});
+        std::fs::write(index.join(format!("{run_id}.json")), entry.to_string()).unwrap();
+        ids.push(run_id);
+    }
+    let file = |name: &str, text: &str| -> PathBuf {
+        let p = w.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let (sq, li, sa) = (
+        file("squeue.txt", &squeue),
+        file("listing.txt", &listing),
+        file("sacct.txt", &sacct),
+    );
+    w.script(
+        "squeue",
+        &format!(
+            "case \"$*\" in *--Format=*) cat '{}' ;; *) cat '{}' ;; esac",
+            li.display(),
+            sq.display()
+        ),
+    );
+    w.script("sacct", &format!("cat '{}'", sa.display()));
+    w.script("sinfo", "echo '{\"errors\":[],\"nodes\":[]}'");
+    (w, ids)
+}
+
+#[test]
+fn list_status_and_report_agree_on_every_run() {
+    let cases = cases();
+    let (w, ids) = build(&cases);
+    let list = w.json(&["list", "--json"]);
+    let report = w.json(&["report", "--format", "json", "--section", "runs"]);
+    let by_run = report["runs"]["by_run"].as_array().unwrap();
+    assert_eq!(by_run.len(), cases.len(), "{report}");
+    assert_eq!(list.as_array().unwrap().len(), cases.len());
+    for (c, id) in cases.iter().zip(&ids) {
+        let st = w.json(&["status", "--json", id]);
+        let l = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == id.as_str())
+            .unwrap();
+        let r = by_run.iter().find(|r| r["run_id"] == id.as_str()).unwrap();
+        let want = (json!(c.state), json!(c.stage));
+        assert_eq!(
+            (st["state"]["state"].clone(), st["state"]["stage"].clone()),
+            want,
+            "status, {}",
+            c.name
+        );
+        assert_eq!(
+            (l["state"].clone(), l["stage"].clone()),
+            want,
+            "list, {}",
+            c.name
+        );
+        assert_eq!(
+            (r["state"].clone(), r["stage"].clone()),
+            want,
+            "report, {}",
+            c.name
+        );
+        assert_eq!(l["description"], r["description"], "{}", c.name);
+    }
+    // The counts the report prints come from the same states.
+    let counted: u64 = report["runs"]["by_state"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["state"] == "cancelled")
+        .map(|s| s["runs"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 2);
+}
+
+#[test]
+fn list_json_is_flat_with_the_index_time() {
+    let cases = cases();
+    let (w, ids) = build(&cases);
+    let list = w.json(&["list", "--json"]);
+    let cancelled = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == ids[2].as_str())
+        .unwrap();
+    assert_eq!(cancelled["state"], "cancelled");
+    assert_eq!(cancelled["stage"], "train");
+    assert_eq!(cancelled["description"], "cancelled (train)");
+    assert_eq!(cancelled["submitted_at"], "2026-12-01T07:02:00Z");
+    let never = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["state"] == "never_runs")
+        .unwrap();
+    assert!(never["reason"].as_str().unwrap().contains("BadConstraints"));
+}
+
+#[test]
+fn a_met_dependency_does_not_read_as_waiting() {
+    let cases = cases();
+    let (w, ids) = build(&cases);
+    let i = cases
+        .iter()
+        .position(|c| c.name == "dependency-met")
+        .unwrap();
+    let st = w.json(&["status", "--json", &ids[i]]);
+    let train = st["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "train")
+        .unwrap();
+    assert_eq!(
+        train["tasks"][0]["reason_text"],
+        "prepare finished; waiting for Slurm to schedule it"
+    );
+    let export = &st["stages"][2]["tasks"][0];
+    assert_eq!(export["reason_text"], "waiting for train to finish");
+}
