@@ -441,3 +441,34 @@ fn a_met_dependency_does_not_read_as_waiting() {
     let export = &st["stages"][2]["tasks"][0];
     assert_eq!(export["reason_text"], "waiting for train to finish");
 }
+
+/// A run directory moved since submit (its manifest still names the old
+/// place): `status` reads the job files where the directory is now, as
+/// `list` does, so the two still agree.
+#[test]
+fn a_moved_run_directory_reads_where_it_is_now() {
+    let cases = cases();
+    let (w, ids) = build(&cases);
+    for c in &cases {
+        let manifest = w.path().join("runs").join(c.name).join("manifest.json");
+        let mut m: Value =
+            serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+        m["workdir"] = json!(format!("/nonexistent/moved-from/{}", c.name));
+        std::fs::write(&manifest, m.to_string()).unwrap();
+    }
+    let list = w.json(&["list", "--json"]);
+    for (c, id) in cases.iter().zip(&ids) {
+        let st = w.json(&["status", "--json", id]);
+        let l = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == id.as_str())
+            .unwrap();
+        assert_eq!(st["state"]["state"], l["state"], "{}", c.name);
+        // And by path: the directory itself.
+        let dir = w.path().join("runs").join(c.name);
+        let by_path = w.json(&["status", "--json", dir.to_str().unwrap()]);
+        assert_eq!(by_path["state"]["state"], l["state"], "{} by path", c.name);
+    }
+}

@@ -2,7 +2,7 @@
 //! runs, and at most one `sacct` for the jobs that already left the queue.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
@@ -84,14 +84,14 @@ pub fn find_run(id: &str) -> Result<Manifest> {
     }
     let as_path = PathBuf::from(id);
     if as_path.join(super::manifest::MANIFEST_FILE).is_file() {
-        return Manifest::load(&Manifest::path_in(&as_path));
+        return load_from(&as_path);
     }
     if as_path.is_file()
         && as_path
             .file_name()
             .is_some_and(|n| n == super::manifest::MANIFEST_FILE)
     {
-        return Manifest::load(&as_path);
+        return load_from(as_path.parent().unwrap_or(Path::new(".")));
     }
     let entries = index_entries()?;
     let exact = entries.iter().find(|e| e.run_id == id);
@@ -142,7 +142,16 @@ pub fn find_run(id: &str) -> Result<Manifest> {
             path.display()
         ));
     }
-    Manifest::load(&path)
+    load_from(&chosen.workdir)
+}
+
+/// The manifest in `dir`, its workdir set to where it was found: a run
+/// directory moved since submit is read (job files, logs) where it is now,
+/// as `list` and `report` read it.
+fn load_from(dir: &Path) -> Result<Manifest> {
+    let mut m = Manifest::load(&Manifest::path_in(dir))?;
+    m.workdir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    Ok(m)
 }
 
 /// Job ids to ask squeue about: every attempt of every stage (a resume may
