@@ -36,6 +36,12 @@
 # Everything the script owns lives under these paths; down removes no file outside them.
 set -euo pipefail
 
+# Temporary config files of this run: removed on exit, so a refused `up` (a
+# foreign slurm.conf) leaves no `.gres.conf.*` behind in /etc/slurm.
+TMP_FILES=()
+remove_tmp_files() { [ "${#TMP_FILES[@]}" -eq 0 ] || rm -f "${TMP_FILES[@]}"; }
+trap remove_tmp_files EXIT
+
 readonly MARKER="# managed by yolo-sched slurm/cluster.sh"
 readonly CONF_DIR=/etc/slurm
 readonly RUN_DIR=/run/yolo-slurm
@@ -558,6 +564,7 @@ cmd_up() {
     local tmp_conf tmp_gres tmp_dbd changed=0
     tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
     tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
+    TMP_FILES+=("$tmp_conf" "$tmp_gres")
     write_slurm_conf "$tmp_conf"
     write_gres_conf "$tmp_gres"
     install_conf "$tmp_conf" "$CONF_DIR/slurm.conf" 0644 root:root && changed=1
@@ -565,6 +572,7 @@ cmd_up() {
     # Keep a record of the node count this config was written for, so down stops every slurmd.
     if [ "$ACCOUNTING" = 1 ]; then
         tmp_dbd=$(mktemp "$CONF_DIR/.slurmdbd.conf.XXXXXX")
+        TMP_FILES+=("$tmp_dbd")
         write_slurmdbd_conf "$tmp_dbd"
         install_conf "$tmp_dbd" "$CONF_DIR/slurmdbd.conf" 0600 slurm:slurm && changed=1
     fi
@@ -612,6 +620,7 @@ cmd_reload() {
     local tmp_conf tmp_gres conf_changed=0
     tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
     tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
+    TMP_FILES+=("$tmp_conf" "$tmp_gres")
     if ! (write_slurm_conf "$tmp_conf"); then
         rm -f "$tmp_conf" "$tmp_gres"
         exit 1
@@ -668,7 +677,11 @@ cmd_status() {
         comm=${name%%-*}
         if running "$name" "$comm"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: not running (stale pid file)"; fi
     done
-    sinfo -N -o '%N %P %t %G' 2>&1 || true
+    if ! running slurmctld slurmctld; then
+        echo "slurmctld: not running; the cluster is down (slurm/cluster.sh up starts it)"
+        return 1
+    fi
+    sinfo -N -o '%N %P %t %G'
 }
 
 cmd_env() {
@@ -687,7 +700,8 @@ mig-up)
     ;;
 mig-down) cmd_mig_down ;;
 *)
-    sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
+    # The header comment, up to the first line that is not a comment.
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
     exit 2
     ;;
 esac
