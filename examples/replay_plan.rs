@@ -34,6 +34,8 @@ const WARN_FRACTION: f64 = 0.8;
 
 struct Job {
     line: usize,
+    /// Seconds from the trace's start.
+    submit_s: u64,
     duration_s: u64,
     /// What the slice must hold, GiB (headroom included for `gpu_mem_gib`).
     need_gib: f64,
@@ -61,6 +63,7 @@ fn read_trace(path: &str, whole_gib: f64) -> Result<Vec<Job>, String> {
         };
         let bad = |what: &str| format!("{path}:{}: bad {what}", i + 1);
         let duration_s: f64 = get("duration_s").parse().map_err(|_| bad("duration_s"))?;
+        let submit_s: f64 = get("submit_s").parse().map_err(|_| bad("submit_s"))?;
         let need_gib = match (get("gpu_mem_gib"), get("gpu_fraction")) {
             (m, "") => m.parse::<f64>().map_err(|_| bad("gpu_mem_gib"))? * (1.0 + HEADROOM),
             ("", f) => f.parse::<f64>().map_err(|_| bad("gpu_fraction"))? * whole_gib,
@@ -68,6 +71,7 @@ fn read_trace(path: &str, whole_gib: f64) -> Result<Vec<Job>, String> {
         };
         jobs.push(Job {
             line: i + 1,
+            submit_s: submit_s.round().max(0.0) as u64,
             duration_s: duration_s.round() as u64,
             need_gib,
         });
@@ -159,22 +163,24 @@ fn demand(trace: &str, model: &str, whole: &str) -> Result<String, String> {
     offer
         .memory_overrides
         .insert(whole.to_string(), whole_gib(model)?);
-    let mut rows: BTreeMap<(String, u64), u64> = BTreeMap::new();
+    // The trace as a queue that arrives over time: each job pending from its
+    // submit time (`submit_s`), so auto weighs the trace, not a pile of jobs at once.
+    let mut rows: BTreeMap<(u64, String, u64), u64> = BTreeMap::new();
     let mut unfit = 0;
     for job in read_trace(trace, whole_gib(model)?)? {
         match choose_auto(&estimate(job.need_gib), &offer, WARN_FRACTION) {
             Ok(c) => {
                 *rows
-                    .entry((c.gres.unwrap_or_default(), job.duration_s))
+                    .entry((job.submit_s, c.gres.unwrap_or_default(), job.duration_s))
                     .or_insert(0) += 1
             }
             Err(_) => unfit += 1,
         }
     }
     out += &format!("# demand of {trace} on {model}; {unfit} job(s) fit no GPU and are left out\n");
-    out += "gres,time_limit_s,jobs\n";
-    for ((gres, t), n) in rows {
-        out += &format!("{gres},{t},{n}\n");
+    out += "gres,time_limit_s,jobs,submit_s\n";
+    for ((submit, gres, t), n) in rows {
+        out += &format!("{gres},{t},{n},{submit}\n");
     }
     Ok(out)
 }

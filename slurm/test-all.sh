@@ -51,7 +51,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The trace replay's pure parts (trace format, generator, metrics).
 python3 -m unittest discover -s bench/replay -p 'test_*.py' 2>&1 | tail -n 3
 set +e
-YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast 2>&1 | tee target/test-all.log
+# Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
+YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast -- --include-ignored 2>&1 | tee target/test-all.log
 status=${PIPESTATUS[0]}
 set -e
 echo "=== test summary"

@@ -19,11 +19,14 @@ use super::profile::normalize_profile_name;
 /// simulation is linear in them, and a bigger queue changes no layout.
 pub const MAX_JOBS: u64 = 200_000;
 
-/// One pending job: `count` instances of its type for `seconds`.
+/// One pending job: `count` instances of its type for `seconds`, pending from
+/// `arrival_s` seconds from now (0: pending now; a demand file may give later
+/// arrivals, e.g. a trace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Request {
     pub count: u32,
     pub seconds: u64,
+    pub arrival_s: u64,
 }
 
 /// The pending queue by GRES type, and what other nodes offer of each type.
@@ -62,18 +65,27 @@ impl Demand {
     /// One more pending job of type `kind` asking for `count` instances for
     /// `seconds`. A request for no instance asks for nothing and is dropped.
     pub fn add(&mut self, kind: &str, count: u32, seconds: u64) {
+        self.add_arriving(kind, count, seconds, 0);
+    }
+
+    /// As `add`, for a job that becomes pending `arrival_s` seconds from now.
+    /// Jobs of a type are kept in arrival order (queue order among equals).
+    pub fn add_arriving(&mut self, kind: &str, count: u32, seconds: u64, arrival_s: u64) {
         if count == 0 {
             return;
         }
-        let request = Request { count, seconds };
-        match self.queues.get_mut(kind) {
-            Some(q) => q.push(request),
-            None => self
-                .queues
-                .entry(normalize_profile_name(kind))
-                .or_default()
-                .push(request),
-        }
+        let request = Request {
+            count,
+            seconds,
+            arrival_s,
+        };
+        let queue = match self.queues.get_mut(kind) {
+            Some(q) => q,
+            None => self.queues.entry(normalize_profile_name(kind)).or_default(),
+        };
+        // Stable: a later arrival goes after every job that arrives no later.
+        let at = queue.partition_point(|r| r.arrival_s <= arrival_s);
+        queue.insert(at, request);
     }
 
     /// `jobs` pending jobs of one instance each, an hour long (tests, benches).
@@ -147,9 +159,15 @@ impl Demand {
             ));
         };
         let columns: Vec<&str> = header.split(',').map(str::trim).collect();
-        if columns != ["gres", "time_limit_s", "jobs"] && columns != ["gres", "time_limit_s"] {
+        let known: [&[&str]; 3] = [
+            &["gres", "time_limit_s"],
+            &["gres", "time_limit_s", "jobs"],
+            &["gres", "time_limit_s", "jobs", "submit_s"],
+        ];
+        if !known.contains(&columns.as_slice()) {
             return Err(format!(
-                "{origin}:{n}: header is `{}`; expected `gres,time_limit_s,jobs`",
+                "{origin}:{n}: header is `{}`; expected `gres,time_limit_s,jobs` \
+                 (and optionally `,submit_s`)",
                 clip(header)
             ));
         }
@@ -185,6 +203,19 @@ impl Demand {
                     )
                 })?,
             };
+            let arrival: u64 = match fields.get(3) {
+                None | Some(&"") => 0,
+                Some(v) => v
+                    .parse()
+                    .ok()
+                    .filter(|s| *s <= 366 * 86_400)
+                    .ok_or_else(|| {
+                        format!(
+                            "{origin}:{n}: submit_s `{}`: expected whole seconds from now, 0 to 31622400",
+                            clip(v)
+                        )
+                    })?,
+            };
             total = total.saturating_add(jobs);
             if total > MAX_JOBS {
                 return Err(format!(
@@ -193,7 +224,7 @@ impl Demand {
                 ));
             }
             for _ in 0..jobs {
-                demand.add(&kind, count, seconds);
+                demand.add_arriving(&kind, count, seconds, arrival);
             }
         }
         Ok(demand)
@@ -243,7 +274,8 @@ fn clip(s: &str) -> String {
 }
 
 /// Start `queue` in order on `here` fresh instances plus `elsewhere` (each
-/// free after its seconds). A job needing more instances than exist never
+/// free after its seconds), each job no earlier than its arrival; its wait is
+/// its start minus its arrival. A job needing more instances than exist never
 /// starts; it does not hold the others back (Slurm's backfill would start them).
 pub fn queue_cost(queue: &[Request], elsewhere: &[u64], here: u32) -> QueueCost {
     let mut free: BinaryHeap<Reverse<u64>> = elsewhere.iter().map(|&s| Reverse(s)).collect();
@@ -259,8 +291,8 @@ pub fn queue_cost(queue: &[Request], elsewhere: &[u64], here: u32) -> QueueCost 
         if count == 1 {
             // The common case: one sift of the heap's top instead of pop and push.
             if let Some(mut top) = free.peek_mut() {
-                let start = top.0;
-                cost.wait_s += u128::from(start);
+                let start = top.0.max(job.arrival_s);
+                cost.wait_s += u128::from(start - job.arrival_s);
                 *top = Reverse(start.saturating_add(job.seconds));
             }
             continue;
@@ -271,8 +303,8 @@ pub fn queue_cost(queue: &[Request], elsewhere: &[u64], here: u32) -> QueueCost 
                 taken.push(t);
             }
         }
-        let start = taken.iter().copied().max().unwrap_or(0);
-        cost.wait_s += u128::from(start);
+        let start = taken.iter().copied().max().unwrap_or(0).max(job.arrival_s);
+        cost.wait_s += u128::from(start - job.arrival_s);
         let end = start.saturating_add(job.seconds);
         free.extend(std::iter::repeat_n(Reverse(end), count));
     }
@@ -284,7 +316,14 @@ mod tests {
     use super::*;
 
     fn jobs(n: usize, seconds: u64) -> Vec<Request> {
-        vec![Request { count: 1, seconds }; n]
+        vec![
+            Request {
+                count: 1,
+                seconds,
+                arrival_s: 0
+            };
+            n
+        ]
     }
 
     #[test]
@@ -317,14 +356,17 @@ mod tests {
             Request {
                 count: 1,
                 seconds: 100,
+                arrival_s: 0,
             },
             Request {
                 count: 2,
                 seconds: 50,
+                arrival_s: 0,
             },
             Request {
                 count: 3,
                 seconds: 10,
+                arrival_s: 0,
             },
         ];
         // Two instances: the first job holds one until 100, the pair starts then;
@@ -336,6 +378,39 @@ mod tests {
                 wait_s: 100
             }
         );
+    }
+
+    #[test]
+    fn jobs_that_arrive_later_wait_from_their_arrival() {
+        let mut d = Demand::new();
+        // One instance; a one-hour job now, another arriving after 90 minutes
+        // (no wait), a third arriving at 30 minutes (waits 30 minutes).
+        d.add_arriving("1g.5gb", 1, 3600, 0);
+        d.add_arriving("1g.5gb", 1, 3600, 5400);
+        d.add_arriving("1g.5gb", 1, 3600, 1800);
+        let arrivals: Vec<u64> = d.queue("1g.5gb").iter().map(|r| r.arrival_s).collect();
+        assert_eq!(arrivals, [0, 1800, 5400], "kept in arrival order");
+        // 0; 1800 → starts 3600 (waits 1800); 5400 → free at 7200 (waits 1800).
+        assert_eq!(
+            d.cost("1g.5gb", 1),
+            QueueCost {
+                never_start: 0,
+                wait_s: 3600
+            }
+        );
+        assert_eq!(d.cost("1g.5gb", 2), QueueCost::default());
+        let f = Demand::parse_file(
+            "gres,time_limit_s,jobs,submit_s\ngpu:1g.5gb:1,3600,2,7200\n",
+            "d.csv",
+        )
+        .unwrap();
+        assert_eq!(f.queue("1g.5gb")[1].arrival_s, 7200);
+        let e = Demand::parse_file(
+            "gres,time_limit_s,jobs,submit_s\ngpu:1g.5gb:1,60,1,-5\n",
+            "d.csv",
+        )
+        .unwrap_err();
+        assert!(e.contains("d.csv:2: submit_s `-5`"), "{e}");
     }
 
     #[test]
@@ -356,7 +431,8 @@ mod tests {
             d.queue("a100"),
             [Request {
                 count: 2,
-                seconds: 600
+                seconds: 600,
+                arrival_s: 0
             }]
         );
         for (bad, want) in [

@@ -3,12 +3,12 @@
 //! PATH (tests/data/report/README.md lists the recorded jobs): every format,
 //! the number of Slurm calls, `--output`, and bad input.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{run, yolo};
+use crate::common::{run, yolo};
 use serde_json::Value;
 
 fn data(name: &str) -> PathBuf {

@@ -2,9 +2,7 @@
 //! completions and man pages generated from the same definitions, exit
 //! statuses for bad flags.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 const SUBCOMMANDS: [&[&str]; 16] = [

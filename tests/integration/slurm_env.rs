@@ -3,11 +3,9 @@
 //! `SLURM_TIME_FORMAT`, …), which would change what the parsers read. A
 //! stand-in `squeue` records the environment it was given.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn slurm_clients_get_the_documented_defaults_not_the_users_settings() {

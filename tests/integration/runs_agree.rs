@@ -4,12 +4,10 @@
 //! them) and stand-in `squeue`, `sacct` and `sinfo` first on PATH, each
 //! printing one fixed table of jobs in the format the caller asked for.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::{run, yolo};
+use crate::common::{run, yolo};
 use serde_json::{json, Value};
 
 const SEP: char = '\u{1f}';

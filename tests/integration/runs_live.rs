@@ -1,13 +1,13 @@
 //! Whole runs on the live cluster: submit, watch, status, cancel, resume,
 //! with the stand-in trainer (`tests/standin/yolo`) and the demo dataset.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// A run directory with a copy of the demo dataset and a spec.
@@ -135,10 +135,9 @@ fn break_dataset(f: &Fixture) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_chain_runs_in_order_with_training_on_a_1g5gb_slice() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let canary = f.path().join("pwned");
     let spec = f.write_spec(
@@ -222,10 +221,9 @@ fn a_chain_runs_in_order_with_training_on_a_1g5gb_slice() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_failing_prepare_cancels_the_rest_and_resume_completes_after_the_fix() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let broken = break_dataset(&f);
     let spec = f.write_spec("broken", "");
@@ -270,10 +268,9 @@ fn a_failing_prepare_cancels_the_rest_and_resume_completes_after_the_fix() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_run_cancelled_mid_training_resumes_from_last_pt() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let spec = f.write_spec("cancelled", "");
     let text = read(&spec).replace("epochs = 3", "epochs = 40");
@@ -378,10 +375,9 @@ fn a_run_cancelled_mid_training_resumes_from_last_pt() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_sweep_runs_as_arrays_with_per_task_dependencies() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let spec = f.write_spec(
         "sweep",
@@ -507,10 +503,9 @@ fn submit_refused(f: &Fixture, name: &str, directive: &str) -> (String, Vec<u64>
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_stage_slurm_refuses_leaves_nothing_in_the_queue() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     // sbatch itself refuses the third stage: the two accepted ones are cancelled.
     let (err, cancelled) = submit_refused(&f, "refused", "--partition=nosuch");
@@ -534,10 +529,9 @@ fn a_stage_slurm_refuses_leaves_nothing_in_the_queue() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn status_of_a_100_task_sweep_costs_a_constant_number_of_slurm_calls() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let values: Vec<String> = (1..=100)
         .map(|i| format!("{:.4}", f64::from(i) / 10000.0))
@@ -568,10 +562,9 @@ fn status_of_a_100_task_sweep_costs_a_constant_number_of_slurm_calls() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn an_ordinary_user_submits_and_the_jobs_run_as_that_user() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let spec = f.write_spec("as-researcher", "");
     let state = f.path().join("researcher-state");
@@ -628,10 +621,9 @@ fn an_ordinary_user_submits_and_the_jobs_run_as_that_user() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn logs_follow_prints_until_the_stage_ends() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let spec = f.write_spec("follow", "");
     let text = read(&spec).replace("epochs = 3", "epochs = 12");
@@ -661,10 +653,9 @@ fn logs_follow_prints_until_the_stage_ends() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_cached_dataset_is_copied_by_prepare_and_trained_from() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let cache = f.path().join("node-cache");
     let spec = f.write_spec("cached", "");
@@ -695,10 +686,9 @@ fn a_cached_dataset_is_copied_by_prepare_and_trained_from() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_run_index_that_cannot_be_written_takes_the_jobs_back_and_leaves_the_workdir_free() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let f = Fixture::new();
     let spec = f.write_spec("noindex", "");
     // The index directory is a file: the manifest is written, its index entry is not.

@@ -293,20 +293,29 @@ fn a_user_filter_keeps_only_that_users_jobs() {
     assert_eq!(sum, all.running_jobs);
 }
 
-/// Writes a listing for benchmarks: `YOLO_SCHED_SYNTH_OUT=<file> cargo test
-/// --test report_synthetic -- --ignored write_listing`.
+/// Writes a listing for benchmarks (`YOLO_SCHED_SYNTH_OUT=<file>
+/// YOLO_SCHED_SYNTH_JOBS=100000 cargo test --test integration write_listing`);
+/// without the variable, a small one in a temporary directory. Either way the
+/// written listing is read back and must hold what the generator counted.
 #[test]
-#[ignore = "writes a file for bench/report; run by hand"]
 fn write_listing() {
-    let path = std::env::var("YOLO_SCHED_SYNTH_OUT").expect("YOLO_SCHED_SYNTH_OUT");
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::env::var("YOLO_SCHED_SYNTH_OUT")
+        .unwrap_or_else(|_| dir.path().join("listing.txt").display().to_string());
     let jobs: usize = std::env::var("YOLO_SCHED_SYNTH_JOBS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(100_000);
+        .unwrap_or(2_000);
     let now = chrono::Local::now().naive_local();
     let (listing, t) = generate(jobs, 7, now);
-    std::fs::write(&path, listing).unwrap();
+    std::fs::write(&path, &listing).unwrap();
     let mut summary = String::new();
     let _ = writeln!(summary, "running {} pending {}", t.running, t.pending);
-    std::fs::write(format!("{path}.expected"), summary).unwrap();
+    std::fs::write(format!("{path}.expected"), &summary).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), listing);
+    assert_eq!(listing.lines().count(), jobs, "one line per job");
+    assert_eq!(
+        std::fs::read_to_string(format!("{path}.expected")).unwrap(),
+        summary
+    );
 }

@@ -1,11 +1,9 @@
 //! yolo-sched's NVML layer (topology, raw calls, MIG apply primitives) against the
 //! fake libnvidia-ml.so, loaded through nvml-wrapper exactly as on a real node.
 
-mod fake_nvml;
-
 use std::collections::BTreeMap;
 
-use fake_nvml::{shipped_fixture, FakeNode};
+use crate::fake_nvml::{shipped_fixture, FakeNode};
 use nvml_wrapper::Nvml;
 use serde_json::{json, Value};
 use yolo_sched::nvml::apply::{self, MigErrorKind, MigModeOutcome};

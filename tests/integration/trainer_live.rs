@@ -6,18 +6,16 @@
 //! The trainer is the venv `slurm/trainer.sh install` makes, reached through
 //! `tests/trainer/yolo-cpu`, which only turns `device=…` into `device=cpu`
 //! (the cluster's slices are character devices). Without the venv these
-//! tests are skipped, unless YOLO_SCHED_EXPECT_TRAINER=1 (the README's test
-//! command sets it), when they fail. They run one at a time: each training
-//! takes the machine's CPUs.
-
-mod common;
+//! tests fail; like every live test they are ignored unless asked for
+//! (`-- --include-ignored`, as the README's test command does). They run one
+//! at a time: each training takes the machine's CPUs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -29,22 +27,16 @@ fn venv() -> PathBuf {
     )
 }
 
-/// The cluster and the real trainer are there (or the test must fail).
-fn ready() -> bool {
-    if !cluster_available() {
-        return false;
-    }
-    if venv().join("bin/yolo").exists() {
-        return true;
-    }
-    if std::env::var("YOLO_SCHED_EXPECT_TRAINER").is_ok_and(|v| v == "1") {
-        panic!(
-            "the real trainer is expected but {} has none; run slurm/trainer.sh install",
-            venv().display()
-        );
-    }
-    eprintln!("skipping: no real trainer (slurm/trainer.sh install)");
-    false
+/// The cluster's turn for this module, with the real trainer there (or the
+/// test fails: it is ignored unless asked for).
+fn ready() -> ClusterGuard {
+    let guard = cluster(module_path!());
+    assert!(
+        venv().join("bin/yolo").exists(),
+        "the real trainer is needed but {} has none; run slurm/trainer.sh install",
+        venv().display()
+    );
+    guard
 }
 
 struct Fixture {
@@ -149,10 +141,9 @@ fn assert_no_stray_training(f: &Fixture, workdir: &Path) {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster and the real trainer (slurm/cluster.sh up, slurm/trainer.sh install): cargo test -- --include-ignored"]
 fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
-    if !ready() {
-        return;
-    }
+    let _cluster = ready();
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fixture::new();
     let canary = f.path().join("pwned");
@@ -289,10 +280,9 @@ fn submit_and_cancel_midway(f: &Fixture, name: &str, epochs: u32) -> (String, Pa
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster and the real trainer (slurm/cluster.sh up, slurm/trainer.sh install): cargo test -- --include-ignored"]
 fn a_cancelled_real_training_resumes_from_its_epoch_and_a_truncated_checkpoint_restarts() {
-    if !ready() {
-        return;
-    }
+    let _cluster = ready();
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fixture::new();
     let (run_id, workdir) = submit_and_cancel_midway(&f, "resume", 6);
@@ -341,10 +331,9 @@ fn a_cancelled_real_training_resumes_from_its_epoch_and_a_truncated_checkpoint_r
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster and the real trainer (slurm/cluster.sh up, slurm/trainer.sh install): cargo test -- --include-ignored"]
 fn a_real_two_variant_sweep_runs_as_arrays() {
-    if !ready() {
-        return;
-    }
+    let _cluster = ready();
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fixture::new();
     let spec = f.spec("sweep", 1, "[sweep]\nlr0 = [0.01, 0.02]\n");

@@ -10,14 +10,14 @@
 //! latter with DefCpuPerGPU=2 DefMemPerGPU=2000). The tests here share
 //! small1 and change partition limits, so they run one at a time.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -179,20 +179,18 @@ fn k_runs_overlap(partition: &str, k: usize, prefix: &str, share: (u64, &str)) {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn seven_runs_fill_the_seven_slices_of_a_16000_mb_node() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let _one = serial();
     // 16 CPUs over 7 units → 2 CPUs; (16000 − 500 reserve) / 7 = 2214 MiB.
     k_runs_overlap("small", 7, "fill-small-", (2, "2214M"));
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn as_many_runs_as_1g_slices_fill_the_local_nodes() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let _one = serial();
     // K from the cluster itself: 4 per node, 8 with NODES=2 as CI runs it.
     let cluster = yolo_sched::slurm::cluster::fetch(&yolo_sched::slurm::Slurm::from_env()).unwrap();
@@ -206,10 +204,9 @@ fn as_many_runs_as_1g_slices_fill_the_local_nodes() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_request_no_node_can_satisfy_is_refused_and_nothing_is_queued() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let _one = serial();
     let f = Fixture::new();
     let cases = [
@@ -268,10 +265,9 @@ fn a_request_no_node_can_satisfy_is_refused_and_nothing_is_queued() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn slurm_per_gpu_defaults_are_used_where_the_partition_sets_them() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let _one = serial();
     let f = Fixture::new();
     let spec = f.spec("slurmdef", "smalldef", "");
@@ -307,10 +303,9 @@ fn slurm_per_gpu_defaults_are_used_where_the_partition_sets_them() {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_stage_slurm_holds_for_ever_ends_watch_with_exit_1_and_resume_rechecks() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let _one = serial();
     let f = Fixture::new();
     // Prepare first, so train is still waiting when its limit is raised.

@@ -8,13 +8,13 @@
 //! (which of our jobs run, which wait and why) is read with plain `squeue`
 //! right before and after the report, and the report must match it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{cluster_available, run, yolo};
+use crate::common::{run, yolo};
 use serde_json::Value;
 
 /// Cancels our jobs, and only ours, however the test ends.
@@ -198,10 +198,9 @@ fn node_exists(name: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn every_format_shows_what_slurm_shows() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let account = format!("yrt{}", std::process::id());
     let a = ["-A", account.as_str(), "-p", "gpu"];
     let mut jobs = Jobs { ids: Vec::new() };
@@ -460,10 +459,9 @@ pub fn promtool_accepts(text: &str) {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn unreachable_controller_is_exit_1_and_leaves_the_file() {
-    if !cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     // A copy of the live configuration with a controller port nothing listens on.
     let dir = tempfile::tempdir().unwrap();
     let conf = std::fs::read_to_string("/etc/slurm/slurm.conf").unwrap();

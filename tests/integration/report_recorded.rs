@@ -11,11 +11,11 @@ use yolo_sched::report::squeue::{self, Filter, Phase};
 use yolo_sched::report::{inventory, reasons, runs, sacct};
 use yolo_sched::slurm::sinfo;
 
-const COMPACT: &str = include_str!("data/report/squeue-22.05-compact.txt");
-const JSON: &str = include_str!("data/report/squeue-22.05.json");
-const SINFO: &str = include_str!("data/report/sinfo-22.05-two-nodes.json");
-const SINFO_DRAINED: &str = include_str!("data/report/sinfo-22.05-node2-drained.json");
-const SACCT_STDERR: &str = include_str!("data/report/sacct-22.05-no-accounting.stderr");
+const COMPACT: &str = include_str!("../data/report/squeue-22.05-compact.txt");
+const JSON: &str = include_str!("../data/report/squeue-22.05.json");
+const SINFO: &str = include_str!("../data/report/sinfo-22.05-two-nodes.json");
+const SINFO_DRAINED: &str = include_str!("../data/report/sinfo-22.05-node2-drained.json");
+const SACCT_STDERR: &str = include_str!("../data/report/sacct-22.05-no-accounting.stderr");
 
 fn at(s: &str) -> chrono::NaiveDateTime {
     squeue::parse_time(s).unwrap()

@@ -4,9 +4,7 @@
 //! instance at the planned placements, and each must succeed. The built-in
 //! tables the planner uses when MIG is off must give the same catalog.
 
-mod fake_nvml;
-
-use fake_nvml::FakeNode;
+use crate::fake_nvml::FakeNode;
 use yolo_sched::mig::{builtin, LayoutCatalog};
 use yolo_sched::nvml::{self, apply, topology::Placement, topology::Topology};
 

@@ -5,14 +5,13 @@
 //! the node, waits for the job, applies, reloads Slurm and resumes the node.
 //! One test function: it restarts slurmctld, so it must not race itself.
 
-mod common;
-mod fake_nvml;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use fake_nvml::FakeNode;
+use crate::fake_nvml::FakeNode;
 
 const NODE: &str = "mig1";
 const GRES_CONF: &str = "/etc/slurm/gres.conf";
@@ -183,10 +182,9 @@ fn cap_files(listed: &[String], kind: &str) -> usize {
 }
 
 #[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn node_setup_serves_a_mig_node_to_real_slurm() {
-    if !common::cluster_available() {
-        return;
-    }
+    let _cluster = common::cluster(module_path!());
     let node = FakeNode::new("a100-sxm4-40gb.json");
     std::fs::write(node.dir.path().join("site.toml"), "").unwrap();
     let jobs_dir = common::shared_tempdir();

@@ -2,8 +2,8 @@
 //! idempotency, refusals, busy GPUs, pending MIG mode, non-root, --check, a
 //! process killed part-way, and two applies at once. No Slurm (`--no-slurm`).
 
-mod common;
-mod fake_nvml;
+use crate::common;
+use crate::fake_nvml;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use fake_nvml::FakeNode;
+use crate::fake_nvml::FakeNode;
 
 /// A fake node with a gres.conf and a site file of its own.
 struct Node {

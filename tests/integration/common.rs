@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests that drive the built binary and
 //! the live local Slurm cluster (`slurm/cluster.sh up`).
-#![allow(dead_code)] // each test binary uses a different subset
+#![allow(dead_code)] // not every helper is used by every module
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -85,17 +85,51 @@ fn cluster_answers() -> bool {
         .unwrap_or(false)
 }
 
-/// True when the live cluster is up. When it is expected (CI, the README's test
-/// command) and absent, the test fails instead of being skipped.
-pub fn cluster_available() -> bool {
-    if cluster_answers() {
-        return true;
+/// Which module's tests hold the cluster, and how many of them run.
+struct Turn {
+    owner: Option<&'static str>,
+    active: usize,
+}
+
+static TURN: std::sync::Mutex<Turn> = std::sync::Mutex::new(Turn {
+    owner: None,
+    active: 0,
+});
+static TURN_CHANGED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// A live test's hold on the cluster; released when dropped (also on panic).
+pub struct ClusterGuard;
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        turn.active -= 1;
+        if turn.active == 0 {
+            turn.owner = None;
+        }
+        TURN_CHANGED.notify_all();
     }
-    if std::env::var(EXPECT_CLUSTER_ENV).is_ok_and(|v| v == "1") {
-        panic!("the local Slurm cluster is expected ({EXPECT_CLUSTER_ENV}=1) but `scontrol ping` does not answer; run `slurm/cluster.sh up`");
+}
+
+/// The live cluster for a test of `module` (`module_path!()`). The tests of
+/// one module run side by side, as they did when each file was its own
+/// binary; modules take turns, so one module's jobs never meet another's
+/// (node-setup's test even reconfigures the cluster). Live tests are
+/// `#[ignore]`d, so this runs only when they were asked for: no cluster then
+/// is a failure, not a skip.
+pub fn cluster(module: &'static str) -> ClusterGuard {
+    assert!(
+        cluster_answers(),
+        "this test needs the local Slurm cluster but `scontrol ping` does not answer; \
+         run `slurm/cluster.sh up`"
+    );
+    let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    while turn.owner.is_some_and(|o| o != module) {
+        turn = TURN_CHANGED.wait(turn).unwrap_or_else(|e| e.into_inner());
     }
-    eprintln!("skipping: no local Slurm cluster (start it with `slurm/cluster.sh up`)");
-    false
+    turn.owner = Some(module);
+    turn.active += 1;
+    ClusterGuard
 }
 
 /// A job's state from `squeue -t all` (finished jobs stay listed for MinJobAge).

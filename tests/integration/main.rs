@@ -1,0 +1,35 @@
+//! The one integration test binary: every module drives the built
+//! `yolo-sched` (and, for the live modules, the local Slurm cluster). One
+//! binary links once; `common` holds the `Test`-style helpers, the clean
+//! environment and the cluster turn-taking.
+//!
+//! Tests that need the local cluster are `#[ignore]`d with the reason, so a
+//! plain `cargo test` shows them as ignored rather than passing them; the
+//! README's test command runs them with `-- --include-ignored` (they fail
+//! there when no cluster answers).
+
+mod common;
+mod fake_nvml;
+
+mod cli_help;
+mod cluster;
+mod dataset_check;
+mod gres_slurmd;
+mod mig_plans_on_fake;
+mod node_setup;
+mod node_setup_slurm;
+mod nvml_fake;
+mod render_hostile;
+mod report_live;
+mod report_recorded;
+mod report_replay;
+mod report_synthetic;
+mod resources_live;
+mod runs_agree;
+mod runs_agree_live;
+mod runs_live;
+mod slurm_env;
+mod spec_corpus;
+mod standin_args;
+mod trainer_live;
+mod ultralytics_table;
