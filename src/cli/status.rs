@@ -277,11 +277,15 @@ impl ListRow {
 }
 
 pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
-    let entries = if args.all_users {
+    let index = if args.all_users {
         query::index_entries_all_users()?
     } else {
         query::index_entries()?
     };
+    for w in &index.unreadable {
+        ctx.printer.warn(w);
+    }
+    let entries = index.entries;
     let mut manifests = Vec::new();
     let mut submitted = Vec::new();
     let mut gone = 0;

@@ -13,18 +13,31 @@ use crate::error::invalid;
 use crate::slurm::squeue::{self, QueueRow};
 use crate::slurm::Slurm;
 
+/// The runs of an index, and the entries that could not be read (for the
+/// caller to warn about: library code does not print).
+#[derive(Debug, Default)]
+pub struct Index {
+    pub entries: Vec<IndexEntry>,
+    /// "`<path>`: why" for each entry skipped.
+    pub unreadable: Vec<String>,
+}
+
+/// The largest index entry read: an entry is a few hundred bytes.
+const INDEX_ENTRY_LIMIT: u64 = 64 << 10;
+
 /// Every run in the caller's index, newest first. Entries whose manifest is
-/// gone are skipped; a corrupt index entry is skipped with a warning.
-pub fn index_entries() -> Result<Vec<IndexEntry>> {
-    let mut out = read_index(&index_dir()?);
-    sort_newest_first(&mut out);
-    Ok(out)
+/// gone are skipped; an unreadable entry (corrupt, not a regular file, too
+/// big) is skipped and named in `unreadable`.
+pub fn index_entries() -> Result<Index> {
+    let mut index = read_index(&index_dir()?);
+    sort_newest_first(&mut index.entries);
+    Ok(index)
 }
 
 /// The runs of every local user whose index the caller may read (admins):
 /// `<home>/.local/state/yolo-sched/runs` of each account in /etc/passwd, and
 /// the caller's own index.
-pub fn index_entries_all_users() -> Result<Vec<IndexEntry>> {
+pub fn index_entries_all_users() -> Result<Index> {
     let mut dirs = vec![index_dir()?];
     if let Ok(passwd) = std::fs::read_to_string("/etc/passwd") {
         for line in passwd.lines() {
@@ -36,11 +49,16 @@ pub fn index_entries_all_users() -> Result<Vec<IndexEntry>> {
             }
         }
     }
-    let mut out: Vec<IndexEntry> = dirs.iter().flat_map(|d| read_index(d)).collect();
-    out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
-    out.dedup_by(|a, b| a.run_id == b.run_id);
-    sort_newest_first(&mut out);
-    Ok(out)
+    let mut all = Index::default();
+    for d in &dirs {
+        let one = read_index(d);
+        all.entries.extend(one.entries);
+        all.unreadable.extend(one.unreadable);
+    }
+    all.entries.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    all.entries.dedup_by(|a, b| a.run_id == b.run_id);
+    sort_newest_first(&mut all.entries);
+    Ok(all)
 }
 
 fn sort_newest_first(entries: &mut [IndexEntry]) {
@@ -51,8 +69,8 @@ fn sort_newest_first(entries: &mut [IndexEntry]) {
     });
 }
 
-fn read_index(dir: &std::path::Path) -> Vec<IndexEntry> {
-    let mut out = Vec::new();
+fn read_index(dir: &std::path::Path) -> Index {
+    let mut out = Index::default();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
     };
@@ -61,15 +79,15 @@ fn read_index(dir: &std::path::Path) -> Vec<IndexEntry> {
         if p.extension().and_then(|x| x.to_str()) != Some("json") {
             continue;
         }
-        match std::fs::read(&p)
-            .ok()
-            .and_then(|t| serde_json::from_slice::<IndexEntry>(&t).ok())
+        // Bounded and regular only: an entry linked to /dev/zero or a FIFO is skipped.
+        match crate::fsutil::read_regular(&p, INDEX_ENTRY_LIMIT)
+            .and_then(|t| serde_json::from_str::<IndexEntry>(&t).map_err(anyhow::Error::from))
         {
-            Some(entry) => out.push(entry),
-            None => eprintln!(
-                "yolo-sched: warning: skipping unreadable run index entry {}",
+            Ok(entry) => out.entries.push(entry),
+            Err(e) => out.unreadable.push(format!(
+                "skipping unreadable run index entry {}: {e:#}",
                 p.display()
-            ),
+            )),
         }
     }
     out
@@ -93,7 +111,7 @@ pub fn find_run(id: &str) -> Result<Manifest> {
     {
         return load_from(as_path.parent().unwrap_or(Path::new(".")));
     }
-    let entries = index_entries()?;
+    let entries = index_entries()?.entries;
     let exact = entries.iter().find(|e| e.run_id == id);
     // Runs whose directory was removed cannot be meant; they only make a prefix ambiguous.
     let prefixed: Vec<&IndexEntry> = entries

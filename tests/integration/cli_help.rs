@@ -335,3 +335,34 @@ fn every_argument_has_help() {
     walk(&yolo_sched::cli::Cli::command(), "yolo-sched", &mut missing);
     assert!(missing.is_empty(), "arguments without help: {missing:#?}");
 }
+
+/// A run-index entry that is a link to /dev/zero, a FIFO or garbage is
+/// skipped with a warning, read without blocking and without reading it all.
+#[test]
+fn hostile_run_index_entries_are_skipped_with_a_warning() {
+    let state = tempfile::tempdir().unwrap();
+    let index = state.path().join("yolo-sched/runs");
+    std::fs::create_dir_all(&index).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", index.join("zero.json")).unwrap();
+    let fifo = index.join("fifo.json");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::write(index.join("junk.json"), "{not json").unwrap();
+    let mut cmd = yolo();
+    cmd.env("XDG_STATE_HOME", state.path())
+        .env("PATH", state.path())
+        .args(["list", "--json"]);
+    let out = run_bounded(&mut cmd, std::time::Duration::from_secs(20)).expect("ends in time");
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("skipping unreadable run index entry").count(),
+        3,
+        "{err}"
+    );
+    assert!(err.contains("not a regular file"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+}
