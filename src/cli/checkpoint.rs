@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
+use super::args::JsonArg;
 use super::output;
 use crate::error::invalid;
 use crate::run::checkpoint;
@@ -25,9 +26,8 @@ pub struct CheckpointArgs {
     #[arg(value_name = "RUN_DIR")]
     pub run_dir: PathBuf,
 
-    /// Print the state as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 }
 
 pub fn run(args: &CheckpointArgs) -> Result<i32> {
@@ -38,7 +38,7 @@ pub fn run(args: &CheckpointArgs) -> Result<i32> {
         )));
     }
     let state = checkpoint::state(&args.run_dir);
-    if args.json {
+    if args.output.json {
         output::print_json(&state)?;
     } else {
         output::println(state.line())?;

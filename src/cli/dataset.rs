@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 
+use super::args::JsonArg;
 use super::output;
 use super::Context;
 use crate::dataset::{self, CheckOptions, Report, Severity};
@@ -50,9 +51,8 @@ pub struct CheckArgs {
     #[arg(value_name = "DATA_YAML")]
     pub data: PathBuf,
 
-    /// Print the report as JSON instead of tables.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 
     /// Also write the JSON report to FILE (atomically, also when errors are found).
     #[arg(long, value_name = "FILE")]
@@ -100,7 +100,7 @@ fn run_check(ctx: &Context, args: &CheckArgs) -> Result<i32> {
         json.push(b'\n');
         crate::fsutil::write_atomic(path, &json, 0o644)?;
     }
-    if args.json {
+    if args.output.json {
         output::print_json(&report)?;
     } else {
         print_report(ctx, &report)?;

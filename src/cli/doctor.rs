@@ -7,6 +7,7 @@ use clap::Args;
 
 use comfy_table::{Cell, Color};
 
+use super::args::JsonArg;
 use super::output;
 use super::Context;
 use crate::doctor::{self, Status};
@@ -20,9 +21,8 @@ Examples:
   yolo-sched doctor --json | jq '.gres'
   yolo-sched doctor --nvml-lib /opt/nvidia/lib64/libnvidia-ml.so.1")]
 pub struct DoctorArgs {
-    /// Print the findings as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 
     /// NVML library to try (default: YOLO_SCHED_NVML_LIB, else libnvidia-ml.so.1).
     #[arg(long, value_name = "PATH")]
@@ -31,7 +31,7 @@ pub struct DoctorArgs {
 
 pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
     let report = doctor::gather(&ctx.slurm, args.nvml_lib.as_ref());
-    if args.json {
+    if args.output.json {
         output::print_json(&report)?;
     } else {
         let color = ctx.color();

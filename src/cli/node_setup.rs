@@ -8,6 +8,7 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+use super::args::JsonArg;
 use super::{output, Context};
 use crate::error::invalid;
 use crate::mig::{named_layouts, LayoutDefs};
@@ -87,9 +88,8 @@ pub struct NodeSetupArgs {
     #[arg(long, value_name = "LAYOUT")]
     pub layout: Option<String>,
 
-    /// Print JSON instead of text: `--show --json`, `--dry-run --json`, `--check --json`, `--apply --json`.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 
     /// Change GPUs even when processes run on them (they may be killed or block the change).
     #[arg(long)]
@@ -159,7 +159,7 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     if !acting {
         let nvml = nodesetup::open_nvml(&lib)?;
         let topology = Topology::read(&nvml).context("reading the GPUs through NVML")?;
-        return show(&topology, args.json, ctx.color());
+        return show(&topology, args.output.json, ctx.color());
     }
     let Some(layout_arg) = &args.layout else {
         return Err(invalid(
@@ -192,7 +192,7 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
             super::runs::record(ctx, &rec);
         }
         let applied = result?;
-        if args.json {
+        if args.output.json {
             output::print_json(&applied)?;
             return Ok(0);
         }
@@ -210,7 +210,7 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     let prepared = nodesetup::prepare(&nvml, &opts, &layout, &ctx.slurm)?;
     if args.check {
         let diffs = nodesetup::differences(&prepared, &opts, &ctx.slurm)?;
-        if args.json {
+        if args.output.json {
             output::print_json(&serde_json::json!({
                 "node": prepared.node,
                 "layout": layout.name,
@@ -233,7 +233,7 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
         }
         return Ok(if diffs.is_empty() { 0 } else { 1 });
     }
-    dry_run(&ctx.printer, &prepared, args.json)
+    dry_run(&ctx.printer, &prepared, args.output.json)
 }
 
 fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> {

@@ -7,6 +7,7 @@ use anyhow::{Context as _, Result};
 use chrono::Local;
 use clap::Args;
 
+use super::args::JsonArg;
 use super::Context;
 use crate::error::invalid;
 use crate::report::{self, render::Selection, squeue::Filter, window, Format};
@@ -31,13 +32,12 @@ Examples:
   yolo-sched report --format csv --section usage --since 7d > usage.csv
   yolo-sched report --format prometheus --output /var/lib/prometheus/node-exporter/yolo-sched.prom")]
 pub struct ReportArgs {
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    /// Output format (`--json` is the same as `--format json`).
+    #[arg(long, value_enum, default_value = "table", conflicts_with = "json")]
     pub format: Format,
 
-    /// The same as --format json.
-    #[arg(long, conflicts_with = "format")]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 
     /// Write to FILE (replaced atomically) instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
@@ -85,7 +85,11 @@ fn check_name(flag: &str, value: &Option<String>) -> Result<Option<String>> {
 }
 
 pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
-    let format = if args.json { Format::Json } else { args.format };
+    let format = if args.json.json {
+        Format::Json
+    } else {
+        args.format
+    };
     let selection = Selection::parse(&args.sections).map_err(invalid)?;
     let since = window::since(&args.since, Local::now().naive_local()).map_err(invalid)?;
     if let Some(path) = &args.output {

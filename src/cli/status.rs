@@ -4,6 +4,7 @@ use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 
+use super::args::{JsonArg, RunArg};
 use super::output;
 use super::Context;
 use crate::run::query;
@@ -21,14 +22,13 @@ Exit status: 0 when the status was shown (also for a failed run), 1 when Slurm
 could not be asked (the last known state from the job files is shown, marked stale),
 2 for an unknown run id.")]
 pub struct StatusArgs {
-    /// Run id (or a unique prefix, or the run directory).
-    pub run: String,
+    #[command(flatten)]
+    pub target: RunArg,
     /// One row per array task instead of a summary per stage.
     #[arg(long)]
     pub tasks: bool,
-    /// Print the status as JSON (each task says which source it came from).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 }
 
 #[derive(Debug, Args)]
@@ -37,9 +37,8 @@ Examples:
   yolo-sched list
   yolo-sched list --json | jq -r '.[] | select(.state==\"failed\") | .run_id'")]
 pub struct ListArgs {
-    /// Print the runs as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
     /// At most this many runs, newest first.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,
@@ -215,9 +214,9 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
 }
 
 pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
-    let manifest = query::find_run(&args.run)?;
+    let manifest = query::find_run(&args.target.run)?;
     let (st, error) = query::run_status(&ctx.slurm, &manifest);
-    if args.json {
+    if args.output.json {
         output::print_json(&st)?;
     } else {
         print_status(&st, args.tasks, ctx.color())?;
@@ -321,7 +320,7 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
             ListRow::new(m, at, &st)
         })
         .collect();
-    if args.json {
+    if args.output.json {
         output::print_json(&rows)?;
     } else if rows.is_empty() {
         output::println("no runs yet: submit one with `yolo-sched submit spec.toml`")?;

@@ -7,6 +7,7 @@ use chrono::Utc;
 use clap::Args;
 use serde::Serialize;
 
+use super::args::JsonArg;
 use super::output;
 use super::Context as CliContext;
 use crate::error::invalid;
@@ -41,9 +42,8 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub explain: bool,
 
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 
     /// Use this run directory instead of the spec's `[run] workdir`.
     #[arg(long, value_name = "DIR")]
@@ -453,7 +453,7 @@ fn build_manifest(
 }
 
 fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut) -> Result<i32> {
-    if args.json {
+    if args.output.json {
         output::print_json(&out)?;
         return Ok(0);
     }

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::args::JsonArg;
 use super::output;
 use super::Context;
 use crate::error::{self, exit};
@@ -31,9 +32,8 @@ pub struct ValidateArgs {
     #[arg(value_name = "SPEC")]
     pub spec: PathBuf,
 
-    /// Print the result as JSON (the spec with defaults filled in, or the errors).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
 
     /// Do not ask Slurm: check the spec on its own.
     #[arg(long)]
@@ -81,7 +81,7 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
         Ok(spec) => {
             let stages = spec.stages();
             let variants = spec.variant_count();
-            if args.json {
+            if args.output.json {
                 output::print_json(&json!({
                     "ok": true,
                     "file": spec.origin.file,
@@ -124,7 +124,7 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
             }
             Ok(exit::OK)
         }
-        Err(errors) if args.json => {
+        Err(errors) if args.output.json => {
             output::print_json(&json!({
                 "ok": false,
                 "file": errors.file,

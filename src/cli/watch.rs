@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::args::RunArg;
 use super::output;
 use super::Context;
 use crate::run::query;
@@ -23,8 +24,8 @@ Progress bars on a terminal, one line per change otherwise. One Slurm query per
 round for the whole run; rounds start 2 s apart and grow to 30 s while nothing
 changes. Exit status: 0 when the run completed, 1 when it failed or was cancelled.")]
 pub struct WatchArgs {
-    /// The run: the id `submit` printed, a unique prefix of it, or the run directory.
-    pub run: String,
+    #[command(flatten)]
+    pub target: RunArg,
     /// First pause between rounds, seconds (0.05 to 3600).
     #[arg(long, default_value_t = 2.0, env = "YOLO_SCHED_WATCH_INTERVAL", value_parser = pause_seconds)]
     pub interval: f64,
@@ -107,7 +108,7 @@ fn bar_of(s: &StageStatus) -> (u64, u64, Look) {
 }
 
 pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
-    let manifest = query::find_run(&args.run)?;
+    let manifest = query::find_run(&args.target.run)?;
     let tty = std::io::stderr().is_terminal();
     let multi = MultiProgress::with_draw_target(if tty {
         ProgressDrawTarget::stderr()
