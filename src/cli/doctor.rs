@@ -1,13 +1,12 @@
 //! `yolo-sched doctor`.
 
-use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
 
 use comfy_table::{Cell, Color};
 
-use super::args::JsonArg;
+use super::args::{JsonArg, NvmlLibArg};
 use super::output;
 use super::Context;
 use crate::doctor::{self, Status};
@@ -24,13 +23,12 @@ pub struct DoctorArgs {
     #[command(flatten)]
     pub output: JsonArg,
 
-    /// NVML library to try (default: YOLO_SCHED_NVML_LIB, else libnvidia-ml.so.1).
-    #[arg(long, value_name = "PATH")]
-    pub nvml_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub nvml_lib: NvmlLibArg,
 }
 
 pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
-    let report = doctor::gather(&ctx.slurm, args.nvml_lib.as_ref());
+    let report = doctor::gather(&ctx.slurm, args.nvml_lib.path.as_ref());
     if args.output.json {
         output::print_json(&report)?;
     } else {

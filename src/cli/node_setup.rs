@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::args::JsonArg;
+use super::args::{JsonArg, NvmlLibArg};
 use super::{output, Context};
 use crate::error::invalid;
 use crate::mig::{named_layouts, LayoutDefs};
@@ -104,9 +104,8 @@ pub struct NodeSetupArgs {
     #[arg(long, value_name = "CMD", requires = "reset")]
     pub reset_cmd: Option<String>,
 
-    /// The NVML library, e.g. `/usr/lib64/libnvidia-ml.so.1` (default: the driver's).
-    #[arg(long, value_name = "PATH")]
-    pub nvml_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub nvml_lib: NvmlLibArg,
 
     /// Prefix for /dev, /proc and /run paths (tests: fake device nodes), e.g. `/tmp/root`.
     #[arg(long, value_name = "DIR")]
@@ -153,7 +152,7 @@ struct DryRunOut<'a> {
 
 pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     let section: NodeSetupSection = ctx.site()?.section("node_setup")?;
-    let lib = crate::nvml::library_path(args.nvml_lib.as_ref());
+    let lib = crate::nvml::library_path(args.nvml_lib.path.as_ref());
     let opts = options(args, &section)?;
     let acting = args.dry_run || args.check || args.apply;
     if !acting {
@@ -253,7 +252,7 @@ fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> 
             .unwrap_or_else(|| DEFAULT_RESET.to_string())
     });
     Ok(Options {
-        nvml_lib: crate::nvml::library_path(args.nvml_lib.as_ref()),
+        nvml_lib: crate::nvml::library_path(args.nvml_lib.path.as_ref()),
         sysroot: args.sysroot.clone().unwrap_or_else(|| PathBuf::from("/")),
         gres_conf: args
             .gres_conf
