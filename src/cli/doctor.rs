@@ -1,6 +1,5 @@
 //! `yolo-sched doctor`.
 
-
 use anyhow::Result;
 use clap::Args;
 

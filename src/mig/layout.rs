@@ -247,41 +247,10 @@ fn parse_item(item: &str, whole: &str, gpu: Option<&GpuGeometry>) -> Result<(Str
 }
 
 /// True for names shaped like a GPU-instance profile: `<g>g.<mem>gb`, optionally
-/// with attribute suffixes such as `+me`, `-me`, `+gfx`, `+me.all`.
+/// with attribute suffixes such as `+me`, `-me`, `+gfx`, `+me.all`
+/// (`profile::ProfileName`, the one check).
 pub fn is_profile_name(name: &str) -> bool {
-    let Some((g, rest)) = name.split_once("g.") else {
-        return false;
-    };
-    if g.is_empty() || !g.bytes().all(|b| b.is_ascii_digit()) {
-        return false;
-    }
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let Some(after) = rest[digits..].strip_prefix("gb") else {
-        return false;
-    };
-    if digits == 0 {
-        return false;
-    }
-    // Attribute suffixes: one or more of [+-] followed by [a-z0-9.]+
-    let mut chars = after.chars().peekable();
-    while let Some(sep) = chars.next() {
-        if sep != '+' && sep != '-' {
-            return false;
-        }
-        let mut any = false;
-        while let Some(&c) = chars.peek() {
-            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' {
-                any = true;
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        if !any {
-            return false;
-        }
-    }
-    true
+    super::profile::ProfileName::parse(name).is_some()
 }
 
 fn check_profile_name(name: &str, whole: &str, gpu: Option<&GpuGeometry>) -> Result<()> {

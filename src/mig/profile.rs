@@ -261,6 +261,53 @@ impl fmt::Display for GpuGeometry {
     }
 }
 
+/// A MIG profile name taken apart: `<compute>g.<memory>gb` and NVIDIA's
+/// attribute suffixes (`+me`, `-me`, `+gfx`, `+me.all`, …). The one check of
+/// "is this a profile name" that specs, plans and layouts share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileName {
+    pub compute_slices: u32,
+    pub memory_gb: u32,
+    /// The suffix as written, e.g. `+me`; empty for a plain profile.
+    pub attributes: String,
+}
+
+impl ProfileName {
+    /// `1g.5gb`, `1g.10gb+me`, `1g.24gb-me`, `1g.23gb+gfx`, `1g.12gb+me.all`;
+    /// `None` for anything else (lower case, as Slurm and NVML write them).
+    /// Split at the first `+` or `-` after the memory size.
+    pub fn parse(s: &str) -> Option<ProfileName> {
+        let split = s.find(['+', '-']).unwrap_or(s.len());
+        let (base, attributes) = s.split_at(split);
+        let (g, mem) = base.split_once("g.")?;
+        let mem = mem.strip_suffix("gb")?;
+        let number = |t: &str| -> Option<u32> {
+            (!t.is_empty() && t.len() <= 3 && t.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| t.parse().ok())
+                .flatten()
+                .filter(|n| *n > 0)
+        };
+        // Attribute suffixes: one or more `[+-]` then `[a-z0-9.]+` (`+me`,
+        // `-me`, `+gfx`, `+me.all`, and what later drivers add in that form).
+        let mut rest = attributes;
+        while !rest.is_empty() {
+            let after_sign = rest.strip_prefix(['+', '-'])?;
+            let end = after_sign
+                .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.'))
+                .unwrap_or(after_sign.len());
+            if end == 0 {
+                return None;
+            }
+            rest = &after_sign[end..];
+        }
+        Some(ProfileName {
+            compute_slices: number(g)?,
+            memory_gb: number(mem)?,
+            attributes: attributes.to_string(),
+        })
+    }
+}
+
 /// `MIG 1g.5gb` → `1g.5gb`; trims and lower-cases.
 pub fn normalize_profile_name(name: &str) -> String {
     let trimmed = name.trim();
@@ -287,6 +334,40 @@ mod tests {
                 .iter()
                 .map(|&s| PlacementInfo { start: s, size })
                 .collect(),
+        }
+    }
+
+    #[test]
+    fn profile_names_with_every_attribute_form() {
+        for ok in [
+            "1g.5gb",
+            "1g.10gb+me",
+            "1g.24gb-me",
+            "1g.23gb+gfx",
+            "1g.12gb+me.all",
+            "7g.141gb",
+        ] {
+            assert!(ProfileName::parse(ok).is_some(), "{ok}");
+        }
+        assert_eq!(
+            ProfileName::parse("2g.35gb+me"),
+            Some(ProfileName {
+                compute_slices: 2,
+                memory_gb: 35,
+                attributes: "+me".into()
+            })
+        );
+        for bad in [
+            "a100",
+            "1g.5g",
+            "0g.5gb",
+            "1g.5gb+",
+            "1g.5gb+ME",
+            "g.5gb",
+            "1g.5gb me",
+            "1234g.5gb",
+        ] {
+            assert!(ProfileName::parse(bad).is_none(), "{bad}");
         }
     }
 

@@ -52,12 +52,10 @@ const WHOLE_GPU_GIB: [(&str, f64); 12] = [
     ("l40s", 44.5),
 ];
 
-/// `1g.5gb` → (compute slices 1, nominal GB 5); also `1g.10gb+me`.
+/// `1g.5gb` → (compute slices 1, nominal GB 5); also `1g.10gb+me` and the
+/// other attribute forms (`mig::profile::ProfileName`).
 pub fn parse_mig_profile(name: &str) -> Option<(u32, u32)> {
-    let base = name.strip_suffix("+me").unwrap_or(name);
-    let (g, rest) = base.split_once("g.")?;
-    let gb = rest.strip_suffix("gb")?;
-    Some((g.parse().ok()?, gb.parse().ok()?))
+    crate::mig::profile::ProfileName::parse(name).map(|p| (p.compute_slices, p.memory_gb))
 }
 
 pub fn is_mig_profile(name: &str) -> bool {

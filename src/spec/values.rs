@@ -329,17 +329,10 @@ pub fn parse_gpu(s: &str) -> Checked<GpuRequest> {
     })
 }
 
-/// `<n>g.<m>gb`, optionally `+me` (a media-extensions profile).
+/// A MIG profile name (`mig::profile::ProfileName`: `<n>g.<m>gb` and
+/// NVIDIA's attribute suffixes).
 pub fn is_mig_profile(s: &str) -> bool {
-    let s = s.strip_suffix("+me").unwrap_or(s);
-    let Some((g, mem)) = s.split_once("g.") else {
-        return false;
-    };
-    let Some(mem) = mem.strip_suffix("gb") else {
-        return false;
-    };
-    let digits = |t: &str| !t.is_empty() && t.len() <= 3 && t.bytes().all(|b| b.is_ascii_digit());
-    digits(g) && digits(mem) && g != "0" && mem != "0"
+    crate::mig::profile::ProfileName::parse(s).is_some()
 }
 
 /// A Slurm GRES type name for a whole GPU: starts with a letter.
