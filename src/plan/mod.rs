@@ -119,13 +119,9 @@ impl Plan {
     }
 }
 
+/// A stage's name (`StageKind::name`, the one mapping).
 pub fn stage_name(kind: StageKind) -> &'static str {
-    match kind {
-        StageKind::Prepare => "prepare",
-        StageKind::Train => "train",
-        StageKind::Val => "val",
-        StageKind::Export => "export",
-    }
+    kind.name()
 }
 
 /// Build the plan against the cluster's shape. `workdir` is already

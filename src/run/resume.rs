@@ -33,14 +33,9 @@ pub struct ResumePlan {
     pub tasks: Option<Vec<u32>>,
 }
 
+/// The stage a manifest names (`StageKind::from_name`, the one mapping).
 pub fn stage_kind(name: &str) -> Option<StageKind> {
-    match name {
-        "prepare" => Some(StageKind::Prepare),
-        "train" => Some(StageKind::Train),
-        "val" => Some(StageKind::Val),
-        "export" => Some(StageKind::Export),
-        _ => None,
-    }
+    StageKind::from_name(name)
 }
 
 /// Decide what to resubmit, or say why not.

@@ -516,3 +516,14 @@ fn bare_pretrained_weights_come_from_beside_the_spec_or_the_site_cache() {
         "left to Ultralytics where nodes reach the internet"
     );
 }
+
+#[test]
+fn stage_names_map_both_ways_in_one_place() {
+    use crate::spec::StageKind;
+    for k in StageKind::ALL {
+        assert_eq!(StageKind::from_name(k.name()), Some(k));
+        assert_eq!(crate::plan::stage_name(k), k.name());
+    }
+    assert_eq!(StageKind::from_name("Train"), None);
+    assert_eq!(crate::run::resume::stage_kind("val"), Some(StageKind::Val));
+}

@@ -239,7 +239,16 @@ pub enum PathPart {
 }
 
 impl StageKind {
-    /// Lower-case name, as in job names (`<run>.<stage>`) and JSON.
+    /// Every stage, in chain order.
+    pub const ALL: [StageKind; 4] = [
+        StageKind::Prepare,
+        StageKind::Train,
+        StageKind::Val,
+        StageKind::Export,
+    ];
+
+    /// Lower-case name, as in job names (`<run>.<stage>`), manifests and JSON:
+    /// the one mapping between stages and their names.
     pub fn name(self) -> &'static str {
         match self {
             StageKind::Prepare => "prepare",
@@ -247,6 +256,11 @@ impl StageKind {
             StageKind::Val => "val",
             StageKind::Export => "export",
         }
+    }
+
+    /// The stage a name means (`name`'s inverse).
+    pub fn from_name(name: &str) -> Option<StageKind> {
+        StageKind::ALL.into_iter().find(|k| k.name() == name)
     }
 }
 
