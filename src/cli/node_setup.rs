@@ -6,35 +6,19 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::Args;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::args::{JsonArg, NvmlLibArg};
 use super::{output, Context};
 use crate::error::invalid;
-use crate::mig::{named_layouts, LayoutDefs};
+use crate::mig::named_layouts;
 use crate::nodesetup::{self, Applied, Options, Prepared};
 use crate::nvml::Topology;
 use crate::run::audit::AuditRecord;
 
-/// `[node_setup]` of the site file.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NodeSetupSection {
-    /// Named layouts (`[node_setup.layouts.<name>]`, docs/mig-layouts.md).
-    pub layouts: LayoutDefs,
-    /// Command that makes Slurm pick up the new gres.conf (default `scontrol reconfigure`).
-    pub reconfigure_command: Option<String>,
-    /// GPU reset command for `--reset`; `{index}` is the GPU index.
-    pub reset_command: Option<String>,
-    /// gres.conf path (default /etc/slurm/gres.conf).
-    pub gres_conf: Option<PathBuf>,
-    /// Seconds to wait for jobs on a drained node (default 3600).
-    pub drain_timeout: Option<u64>,
-}
-
-const DEFAULT_RECONFIGURE: &str = "scontrol reconfigure";
-const DEFAULT_RESET: &str = "nvidia-smi --gpu-reset -i {index}";
-const DEFAULT_GRES_CONF: &str = "/etc/slurm/gres.conf";
+use crate::nodesetup::site::{
+    SiteSection as NodeSetupSection, DEFAULT_GRES_CONF, DEFAULT_RECONFIGURE, DEFAULT_RESET,
+};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\

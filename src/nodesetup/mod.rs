@@ -7,6 +7,7 @@
 pub mod destroy;
 pub mod lock;
 pub mod plan;
+pub mod site;
 pub mod slurm;
 
 use std::collections::BTreeMap;

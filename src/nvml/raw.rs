@@ -21,7 +21,14 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_RESOURCES, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
 };
 
-use super::topology::Placement;
+/// Memory slices `start .. start + size` of a GPU instance.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct Placement {
+    pub start: u32,
+    pub size: u32,
+}
 
 /// `NVML_ERROR_INSUFFICIENT_RESOURCES`, which nvml-wrapper only knows as `UnexpectedVariant(23)`.
 pub const INSUFFICIENT_RESOURCES: u32 = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_RESOURCES;

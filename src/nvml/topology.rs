@@ -72,12 +72,9 @@ pub struct GpuInstanceProfile {
     pub placements: Option<Vec<Placement>>,
 }
 
-/// Memory slices `start .. start + size`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Placement {
-    pub start: u32,
-    pub size: u32,
-}
+/// Memory slices `start .. start + size` (defined beside the FFI calls that
+/// return it, so `raw` needs nothing from this module: no import cycle).
+pub use super::raw::Placement;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuInstance {
