@@ -49,14 +49,23 @@ impl Node {
         }
     }
 
+    /// node-setup on the fake node, `--no-slurm`.
     fn cmd(&self, args: &[&str]) -> Command {
+        self.node_setup(args, true)
+    }
+
+    fn node_setup(&self, args: &[&str], no_slurm: bool) -> Command {
         let mut cmd = common::yolo();
         self.fake.apply_env(&mut cmd);
         cmd.env("YOLO_SCHED_SITE", &self.site)
             .env_remove(PAUSE)
             .arg("node-setup")
             .args(args)
-            .args(["--node", "fake1", "--no-slurm", "--gres-conf"])
+            .args(["--node", "fake1"]);
+        if no_slurm {
+            cmd.arg("--no-slurm");
+        }
+        cmd.arg("--gres-conf")
             .arg(&self.gres)
             .arg("--sysroot")
             .arg(&self.fake.sysroot);
@@ -69,17 +78,7 @@ impl Node {
 
     /// As `cmd`, but node-setup talks to Slurm (give stand-ins on PATH).
     fn cmd_with_slurm(&self, args: &[&str]) -> Command {
-        let mut cmd = common::yolo();
-        self.fake.apply_env(&mut cmd);
-        cmd.env("YOLO_SCHED_SITE", &self.site)
-            .env_remove(PAUSE)
-            .arg("node-setup")
-            .args(args)
-            .args(["--node", "fake1", "--gres-conf"])
-            .arg(&self.gres)
-            .arg("--sysroot")
-            .arg(&self.fake.sysroot);
-        cmd
+        self.node_setup(args, false)
     }
 
     fn state_bytes(&self) -> Vec<u8> {

@@ -343,6 +343,15 @@ fn build(cases: &[Case]) -> (World, Vec<String>) {
     (w, ids)
 }
 
+/// The row of `run_id` in `list --json`.
+fn row_of<'a>(list: &'a Value, run_id: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == run_id)
+        .unwrap_or_else(|| panic!("{run_id} not in list: {list}"))
+}
+
 #[test]
 fn list_status_and_report_agree_on_every_run() {
     let cases = cases();
@@ -354,12 +363,7 @@ fn list_status_and_report_agree_on_every_run() {
     assert_eq!(list.as_array().unwrap().len(), cases.len());
     for (c, id) in cases.iter().zip(&ids) {
         let st = w.json(&["status", "--json", id]);
-        let l = list
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["run_id"] == id.as_str())
-            .unwrap();
+        let l = row_of(&list, id);
         let r = by_run.iter().find(|r| r["run_id"] == id.as_str()).unwrap();
         let want = (json!(c.state), json!(c.stage));
         assert_eq!(
@@ -457,12 +461,7 @@ fn a_moved_run_directory_reads_where_it_is_now() {
     let list = w.json(&["list", "--json"]);
     for (c, id) in cases.iter().zip(&ids) {
         let st = w.json(&["status", "--json", id]);
-        let l = list
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["run_id"] == id.as_str())
-            .unwrap();
+        let l = row_of(&list, id);
         assert_eq!(st["state"]["state"], l["state"], "{}", c.name);
         // And by path: the directory itself.
         let dir = w.path().join("runs").join(c.name);
