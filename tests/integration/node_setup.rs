@@ -872,3 +872,40 @@ fn check_sees_each_thing_apply_compares() {
         common::read(&calls)
     );
 }
+
+/// A node name gres.conf or Slurm cannot carry is invalid input before any
+/// change: MIG mode and instances stay as they were, gres.conf untouched.
+#[test]
+fn a_bad_node_name_is_refused_before_the_first_change() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let before = (node.instances(), node.fake.state(), node.gres_text());
+    for bad in ["gpu#07", "-x", "a b", "node1,node2", ""] {
+        let mut cmd = common::yolo();
+        node.fake.apply_env(&mut cmd);
+        cmd.env("YOLO_SCHED_SITE", &node.site)
+            .env_remove(PAUSE)
+            .args([
+                "node-setup",
+                "--apply",
+                "--layout",
+                "1g.5gb*7",
+                "--no-slurm",
+            ])
+            .arg(format!("--node={bad}"))
+            .arg("--gres-conf")
+            .arg(&node.gres)
+            .arg("--sysroot")
+            .arg(&node.fake.sysroot);
+        let out = common::run(&mut cmd);
+        assert_eq!(code(&out), 2, "{bad:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--node"), "{}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("step 2/"),
+            "{bad:?} got past the checks"
+        );
+    }
+    assert_eq!(
+        (node.instances(), node.fake.state(), node.gres_text()),
+        before
+    );
+}
