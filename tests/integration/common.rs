@@ -64,6 +64,17 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Option<Output> {
     })
 }
 
+/// The first label file (by name) of a dataset's labels directory.
+pub fn first_label(labels: &Path) -> PathBuf {
+    std::fs::read_dir(labels)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .min()
+        .unwrap_or_else(|| panic!("no label file in {}", labels.display()))
+}
+
 /// Run and return the output, printing it when the test fails later.
 pub fn run(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("running yolo-sched");

@@ -105,14 +105,7 @@ fn list_status_and_report_agree_on_live_runs() {
     let good = f.dataset("dataset");
     let broken = f.dataset("dataset-broken");
     // A label whose class is out of range: prepare's dataset check fails.
-    let labels = broken.parent().unwrap().join("labels/train");
-    let first = std::fs::read_dir(&labels)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .min()
-        .unwrap();
+    let first = common::first_label(&broken.parent().unwrap().join("labels/train"));
     std::fs::write(&first, "99 0.5 0.5 0.2 0.2\n").unwrap();
 
     let (held, held_jobs) = f.submit(&f.spec("held", &good, 3));

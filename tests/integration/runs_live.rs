@@ -78,18 +78,8 @@ impl Fixture {
 }
 
 fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = child.id();
-    let guard = std::thread::spawn(move || {
-        std::thread::sleep(limit);
-        let _ = Command::new("kill").arg(id.to_string()).status();
-    });
-    let out = child.wait_with_output().unwrap();
-    drop(guard);
+    let out = run_bounded(&mut cmd, limit)
+        .unwrap_or_else(|| panic!("{cmd:?} did not end within {limit:?}"));
     eprintln!(
         "--- {:?}: {}\n{}\n{}",
         cmd,
@@ -120,14 +110,7 @@ fn time_of(v: &Value, field: &str) -> chrono::DateTime<chrono::Utc> {
 
 /// Break the dataset: a label line whose class is out of range.
 fn break_dataset(f: &Fixture) -> PathBuf {
-    let labels = f.path().join("dataset/labels/train");
-    let first = std::fs::read_dir(&labels)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .min()
-        .unwrap();
+    let first = first_label(&f.path().join("dataset/labels/train"));
     let good = read(&first);
     std::fs::write(&first, "99 0.5 0.5 0.2 0.2\n").unwrap();
     std::fs::write(f.path().join("good-label"), good).unwrap();
