@@ -23,3 +23,4 @@ pub mod shell;
 pub mod slurm;
 pub mod spec;
 pub mod suggest;
+pub mod text;

@@ -41,6 +41,8 @@ pub enum RunError {
     },
     /// It ran past its time limit and was killed.
     Timeout { command: String, limit: Duration },
+    /// It printed more than [`MAX_STDOUT`] bytes.
+    TooMuchOutput { command: String, limit: usize },
 }
 
 impl fmt::Display for RunError {
@@ -54,6 +56,11 @@ impl fmt::Display for RunError {
                 "`{command}` did not finish within {} s and was killed",
                 limit.as_secs_f64()
             ),
+            RunError::TooMuchOutput { command, limit } => write!(
+                f,
+                "`{command}` printed more than {} MiB; its answer was not used",
+                limit >> 20
+            ),
         }
     }
 }
@@ -62,7 +69,7 @@ impl std::error::Error for RunError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RunError::Spawn { source, .. } => Some(source),
-            RunError::Timeout { .. } => None,
+            RunError::Timeout { .. } | RunError::TooMuchOutput { .. } => None,
         }
     }
 }
@@ -72,7 +79,9 @@ pub fn display_command<S: AsRef<OsStr>>(program: &str, args: &[S]) -> String {
     let mut out = crate::shell::quote(program);
     for arg in args {
         out.push(' ');
-        out.push_str(&crate::shell::quote(&arg.as_ref().to_string_lossy()));
+        // Messages only: a 70 KB argument is shown by its head.
+        let arg = arg.as_ref().to_string_lossy();
+        out.push_str(&crate::shell::quote(&crate::text::clip_to(&arg, 512)));
     }
     out
 }
@@ -145,24 +154,30 @@ pub fn run_with_input<S: AsRef<OsStr>>(
             let _ = stdin.write_all(&bytes);
         });
     }
-    let out_reader = thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stdout.read_to_end(&mut buf);
-        buf
+    let (out_tx, out_rx) = mpsc::channel();
+    let (err_tx, err_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = out_tx.send(read_capped(&mut stdout, MAX_STDOUT));
     });
-    let err_reader = thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        buf
+    thread::spawn(move || {
+        let _ = err_tx.send(read_capped(&mut stderr, MAX_STDERR));
     });
 
     // A waiter thread reaps the child, so its end is seen at once rather than
     // at the next poll; the time limit is a timeout on that thread's answer.
     let pid = child.id();
+    let deadline = start + limit;
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let _ = tx.send(child.wait());
     });
+    let timed_out = || {
+        kill_group(pid);
+        RunError::Timeout {
+            command: command_line.clone(),
+            limit,
+        }
+    };
     let status = match rx.recv_timeout(limit) {
         Ok(Ok(status)) => status,
         Ok(Err(source)) => {
@@ -171,25 +186,56 @@ pub fn run_with_input<S: AsRef<OsStr>>(
                 source,
             })
         }
-        Err(_) => {
-            kill_group(pid);
-            let _ = rx.recv();
-            let _ = out_reader.join();
-            let _ = err_reader.join();
-            return Err(RunError::Timeout {
-                command: command_line,
-                limit,
-            });
-        }
+        Err(_) => return Err(timed_out()),
     };
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
+    // The child has exited, but a helper it left in the background may still
+    // hold its stdout or stderr open: the same deadline bounds the pipes. On
+    // expiry the group is killed; a helper that left the group is abandoned
+    // with its reader thread rather than waited for.
+    let remaining = || deadline.saturating_duration_since(Instant::now());
+    let stdout = out_rx.recv_timeout(remaining()).map_err(|_| timed_out())?;
+    let stderr = err_rx.recv_timeout(remaining()).map_err(|_| timed_out())?;
+    if stdout.1 {
+        return Err(RunError::TooMuchOutput {
+            command: command_line,
+            limit: MAX_STDOUT,
+        });
+    }
     Ok(Captured {
         status,
-        stdout,
-        stderr,
+        stdout: stdout.0,
+        stderr: stderr.0,
         elapsed: start.elapsed(),
     })
+}
+
+/// The most of a child's stdout kept: far above any Slurm answer of a big
+/// cluster (`squeue --json` of 100,000 jobs is about 300 MiB), far below what
+/// would exhaust a login node. More is an error, not a silently cut answer.
+pub const MAX_STDOUT: usize = 1 << 30;
+/// The most of a child's stderr kept; the rest is read and dropped, so a
+/// chatty client can neither block on a full pipe nor fill memory or the
+/// terminal (error messages cut it shorter still).
+pub const MAX_STDERR: usize = 1 << 20;
+
+/// Read a pipe to its end, keeping at most `cap` bytes; whether more came.
+fn read_capped(pipe: &mut impl Read, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    let mut over = false;
+    loop {
+        match pipe.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..n.min(room)]);
+                over |= n > room;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    (kept, over)
 }
 
 fn kill_group(pid: u32) {
@@ -239,6 +285,53 @@ mod tests {
         assert!(matches!(err, RunError::Timeout { .. }), "{err}");
         assert!(start.elapsed() < Duration::from_secs(5));
         assert!(err.to_string().contains("sleep 30"));
+    }
+
+    #[test]
+    fn a_background_helper_holding_stdout_does_not_outlast_the_limit() {
+        // The client exits at once but leaves a child with its stdout open.
+        let start = Instant::now();
+        let err = run_with_timeout(
+            "sh",
+            &["-c", "sleep 30 & echo 42"],
+            Duration::from_millis(500),
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::Timeout { .. }), "{err}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_helper_that_left_the_group_is_abandoned_not_waited_for() {
+        let start = Instant::now();
+        let err = run_with_timeout(
+            "sh",
+            &["-c", "setsid sleep 30 & echo 42"],
+            Duration::from_millis(500),
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::Timeout { .. }), "{err}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn stderr_is_capped_and_drained() {
+        let out = run_with_timeout(
+            "sh",
+            &["-c", "head -c 5000000 /dev/zero >&2; echo done"],
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(out.stderr.len(), MAX_STDERR);
+        assert_eq!(out.stdout_str(), "done\n");
     }
 
     #[test]

@@ -227,12 +227,16 @@ fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> 
     // Checked before anything is touched: the name goes into gres.conf
     // (`NodeName=`), the include file and `scontrol update`.
     if let Err(p) = crate::spec::values::check_slurm_name(&node, false) {
-        return Err(invalid(format!("--node {:?} {}", clip(&node), p.message)));
+        return Err(invalid(format!(
+            "--node {:?} {}",
+            crate::text::clip(&node),
+            p.message
+        )));
     }
     if node.starts_with('-') || node.len() > 64 {
         return Err(invalid(format!(
             "--node {:?}: expected a Slurm node name of at most 64 characters, not starting with '-'",
-            clip(&node)
+            crate::text::clip(&node)
         )));
     }
     let reset_cmd = args.reset.then(|| {
@@ -388,9 +392,4 @@ fn dry_run(printer: &crate::printer::Printer, prepared: &Prepared, json: bool) -
     output::println("slurm.conf lines (GPU instance ids of new instances are predicted):")?;
     output::println(slurm_conf.trim_end())?;
     Ok(0)
-}
-
-/// A value cut to a readable length for messages.
-fn clip(s: &str) -> String {
-    s.chars().take(64).collect()
 }

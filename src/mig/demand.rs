@@ -264,13 +264,7 @@ fn parse_gres(value: &str) -> Result<(String, u32), String> {
 }
 
 fn clip(s: &str) -> String {
-    const MAX: usize = 60;
-    if s.chars().count() <= MAX {
-        s.escape_debug().to_string()
-    } else {
-        let head: String = s.chars().take(MAX).collect();
-        format!("{}…", head.escape_debug())
-    }
+    crate::text::shown(s, crate::text::SHOWN_CHARS)
 }
 
 /// Start `queue` in order on `here` fresh instances plus `elsewhere` (each

@@ -121,7 +121,7 @@ impl Policy {
                     key,
                     format!(
                         "{:?} is not a GRES type: expected letters, digits, '.', '_', '+' or '-' (e.g. 1g.5gb, a100)",
-                        clip(value)
+                        crate::text::clip(value)
                     ),
                 ))
             }
@@ -212,21 +212,15 @@ impl Policy {
                 if parse_slurm_time(v).is_none() {
                     return Err(bad(
                         key,
-                        format!("= {:?} is not a Slurm time (HH:MM:SS, D-HH:MM, …)", clip(v)),
+                        format!(
+                            "= {:?} is not a Slurm time (HH:MM:SS, D-HH:MM, …)",
+                            crate::text::clip(v)
+                        ),
                     ));
                 }
             }
         }
         Ok(policy)
-    }
-}
-
-/// A value cut to a readable length for messages.
-fn clip(s: &str) -> String {
-    if s.chars().count() <= 60 {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(60).collect::<String>())
     }
 }
 

@@ -117,7 +117,7 @@ impl QueueAggregator {
             Err(err) => {
                 self.unparsed += 1;
                 if self.first_unparsed.is_none() {
-                    let shown: String = line.chars().take(200).collect();
+                    let shown = crate::text::clip_to(line, 200);
                     self.first_unparsed = Some(format!("{err}: {shown:?}"));
                 }
             }

@@ -35,7 +35,7 @@ pub fn since_utc(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String
 }
 
 fn usage(text: &str) -> String {
-    let shown: String = text.chars().take(60).collect();
+    let shown = crate::text::clip(text);
     format!(
         "--since {shown:?} is not a time: expected a length back from now (90m, 24h, 7d, 2w, 1d12h), \
          a local date and time (2026-11-29, 2026-11-29T08:00, 2026-11-29T08:00:00) \

@@ -60,6 +60,8 @@ impl fmt::Display for CommandFailed {
                 self.command, self.status
             )
         } else {
+            // A client's stderr can be megabytes; the first lines say why.
+            let stderr = crate::text::head(stderr, 2000);
             write!(f, "`{}` failed ({}): {}", self.command, self.status, stderr)
         }
     }

@@ -157,10 +157,11 @@ impl Cx<'_> {
     fn snippet(&self, span: &Range<usize>) -> String {
         let s = self.text.get(span.clone()).unwrap_or("");
         let one_line = s.lines().next().unwrap_or("");
-        if one_line.chars().count() > 40 || one_line.len() < s.len() {
-            format!("{}…", one_line.chars().take(40).collect::<String>())
+        let cut = crate::text::shown(one_line, 40);
+        if one_line.len() < s.len() && !cut.ends_with('…') {
+            format!("{cut}…")
         } else {
-            one_line.to_string()
+            cut
         }
     }
 

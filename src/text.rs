@@ -1,0 +1,78 @@
+//! Values from users and clients cut to a readable length for messages: the
+//! one place that decides how much of an echoed value an error shows, so a
+//! 50 MB workdir or a 20 MB stderr never reaches the terminal whole.
+
+/// The longest value an error message echoes, in characters.
+pub const SHOWN_CHARS: usize = 60;
+
+/// `s` cut to `max` characters with `…` when longer.
+pub fn clip_to(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((at, _)) => format!("{}…", &s[..at]),
+    }
+}
+
+/// `s` cut to [`SHOWN_CHARS`].
+pub fn clip(s: &str) -> String {
+    clip_to(s, SHOWN_CHARS)
+}
+
+/// `s` cut to `max` characters, then with control and invisible characters
+/// escaped (`\n`, `\u{200d}`), so one value is one line that shows what it is.
+pub fn shown(s: &str, max: usize) -> String {
+    let cut = clip_to(s, max);
+    let mut out = String::with_capacity(cut.len());
+    for c in cut.chars() {
+        if c.is_control() || is_invisible(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A long text (a client's stderr) cut to its first `max` characters, with
+/// how much was left out.
+pub fn head(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((at, _)) => format!("{}… ({} more bytes not shown)", &s[..at], s.len() - at),
+    }
+}
+
+/// Characters that print as nothing: zero-width joiners and spaces, the BOM,
+/// bidirectional controls. They make two different names look the same.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{00ad}' | '\u{180e}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_values_are_kept_long_ones_cut_on_a_char_boundary() {
+        assert_eq!(clip("gpu"), "gpu");
+        let long = "é".repeat(100);
+        assert_eq!(clip(&long).chars().count(), SHOWN_CHARS + 1);
+        assert!(clip(&long).ends_with('…'));
+    }
+
+    #[test]
+    fn shown_escapes_newlines_and_invisible_characters() {
+        assert_eq!(shown("a\nok: b", 60), "a\\nok: b");
+        assert_eq!(shown("yolo\u{200d}11n", 60), "yolo\\u{200d}11n");
+    }
+
+    #[test]
+    fn head_says_how_much_was_left_out() {
+        let s = "x".repeat(5000);
+        let h = head(&s, 100);
+        assert!(h.starts_with(&"x".repeat(100)));
+        assert!(h.ends_with("(4900 more bytes not shown)"), "{h}");
+    }
+}
