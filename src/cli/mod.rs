@@ -4,6 +4,7 @@ pub mod args;
 pub mod checkpoint;
 pub mod dataset;
 pub mod doctor;
+pub mod gc;
 pub mod generate;
 pub mod node_setup;
 pub mod output;
@@ -84,6 +85,8 @@ pub enum Command {
     Logs(runs::LogsArgs),
     /// Print the audit trail.
     Audit(runs::AuditArgs),
+    /// Undo submissions that were interrupted half-way (held jobs, manifests).
+    Gc(gc::GcArgs),
     /// Read GPUs through NVML, apply a MIG layout, write gres.conf (admins, as root).
     NodeSetup(node_setup::NodeSetupArgs),
     /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
@@ -130,7 +133,18 @@ pub fn execute(cli: Cli) -> Result<i32> {
         slurm: Slurm::from_env(),
         site: None,
     };
+    // What an interrupted submission left: undone before the commands that
+    // change runs, pointed out by those that only look.
+    match &cli.command {
+        Command::Cancel(a) if !a.dry_run => gc::recover_before(&mut ctx, true),
+        Command::Resume(a) if !a.dry_run => gc::recover_before(&mut ctx, true),
+        Command::Status(_) | Command::Watch(_) | Command::List(_) => {
+            gc::recover_before(&mut ctx, false)
+        }
+        _ => {}
+    }
     match cli.command {
+        Command::Gc(args) => gc::run(&mut ctx, &args),
         Command::Doctor(args) => doctor::run(&mut ctx, &args),
         Command::Generate(args) => generate::run(&args),
         Command::Submit(args) => submit::run(&mut ctx, &args),

@@ -187,7 +187,7 @@ struct ResumeOut {
     dry_run: bool,
     stages: Vec<String>,
     tasks: Option<Vec<u32>>,
-    jobs: Vec<crate::run::submit::SubmittedJob>,
+    jobs: Vec<crate::run::chain::SubmittedJob>,
 }
 
 pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {

@@ -51,8 +51,8 @@ fn check_against_cluster(
         Ok(c) => c,
         Err(e) => return Ok(Err(format!("{e:#}"))),
     };
-    let workdir =
-        super::submit::resolve_workdir(spec, None).unwrap_or_else(|_| spec.origin.base_dir.clone());
+    let workdir = crate::run::submit::resolve_workdir(spec, None)
+        .unwrap_or_else(|_| spec.origin.base_dir.clone());
     Ok(Ok(
         crate::plan::plan(spec, &workdir, &cluster, &policy).map(|_| ())
     ))
@@ -63,7 +63,7 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     if let Ok(spec) = &mut checked {
         let policy = crate::plan::Policy::from_site(ctx.site()?)?;
         let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
-        let errors = super::submit::resolve_weights(spec, &policy, &paths);
+        let errors = crate::run::submit::resolve_weights(spec, &policy, &paths);
         if !errors.is_empty() {
             checked = Err(spec::SpecErrors::new(&spec.origin.file, errors));
         }

@@ -2,7 +2,9 @@
 //! submitting a plan to Slurm.
 
 pub mod audit;
+pub mod chain;
 pub mod checkpoint;
+pub mod journal;
 pub mod manifest;
 pub mod query;
 pub mod resume;

@@ -15,9 +15,10 @@ use chrono::Utc;
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
+use super::chain::{self as submitter, JobRequest, SubmittedJob};
+use super::journal::{Journal, Phase, Purpose};
 use super::manifest::{Attempt, Manifest};
 use super::status::{RunState, RunStatus, TaskState};
-use super::submit::{self as submitter, JobRequest, SubmittedJob};
 use crate::error::invalid;
 use crate::plan::DepKind;
 use crate::slurm::Slurm;
@@ -267,7 +268,14 @@ pub fn execute(
     yolo: Option<&str>,
 ) -> Result<Vec<SubmittedJob>> {
     let reqs = requests(manifest, plan, yolo)?;
-    let submitted = submitter::submit_held(slurm, &reqs)?;
+    let mut journal = Journal::begin(Purpose::Resume, &manifest.run_id, &manifest.workdir)?;
+    let submitted = match submitter::submit_held(slurm, &reqs, &mut journal) {
+        Ok(s) => s,
+        Err(e) => {
+            super::submit::finish_if_clean(slurm, journal);
+            return Err(e);
+        }
+    };
     let now = Utc::now();
     for job in &submitted {
         let name = crate::plan::stage_name(job.stage);
@@ -292,9 +300,19 @@ pub fn execute(
             submitted_at: now,
         });
     }
-    if let Err(e) = manifest.save() {
-        return Err(e.context(submitter::roll_back(slurm, &submitted)));
+    if let Err(e) = manifest
+        .save()
+        .and_then(|()| journal.set_phase(Phase::Recorded))
+    {
+        let undo = submitter::roll_back(slurm, &submitted);
+        super::submit::finish_if_clean(slurm, journal);
+        return Err(e.context(undo));
     }
-    submitter::release(slurm, &submitted)?;
+    if let Err(e) = submitter::release(slurm, &submitted) {
+        super::submit::finish_if_clean(slurm, journal);
+        return Err(e);
+    }
+    let _ = journal.set_phase(Phase::Released);
+    journal.finish();
     Ok(submitted)
 }

@@ -1,190 +1,402 @@
-//! Submitting a chain of stage scripts: all or nothing.
+//! `submit` as a library workflow: a spec becomes a planned, rendered, held,
+//! recorded and released chain of jobs, or nothing at all.
 //!
-//! Every job is submitted held (`--hold`), each depending on the ids of its
-//! predecessors in this submission. If any `sbatch` fails, the jobs already
-//! submitted are cancelled in one `scancel`, so nothing is left in the queue.
-//! Only when every stage was accepted is the chain released in one
-//! `scontrol release`. The caller records the ids (manifest) before releasing,
-//! so even a crash between the two leaves a run that `cancel` can clean up.
+//! Order of effects, each undone if a later one fails:
+//! 1. everything is read and checked (spec, site policy, cluster, workdir,
+//!    plan, templates) before the first change;
+//! 2. the scripts are written (all or none, `fsutil::write_atomic_all`);
+//! 3. the submission journal is begun (`journal`), so a kill from here on is
+//!    found and undone by the next command;
+//! 4. every stage is submitted held, tagged with the journal's token (`chain`);
+//! 5. the manifest and index entry are written; failing that, the jobs are
+//!    cancelled and the manifest removed, so the workdir is free again;
+//! 6. the chain is released in one call; failing that, it is cancelled and
+//!    the manifest removed;
+//! 7. the journal is finished.
+//!
+//! A dry run stops after step 2 and returns the `sbatch` argument lists that
+//! step 4 would run, made by the same function (`chain::sbatch_args_with`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Result};
-use serde::Serialize;
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
 
-use crate::plan::DepKind;
-use crate::slurm::{sbatch, Slurm};
-use crate::spec::StageKind;
+use super::audit::{AuditRecord, Paths};
+use super::chain::{self, JobRequest, SubmittedJob};
+use super::journal::{self, Journal, Phase, Purpose};
+use super::manifest::{self, Attempt, Manifest, StageRecord};
+use crate::config::Site;
+use crate::error::invalid;
+use crate::plan::{self, stage_name, Plan, Policy};
+use crate::render::scripts::{render_all, RenderInput};
+use crate::render::Templates;
+use crate::slurm::Slurm;
+use crate::spec::Spec;
 
-/// One job to submit.
+/// What to submit and how.
 #[derive(Debug, Clone)]
-pub struct JobRequest {
-    pub kind: StageKind,
-    pub script: PathBuf,
-    /// `--array` value, overriding the script's own.
-    pub array: Option<String>,
-    /// Stages of this same submission it waits for.
-    pub after: Vec<(StageKind, DepKind)>,
-    /// Variables to give the job besides the submitter's environment
-    /// (`--export=ALL,K=V`); values must not contain commas.
-    pub export: Vec<(String, String)>,
+pub struct Request<'a> {
+    pub spec: &'a Path,
+    /// `--workdir`, instead of the spec's `[run] workdir`.
+    pub workdir: Option<&'a Path>,
+    /// A directory of templates overriding the built-in ones.
+    pub templates: Option<&'a Path>,
+    /// The `yolo` command the stages run.
+    pub yolo: &'a str,
+    pub dry_run: bool,
 }
 
-/// A job Slurm accepted.
-#[derive(Debug, Clone, Serialize)]
-pub struct SubmittedJob {
-    pub stage: StageKind,
-    pub job_id: u64,
-    pub array: Option<String>,
-    /// `afterok:12` or `aftercorr:13`, as given to `--dependency`.
-    pub dependency: Option<String>,
+/// One stage's job: submitted (with its id) or, on a dry run, as it would be.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub stage: crate::spec::StageKind,
+    pub job_id: Option<u64>,
     pub depends_on: Vec<u64>,
+    /// `afterok:12`, or on a dry run `afterok:<prepare>`.
+    pub dependency: Option<String>,
+    pub script: PathBuf,
+    /// The whole `sbatch` argument list (after the program name).
+    pub sbatch_args: Vec<String>,
 }
 
-/// The exact `sbatch` arguments of a request, given the ids of the stages before it.
-pub fn sbatch_args(
-    req: &JobRequest,
-    earlier: &[SubmittedJob],
-) -> Result<(Vec<String>, Option<String>, Vec<u64>)> {
-    let mut args = vec!["--hold".to_string()];
-    let mut deps = Vec::new();
-    let mut ids = Vec::new();
-    for (stage, kind) in &req.after {
-        let job = earlier.iter().find(|j| j.stage == *stage).ok_or_else(|| {
-            anyhow!("stage {stage:?} must be submitted before the stages that wait for it")
-        })?;
-        deps.push(format!("{}:{}", kind.slurm_word(), job.job_id));
-        ids.push(job.job_id);
-    }
-    let dependency = (!deps.is_empty()).then(|| deps.join(","));
-    if let Some(d) = &dependency {
-        args.push(format!("--dependency={d}"));
-    }
-    if let Some(a) = &req.array {
-        args.push(format!("--array={a}"));
-    }
-    if !req.export.is_empty() {
-        let vars: Vec<String> = req.export.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        args.push(format!("--export=ALL,{}", vars.join(",")));
-    }
-    args.push(req.script.display().to_string());
-    Ok((args, dependency, ids))
+/// A submission that went through (or a dry run of one).
+#[derive(Debug)]
+pub struct Outcome {
+    pub run_id: String,
+    pub dry_run: bool,
+    pub workdir: PathBuf,
+    pub plan: Plan,
+    pub jobs: Vec<Job>,
 }
 
-/// Cancel jobs in one call; says truthfully what happened, for the error
-/// message (submit and resume take their jobs back through this one place).
-pub fn roll_back(slurm: &Slurm, jobs: &[SubmittedJob]) -> String {
-    if jobs.is_empty() {
-        return "nothing had been submitted".to_string();
+/// Submit a spec: see the module doc for the order of effects. `record` is
+/// given the audit record of a real submission, whatever its outcome.
+pub fn submit(
+    slurm: &Slurm,
+    site: &Site,
+    req: &Request<'_>,
+    record: &mut dyn FnMut(&AuditRecord),
+) -> Result<Outcome> {
+    let mut spec = crate::spec::load(req.spec)?;
+    let policy = Policy::from_site(site)?;
+    let paths: Paths = site.section("paths")?;
+    let weights = resolve_weights(&mut spec, &policy, &paths);
+    if !weights.is_empty() {
+        return Err(invalid(
+            crate::spec::SpecErrors::new(&spec.origin.file, weights).to_string(),
+        ));
     }
-    let ids: Vec<String> = jobs.iter().map(|j| j.job_id.to_string()).collect();
-    let mut args = vec!["--quiet"];
-    args.extend(ids.iter().map(String::as_str));
-    match slurm.run_retrying("scancel", &args) {
-        Ok(_) => format!(
-            "cancelled the {} job(s) already submitted ({})",
-            ids.len(),
-            ids.join(", ")
-        ),
-        Err(e) => format!(
-            "could NOT cancel the jobs already submitted ({}): {e:#}",
-            ids.join(", ")
-        ),
+    let cluster = crate::slurm::cluster::fetch(slurm)
+        .context("asking Slurm for the cluster's nodes, partitions and limits")?;
+    let workdir = resolve_workdir(&spec, req.workdir)?;
+    if !req.dry_run {
+        // A submission killed half-way into this workdir is undone first, so
+        // its manifest does not block this one.
+        let _ = journal::recover(slurm, false);
+    }
+    let existing = Manifest::path_in(&workdir);
+    if existing.exists() {
+        let previous = Manifest::load(&existing)
+            .map(|m| m.run_id)
+            .unwrap_or_else(|_| "an unreadable run".into());
+        return Err(invalid(format!(
+            "{} already holds run {previous}: continue it with `yolo-sched resume {previous}`, \
+             or give this run another `[run] workdir` (or --workdir)",
+            workdir.display()
+        )));
+    }
+    let plan =
+        plan::plan(&spec, &workdir, &cluster, &policy).map_err(|e| invalid(e.to_string()))?;
+
+    let now = Utc::now();
+    let run_id = manifest::new_run_id(&spec.run.name, now);
+    let templates = Templates::new(req.templates)?;
+    let exe =
+        std::env::current_exe().context("finding the yolo-sched binary for the prepare stage")?;
+    let base_dir = absolute(&spec.origin.base_dir)?;
+    let scripts = render_all(
+        &templates,
+        &RenderInput {
+            spec: &spec,
+            plan: &plan,
+            run_id: &run_id,
+            yolo_sched: &exe,
+            yolo: req.yolo,
+            base_dir: &base_dir,
+            font: paths.yolo_font.as_deref(),
+        },
+    )?;
+
+    for sub in ["scripts", "logs", "state"] {
+        std::fs::create_dir_all(workdir.join(sub))
+            .with_context(|| format!("creating {}", workdir.join(sub).display()))?;
+    }
+    let script_paths: Vec<PathBuf> = scripts
+        .iter()
+        .map(|s| workdir.join("scripts").join(&s.file_name))
+        .collect();
+    let files: Vec<(&Path, &[u8], u32)> = scripts
+        .iter()
+        .zip(&script_paths)
+        .map(|(s, p)| (p.as_path(), s.text.as_bytes(), 0o755))
+        .collect();
+    crate::fsutil::write_atomic_all(&files)?;
+    let mut requests = Vec::new();
+    for (script, path) in scripts.iter().zip(script_paths) {
+        let stage = plan.stage(script.kind).expect("scripts come from the plan");
+        requests.push(JobRequest {
+            kind: script.kind,
+            script: path,
+            array: None,
+            after: stage.depends_on.iter().map(|d| (d.stage, d.kind)).collect(),
+            export: vec![],
+        });
+    }
+
+    if req.dry_run {
+        let jobs = dry_run_jobs(&run_id, &requests)?;
+        return Ok(Outcome {
+            run_id,
+            dry_run: true,
+            workdir,
+            plan,
+            jobs,
+        });
+    }
+
+    let mut journal = Journal::begin(Purpose::Submit, &run_id, &workdir)?;
+    let submitted = match chain::submit_held(slurm, &requests, &mut journal) {
+        Ok(s) => s,
+        Err(e) => {
+            finish_if_clean(slurm, journal);
+            record(&AuditRecord::new(
+                "submit",
+                Some(&run_id),
+                vec![],
+                &format!("{e:#}"),
+            ));
+            return Err(e);
+        }
+    };
+    let manifest = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &submitted, now)?;
+    if let Err(e) = manifest
+        .save()
+        .and_then(|()| journal.set_phase(Phase::Recorded))
+    {
+        // Without a manifest (or its index entry) nobody could find these jobs
+        // again: take them back, and leave no manifest of a run that never ran,
+        // so the workdir can be submitted again.
+        let what = chain::roll_back(slurm, &submitted);
+        let cleanup = match manifest.discard() {
+            Ok(()) => String::new(),
+            Err(d) => format!("; {d:#}"),
+        };
+        finish_if_clean(slurm, journal);
+        return Err(e.context(format!("{what}{cleanup}")));
+    }
+    let released = chain::release(slurm, &submitted);
+    let ids: Vec<u64> = submitted.iter().map(|j| j.job_id).collect();
+    let outcome = match &released {
+        Ok(()) => "ok".to_string(),
+        Err(e) => format!("{e:#}"),
+    };
+    record(&AuditRecord::new("submit", Some(&run_id), ids, &outcome));
+    if let Err(e) = released {
+        // The chain was cancelled: leave no run behind that points at it.
+        let cleanup = match manifest.discard() {
+            Ok(()) => String::new(),
+            Err(d) => format!("; {d:#}"),
+        };
+        finish_if_clean(slurm, journal);
+        return Err(e.context(cleanup));
+    }
+    let _ = journal.set_phase(Phase::Released);
+    journal.finish();
+
+    let jobs = submitted
+        .iter()
+        .zip(&requests)
+        .map(|(j, r)| Job {
+            stage: j.stage,
+            job_id: Some(j.job_id),
+            depends_on: j.depends_on.clone(),
+            dependency: j.dependency.clone(),
+            script: r.script.clone(),
+            sbatch_args: Vec::new(),
+        })
+        .collect();
+    Ok(Outcome {
+        run_id,
+        dry_run: false,
+        workdir,
+        plan,
+        jobs,
+    })
+}
+
+/// After a failed submission that was rolled back: forget the journal only
+/// when the queue holds nothing of it; otherwise the next command's recovery
+/// finds what a lost `sbatch` answer may yet have queued.
+pub(crate) fn finish_if_clean(slurm: &Slurm, journal: Journal) {
+    if matches!(chain::any_left(slurm, &journal), Ok(false)) {
+        journal.finish();
     }
 }
 
-/// Submit every request held. On failure, what was submitted is cancelled.
-pub fn submit_held(slurm: &Slurm, requests: &[JobRequest]) -> Result<Vec<SubmittedJob>> {
-    let mut submitted: Vec<SubmittedJob> = Vec::new();
+/// The `sbatch` argument lists of a dry run, with `<prepare>`, `<train>` …
+/// where Slurm's ids would be, and a dry-run token in the comment.
+fn dry_run_jobs(run_id: &str, requests: &[JobRequest]) -> Result<Vec<Job>> {
+    let mut jobs = Vec::new();
     for req in requests {
-        let (args, dependency, depends_on) = sbatch_args(req, &submitted)?;
-        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        match sbatch::submit(slurm, &arg_refs) {
-            Ok(job_id) => submitted.push(SubmittedJob {
-                stage: req.kind,
-                job_id,
-                array: req.array.clone(),
-                dependency,
-                depends_on,
-            }),
-            Err(e) => {
-                let undo = roll_back(slurm, &submitted);
-                return Err(e.context(format!(
-                    "Slurm refused the {} stage; {undo}",
-                    crate::plan::stage_name(req.kind)
-                )));
+        let comment = journal::comment(run_id, "<token>", stage_name(req.kind));
+        let (args, dependency) =
+            chain::sbatch_args_with(req, &comment, |s| Some(format!("<{}>", stage_name(s))))?;
+        jobs.push(Job {
+            stage: req.kind,
+            job_id: None,
+            depends_on: vec![],
+            dependency,
+            script: req.script.clone(),
+            sbatch_args: crate::slurm::sbatch::command_args(&args),
+        });
+    }
+    Ok(jobs)
+}
+
+/// The spec's models as paths the jobs can open, from the site's weights
+/// directory and download policy (`spec::resolve_weights`); the problems found.
+pub fn resolve_weights(
+    spec: &mut Spec,
+    policy: &Policy,
+    paths: &Paths,
+) -> Vec<crate::spec::SpecError> {
+    crate::spec::resolve_weights(
+        spec,
+        &crate::spec::WeightsSource {
+            cache: paths.weights.as_deref(),
+            downloads_allowed: policy.defaults.download_weights.unwrap_or(false),
+        },
+    )
+}
+
+/// Make a spec's workdir absolute: `$VAR`s from the environment, relative
+/// paths against the spec's directory.
+pub fn resolve_workdir(spec: &Spec, flag: Option<&Path>) -> Result<PathBuf> {
+    let raw = match flag {
+        Some(p) => p.to_path_buf(),
+        None => PathBuf::from(spec.run.workdir.expand(|n| std::env::var(n).ok()).map_err(
+            |var| {
+                invalid(format!(
+                    "{}: `run.workdir` uses ${var}, which is not set in this environment",
+                    spec.origin.file
+                ))
+            },
+        )?),
+    };
+    let base = if flag.is_some() {
+        std::env::current_dir()?
+    } else {
+        absolute(&spec.origin.base_dir)?
+    };
+    let abs = if raw.is_absolute() {
+        raw
+    } else {
+        base.join(raw)
+    };
+    let abs = normalize(&abs);
+    let shown = abs.display().to_string();
+    if crate::shell::quote(&shown) != shown {
+        return Err(invalid(format!(
+            "the run directory {:?} contains characters that #SBATCH lines cannot carry safely \
+             (spaces, quotes, `$`, …); choose a path of letters, digits and . _ - / + @ %",
+            crate::text::clip(&shown)
+        )));
+    }
+    Ok(abs)
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    Ok(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(p)
+    })
+}
+
+/// Remove `.` and `..` components without touching the filesystem.
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
             }
+            other => out.push(other.as_os_str()),
         }
     }
-    Ok(submitted)
+    out
 }
 
-/// Release a held chain in one call; on failure cancel it.
-pub fn release(slurm: &Slurm, jobs: &[SubmittedJob]) -> Result<()> {
-    let ids: Vec<String> = jobs.iter().map(|j| j.job_id.to_string()).collect();
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let list = ids.join(",");
-    if let Err(e) = slurm.run_retrying("scontrol", &["release", &list]) {
-        let undo = roll_back(slurm, jobs);
-        return Err(e.context(format!("releasing the held jobs failed; {undo}")));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dependencies_name_the_earlier_ids() {
-        let earlier = vec![
-            SubmittedJob {
-                stage: StageKind::Prepare,
-                job_id: 10,
-                array: None,
-                dependency: None,
-                depends_on: vec![],
-            },
-            SubmittedJob {
-                stage: StageKind::Train,
-                job_id: 11,
-                array: Some("0-3%2".into()),
-                dependency: None,
-                depends_on: vec![],
-            },
-        ];
-        let req = JobRequest {
-            kind: StageKind::Export,
-            script: PathBuf::from("/w/scripts/export.sh"),
-            array: Some("0-3%2".into()),
-            after: vec![(StageKind::Train, DepKind::AfterCorr)],
-            export: vec![],
-        };
-        let (args, dep, ids) = sbatch_args(&req, &earlier).unwrap();
-        assert_eq!(
-            args,
-            vec![
-                "--hold",
-                "--dependency=aftercorr:11",
-                "--array=0-3%2",
-                "/w/scripts/export.sh"
-            ]
-        );
-        assert_eq!(dep.as_deref(), Some("aftercorr:11"));
-        assert_eq!(ids, vec![11]);
-    }
-
-    #[test]
-    fn a_missing_predecessor_is_an_error_not_a_free_pass() {
-        let req = JobRequest {
-            kind: StageKind::Train,
-            script: "/t.sh".into(),
-            array: None,
-            after: vec![(StageKind::Prepare, DepKind::AfterOk)],
-            export: vec![],
-        };
-        assert!(sbatch_args(&req, &[]).is_err());
-    }
+fn build_manifest(
+    spec_path: &Path,
+    spec: &Spec,
+    plan: &Plan,
+    run_id: &str,
+    workdir: &Path,
+    submitted: &[SubmittedJob],
+    now: DateTime<Utc>,
+) -> Result<Manifest> {
+    let spec_text = std::fs::read_to_string(spec_path)
+        .with_context(|| format!("reading {}", spec_path.display()))?;
+    let stages = plan
+        .stages
+        .iter()
+        .map(|s| {
+            let job = submitted.iter().find(|j| j.stage == s.kind);
+            StageRecord {
+                stage: stage_name(s.kind).to_string(),
+                job_name: s.job_name.clone(),
+                partition: s.partition.clone(),
+                gres: s.gres.clone(),
+                time: s.time.clone(),
+                cpus: s.cpus,
+                mem: s.mem.clone(),
+                tasks: s.array.as_ref().map_or(1, |a| a.tasks),
+                depends_on: s
+                    .depends_on
+                    .iter()
+                    .map(|d| stage_name(d.stage).to_string())
+                    .collect(),
+                script: format!("scripts/{}.sh", stage_name(s.kind)),
+                attempts: job
+                    .map(|j| Attempt {
+                        attempt: 1,
+                        job_id: j.job_id,
+                        array: s.array.as_ref().map(|a| a.slurm_value()),
+                        dependency: j.dependency.clone(),
+                        submitted_at: now,
+                    })
+                    .into_iter()
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(Manifest {
+        schema_version: manifest::SCHEMA_VERSION,
+        run_id: run_id.to_string(),
+        name: spec.run.name.clone(),
+        user: crate::identity::current_user(),
+        host: crate::identity::host_name(),
+        submitted_at: now,
+        workdir: workdir.to_path_buf(),
+        spec_file: absolute(spec_path)?,
+        spec_hash: spec.hash_hex(),
+        spec_text,
+        variants: plan.variants,
+        gpu_explanation: plan.gpu.explanation.clone(),
+        estimate_gib: plan.estimate.as_ref().map(|e| e.needed_gib),
+        stages,
+    })
 }

@@ -100,6 +100,58 @@ pub fn parse_rows(text: &str) -> Vec<QueueRow> {
         .collect()
 }
 
+/// A queued job of the calling user whose comment starts with a prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tagged {
+    /// The job id (an array's id for its tasks).
+    pub job_id: u64,
+    /// Held by a user hold (`--hold`, `scontrol hold`).
+    pub held: bool,
+    pub comment: String,
+}
+
+/// The comment last: it is the one field that may contain `|`.
+const TAGGED_FORMAT: &str = "ArrayJobID:|,State:|,Reason:|,Comment:|";
+
+/// Parse `squeue -h -O TAGGED_FORMAT`: one row per job, array tasks folded
+/// into their array, rows without the prefix dropped.
+pub fn parse_tagged(text: &str, prefix: &str) -> Vec<Tagged> {
+    let mut out: Vec<Tagged> = Vec::new();
+    for line in text.lines() {
+        let mut f = line.splitn(4, '|');
+        let (Some(id), Some(_state), Some(reason), Some(comment)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let Ok(job_id) = id.trim().parse::<u64>() else {
+            continue;
+        };
+        // The format's own suffix ends the comment.
+        let comment = comment.strip_suffix('|').unwrap_or(comment).trim();
+        if !comment.starts_with(prefix) {
+            continue;
+        }
+        let held = reason.trim() == "JobHeldUser";
+        match out.iter_mut().find(|t| t.job_id == job_id) {
+            // An array is held while any of its tasks is.
+            Some(t) => t.held |= held,
+            None => out.push(Tagged {
+                job_id,
+                held,
+                comment: comment.to_string(),
+            }),
+        }
+    }
+    out
+}
+
+/// The calling user's queued jobs whose comment starts with `prefix`, in one call.
+pub fn tagged_mine(slurm: &Slurm, prefix: &str) -> Result<Vec<Tagged>> {
+    let text = slurm.stdout("squeue", &["--me", "-h", "-O", TAGGED_FORMAT])?;
+    Ok(parse_tagged(&text, prefix))
+}
+
 /// Every job (and array task) with these ids that slurmctld still knows, in one call.
 pub fn jobs(slurm: &Slurm, ids: &[u64]) -> Result<Vec<QueueRow>> {
     if ids.is_empty() {
@@ -129,6 +181,23 @@ pub fn jobs(slurm: &Slurm, ids: &[u64]) -> Result<Vec<QueueRow>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn tagged_rows_fold_arrays_and_keep_comments_with_bars() {
+        let text = "\
+12|PENDING|JobHeldUser|yolo-sched:r-1:ab:train|
+12|PENDING|JobHeldUser|yolo-sched:r-1:ab:train|
+13|RUNNING|None|yolo-sched:r-1:ab:export|
+14|PENDING|Priority|someone|else|
+15|PENDING|JobHeldUser|yolo-sched:odd|comment|
+";
+        let t = parse_tagged(text, "yolo-sched:");
+        assert_eq!(t.len(), 3, "{t:?}");
+        assert_eq!((t[0].job_id, t[0].held), (12, true));
+        assert_eq!((t[1].job_id, t[1].held), (13, false));
+        assert_eq!(t[2].comment, "yolo-sched:odd|comment");
+    }
+
     use super::*;
 
     #[test]

@@ -71,19 +71,22 @@ fn submit_env_job(slurm: &Slurm, dir: &std::path::Path, tag: &str, sleep: u32) -
         "echo START=$(date +%s.%N); echo NODE=$SLURMD_NODENAME; echo CVD=$CUDA_VISIBLE_DEVICES; sleep {sleep}; echo END=$(date +%s.%N)"
     );
     let out_arg = format!("--output={}", out.display());
-    sbatch::submit(
-        slurm,
-        &[
-            "--partition=gpu",
-            "--nodelist=node1",
-            "--gres=gpu:1g.5gb:1",
-            "--job-name=yolo-test-env",
-            &out_arg,
-            "--wrap",
-            &script,
-        ],
-    )
-    .expect("sbatch")
+    let args: Vec<String> = [
+        "--partition=gpu",
+        "--nodelist=node1",
+        "--gres=gpu:1g.5gb:1",
+        "--job-name=yolo-test-env",
+        &out_arg,
+        "--wrap",
+        &script,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    match sbatch::try_submit(slurm, &args) {
+        sbatch::Answer::Accepted(id) => id,
+        other => panic!("sbatch: {other:?}"),
+    }
 }
 
 fn field<'a>(text: &'a str, key: &str) -> &'a str {
