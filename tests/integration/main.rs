@@ -14,6 +14,7 @@ mod fake_nvml;
 mod cli_help;
 mod cluster;
 mod dataset_check;
+mod faults_live;
 mod gres_slurmd;
 mod mig_plans_on_fake;
 mod node_setup;
