@@ -63,7 +63,8 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     if let Ok(spec) = &mut checked {
         let policy = crate::plan::Policy::from_site(ctx.site()?)?;
         let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
-        let errors = crate::run::submit::resolve_weights(spec, &policy, &paths);
+        let mut errors = crate::run::submit::resolve_weights(spec, &policy, &paths);
+        errors.extend(crate::run::submit::workdir_errors(spec));
         if !errors.is_empty() {
             checked = Err(spec::SpecErrors::new(&spec.origin.file, errors));
         }

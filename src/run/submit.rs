@@ -281,37 +281,68 @@ pub fn resolve_weights(
 }
 
 /// Make a spec's workdir absolute: `$VAR`s from the environment, relative
-/// paths against the spec's directory.
+/// paths against the spec's directory. Errors are invalid input located at
+/// `run.workdir` (or naming `--workdir`), the same for `validate` and `submit`.
 pub fn resolve_workdir(spec: &Spec, flag: Option<&Path>) -> Result<PathBuf> {
+    workdir_checked(spec, flag).map_err(|e| match flag {
+        Some(_) => invalid(format!("--workdir: {}", e.message)),
+        None => invalid(crate::spec::SpecErrors::new(&spec.origin.file, vec![e]).to_string()),
+    })
+}
+
+/// The spec's own workdir problems, for `validate` (empty when it is usable).
+pub fn workdir_errors(spec: &Spec) -> Vec<crate::spec::SpecError> {
+    workdir_checked(spec, None).err().into_iter().collect()
+}
+
+fn workdir_checked(spec: &Spec, flag: Option<&Path>) -> Result<PathBuf, crate::spec::SpecError> {
+    let at = |message: String, help: &str| spec.error_at("run.workdir", message, Some(help.into()));
     let raw = match flag {
         Some(p) => p.to_path_buf(),
         None => PathBuf::from(spec.run.workdir.expand(|n| std::env::var(n).ok()).map_err(
             |var| {
-                invalid(format!(
-                    "{}: `run.workdir` uses ${var}, which is not set in this environment",
-                    spec.origin.file
-                ))
+                at(
+                    format!("uses ${var}, which is not set in this environment"),
+                    "set it before submitting, or write the path out",
+                )
             },
         )?),
     };
+    let cwd = || std::env::current_dir().map_err(|e| at(format!("the current directory: {e}"), ""));
     let base = if flag.is_some() {
-        std::env::current_dir()?
+        cwd()?
+    } else if spec.origin.base_dir.is_absolute() {
+        spec.origin.base_dir.clone()
     } else {
-        absolute(&spec.origin.base_dir)?
+        cwd()?.join(&spec.origin.base_dir)
     };
-    let abs = if raw.is_absolute() {
+    let abs = normalize(&if raw.is_absolute() {
         raw
     } else {
         base.join(raw)
-    };
-    let abs = normalize(&abs);
+    });
     let shown = abs.display().to_string();
+    let allowed = "choose a path of letters, digits and . _ - / + @";
     if crate::shell::quote(&shown) != shown {
-        return Err(invalid(format!(
-            "the run directory {:?} contains characters that #SBATCH lines cannot carry safely \
-             (spaces, quotes, `$`, …); choose a path of letters, digits and . _ - / + @ %",
-            crate::text::clip(&shown)
-        )));
+        return Err(at(
+            format!(
+                "the run directory {:?} contains characters that #SBATCH lines cannot carry \
+                 safely (spaces, quotes, `$`, `#`, …)",
+                crate::text::shown(&shown, crate::text::SHOWN_CHARS)
+            ),
+            allowed,
+        ));
+    }
+    if shown.contains('%') {
+        // sbatch expands %j, %x, %u … in --output and --error, so the logs
+        // would land somewhere else than the run directory.
+        return Err(at(
+            format!(
+                "the run directory {:?} contains `%`, which sbatch expands in log paths (%j is the job id)",
+                crate::text::clip(&shown)
+            ),
+            allowed,
+        ));
     }
     Ok(abs)
 }

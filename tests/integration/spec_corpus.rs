@@ -18,6 +18,10 @@ fn validate(dir: &Path, spec: &str, extra: &[&str]) -> Output {
         .arg(spec)
         .args(extra)
         .env("NO_COLOR", "1")
+        // The good specs' workdirs use $USER, which a CI shell may not set.
+        .env("USER", "corpus")
+        .env("CORPUS_PROJECT", "demo")
+        .env_remove("YOLO_SCHED_CORPUS_UNSET")
         .env_remove("YOLO_SCHED_SITE")
         .output()
         .expect("run yolo-sched")
@@ -152,4 +156,46 @@ fn an_unreadable_spec_is_invalid_input() {
     let out = validate(&specs_dir(), "no-such-spec.toml", &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read spec no-such-spec.toml"));
+}
+
+/// `validate` and `submit` refuse the same specs with the same message: every
+/// bad spec of the corpus, submitted as a dry run against the live cluster,
+/// exits 2 with the first expected line (file, line, key) and leaves no
+/// run directory behind.
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
+fn submit_refuses_every_spec_validate_refuses_with_the_same_message() {
+    let _cluster = crate::common::cluster(module_path!());
+    let dir = specs_dir();
+    let state = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for spec in files_with_ext(&dir, "toml") {
+        let name = spec.file_name().unwrap().to_str().unwrap();
+        let expected = std::fs::read_to_string(spec.with_extension("expected")).unwrap();
+        let first = expected
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .unwrap();
+        let out = crate::common::yolo()
+            .current_dir(&dir)
+            .args(["submit", "--dry-run", name])
+            .env("USER", "corpus")
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("YOLO_SCHED_CORPUS_UNSET")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() != Some(2) || !stderr.contains(first) {
+            failures.push(format!(
+                "{name}: submit exit {:?}, expected 2 with {first:?}\n{stderr}",
+                out.status.code()
+            ));
+        }
+    }
+    assert!(
+        !dir.join("runs").exists(),
+        "a refused submission created a run directory"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
