@@ -59,10 +59,19 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
         );
     }
     String::from_utf8(bytes).map_err(|e| {
+        let good = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        // Valid up to `good`, so this prefix is text.
+        let before = std::str::from_utf8(&bytes[..good]).unwrap_or("");
+        let line = before.matches('\n').count() + 1;
+        let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+            .chars()
+            .count()
+            + 1;
         anyhow::anyhow!(
-            "{} is not UTF-8 text (first bad byte at offset {})",
+            "{}:{line}:{column}: not UTF-8 text (byte 0x{:02x} at offset {good})",
             path.display(),
-            e.utf8_error().valid_up_to()
+            bytes[good]
         )
     })
 }
@@ -330,10 +339,10 @@ mod tests {
         let e = read_regular(dir.path(), 100).unwrap_err().to_string();
         assert!(e.contains("not a regular file"), "{e}");
         let bad = dir.path().join("bad");
-        fs::write(&bad, b"ab\xff").unwrap();
+        fs::write(&bad, b"ab\n\xc3\xa9c\xff").unwrap();
         let e = read_regular(&bad, 100).unwrap_err().to_string();
         assert!(
-            e.contains("not UTF-8 text (first bad byte at offset 2)"),
+            e.ends_with("bad:2:3: not UTF-8 text (byte 0xff at offset 6)"),
             "{e}"
         );
     }

@@ -175,6 +175,15 @@ pub fn run_main() {
         let _ = Cli::command().print_long_help();
         std::process::exit(exit::OK);
     }
+    // An empty YOLO_SCHED_* variable means "not set" (`YOLO_SCHED_SITE=` in a
+    // job script), not "the empty value", which clap would refuse as a
+    // missing flag value. Still one thread here, so changing the environment
+    // is sound.
+    for (key, value) in std::env::vars_os() {
+        if value.is_empty() && key.to_string_lossy().starts_with("YOLO_SCHED_") {
+            std::env::remove_var(&key);
+        }
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -10,6 +10,10 @@ use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 /// The splits a dataset YAML can name, in the order they are checked.
 pub const SPLITS: &[&str] = &["train", "val", "test"];
 
+/// The most classes a dataset may declare with `nc`: a bound on the work a
+/// four-line YAML can ask for (each class gets a name and a label counter).
+pub const MAX_CLASSES: usize = 100_000;
+
 /// A dataset YAML, parsed and resolved.
 #[derive(Debug, Clone)]
 pub struct DataConfig {
@@ -285,7 +289,21 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
 
     let nc = match keys.get("nc") {
         Some(v) => match &v.data {
-            YamlData::Value(Scalar::Integer(n)) if *n >= 1 => Some(*n as usize),
+            YamlData::Value(Scalar::Integer(n)) if *n >= 1 && *n <= MAX_CLASSES as i64 => {
+                Some(*n as usize)
+            }
+            YamlData::Value(Scalar::Integer(n)) if *n > MAX_CLASSES as i64 => {
+                err(
+                    Some(v),
+                    "nc",
+                    format!(
+                        "{n} classes is more than the {MAX_CLASSES} this check accepts \
+                         (the largest public detection sets have about 1,200)"
+                    ),
+                    Some("check the value; with `names` given, nc can be left out".into()),
+                );
+                None
+            }
             _ => {
                 err(
                     Some(v),
@@ -580,5 +598,21 @@ mod tests {
         assert!(e.errors[0].message.starts_with("invalid YAML"), "{e}");
         let e = parse("- a\n- b\n", &yaml, Path::new("/")).unwrap_err();
         assert!(e.errors[0].message.contains("mapping"));
+    }
+
+    #[test]
+    fn a_huge_nc_is_refused_not_allocated() {
+        let dir = tree();
+        let yaml = dir.path().join("data.yaml");
+        let text = "train: images/train\nval: images/val\nnc: 1000000000\n";
+        let start = std::time::Instant::now();
+        let e = parse(text, dir.path().join("x").as_path(), dir.path()).unwrap_err();
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        assert!(
+            e.errors
+                .iter()
+                .any(|e| e.key == "nc" && e.message.contains("100000")),
+            "{e}"
+        );
     }
 }

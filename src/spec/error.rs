@@ -27,6 +27,38 @@ impl Location {
     }
 }
 
+/// Where each line starts, so that the position of every error is found in
+/// O(log lines), not by rescanning the text (80,000 errors in a 1 MB file).
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> LineIndex {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+
+    /// The same answer as [`Location::of_offset`].
+    pub fn locate(&self, text: &str, offset: usize) -> Location {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let start = self.starts[line - 1];
+        Location {
+            line,
+            column: text[start..offset].chars().count() + 1,
+        }
+    }
+}
+
+/// The most errors printed; the count says how many there were in all.
+pub const SHOWN_ERRORS: usize = 50;
+
 /// One problem in a spec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpecError {
@@ -99,11 +131,18 @@ impl fmt::Display for SpecErrors {
             n,
             if n == 1 { "" } else { "s" }
         )?;
-        for (i, e) in self.errors.iter().enumerate() {
+        for (i, e) in self.errors.iter().take(SHOWN_ERRORS).enumerate() {
             if i > 0 {
                 writeln!(f)?;
             }
             write!(f, "{e}")?;
+        }
+        if n > SHOWN_ERRORS {
+            write!(
+                f,
+                "\n… and {} more (`yolo-sched validate --json` lists them all)",
+                n - SHOWN_ERRORS
+            )?;
         }
         Ok(())
     }
@@ -114,6 +153,19 @@ impl std::error::Error for SpecErrors {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_line_index_agrees_with_the_scan() {
+        let text = "a = 1\n\nbé = \"x\"\nlast";
+        let index = LineIndex::new(text);
+        for offset in 0..=text.len() + 3 {
+            assert_eq!(
+                index.locate(text, offset),
+                Location::of_offset(text, offset),
+                "offset {offset}"
+            );
+        }
+    }
 
     #[test]
     fn offsets_become_lines_and_columns() {

@@ -33,6 +33,10 @@ pub fn parse(text: &str, file_name: &str) -> Result<Spec, SpecErrors> {
 /// Read, parse and validate a spec file, and check that the dataset YAML (and a
 /// model given as a path) exist. Errors are `crate::error::invalid` (exit 2) with
 /// every problem listed.
+/// The largest spec read: far above any real spec (a few KB), far below what
+/// would make validation slow.
+pub const MAX_SPEC_BYTES: u64 = 16 << 20;
+
 pub fn load(path: &Path) -> anyhow::Result<Spec> {
     read_checked(path)?.map_err(|errors| crate::error::invalid(errors.to_string()))
 }
@@ -41,8 +45,8 @@ pub fn load(path: &Path) -> anyhow::Result<Spec> {
 /// file that cannot be read is an `Err` (exit 2).
 pub fn read_checked(path: &Path) -> anyhow::Result<Result<Spec, SpecErrors>> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| crate::error::invalid(format!("cannot read spec {name}: {e}")))?;
+    let text = crate::fsutil::read_regular(path, MAX_SPEC_BYTES)
+        .map_err(|e| crate::error::invalid(format!("cannot read spec {name}: {e:#}")))?;
     let spec = match parse(&text, &name) {
         Ok(spec) => spec,
         Err(errors) => return Ok(Err(errors)),

@@ -61,16 +61,30 @@ const HOMES: &[(&str, &[&str])] = &[
 pub fn parse_spec(text: &str, file: &str, base_dir: PathBuf) -> Result<Spec, SpecErrors> {
     let mut cx = Cx {
         text,
+        lines: super::error::LineIndex::new(text),
         file,
         errors: Vec::new(),
         warnings: Vec::new(),
         locations: BTreeMap::new(),
     };
+    invisible_characters(&mut cx);
     let (root, syntax) = DeTable::parse_recoverable(text);
     if !syntax.is_empty() {
         for e in syntax {
             let span = e.span().unwrap_or(0..0);
-            cx.error(span, "", format!("invalid TOML: {}", e.message()), None);
+            let message = e.message().trim_end_matches('.').to_string();
+            let (message, help) = if message == "duplicate key" {
+                let key = cx.snippet(&span);
+                (
+                    format!("invalid TOML: duplicate key `{key}`"),
+                    Some(format!(
+                        "each key may appear once in a table; remove one `{key}`"
+                    )),
+                )
+            } else {
+                (format!("invalid TOML: {message}"), None)
+            };
+            cx.error(span, "", message, help);
         }
         return Err(SpecErrors::new(file, cx.errors));
     }
@@ -90,9 +104,36 @@ pub fn parse_spec(text: &str, file: &str, base_dir: PathBuf) -> Result<Spec, Spe
     Ok(spec)
 }
 
+/// Characters that print as nothing (zero-width joiner, BOM inside the text,
+/// bidirectional controls) make two names look the same, or a value look
+/// like another: each is an error at its position, shown escaped.
+fn invisible_characters(cx: &mut Cx<'_>) {
+    // A byte-order mark that opens the file is an encoding detail, not content.
+    let body = cx.text.strip_prefix('\u{feff}').unwrap_or(cx.text);
+    let skip = cx.text.len() - body.len();
+    let found: Vec<(usize, char)> = body
+        .char_indices()
+        .filter(|(_, c)| crate::text::is_invisible(*c))
+        .take(crate::spec::error::SHOWN_ERRORS)
+        .collect();
+    for (i, c) in found {
+        let at = skip + i;
+        cx.error(
+            at..at + c.len_utf8(),
+            "",
+            format!(
+                "invisible character U+{:04X} in the text; it would make this value look like another",
+                c as u32
+            ),
+            Some("delete it (editors often show it only with \"show invisibles\")".into()),
+        );
+    }
+}
+
 /// The parsing context: the text (for positions) and what was found.
 struct Cx<'t> {
     text: &'t str,
+    lines: super::error::LineIndex,
     file: &'t str,
     errors: Vec<SpecError>,
     warnings: Vec<SpecError>,
@@ -101,7 +142,7 @@ struct Cx<'t> {
 
 impl Cx<'_> {
     fn at(&self, span: &Range<usize>) -> Location {
-        Location::of_offset(self.text, span.start)
+        self.lines.locate(self.text, span.start)
     }
 
     fn make(
@@ -1195,6 +1236,9 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
             continue;
         }
         let mut values: Vec<ArgValue> = Vec::with_capacity(items.len());
+        // Duplicates by their written form, in a set: a list of 256,000
+        // values must not cost 256,000² comparisons.
+        let mut seen = std::collections::HashSet::with_capacity(items.len());
         let mut axis_ok = true;
         for (i, item) in items.iter().enumerate() {
             let item_path = format!("{path}[{i}]");
@@ -1211,7 +1255,7 @@ fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>) -> Option<
                 axis_ok = false;
                 continue;
             }
-            if values.contains(&value) {
+            if !seen.insert(value.to_string()) {
                 cx.error(
                     item.span(),
                     &item_path,

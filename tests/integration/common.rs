@@ -235,3 +235,11 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The first `max` characters of a long output, for failure messages.
+pub fn head(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((at, _)) => format!("{}… ({} more bytes)", &s[..at], s.len() - at),
+    }
+}

@@ -16,6 +16,7 @@ mod cluster;
 mod dataset_check;
 mod faults_live;
 mod gres_slurmd;
+mod hostile_inputs;
 mod mig_plans_on_fake;
 mod node_setup;
 mod node_setup_slurm;

@@ -1,0 +1,256 @@
+//! The hostile corpus: inputs made to exhaust time, memory or the terminal,
+//! or to hang a reader, or to hide what a value is. Every case runs the real
+//! binary under a time limit and an address-space limit and checks the exit
+//! status, where the message points, and that the output stays readable.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use crate::common;
+
+/// Address space a case may use (the binary itself needs ~100 MB).
+const MEMORY_LIMIT_KB: u64 = 2 * 1024 * 1024;
+/// Wall time a case may take, in a debug build on a loaded 2-core machine.
+const TIME_LIMIT: Duration = Duration::from_secs(60);
+/// The most stderr a case may print.
+const STDERR_LIMIT: usize = 64 * 1024;
+
+struct Case<'a> {
+    name: &'a str,
+    args: &'a [&'a str],
+    exit: i32,
+    /// Substrings stderr must hold.
+    says: &'a [&'a str],
+}
+
+fn bounded(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -v {MEMORY_LIMIT_KB}; exec \"$@\""))
+        .arg("sh")
+        .arg(common::bin())
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let start = Instant::now();
+    let out = common::run_bounded(&mut cmd, TIME_LIMIT)
+        .unwrap_or_else(|| panic!("{args:?} did not end within {TIME_LIMIT:?}"));
+    (out, start.elapsed())
+}
+
+fn check(dir: &Path, case: &Case<'_>, env: &[(&str, &str)]) -> Option<String> {
+    let (out, took) = bounded(dir, case.args, env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut problems = Vec::new();
+    if out.status.code() != Some(case.exit) {
+        problems.push(format!(
+            "exit {:?} (expected {}), after {took:?}",
+            out.status, case.exit
+        ));
+    }
+    if out.stderr.len() > STDERR_LIMIT {
+        problems.push(format!("{} bytes of stderr", out.stderr.len()));
+    }
+    if stderr.contains("panicked") {
+        problems.push("panicked".into());
+    }
+    for s in case.says {
+        if !stderr.contains(s) {
+            problems.push(format!("stderr lacks {s:?}"));
+        }
+    }
+    (!problems.is_empty()).then(|| {
+        format!(
+            "{}: {}\n--- stderr (head) ---\n{}",
+            case.name,
+            problems.join("; "),
+            crate::common::head(&stderr, 2000)
+        )
+    })
+}
+
+fn spec_head() -> String {
+    "version = 1\n[run]\nname = \"hostile\"\nworkdir = \"runs/h\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"data.yaml\"\n"
+        .to_string()
+}
+
+fn setup(dir: &Path) {
+    let w = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    std::fs::create_dir_all(dir.join("images/train")).unwrap();
+    std::fs::create_dir_all(dir.join("images/val")).unwrap();
+    w(
+        "data.yaml",
+        "path: .\ntrain: images/train\nval: images/val\nnames: [a]\n",
+    );
+    // 80,000 unknown keys (1.7 MB): once 98 s, each error rescanning the file.
+    let mut many = spec_head();
+    for i in 0..80_000 {
+        many.push_str(&format!("unknown_{i} = 1\n"));
+    }
+    w("many-keys.toml", &many);
+    // One sweep axis of 256,000 values: once 23.5 s, a `contains` per value.
+    let mut sweep = spec_head();
+    sweep.push_str("[sweep]\nlr0 = [");
+    for i in 0..256_000 {
+        sweep.push_str(&format!("0.{:07},", i + 1));
+    }
+    sweep.push_str("]\n");
+    w("long-axis.toml", &sweep);
+    // A 5 MB workdir: the message must not echo it.
+    w(
+        "huge-workdir.toml",
+        &spec_head().replace("runs/h", &format!("runs/{}", "a b".repeat(1_700_000))),
+    );
+    w(
+        "dup.toml",
+        "version = 1\n[run]\nname = \"a\"\nname = \"b\"\n",
+    );
+    std::fs::write(
+        dir.join("not-utf8.toml"),
+        b"version = 1\n[run]\nname = \"caf\xe9\"\n",
+    )
+    .unwrap();
+    w(
+        "zwj.toml",
+        &spec_head().replace("yolov8n.yaml", "yolov8n\u{200d}.yaml"),
+    );
+    w(
+        "bidi.toml",
+        &spec_head().replace("runs/h", "runs/\u{202e}h"),
+    );
+    w(
+        "nc-huge.yaml",
+        "path: .\ntrain: images/train\nval: images/val\nnc: 1000000000\n",
+    );
+    w(
+        "nc-float.yaml",
+        "path: .\ntrain: images/train\nval: images/val\nnc: 1e7\n",
+    );
+    let fifo = dir.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    w("site-typo.toml", "[defualts]\ngpu_partition = \"gpu\"\n");
+}
+
+#[test]
+fn hostile_inputs_are_refused_quickly_in_bounded_memory_with_a_located_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    let cases = [
+        Case {
+            name: "80,000 unknown keys",
+            args: &["validate", "--no-cluster", "many-keys.toml"],
+            exit: 2,
+            says: &[
+                "many-keys.toml has 80000 errors",
+                "many-keys.toml:8:1: `train.unknown_0`",
+                "… and 79950 more",
+            ],
+        },
+        Case {
+            name: "a sweep axis of 256,000 values",
+            args: &["validate", "--no-cluster", "long-axis.toml"],
+            exit: 0,
+            says: &[],
+        },
+        Case {
+            name: "a 5 MB workdir",
+            args: &["validate", "--no-cluster", "huge-workdir.toml"],
+            exit: 2,
+            says: &["huge-workdir.toml:4:11: `run.workdir`", "…"],
+        },
+        Case {
+            name: "a duplicate key",
+            args: &["validate", "--no-cluster", "dup.toml"],
+            exit: 2,
+            says: &["dup.toml:4:1: invalid TOML: duplicate key `name`"],
+        },
+        Case {
+            name: "a spec that is not UTF-8",
+            args: &["validate", "--no-cluster", "not-utf8.toml"],
+            exit: 2,
+            says: &["not-utf8.toml:3:12: not UTF-8 text (byte 0xe9"],
+        },
+        Case {
+            name: "a zero-width joiner in a model name",
+            args: &["validate", "--no-cluster", "zwj.toml"],
+            exit: 2,
+            says: &["zwj.toml:6:17: invisible character U+200D"],
+        },
+        Case {
+            name: "a right-to-left override in a path",
+            args: &["validate", "--no-cluster", "bidi.toml"],
+            exit: 2,
+            says: &["bidi.toml:4:17: invisible character U+202E"],
+        },
+        Case {
+            name: "a spec that is /dev/zero",
+            args: &["validate", "--no-cluster", "/dev/zero"],
+            exit: 2,
+            says: &["/dev/zero is not a regular file"],
+        },
+        Case {
+            name: "a spec that is a FIFO",
+            args: &["validate", "--no-cluster", "fifo"],
+            exit: 2,
+            says: &["fifo is not a regular file"],
+        },
+        Case {
+            name: "a site file that is a FIFO",
+            args: &["--site", "fifo", "validate", "--no-cluster", "dup.toml"],
+            exit: 2,
+            says: &["fifo is not a regular file"],
+        },
+        Case {
+            name: "a site file with a misspelt section",
+            args: &[
+                "--site",
+                "site-typo.toml",
+                "validate",
+                "--no-cluster",
+                "dup.toml",
+            ],
+            exit: 2,
+            says: &["unknown section [defualts]", "defaults"],
+        },
+        Case {
+            name: "a dataset with nc: 1000000000 and no names",
+            args: &["dataset", "check", "nc-huge.yaml"],
+            exit: 2,
+            says: &["nc-huge.yaml:4", "more than the 100000"],
+        },
+        Case {
+            name: "a dataset with nc: 1e7",
+            args: &["dataset", "check", "nc-float.yaml"],
+            exit: 2,
+            says: &["nc-float.yaml:4", "`nc`"],
+        },
+    ];
+    let failures: Vec<String> = cases.iter().filter_map(|c| check(d, c, &[])).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn empty_environment_variables_mean_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    let case = Case {
+        name: "YOLO_SCHED_SITE=\"\"",
+        args: &["validate", "--no-cluster", "dup.toml"],
+        exit: 2,
+        says: &["duplicate key `name`"],
+    };
+    let env = [("YOLO_SCHED_SITE", ""), ("YOLO_SCHED_COLOR", "")];
+    if let Some(f) = check(d, &case, &env) {
+        panic!("{f}");
+    }
+}
