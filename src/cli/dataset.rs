@@ -171,14 +171,17 @@ fn print_report(ctx: &Context, r: &Report) -> Result<()> {
             r.warnings
         };
         for f in of_sev.iter().take(SHOWN_FINDINGS) {
+            // File names are the dataset's: a name with a newline must not
+            // print a line of its own (a forged `ok:`).
+            let file = crate::text::shown(&f.file, 4096);
             let place = match f.line {
-                Some(l) => format!("{}:{l}", f.file),
-                None => f.file.clone(),
+                Some(l) => format!("{file}:{l}"),
+                None => file,
             };
             output::println(format!(
                 "{}: {place}: {}",
                 output::paint(word, code, color),
-                f.message
+                crate::text::shown(&f.message, 4096)
             ))?;
         }
         if total > SHOWN_FINDINGS {

@@ -26,6 +26,11 @@ pub enum Severity {
     Warning,
 }
 
+/// The largest image list read (`train: train.txt`): 10 million paths.
+pub const MAX_LIST_BYTES: u64 = 1 << 30;
+/// The largest label file read: far above any real one (a line per object).
+pub const MAX_LABEL_BYTES: u64 = 16 << 20;
+
 /// One problem, at a file (and line of a label file).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Finding {
@@ -224,6 +229,13 @@ fn walk_images(dir: &Path, out: &mut BTreeSet<PathBuf>, findings: &mut Vec<Findi
                 Ok(m) if m.is_file() && image::has_image_extension(&path) => {
                     out.insert(path);
                 }
+                // A FIFO or device named like an image: Ultralytics would
+                // hang or fail on it; it is counted, not silently left out.
+                Ok(m) if !m.is_dir() && image::has_image_extension(&path) => findings.push(error(
+                    &path,
+                    None,
+                    "named like an image but not a regular file (a FIFO, socket or device)".into(),
+                )),
                 Ok(_) => {}
                 Err(e) => findings.push(error(&path, None, format!("cannot stat: {e}"))),
             }
@@ -234,7 +246,7 @@ fn walk_images(dir: &Path, out: &mut BTreeSet<PathBuf>, findings: &mut Vec<Findi
 /// A `.txt` list of images: `./x` is relative to the list's directory (as in
 /// Ultralytics); other relative paths are relative to the current directory.
 fn read_list(list: &Path, out: &mut BTreeSet<PathBuf>, findings: &mut Vec<Finding>) {
-    let text = match std::fs::read_to_string(list) {
+    let text = match crate::fsutil::read_regular(list, MAX_LIST_BYTES) {
         Ok(t) => t,
         Err(e) => {
             findings.push(error(
@@ -469,27 +481,21 @@ fn check_item(item: &Item, nc: usize, kpt: Option<(usize, usize)>) -> ItemResult
             r.findings.push(error(&item.image, None, e.0));
         }
     }
-    let text = match std::fs::read(&item.label) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(_) => {
-                r.corrupt = true;
-                r.findings.push(error(
-                    &item.label,
-                    None,
-                    "label file is not UTF-8 text".into(),
-                ));
-                return r;
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    // A missing label is a background image; anything else is read as a
+    // bounded regular file (a label linked to /dev/zero or a FIFO must not
+    // eat memory or hang the prepare stage).
+    if let Err(e) = std::fs::metadata(&item.label) {
+        if e.kind() == std::io::ErrorKind::NotFound {
             r.label = LabelState::Missing;
             return r;
         }
+    }
+    let text = match crate::fsutil::read_regular(&item.label, MAX_LABEL_BYTES) {
+        Ok(t) => t,
         Err(e) => {
             r.corrupt = true;
             r.findings
-                .push(error(&item.label, None, format!("cannot read: {e}")));
+                .push(error(&item.label, None, format!("cannot read: {e:#}")));
             return r;
         }
     };

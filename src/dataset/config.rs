@@ -106,12 +106,12 @@ pub fn load(file: &Path, cwd: &Path) -> Result<DataConfig, ConfigErrors> {
             help,
         }],
     };
-    let text = std::fs::read_to_string(file).map_err(|e| {
+    let text = crate::fsutil::read_regular(file, crate::spec::MAX_SPEC_BYTES).map_err(|e| {
         fail(
             0,
             0,
             "",
-            format!("cannot read the dataset YAML: {e}"),
+            format!("cannot read the dataset YAML: {e:#}"),
             Some("give the path of an Ultralytics dataset YAML (with train, val and names)".into()),
         )
     })?;

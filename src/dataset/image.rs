@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Extensions Ultralytics treats as images (`ultralytics/data/utils.py` `IMG_FORMATS`).
@@ -67,11 +68,21 @@ pub fn has_image_extension(path: &Path) -> bool {
 
 /// Read the header (and, for JPEG and PNG, the last bytes) of an image file.
 pub fn inspect(path: &Path) -> Result<ImageInfo, ImageError> {
-    let mut file = File::open(path).map_err(|e| ImageError(format!("cannot open: {e}")))?;
-    let bytes = file
+    // Non-blocking, so that a FIFO named like an image is refused, not waited on.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| ImageError(format!("cannot open: {e}")))?;
+    let meta = file
         .metadata()
-        .map_err(|e| ImageError(format!("cannot stat: {e}")))?
-        .len();
+        .map_err(|e| ImageError(format!("cannot stat: {e}")))?;
+    if !meta.is_file() {
+        return Err(ImageError(
+            "not a regular file (a FIFO, socket or device)".into(),
+        ));
+    }
+    let bytes = meta.len();
     if bytes == 0 {
         return Err(ImageError("empty file".into()));
     }

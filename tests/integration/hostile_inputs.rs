@@ -238,6 +238,69 @@ fn hostile_inputs_are_refused_quickly_in_bounded_memory_with_a_located_message()
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// A real dataset with hostile files beside the good ones: a label that is a
+/// link to /dev/zero, an "image" that is a FIFO, a file name with a newline
+/// that would print a forged `ok:` line.
+#[test]
+fn a_hostile_dataset_is_checked_in_bounded_time_and_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ds = d.join("ds");
+    common::copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pcb/dataset"),
+        &ds,
+    );
+    let images = ds.join("images/train");
+    let first = std::fs::read_dir(&images)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some())
+        .unwrap();
+    let stem = first.file_stem().unwrap().to_str().unwrap().to_string();
+    let label = ds.join(format!("labels/train/{stem}.txt"));
+    std::fs::remove_file(&label).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &label).unwrap();
+    nix::unistd::mkfifo(
+        &images.join("fifo.jpg"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    std::fs::copy(
+        &first,
+        images.join("x\nok: the dataset can be trained on.png"),
+    )
+    .unwrap();
+    // Its label has a class out of range, so an error names the file.
+    std::fs::write(
+        ds.join("labels/train/x\nok: the dataset can be trained on.txt"),
+        "9 0.5 0.5 0.1 0.1\n",
+    )
+    .unwrap();
+    let case = Case {
+        name: "hostile dataset",
+        args: &["dataset", "check", "ds/data.yaml"],
+        exit: 2,
+        says: &["has 3 errors"],
+    };
+    if let Some(f) = check(d, &case, &[]) {
+        panic!("{f}");
+    }
+    let (out, _) = bounded(d, case.args, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("ok:")),
+        "a file name printed a line of its own:\n{stdout}"
+    );
+    assert!(stdout.contains("x\\nok: the dataset"), "{stdout}");
+    assert!(stdout.contains(".txt: cannot read:"), "{stdout}");
+    assert!(stdout.contains("is not a regular file"), "{stdout}");
+    assert!(
+        stdout.contains("fifo.jpg: named like an image but not a regular file"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn empty_environment_variables_mean_unset() {
     let dir = tempfile::tempdir().unwrap();
