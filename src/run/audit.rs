@@ -89,22 +89,61 @@ pub fn append(path: &Path, record: &AuditRecord) -> Result<()> {
 }
 
 /// Read every record; lines that do not parse are reported by number.
+/// The longest audit line parsed (a record is a few hundred bytes); longer
+/// lines are counted as bad, and read past without being kept.
+const MAX_LINE: u64 = 64 * 1024;
+
 pub fn read(path: &Path) -> Result<(Vec<AuditRecord>, Vec<usize>)> {
-    let file = match std::fs::File::open(path) {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking open and a type check: a FIFO or /dev/zero named as the
+    // log is refused, not waited on or read for ever.
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
         Err(e) => return Err(e).with_context(|| format!("reading audit log {}", path.display())),
     };
+    if !file.metadata()?.is_file() {
+        anyhow::bail!("audit log {} is not a regular file", path.display());
+    }
+    let mut reader = std::io::BufReader::new(file);
     let mut records = Vec::new();
     let mut bad = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line?;
+    let mut buf = Vec::new();
+    for number in 1.. {
+        buf.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE + 1)
+            .read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.len() as u64 > MAX_LINE && buf.last() != Some(&b'\n') {
+            // Skip the rest of an over-long line, a chunk at a time.
+            loop {
+                buf.clear();
+                let m = (&mut reader).take(MAX_LINE).read_until(b'\n', &mut buf)?;
+                if m == 0 || buf.last() == Some(&b'\n') {
+                    break;
+                }
+            }
+            bad.push(number);
+            continue;
+        }
+        let Ok(line) = std::str::from_utf8(&buf) else {
+            bad.push(number);
+            continue;
+        };
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str(&line) {
+        match serde_json::from_str(line) {
             Ok(r) => records.push(r),
-            Err(_) => bad.push(i + 1),
+            Err(_) => bad.push(number),
         }
     }
     Ok((records, bad))
@@ -113,6 +152,24 @@ pub fn read(path: &Path) -> Result<(Vec<AuditRecord>, Vec<usize>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn over_long_lines_and_odd_files_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let rec = AuditRecord::new("submit", Some("r"), vec![1], "ok");
+        let mut text = serde_json::to_string(&rec).unwrap();
+        text.push('\n');
+        text.push_str(&"x".repeat(300_000));
+        text.push('\n');
+        text.push_str(&serde_json::to_string(&rec).unwrap());
+        std::fs::write(&path, text).unwrap();
+        let (records, bad) = read(&path).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(bad, vec![2]);
+        let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
 
     #[test]
     fn concurrent_writers_never_interleave() {

@@ -109,9 +109,10 @@ impl Manifest {
 
     /// Read a manifest; a corrupt file is an error naming it, never rewritten.
     pub fn load(path: &Path) -> Result<Manifest> {
-        let text =
-            std::fs::read(path).with_context(|| format!("reading manifest {}", path.display()))?;
-        serde_json::from_slice(&text)
+        // The manifest holds the spec (at most 16 MiB) and its job ids.
+        let text = fsutil::read_regular(path, 64 << 20)
+            .with_context(|| format!("reading manifest {}", path.display()))?;
+        serde_json::from_str(&text)
             .with_context(|| format!("manifest {} is corrupt", path.display()))
     }
 

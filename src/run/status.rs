@@ -111,7 +111,8 @@ pub fn read_job_files(workdir: &Path) -> JobFiles {
             },
             None => (key.clone(), None),
         };
-        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+        // Records the jobs write: a few hundred bytes each.
+        let Ok(text) = crate::fsutil::read_regular(&entry.path(), 1 << 20) else {
             continue;
         };
         let Ok(rec) = serde_json::from_str::<JobFileRecord>(&text) else {
@@ -415,7 +416,7 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
 
 /// Read `results.csv`: the last epoch and the best mAP so far.
 pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainProgress> {
-    let text = std::fs::read_to_string(results_csv).ok()?;
+    let text = crate::fsutil::read_regular(results_csv, 64 << 20).ok()?;
     let mut lines = text.lines();
     let header: Vec<String> = lines
         .next()?
