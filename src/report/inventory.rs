@@ -47,7 +47,8 @@ pub fn build(nodes: &[Node], partition: Option<&str>) -> Inventory {
         let usable = accepts_jobs(&state);
         let mut used: BTreeMap<String, u64> = BTreeMap::new();
         for item in node.gres_used_items() {
-            *used.entry(item.key()).or_default() += item.count;
+            let u = used.entry(item.key()).or_default();
+            *u = u.saturating_add(item.count);
         }
         let mut gres = Vec::new();
         for item in node.gres_items() {
@@ -65,11 +66,11 @@ pub fn build(nodes: &[Node], partition: Option<&str>) -> Inventory {
                 free: 0,
                 free_usable: 0,
             });
-            t.total += item.count;
-            t.allocated += allocated;
-            t.free += free;
+            t.total = t.total.saturating_add(item.count);
+            t.allocated = t.allocated.saturating_add(allocated);
+            t.free = t.free.saturating_add(free);
             if usable {
-                t.free_usable += free;
+                t.free_usable = t.free_usable.saturating_add(free);
             }
             gres.push(GresCount {
                 kind: key,

@@ -212,11 +212,13 @@ impl QueueAggregator {
     }
 
     fn add_running(&mut self, q: &QueueLine<'_>, slices: &[(String, u64)]) {
-        self.running_jobs += q.jobs;
+        self.running_jobs = self.running_jobs.saturating_add(q.jobs);
         for (kind, count) in slices {
             let row = self.row(q.partition, kind);
-            row.running_jobs += q.jobs;
-            row.running_slices += count * q.jobs;
+            row.running_jobs = row.running_jobs.saturating_add(q.jobs);
+            row.running_slices = row
+                .running_slices
+                .saturating_add(count.saturating_mul(q.jobs));
             if kind == NO_GRES {
                 continue;
             }
@@ -226,19 +228,20 @@ impl QueueAggregator {
                 self.key.push(squeue::SEPARATOR);
             }
             match self.held.get_mut(self.key.as_str()) {
-                Some(n) => *n += count * q.jobs,
+                Some(n) => *n = n.saturating_add(count.saturating_mul(q.jobs)),
                 None => {
-                    self.held.insert(self.key.clone(), count * q.jobs);
+                    self.held
+                        .insert(self.key.clone(), count.saturating_mul(q.jobs));
                 }
             }
         }
     }
 
     fn add_pending(&mut self, q: &QueueLine<'_>, slices: &[(String, u64)]) {
-        self.pending_jobs += q.jobs;
+        self.pending_jobs = self.pending_jobs.saturating_add(q.jobs);
         let code = reasons::code(q.reason);
         match self.reasons.get_mut(code) {
-            Some(n) => *n += q.jobs,
+            Some(n) => *n = n.saturating_add(q.jobs),
             None => {
                 self.reasons.insert(code.to_string(), q.jobs);
             }
@@ -246,8 +249,10 @@ impl QueueAggregator {
         let wait = q.submitted.map(|s| (self.now - s).num_seconds().max(0));
         for (kind, count) in slices {
             let row = self.row(q.partition, kind);
-            row.pending_jobs += q.jobs;
-            row.pending_slices += count * q.jobs;
+            row.pending_jobs = row.pending_jobs.saturating_add(q.jobs);
+            row.pending_slices = row
+                .pending_slices
+                .saturating_add(count.saturating_mul(q.jobs));
             if let Some(wait) = wait {
                 match self.waits.get_mut(kind.as_str()) {
                     Some(v) => v.push((wait, q.jobs)),
@@ -280,7 +285,7 @@ impl QueueAggregator {
             }
         }
         if reasons::never_runnable(code) {
-            self.stuck_count += q.jobs;
+            self.stuck_count = self.stuck_count.saturating_add(q.jobs);
             self.stuck.push(StuckJob {
                 job_id: q.job_id.to_string(),
                 jobs: q.jobs,
@@ -326,8 +331,8 @@ impl QueueAggregator {
         let mut per_type: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for r in &rows {
             let e = per_type.entry(r.kind.clone()).or_default();
-            e.0 += r.running_jobs;
-            e.1 += r.pending_jobs;
+            e.0 = e.0.saturating_add(r.running_jobs);
+            e.1 = e.1.saturating_add(r.pending_jobs);
         }
         let mut waits = self.waits;
         let mut oldest_by_type = self.oldest_by_type;
@@ -398,15 +403,15 @@ fn trim_stuck(stuck: &mut Vec<StuckJob>) {
 
 /// The median of values with weights (lower median for an even total).
 pub fn weighted_median(values: &mut [(i64, u64)]) -> Option<i64> {
-    let total: u64 = values.iter().map(|(_, w)| *w).sum();
+    let total: u64 = values.iter().fold(0u64, |t, (_, w)| t.saturating_add(*w));
     if total == 0 {
         return None;
     }
     values.sort_unstable_by_key(|(v, _)| *v);
     let target = total.div_ceil(2);
-    let mut seen = 0;
+    let mut seen = 0u64;
     for (v, w) in values.iter() {
-        seen += w;
+        seen = seen.saturating_add(*w);
         if seen >= target {
             return Some(*v);
         }
@@ -425,6 +430,47 @@ pub fn aggregate(text: &str, now: NaiveDateTime, filter: Filter) -> (Queue, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_saturate_instead_of_wrapping() {
+        let line = |id: &str| {
+            let cols = [
+                id,
+                "PENDING",
+                "gpu",
+                "u",
+                "a",
+                "N/A",
+                "1",
+                "1",
+                "gres:gpu:1g.5gb:18446744073709551615",
+                "N/A",
+                "N/A",
+                "",
+                "(null)",
+                "Resources",
+            ];
+            let mut s = String::new();
+            for c in cols {
+                s.push_str(c);
+                s.push(crate::report::squeue::SEPARATOR);
+            }
+            s
+        };
+        let text = format!(
+            "{}\n{}\n",
+            line("7_[0-18446744073709551615]"),
+            line("8_[0-18446744073709551615]")
+        );
+        let now = chrono::NaiveDate::from_ymd_opt(2026, 12, 1)
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap();
+        let (queue, _) = aggregate(&text, now, Filter::default());
+        assert_eq!(queue.unparsed_lines, 0, "{:?}", queue.first_unparsed);
+        assert_eq!(queue.pending_jobs, u64::MAX);
+        assert_eq!(queue.by_partition_type[0].pending_slices, u64::MAX);
+    }
 
     #[test]
     fn medians() {

@@ -187,14 +187,14 @@ pub fn array_task_count(job_id: &str) -> Option<u64> {
                 if b < a {
                     return None;
                 }
-                (b - a) / step + 1
+                ((b - a) / step).saturating_add(1)
             }
             None => {
                 range.parse::<u64>().ok()?;
                 1
             }
         };
-        total += count;
+        total = total.saturating_add(count);
     }
     Some(total)
 }
@@ -403,6 +403,11 @@ mod tests {
     #[test]
     fn array_ranges() {
         assert_eq!(array_task_count("42"), Some(1));
+        // Counts saturate instead of wrapping (a hostile or corrupt listing).
+        assert_eq!(
+            array_task_count("7_[0-18446744073709551615,1-18446744073709551615]"),
+            Some(u64::MAX)
+        );
         assert_eq!(array_task_count("42_7"), Some(1));
         assert_eq!(array_task_count("42_[1,3,5-7]"), Some(5));
         assert_eq!(array_task_count("42_[0-10:2]"), Some(6));
