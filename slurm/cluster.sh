@@ -257,6 +257,8 @@ write_slurm_conf() {
             echo "AccountingStorageHost=127.0.0.1"
             echo "AccountingStorageTRES=$(gres_types_tres)"
             echo "JobAcctGatherType=jobacct_gather/linux"
+            # sacct shows the comment, which names the run (yolo-sched:RUN:TOKEN:STAGE).
+            echo "AccountingStoreFlags=job_comment"
         fi
         for n in $(standard_node_names); do
             i=$((i + 1))

@@ -14,10 +14,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
+use crate::run_fixture::RunFixture;
 use serde_json::Value;
 
+/// The shared run fixture, plus stand-in clients that strike.
 struct Fixture {
-    dir: tempfile::TempDir,
+    run: RunFixture,
 }
 
 /// Where the wrapper should strike.
@@ -58,10 +60,8 @@ exit "$rc"
 
 impl Fixture {
     fn new() -> Fixture {
-        let dir = shared_tempdir();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pcb");
-        copy_dir(&src.join("dataset"), &dir.path().join("dataset"));
-        let bin = dir.path().join("bin");
+        let run = RunFixture::new();
+        let bin = run.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         for name in ["sbatch", "scontrol"] {
             let p = bin.join(name);
@@ -69,36 +69,20 @@ impl Fixture {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        std::fs::create_dir_all(dir.path().join("fault")).unwrap();
-        Fixture { dir }
+        std::fs::create_dir_all(run.path().join("fault")).unwrap();
+        Fixture { run }
     }
 
     fn path(&self) -> &Path {
-        self.dir.path()
+        self.run.path()
     }
 
     fn spec(&self, name: &str) -> PathBuf {
-        let spec = format!(
-            "version = 1\n[run]\nname = \"{name}\"\npartition = \"gpu\"\nworkdir = \"run\"\n\
-             [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nepochs = 2\nimgsz = 64\nbatch = 8\nworkers = 1\n\
-             [stages.prepare]\npartition = \"cpu\"\n[stages.export]\npartition = \"cpu\"\nformats = [\"onnx\"]\n",
-            self.path().join("dataset/data.yaml").display()
-        );
-        let p = self.path().join(format!("{name}.toml"));
-        std::fs::write(&p, spec).unwrap();
-        p
+        self.run.spec(name)
     }
 
-    /// yolo-sched with this fixture's state, the stand-in trainer and no fault.
     fn cmd(&self) -> Command {
-        let mut c = yolo();
-        c.env("XDG_STATE_HOME", self.path().join("state"))
-            .env(
-                "YOLO_SCHED_YOLO",
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo"),
-            )
-            .env("YOLO_STANDIN_EPOCH_SECONDS", "0.1");
-        c
+        self.run.cmd()
     }
 
     /// The same, with the wrappers on PATH and `fault` armed.

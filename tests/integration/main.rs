@@ -11,6 +11,7 @@
 mod common;
 mod fake_nvml;
 
+mod accounting_live;
 mod cli_help;
 mod cluster;
 mod dataset_check;
@@ -27,6 +28,7 @@ mod report_recorded;
 mod report_replay;
 mod report_synthetic;
 mod resources_live;
+mod run_fixture;
 mod runs_agree;
 mod runs_agree_live;
 mod runs_live;

@@ -1,0 +1,183 @@
+//! The `sacct` paths, live, on the cluster with accounting (MariaDB +
+//! slurmdbd) and a short MinJobAge, so finished jobs leave slurmctld's memory
+//! within seconds: `status` of purged jobs, `report` slice-hours and its
+//! `--since` window, and the run named in sacct's comment.
+//!
+//! `slurm/test-all.sh` runs these in a second pass after switching the
+//! cluster with `ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up`; the first
+//! pass (accounting off, as on many clusters) skips them.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::{self, *};
+use crate::run_fixture::RunFixture;
+use serde_json::Value;
+
+const NEEDS: &str = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)";
+
+fn assert_accounting() {
+    let out = Command::new("scontrol")
+        .args(["show", "config"])
+        .output()
+        .expect("scontrol");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("AccountingStorageType") && l.contains("slurmdbd")),
+        "this test {NEEDS}"
+    );
+}
+
+/// Wait until slurmctld has forgotten every job (MinJobAge passed and purged).
+fn wait_purged(ids: &[u64], limit: Duration) {
+    let start = Instant::now();
+    while ids.iter().any(|id| job_state(*id).is_some()) {
+        assert!(
+            start.elapsed() < limit,
+            "jobs {ids:?} still known to squeue after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// A finished run whose jobs slurmctld has purged: (fixture, run id, submit JSON).
+fn purged_run(name: &str) -> (RunFixture, String, Value) {
+    let f = RunFixture::new();
+    let spec = f.spec(name);
+    let (run_id, submitted) = f.submit(&spec);
+    let watch = common::run_bounded(f.cmd().args(["watch", &run_id]), Duration::from_secs(300))
+        .expect("watch ended");
+    assert_eq!(watch.status.code(), Some(0), "{watch:?}");
+    let ids = job_ids(&submitted);
+    wait_purged(&ids, Duration::from_secs(180));
+    (f, run_id, submitted)
+}
+
+fn job_ids(submitted: &Value) -> Vec<u64> {
+    submitted["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)"]
+fn doctor_sees_accounting_with_job_comments() {
+    let _cluster = common::cluster(module_path!());
+    assert_accounting();
+    let out = run(yolo().args(["doctor", "--json"]));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "accounting")
+        .unwrap_or_else(|| panic!("no accounting check in {v}"));
+    assert_eq!(check["status"], "ok", "{check}");
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)"]
+fn a_purged_run_is_known_from_sacct_alone() {
+    let _cluster = common::cluster(module_path!());
+    assert_accounting();
+    let (f, run_id, submitted) = purged_run("acctstatus");
+    // Without the records the jobs wrote, only sacct knows how they ended.
+    let state = f.path().join("run/state");
+    for e in std::fs::read_dir(&state).unwrap().flatten() {
+        std::fs::remove_file(e.path()).unwrap();
+    }
+    let out = run(f.cmd().args(["status", "--json", &run_id]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let st: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stages = st["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), job_ids(&submitted).len());
+    for s in stages {
+        for t in s["tasks"].as_array().unwrap() {
+            assert_eq!(t["state"], "completed", "{s}");
+            assert_eq!(t["source"], "sacct", "{s}");
+        }
+    }
+    // list and report agree with status on the same run.
+    let out = run(f.cmd().args(["list", "--json"]));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == run_id.as_str())
+        .unwrap_or_else(|| panic!("{run_id} not listed: {rows}"));
+    assert_eq!(row["state"], "completed", "{row}");
+
+    // The comment in accounting names the run, its submission and stage.
+    let ids: Vec<String> = job_ids(&submitted).iter().map(u64::to_string).collect();
+    let out = Command::new("sacct")
+        .args([
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "JobID,Comment",
+            "-j",
+            &ids.join(","),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains(&format!("|yolo-sched:{run_id}:")))
+            .count(),
+        ids.len(),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)"]
+fn report_counts_slice_hours_inside_the_window_only() {
+    let _cluster = common::cluster(module_path!());
+    assert_accounting();
+    let (f, _run_id, submitted) = purged_run("acctreport");
+    let train_gres = submitted["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["stage"] == "train")
+        .and_then(|j| j["gres"].as_str())
+        .expect("train has a GPU")
+        .to_string();
+    let slice = train_gres.trim_start_matches("gpu:").to_string();
+    let slice = slice
+        .rsplit_once(':')
+        .map_or(slice.clone(), |(t, _)| t.to_string());
+    let hours_of = |since: &str| -> f64 {
+        let out = run(f.cmd().args(["report", "--since", since, "--json"]));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["usage"]["rows"]
+            .as_array()
+            .unwrap_or(&vec![])
+            .iter()
+            .filter(|r| r["type"].as_str().is_some_and(|g| g.contains(&slice)))
+            .filter_map(|r| r["slice_hours"].as_f64())
+            .sum()
+    };
+    let inside = hours_of("1h");
+    assert!(
+        inside > 0.0,
+        "slice-hours of {slice} in the last hour: {inside}"
+    );
+    // A window that starts after the run ended counts none of it.
+    let later = (chrono::Utc::now() + chrono::Duration::seconds(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    std::thread::sleep(Duration::from_secs(2));
+    let after = hours_of(&later);
+    assert!(
+        after < inside,
+        "{after} slice-hours after the run, {inside} with it"
+    );
+}
