@@ -123,59 +123,38 @@ struct CancelOut {
 
 pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
     let manifest = query::find_run(&args.target.run)?;
-    let (st, error) = query::run_status(&ctx.slurm, &manifest);
-    if let Some(e) = error {
-        return Err(anyhow::anyhow!(
-            "cannot cancel run {}: Slurm did not answer: {e}",
-            manifest.run_id
-        ));
+    let slurm = ctx.slurm.clone();
+    let mut audit = Vec::new();
+    let result = crate::run::cancel::cancel(&slurm, &manifest, args.dry_run, &mut |r| {
+        audit.push(r.clone())
+    });
+    for r in &audit {
+        record(ctx, r);
     }
-    let ids = query::active_job_ids(&st);
-    if !ids.is_empty() && !args.dry_run {
-        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
-        let mut argv = vec!["--quiet"];
-        argv.extend(list.iter().map(String::as_str));
-        let result = ctx.slurm.run_retrying("scancel", &argv);
-        let outcome = match &result {
-            Ok(_) => "ok".to_string(),
-            Err(e) => format!("{e:#}"),
-        };
-        record(
-            ctx,
-            &AuditRecord::new("cancel", Some(&manifest.run_id), ids.clone(), &outcome),
-        );
-        result?;
-    }
+    let done = result?;
     if args.output.json {
         output::print_json(&CancelOut {
-            run_id: manifest.run_id.clone(),
-            cancelled: ids,
-            dry_run: args.dry_run,
+            run_id: done.run_id.clone(),
+            cancelled: done.job_ids.clone(),
+            dry_run: done.dry_run,
         })?;
-    } else if ids.is_empty() {
+    } else if done.job_ids.is_empty() {
         output::println(format!(
             "run {}: nothing to cancel ({})",
-            manifest.run_id,
-            st.state.describe()
+            done.run_id, done.state
         ))?;
     } else {
-        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
-        let verb = if args.dry_run {
+        let list: Vec<String> = done.job_ids.iter().map(u64::to_string).collect();
+        let verb = if done.dry_run {
             "would cancel"
         } else {
             "cancelled"
         };
-        let stages: Vec<&str> = st
-            .stages
-            .iter()
-            .filter(|s| s.tasks.iter().any(|t| t.state.is_active()))
-            .map(|s| s.stage.as_str())
-            .collect();
         output::println(format!(
             "run {}: {verb} job(s) {} ({})",
-            manifest.run_id,
+            done.run_id,
             list.join(", "),
-            stages.join(", ")
+            done.stages.join(", ")
         ))?;
     }
     Ok(0)

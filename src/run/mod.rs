@@ -2,6 +2,7 @@
 //! submitting a plan to Slurm.
 
 pub mod audit;
+pub mod cancel;
 pub mod chain;
 pub mod checkpoint;
 pub mod journal;
