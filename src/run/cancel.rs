@@ -62,9 +62,11 @@ pub fn cancel(
         ));
         result.map_err(|e| {
             e.context(format!(
-                "Slurm did not cancel run {} (job(s) {}); nothing was cancelled by yolo-sched",
+                "Slurm refused to cancel some or all of run {}'s job(s) {}; \
+                 `yolo-sched status {}` shows what is left",
                 manifest.run_id,
-                list.join(", ")
+                list.join(", "),
+                manifest.run_id
             ))
         })?;
     }
