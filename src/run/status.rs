@@ -343,6 +343,8 @@ pub struct RunStatus {
     pub run_id: String,
     pub name: String,
     pub workdir: String,
+    /// Flat in JSON, as `list --json` has it: `"state": "failed", "stage": "prepare"`.
+    #[serde(flatten)]
     pub state: RunState,
     pub stages: Vec<StageStatus>,
     /// True when Slurm could not be asked and everything comes from job files.

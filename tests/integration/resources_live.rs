@@ -331,7 +331,7 @@ fn a_stage_slurm_holds_for_ever_ends_watch_with_exit_1_and_resume_rechecks() {
     );
     let status = run(f.cmd("0.1").args(["status", "--json", &run_id]));
     let v: Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(v["state"]["state"], "never_runs", "{v}");
+    assert_eq!(v["state"], "never_runs", "{v}");
 
     // Cancel it; with MaxTime now below what train asks, resume refuses
     // before submitting anything.

@@ -367,7 +367,7 @@ fn list_status_and_report_agree_on_every_run() {
         let r = by_run.iter().find(|r| r["run_id"] == id.as_str()).unwrap();
         let want = (json!(c.state), json!(c.stage));
         assert_eq!(
-            (st["state"]["state"].clone(), st["state"]["stage"].clone()),
+            (st["state"].clone(), st["stage"].clone()),
             want,
             "status, {}",
             c.name
@@ -462,10 +462,10 @@ fn a_moved_run_directory_reads_where_it_is_now() {
     for (c, id) in cases.iter().zip(&ids) {
         let st = w.json(&["status", "--json", id]);
         let l = row_of(&list, id);
-        assert_eq!(st["state"]["state"], l["state"], "{}", c.name);
+        assert_eq!(st["state"], l["state"], "{}", c.name);
         // And by path: the directory itself.
         let dir = w.path().join("runs").join(c.name);
         let by_path = w.json(&["status", "--json", dir.to_str().unwrap()]);
-        assert_eq!(by_path["state"]["state"], l["state"], "{} by path", c.name);
+        assert_eq!(by_path["state"], l["state"], "{} by path", c.name);
     }
 }

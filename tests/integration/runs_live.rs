@@ -140,7 +140,7 @@ fn a_chain_runs_in_order_with_training_on_a_1g5gb_slice() {
     let w = f.watch(&run_id);
     assert_eq!(w.status.code(), Some(0), "watch of a completed run exits 0");
     let st = f.status(&run_id);
-    assert_eq!(st["state"]["state"], "completed");
+    assert_eq!(st["state"], "completed");
     let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
     // In order: each stage started after the one before it ended.
     let prep_end = time_of(&record(&workdir, "prepare", "end"), "ended");
@@ -193,7 +193,7 @@ fn a_chain_runs_in_order_with_training_on_a_1g5gb_slice() {
     assert!(String::from_utf8_lossy(&stale.stderr).contains("Unable to contact slurm controller"));
     let stale: Value = serde_json::from_slice(&stale.stdout).unwrap();
     assert_eq!(stale["stale"], true);
-    assert_eq!(stale["state"]["state"], "completed");
+    assert_eq!(stale["state"], "completed");
     assert_eq!(stage(&stale, "train")["tasks"][0]["source"], "job_files");
 
     // The audit log has the submission.
@@ -220,8 +220,8 @@ fn a_failing_prepare_cancels_the_rest_and_resume_completes_after_the_fix() {
     let states = wait_jobs(&[train_id, export_id], Duration::from_secs(60));
     assert_eq!(states, vec!["CANCELLED", "CANCELLED"]);
     let st = f.status(&run_id);
-    assert_eq!(st["state"]["state"], "failed");
-    assert_eq!(st["state"]["stage"], "prepare");
+    assert_eq!(st["state"], "failed");
+    assert_eq!(st["stage"], "prepare");
     assert_eq!(
         stage(&st, "prepare")["tasks"][0]["exit_code"]
             .as_i64()
@@ -240,7 +240,7 @@ fn a_failing_prepare_cancels_the_rest_and_resume_completes_after_the_fix() {
     );
     assert_eq!(f.watch(&run_id).status.code(), Some(0));
     let st = f.status(&run_id);
-    assert_eq!(st["state"]["state"], "completed");
+    assert_eq!(st["state"], "completed");
     assert_eq!(stage(&st, "prepare")["attempt"], 2);
     assert_eq!(stage(&st, "export")["attempt"], 2);
 
@@ -291,7 +291,7 @@ fn a_run_cancelled_mid_training_resumes_from_last_pt() {
     );
     assert_eq!(f.watch(&run_id).status.code(), Some(1));
     let st = f.status(&run_id);
-    assert_eq!(st["state"]["state"], "cancelled");
+    assert_eq!(st["state"], "cancelled");
     // Cancelling again is a no-op.
     let again = run(f.cmd().args(["cancel", "--json", &run_id]));
     assert_eq!(again.status.code(), Some(0));
@@ -347,7 +347,7 @@ fn a_run_cancelled_mid_training_resumes_from_last_pt() {
         "resumed from epoch {from}, {done_epochs} were done"
     );
     let st = f.status(&run_id);
-    assert_eq!(st["state"]["state"], "completed");
+    assert_eq!(st["state"], "completed");
     assert_eq!(stage(&st, "train")["attempt"], 2);
     assert_eq!(stage(&st, "train")["progress"][0][1]["epoch"], 40);
     let log = read(&workdir.join("logs/train.out"));
@@ -578,7 +578,7 @@ fn an_ordinary_user_submits_and_the_jobs_run_as_that_user() {
     assert_eq!(as_researcher(&["watch", &run_id]).status.code(), Some(0));
     let st: Value =
         serde_json::from_slice(&as_researcher(&["status", "--json", &run_id]).stdout).unwrap();
-    assert_eq!(st["state"]["state"], "completed");
+    assert_eq!(st["state"], "completed");
     let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
     use std::os::unix::fs::MetadataExt;
     let owner = std::fs::metadata(workdir.join("train/weights/best.pt"))

@@ -184,7 +184,7 @@ fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
         String::from_utf8_lossy(&load.stderr)
     );
     let st = f.status(&run_id);
-    assert_eq!(st["state"]["state"], "completed");
+    assert_eq!(st["state"], "completed");
     let progress = &stage(&st, "train")["progress"][0][1];
     assert_eq!(progress["epoch"], 2);
     assert_eq!(progress["epochs"], 2);
