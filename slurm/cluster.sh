@@ -35,6 +35,15 @@
 #
 # Everything the script owns lives under these paths; down removes no file outside them.
 set -euo pipefail
+# The daemons started here must not inherit descriptors from whoever ran this
+# script: a `flock LOCK slurm/cluster.sh up` would otherwise leave the lock
+# held by slurmctld for ever. Close everything above stderr (bash reads this
+# script on 255).
+for _fd in /proc/$$/fd/*; do
+    _fd=${_fd##*/}
+    if [ "$_fd" -gt 2 ] 2>/dev/null && [ "$_fd" -lt 255 ]; then eval "exec $_fd>&-" 2>/dev/null || true; fi
+done
+unset _fd
 
 # Temporary config files of this run: removed on exit, so a refused `up` (a
 # foreign slurm.conf) leaves no `.gres.conf.*` behind in /etc/slurm.
