@@ -40,6 +40,8 @@ Examples:
   yolo-sched resume pcb-defects-20261130T150000-1a2b
   yolo-sched resume RUN --dry-run
   yolo-sched resume RUN --yolo /opt/ultralytics/bin/yolo   # run another yolo from now on
+  yolo-sched resume RUN --gpu bigger    # after CUDA out of memory: the next larger slice
+  yolo-sched resume RUN --gpu 2g.10gb   # training on this slice from now on
 
 Resubmits the first stage that did not complete and everything after it, for the
 sweep variants that need it; completed stages are reused. Training continues from
@@ -54,6 +56,11 @@ pub struct ResumeArgs {
     /// The `yolo` command the resubmitted stages run, instead of the one named at submit time.
     #[arg(long, value_name = "CMD", env = "YOLO_SCHED_YOLO")]
     pub yolo: Option<String>,
+    /// Train on another GPU from now on: `bigger` (the next larger slice the
+    /// cluster has, then whole GPUs) or a type (`2g.10gb`, `a100`). CPUs and
+    /// memory become the new slice's share of the node.
+    #[arg(long, value_name = "PROFILE")]
+    pub gpu: Option<String>,
     #[command(flatten)]
     pub output: JsonArg,
 }
@@ -166,6 +173,8 @@ struct ResumeOut {
     dry_run: bool,
     stages: Vec<String>,
     tasks: Option<Vec<u32>>,
+    /// The train stage's new GPU (`--gpu`).
+    gpu: Option<crate::run::escalate::GpuChange>,
     jobs: Vec<crate::run::chain::SubmittedJob>,
 }
 
@@ -193,10 +202,26 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
     let cluster = crate::slurm::cluster::fetch(&ctx.slurm)
         .context("asking Slurm for the cluster's nodes, partitions and limits")?;
     resume::check_fit(&manifest, &plan, &cluster)?;
+    let gpu = match &args.gpu {
+        Some(g) => {
+            let wanted = crate::run::escalate::GpuWanted::parse(g)?;
+            let policy = crate::plan::Policy::from_site(ctx.site()?)?;
+            Some(crate::run::escalate::gpu_change(
+                &manifest, &cluster, &policy, &wanted,
+            )?)
+        }
+        None => None,
+    };
     let jobs = if args.dry_run {
         Vec::new()
     } else {
-        let result = resume::execute(&ctx.slurm, &mut manifest, &plan, args.yolo.as_deref());
+        let result = resume::execute(
+            &ctx.slurm,
+            &mut manifest,
+            &plan,
+            args.yolo.as_deref(),
+            gpu.as_ref(),
+        );
         let (ids, outcome) = match &result {
             Ok(j) => (j.iter().map(|j| j.job_id).collect(), "ok".to_string()),
             Err(e) => (vec![], format!("{e:#}")),
@@ -213,9 +238,20 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
             dry_run: args.dry_run,
             stages: plan.stages.clone(),
             tasks: plan.tasks.clone(),
+            gpu: gpu.clone(),
             jobs,
         })?;
         return Ok(0);
+    }
+    if let Some(change) = &gpu {
+        output::println(format!(
+            "training {} on {} instead of {} ({} CPUs, {} memory)",
+            if args.dry_run { "would run" } else { "runs" },
+            change.gres,
+            change.from.as_deref().unwrap_or("no GPU"),
+            change.cpus,
+            change.mem
+        ))?;
     }
     let variants = match &plan.tasks {
         Some(t) => format!(

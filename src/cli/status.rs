@@ -210,6 +210,25 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
         }
     }
     output::println(&table)?;
+    // A stage that moved to another slice on resume: each attempt and its slice.
+    for s in &st.stages {
+        let moved = s.attempts.windows(2).any(|w| w[0].gres != w[1].gres);
+        if moved {
+            let list: Vec<String> = s
+                .attempts
+                .iter()
+                .map(|a| {
+                    format!(
+                        "attempt {} (job {}) on {}",
+                        a.attempt,
+                        a.job_id,
+                        a.gres.as_deref().unwrap_or("no GPU")
+                    )
+                })
+                .collect();
+            output::println(format!("{}: {}", s.stage, list.join(", ")))?;
+        }
+    }
     Ok(())
 }
 

@@ -203,6 +203,7 @@ mod tests {
             attempt: 1,
             job_id: Some(1),
             gres: None,
+            attempts: vec![],
             time_limit: "1:00:00".into(),
             tasks: tasks
                 .iter()

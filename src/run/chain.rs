@@ -33,6 +33,9 @@ pub struct JobRequest {
     /// Variables to give the job besides the submitter's environment
     /// (`--export=ALL,K=V`); values must not contain commas.
     pub export: Vec<(String, String)>,
+    /// Options that override the script's own `#SBATCH` lines (a resume on
+    /// another slice: `--gres`, `--cpus-per-task`, `--mem`, `--partition`).
+    pub overrides: Vec<String>,
 }
 
 fn stage_word(kind: StageKind) -> &'static str {
@@ -92,6 +95,7 @@ pub fn sbatch_args_with(
         let vars: Vec<String> = req.export.iter().map(|(k, v)| format!("{k}={v}")).collect();
         args.push(format!("--export=ALL,{}", vars.join(",")));
     }
+    args.extend(req.overrides.iter().cloned());
     args.push(req.script.display().to_string());
     Ok((args, dependency))
 }
@@ -238,6 +242,7 @@ mod tests {
             array: Some("0-3%2".into()),
             after: vec![(StageKind::Train, DepKind::AfterCorr)],
             export: vec![],
+            overrides: vec![],
         };
         let (args, dep, ids) = sbatch_args(&req, &earlier, "yolo-sched:r:t:export").unwrap();
         assert_eq!(
@@ -262,6 +267,7 @@ mod tests {
             array: None,
             after: vec![(StageKind::Prepare, DepKind::AfterOk)],
             export: vec![],
+            overrides: vec![],
         };
         assert!(sbatch_args(&req, &[], "c").is_err());
     }

@@ -23,6 +23,10 @@ pub struct Attempt {
     /// Job ids this attempt depends on, with the dependency kind (`afterok:12`).
     pub dependency: Option<String>,
     pub submitted_at: DateTime<Utc>,
+    /// The `--gres` this attempt asked for, when it differs from the stage's
+    /// first (`resume --gpu`, escalation after out-of-memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gres: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod cancel;
 pub mod chain;
 pub mod checkpoint;
+pub mod escalate;
 pub mod journal;
 pub mod manifest;
 pub mod query;

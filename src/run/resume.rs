@@ -16,6 +16,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
 use super::chain::{self as submitter, JobRequest, SubmittedJob};
+use super::escalate::GpuChange;
 use super::journal::{Journal, Phase, Purpose};
 use super::manifest::{Attempt, Manifest};
 use super::status::{RunState, RunStatus, TaskState};
@@ -212,6 +213,7 @@ pub fn requests(
     manifest: &Manifest,
     plan: &ResumePlan,
     yolo: Option<&str>,
+    gpu: Option<&GpuChange>,
 ) -> Result<Vec<JobRequest>> {
     let export: Vec<(String, String)> = yolo
         .map(|y| vec![("YOLO_SCHED_RUN_YOLO".to_string(), y.to_string())])
@@ -254,6 +256,10 @@ pub fn requests(
             array,
             after,
             export: export.clone(),
+            overrides: match gpu {
+                Some(change) if kind == StageKind::Train => change.sbatch_overrides(),
+                _ => vec![],
+            },
         });
         previous = Some((kind, is_array));
     }
@@ -266,8 +272,15 @@ pub fn execute(
     manifest: &mut Manifest,
     plan: &ResumePlan,
     yolo: Option<&str>,
+    gpu: Option<&GpuChange>,
 ) -> Result<Vec<SubmittedJob>> {
-    let reqs = requests(manifest, plan, yolo)?;
+    if gpu.is_some() && !plan.stages.iter().any(|s| s == "train") {
+        return Err(invalid(format!(
+            "run {}: training completed, so --gpu would change nothing; resume without it",
+            manifest.run_id
+        )));
+    }
+    let reqs = requests(manifest, plan, yolo, gpu)?;
     let mut journal = Journal::begin(Purpose::Resume, &manifest.run_id, &manifest.workdir)?;
     let submitted = match submitter::submit_held(slurm, &reqs, &mut journal) {
         Ok(s) => s,
@@ -298,7 +311,22 @@ pub fn execute(
                 .or_else(|| (stage.tasks > 1).then(|| format!("0-{}", stage.tasks - 1))),
             dependency: job.dependency.clone(),
             submitted_at: now,
+            gres: gpu
+                .filter(|_| job.stage == StageKind::Train)
+                .map(|c| c.gres.clone()),
         });
+        if let (Some(change), StageKind::Train) = (gpu, job.stage) {
+            // The earlier attempts keep the slice they had; the stage asks
+            // for the new one from now on (a later resume keeps it).
+            let before = stage.gres.clone();
+            for a in stage.attempts.iter_mut().filter(|a| a.gres.is_none()) {
+                a.gres = before.clone();
+            }
+            stage.gres = Some(change.gres.clone());
+            stage.cpus = change.cpus;
+            stage.mem = change.mem.clone();
+            stage.partition = Some(change.partition.clone());
+        }
     }
     if let Err(e) = manifest
         .save()

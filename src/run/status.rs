@@ -243,6 +243,9 @@ pub struct StageStatus {
     pub attempt: u32,
     pub job_id: Option<u64>,
     pub gres: Option<String>,
+    /// Every attempt with the slice it asked for: a training moved to a
+    /// bigger slice after running out of memory shows both.
+    pub attempts: Vec<AttemptSlice>,
     pub time_limit: String,
     pub tasks: Vec<TaskStatus>,
     /// Count of tasks per state.
@@ -250,6 +253,28 @@ pub struct StageStatus {
     pub progress: Vec<(Option<u32>, TrainProgress)>,
     /// Export stage: `yolo val` of each exported ONNX model (per task), from its log.
     pub exported_validation: Vec<(Option<u32>, FinalValidation)>,
+}
+
+/// One attempt of a stage and its slice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttemptSlice {
+    pub attempt: u32,
+    pub job_id: u64,
+    pub gres: Option<String>,
+}
+
+/// The attempts of a stage record with the `--gres` each asked for (an
+/// attempt without its own asked for the stage's).
+fn attempt_slices(stage: &StageRecord) -> Vec<AttemptSlice> {
+    stage
+        .attempts
+        .iter()
+        .map(|a| AttemptSlice {
+            attempt: a.attempt,
+            job_id: a.job_id,
+            gres: a.gres.clone().or_else(|| stage.gres.clone()),
+        })
+        .collect()
 }
 
 /// The run as a whole.
@@ -588,6 +613,7 @@ pub fn compute(
                 attempt: 0,
                 job_id: None,
                 gres: stage.gres.clone(),
+                attempts: attempt_slices(stage),
                 time_limit: stage.time.clone(),
                 tasks: vec![],
                 counts: BTreeMap::new(),
@@ -714,6 +740,7 @@ pub fn compute(
             attempt: attempt.attempt,
             job_id: Some(attempt.job_id),
             gres: stage.gres.clone(),
+            attempts: attempt_slices(stage),
             time_limit: stage.time.clone(),
             tasks,
             counts,
@@ -858,6 +885,7 @@ mod tests {
                 array: (tasks > 1).then(|| format!("0-{}", tasks - 1)),
                 dependency: None,
                 submitted_at: Utc::now(),
+                gres: None,
             }],
         }
     }

@@ -151,6 +151,7 @@ pub fn submit(
             array: None,
             after: stage.depends_on.iter().map(|d| (d.stage, d.kind)).collect(),
             export: vec![],
+            overrides: vec![],
         });
     }
 
@@ -408,6 +409,7 @@ fn build_manifest(
                         array: s.array.as_ref().map(|a| a.slurm_value()),
                         dependency: j.dependency.clone(),
                         submitted_at: now,
+                        gres: None,
                     })
                     .into_iter()
                     .collect(),
