@@ -269,7 +269,9 @@ pub fn usage_rows(
             account,
             kind,
             slices_held,
-            slice_hours: have_hours.then_some((h * 100.0).round() / 100.0),
+            // To 0.36 s: a short job's hours are not rounded away; tables
+            // show two decimals.
+            slice_hours: have_hours.then_some((h * 10_000.0).round() / 10_000.0),
         })
         .collect();
     rows.sort_unstable_by(|a, b| {
