@@ -87,6 +87,9 @@ pub struct Report {
     /// Where `--cache` copied the dataset, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheInfo>,
+    /// The content fingerprint (`dataset::fingerprint`): class names, image
+    /// paths and sizes, label bytes. `compare` groups runs by it.
+    pub fingerprint: String,
 }
 
 /// Result of `--cache`.
@@ -111,6 +114,8 @@ pub struct Item {
 #[derive(Debug, Default)]
 struct ItemResult {
     image_bytes: u64,
+    /// `fingerprint::label_hash` of the label file's bytes; 0 without one.
+    label_hash: u64,
     corrupt: bool,
     label: LabelState,
     counts: labels::LabelCounts,
@@ -298,7 +303,15 @@ pub fn check(cfg: &DataConfig, listing: &Listing, threads: usize) -> Report {
         })
         .collect();
     let mut findings = listing.findings.clone();
+    let mut print = super::fingerprint::Fingerprint::default();
+    for name in &cfg.names {
+        print.add(name.as_bytes());
+    }
     for (item, r) in listing.items.iter().zip(results) {
+        print.add(cfg.splits[item.split].0.as_bytes());
+        print.add_path(&item.image, &cfg.root);
+        print.add(&r.image_bytes.to_le_bytes());
+        print.add(&r.label_hash.to_le_bytes());
         let s = &mut splits[item.split];
         s.images += 1;
         s.bytes += r.image_bytes;
@@ -386,6 +399,7 @@ pub fn check(cfg: &DataConfig, listing: &Listing, threads: usize) -> Report {
         findings_omitted: omitted,
         ok: errors == 0,
         cache: None,
+        fingerprint: print.finish(),
     }
 }
 
@@ -470,7 +484,10 @@ fn check_item(item: &Item, nc: usize, kpt: Option<(usize, usize)>) -> ItemResult
         }
     }
     let text = match std::fs::read(&item.label) {
-        Ok(bytes) => match String::from_utf8(bytes) {
+        Ok(bytes) => match String::from_utf8({
+            r.label_hash = super::fingerprint::label_hash(&bytes);
+            bytes
+        }) {
             Ok(t) => t,
             Err(_) => {
                 r.corrupt = true;

@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod manifest;
 pub mod query;
 pub mod resume;
+pub mod results;
 pub mod status;
 pub mod submit;
 
