@@ -334,6 +334,7 @@ impl QueueAggregator {
         let by_type = per_type
             .into_iter()
             .map(|(kind, (running, pending))| TypeWait {
+                wait_buckets: waits.get(&kind).map(|w| buckets(w)).unwrap_or_default(),
                 median_wait_seconds: waits.get_mut(&kind).and_then(|w| weighted_median(w)),
                 oldest_pending: oldest_by_type.remove(&kind).map(|o| o.job),
                 kind,
@@ -414,6 +415,15 @@ pub fn weighted_median(values: &mut [(i64, u64)]) -> Option<i64> {
     None
 }
 
+/// Weighted counts of waits per `model::WAIT_BUCKETS` bucket.
+pub fn buckets(values: &[(i64, u64)]) -> Vec<u64> {
+    let mut out = vec![0; super::model::WAIT_BUCKETS.len()];
+    for (v, w) in values {
+        out[super::model::wait_bucket(*v)] += w;
+    }
+    out
+}
+
 /// Aggregate a whole listing in one call.
 pub fn aggregate(text: &str, now: NaiveDateTime, filter: Filter) -> (Queue, Vec<Held>) {
     let mut agg = QueueAggregator::new(now, filter);
@@ -425,6 +435,15 @@ pub fn aggregate(text: &str, now: NaiveDateTime, filter: Filter) -> (Queue, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wait_buckets_count_tasks() {
+        assert_eq!(buckets(&[]), [0; 6]);
+        assert_eq!(
+            buckets(&[(0, 1), (59, 2), (60, 1), (3600, 4), (90_000, 1)]),
+            [3, 1, 0, 4, 0, 1]
+        );
+    }
 
     #[test]
     fn medians() {

@@ -13,6 +13,7 @@ mod fake_nvml;
 
 mod cli_help;
 mod cluster;
+mod compare_live;
 mod dataset_check;
 mod gres_slurmd;
 mod mig_plans_on_fake;

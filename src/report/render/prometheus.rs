@@ -337,6 +337,8 @@ mod tests {
             usage: None,
             runs: None,
             right_sizing: None,
+            leaderboard: None,
+            curves: vec![],
         };
         let text = render(&report, &Selection::all(), 1_700_000_000);
         assert!(text.starts_with("# HELP yolo_sched_report_generated_timestamp_seconds Unix time"));
