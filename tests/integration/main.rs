@@ -12,8 +12,10 @@ mod common;
 mod fake_nvml;
 
 mod cli_help;
+mod chromium;
 mod cluster;
 mod compare_live;
+mod compare_recorded;
 mod dataset_check;
 mod gres_slurmd;
 mod mig_plans_on_fake;
