@@ -65,7 +65,12 @@ pub struct CompareArgs {
     pub json: super::args::JsonArg,
 
     /// Run index to read instead of yours ($XDG_STATE_HOME/yolo-sched/runs).
-    #[arg(long, value_name = "DIR", env = "YOLO_SCHED_RUNS_DIR", conflicts_with = "runs")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "YOLO_SCHED_RUNS_DIR",
+        conflicts_with = "runs"
+    )]
     pub runs_dir: Option<PathBuf>,
 }
 

@@ -87,9 +87,8 @@ pub fn gpu_share(kind: &str) -> f64 {
 
 /// The dataset fingerprint the prepare stage recorded.
 pub fn recorded_fingerprint(workdir: &Path) -> Option<String> {
-    let text =
-        crate::fsutil::read_regular(&workdir.join("prepare/summary.json"), SMALL_FILE_LIMIT)
-            .ok()?;
+    let text = crate::fsutil::read_regular(&workdir.join("prepare/summary.json"), SMALL_FILE_LIMIT)
+        .ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v.get("fingerprint")?
         .as_str()
@@ -120,9 +119,10 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
             None => ("train".to_string(), String::new()),
         };
         let workdir = &manifest.workdir;
-        let args = crate::fsutil::read_regular(&workdir.join(&dir).join("args.yaml"), SMALL_FILE_LIMIT)
-            .map(|t| parse_args_yaml(&t))
-            .unwrap_or_default();
+        let args =
+            crate::fsutil::read_regular(&workdir.join(&dir).join("args.yaml"), SMALL_FILE_LIMIT)
+                .map(|t| parse_args_yaml(&t))
+                .unwrap_or_default();
         let curve = results::read(&workdir.join(&dir).join("results.csv")).unwrap_or_default();
         let best = results::best(&curve);
         let max_of = |f: fn(&Epoch) -> Option<f64>| curve.iter().filter_map(f).reduce(f64::max);
@@ -156,7 +156,10 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
         // Inference per image: the exported model first, then the val stage,
         // then training's own final validation of best.pt.
         let log = |stage: &str| {
-            status::read_tail(&workdir.join("logs").join(format!("{stage}{suffix}.out")), LOG_TAIL)
+            status::read_tail(
+                &workdir.join("logs").join(format!("{stage}{suffix}.out")),
+                LOG_TAIL,
+            )
         };
         let exported = st
             .stage("export")
@@ -227,6 +230,30 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
     out
 }
 
+/// The manifests of index entries (workdir set to where the entry points, as
+/// `list` and `report` read them), and a line for each that could not be read.
+/// Entries whose run directory is gone are left out silently.
+pub fn load_manifests(
+    entries: &[crate::run::manifest::IndexEntry],
+) -> (Vec<Manifest>, Vec<String>) {
+    let mut manifests = Vec::new();
+    let mut warnings = Vec::new();
+    for e in entries {
+        let path = Manifest::path_in(&e.workdir);
+        if !path.exists() {
+            continue;
+        }
+        match Manifest::load(&path) {
+            Ok(mut m) => {
+                m.workdir = e.workdir.clone();
+                manifests.push(m);
+            }
+            Err(err) => warnings.push(format!("run {}: {err:#}", e.run_id)),
+        }
+    }
+    (manifests, warnings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,26 +278,4 @@ mod tests {
         assert_eq!(gpu_share(""), 1.0);
         assert_eq!(gpu_share("9g.x"), 1.0);
     }
-}
-
-/// The manifests of index entries (workdir set to where the entry points, as
-/// `list` and `report` read them), and a line for each that could not be read.
-/// Entries whose run directory is gone are left out silently.
-pub fn load_manifests(entries: &[crate::run::manifest::IndexEntry]) -> (Vec<Manifest>, Vec<String>) {
-    let mut manifests = Vec::new();
-    let mut warnings = Vec::new();
-    for e in entries {
-        let path = Manifest::path_in(&e.workdir);
-        if !path.exists() {
-            continue;
-        }
-        match Manifest::load(&path) {
-            Ok(mut m) => {
-                m.workdir = e.workdir.clone();
-                manifests.push(m);
-            }
-            Err(err) => warnings.push(format!("run {}: {err:#}", e.run_id)),
-        }
-    }
-    (manifests, warnings)
 }

@@ -299,9 +299,7 @@ pub fn board(rows: Vec<Row>, opts: &Options) -> anyhow::Result<Board> {
         rank(&mut g.rows, opts.sort);
     }
     let best = |g: &Group| g.rows.first().and_then(|r| opts.sort.score(r));
-    groups.sort_by(|a, b| {
-        cmp_desc(best(a), best(b)).then_with(|| a.dataset.cmp(&b.dataset))
-    });
+    groups.sort_by(|a, b| cmp_desc(best(a), best(b)).then_with(|| a.dataset.cmp(&b.dataset)));
 
     let mut notes = Vec::new();
     if groups.len() > 1 {

@@ -41,7 +41,8 @@ fn opt<T: ToString>(v: &Option<T>) -> String {
 }
 
 fn fixed(v: Option<f64>, digits: usize) -> String {
-    v.map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// `1h02m`, `4m10s`, `12s`.

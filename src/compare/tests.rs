@@ -54,8 +54,15 @@ fn runs_on_different_data_are_ranked_apart_even_under_one_path() {
         .map(|r| (r.id.as_str(), r.rank))
         .collect();
     assert_eq!(a, [("r3", Some(1)), ("r1", Some(2))]);
-    assert!(b.notes.iter().any(|n| n.contains("2 different datasets")), "{:?}", b.notes);
-    assert!(b.notes.iter().any(|n| n.contains("pcb/data.yaml held 2 different contents")));
+    assert!(
+        b.notes.iter().any(|n| n.contains("2 different datasets")),
+        "{:?}",
+        b.notes
+    );
+    assert!(b
+        .notes
+        .iter()
+        .any(|n| n.contains("pcb/data.yaml held 2 different contents")));
 }
 
 #[test]
@@ -107,7 +114,13 @@ fn data_filter_matches_names_and_fingerprints_and_suggests() {
             row("r2", Some(B), "/d/birds/data.yaml", Some(0.9)),
         ]
     };
-    for want in ["pcb", "/d/pcb/data.yaml", "pcb/data.yaml", "aaaaaaaa", "fnv128:aaaaaa"] {
+    for want in [
+        "pcb",
+        "/d/pcb/data.yaml",
+        "pcb/data.yaml",
+        "aaaaaaaa",
+        "fnv128:aaaaaa",
+    ] {
         let opts = Options {
             data: Some(want.into()),
             ..Options::default()
@@ -156,5 +169,8 @@ fn csv_quotes_hostile_names() {
     let text = render::csv(&b);
     assert!(text.contains("\"a\"\"b\nc\""), "{text}");
     assert!(text.contains("\"/d/pcb,x/data.yaml\""), "{text}");
-    assert_eq!(text.lines().next().unwrap().split(',').count(), render::CSV_HEADERS.len());
+    assert_eq!(
+        text.lines().next().unwrap().split(',').count(),
+        render::CSV_HEADERS.len()
+    );
 }

@@ -73,7 +73,14 @@ pub struct Parsed {
 pub const SERIES_BUCKETS: usize = 48;
 
 /// Add `count` slices held over [from, end] to the per-bucket slice-seconds.
-fn add_to_series(series: &mut [f64], since: NaiveDateTime, bucket: i64, from: NaiveDateTime, end: NaiveDateTime, count: u64) {
+fn add_to_series(
+    series: &mut [f64],
+    since: NaiveDateTime,
+    bucket: i64,
+    from: NaiveDateTime,
+    end: NaiveDateTime,
+    count: u64,
+) {
     let (a, b) = ((from - since).num_seconds(), (end - since).num_seconds());
     let first = (a / bucket).max(0) as usize;
     let last = ((b - 1).max(0) / bucket) as usize;

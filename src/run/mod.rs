@@ -5,8 +5,8 @@ pub mod audit;
 pub mod checkpoint;
 pub mod manifest;
 pub mod query;
-pub mod resume;
 pub mod results;
+pub mod resume;
 pub mod status;
 pub mod submit;
 

@@ -84,13 +84,13 @@ pub fn read(path: &Path) -> Option<Vec<Epoch>> {
 
 /// The epoch with the best mAP50-95 (the first of equals), if any has one.
 pub fn best(epochs: &[Epoch]) -> Option<&Epoch> {
-    epochs
-        .iter()
-        .filter(|e| e.map50_95.is_some())
-        .fold(None, |best: Option<&Epoch>, e| match best {
+    epochs.iter().filter(|e| e.map50_95.is_some()).fold(
+        None,
+        |best: Option<&Epoch>, e| match best {
             Some(b) if b.map50_95 >= e.map50_95 => Some(b),
             _ => Some(e),
-        })
+        },
+    )
 }
 
 #[cfg(test)]

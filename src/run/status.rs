@@ -416,9 +416,8 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
 /// Read `results.csv` (through `run::results`): the last epoch and the best mAP so far.
 pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainProgress> {
     let rows = super::results::read(results_csv)?;
-    let best_of = |f: fn(&super::results::Epoch) -> Option<f64>| {
-        rows.iter().filter_map(f).reduce(f64::max)
-    };
+    let best_of =
+        |f: fn(&super::results::Epoch) -> Option<f64>| rows.iter().filter_map(f).reduce(f64::max);
     Some(TrainProgress {
         epoch: rows.iter().map(|e| e.epoch).max().unwrap_or(0),
         epochs,

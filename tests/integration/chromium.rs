@@ -102,7 +102,11 @@ pub fn load(page: &Path) -> Loaded {
         Duration::from_secs(90),
     )
     .expect("chromium --dump-dom finished in time");
-    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let console = stderr
@@ -119,7 +123,11 @@ pub fn load(page: &Path) -> Loaded {
         Duration::from_secs(90),
     )
     .expect("chromium --screenshot finished in time");
-    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Loaded {
         dom,
         console,

@@ -4,7 +4,7 @@
 //! with the real Ultralytics trainer on CPU (`tests/trainer/yolo-cpu`).
 //! The sweep's variants are ranked against each other; the run on the other
 //! data is in a group of its own. The HTML page of the same runs loads in a
-//! real headless Chromium (`chromium_page`).
+//! real headless Chromium (`crate::chromium`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,7 +30,9 @@ impl Fixture {
         copy_dir(&src, &dir.path().join("pcb"));
         // The second dataset: the same files, one label with a box more.
         copy_dir(&src, &dir.path().join("pcb-relabelled"));
-        let label = dir.path().join("pcb-relabelled/labels/train/board_train_000.txt");
+        let label = dir
+            .path()
+            .join("pcb-relabelled/labels/train/board_train_000.txt");
         let text = read(&label);
         let first = text.lines().next().expect("a label line").to_string();
         std::fs::write(&label, format!("{text}{first}\n")).unwrap();
@@ -111,7 +113,10 @@ fn compare_ranks_a_real_sweep_and_keeps_other_data_apart_and_the_html_page_loads
     assert_eq!(board["schema_version"], 1);
     let groups = board["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 2, "two datasets, two groups: {board:#}");
-    let fps: Vec<&str> = groups.iter().map(|g| g["fingerprint"].as_str().unwrap()).collect();
+    let fps: Vec<&str> = groups
+        .iter()
+        .map(|g| g["fingerprint"].as_str().unwrap())
+        .collect();
     assert_ne!(fps[0], fps[1], "a changed label changes the fingerprint");
     assert!(groups.iter().all(|g| g["verified"] == true));
     let sweep_group = groups
@@ -122,13 +127,22 @@ fn compare_ranks_a_real_sweep_and_keeps_other_data_apart_and_the_html_page_loads
     let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
     let mut sorted = ids.clone();
     sorted.sort();
-    assert_eq!(sorted, [format!("{sweep}/train-0"), format!("{sweep}/train-1")]);
-    let lrs: Vec<&str> = rows.iter().map(|r| r["params"]["lr0"].as_str().unwrap()).collect();
+    assert_eq!(
+        sorted,
+        [format!("{sweep}/train-0"), format!("{sweep}/train-1")]
+    );
+    let lrs: Vec<&str> = rows
+        .iter()
+        .map(|r| r["params"]["lr0"].as_str().unwrap())
+        .collect();
     assert!(lrs.contains(&"0.01") && lrs.contains(&"0.02"), "{lrs:?}");
     // Ranked by mAP50-95, best first.
     assert!(num(&rows[0]["best_map50_95"]) >= num(&rows[1]["best_map50_95"]));
     assert_eq!(rows[0]["rank"], 1);
-    for r in rows.iter().chain(groups.iter().flat_map(|g| g["rows"].as_array().unwrap())) {
+    for r in rows
+        .iter()
+        .chain(groups.iter().flat_map(|g| g["rows"].as_array().unwrap()))
+    {
         assert_eq!(r["epochs_done"], 2, "{r}");
         assert_eq!(r["imgsz"], "64");
         assert_eq!(r["model"], "yolov8n.yaml");
@@ -142,7 +156,10 @@ fn compare_ranks_a_real_sweep_and_keeps_other_data_apart_and_the_html_page_loads
         assert!(num(&r["inference_ms"]) > 0.0, "{r}");
         assert!(r["precision"].is_number() && r["recall"].is_number(), "{r}");
     }
-    assert!(board["notes"][0].as_str().unwrap().contains("2 different datasets"));
+    assert!(board["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains("2 different datasets"));
 
     // --data picks one group; a typo is refused with the name it meant.
     let only = f.json(&["compare", "--json", "--data", "pcb-relabelled"]);
@@ -156,11 +173,45 @@ fn compare_ranks_a_real_sweep_and_keeps_other_data_apart_and_the_html_page_loads
         String::from_utf8_lossy(&typo.stderr)
     );
     // CSV: a header and one line per row.
-    let csv = run(f.cmd().args(["compare", "--format", "csv", "--sort", "inference"]));
+    let csv = run(f
+        .cmd()
+        .args(["compare", "--format", "csv", "--sort", "inference"]));
     assert_eq!(csv.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&csv.stdout).lines().count(), 4);
     // The table names both groups.
     let table = run(f.cmd().args(["compare", &sweep, &other]));
     let text = String::from_utf8_lossy(&table.stdout);
-    assert!(text.contains("pcb/data.yaml") && text.contains("pcb-relabelled/data.yaml"), "{text}");
+    assert!(
+        text.contains("pcb/data.yaml") && text.contains("pcb-relabelled/data.yaml"),
+        "{text}"
+    );
+
+    // The HTML report of the same runs, from the live cluster, in Chromium.
+    let page = f.path().join("report.html");
+    let out = run(f
+        .cmd()
+        .args(["report", "--format", "html", "--since", "2h", "--output"])
+        .arg(&page));
+    assert_eq!(out.status.code(), Some(0));
+    let got = crate::chromium::load(&page);
+    assert!(got.console.is_empty(), "console: {:?}", got.console);
+    assert!(got.requests.is_empty(), "requests: {:?}", got.requests);
+    for id in [
+        format!("{sweep}/train-0"),
+        format!("{sweep}/train-1"),
+        other.clone(),
+    ] {
+        assert!(
+            got.dom
+                .contains(&format!("<div class=\"curve\"><h3>{id}</h3>")),
+            "the curve of {id}"
+        );
+    }
+    assert!(got.dom.contains("id=\"leaderboard\""));
+    // The cluster's slice types are drawn (inventory now; usage over time with accounting).
+    assert!(got.dom.contains("gpu:1g.5gb"));
+    assert_eq!(
+        crate::chromium::png_size(&got.png),
+        (crate::chromium::WIDTH, crate::chromium::HEIGHT)
+    );
 }

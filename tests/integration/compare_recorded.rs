@@ -28,7 +28,10 @@ impl Recorded {
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/compare");
         let index = dir.path().join("index");
         std::fs::create_dir_all(&index).unwrap();
-        let mut runs = vec![("sweep", "sweep".to_string()), ("relabelled", "relabelled".to_string())];
+        let mut runs = vec![
+            ("sweep", "sweep".to_string()),
+            ("relabelled", "relabelled".to_string()),
+        ];
         if hostile {
             runs.push(("relabelled", "evil".to_string()));
         }
@@ -50,7 +53,8 @@ impl Recorded {
         }
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let sinfo = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sinfo-22.05-one-node.json");
+        let sinfo =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sinfo-22.05-one-node.json");
         for (name, body) in [
             ("squeue", "exit 0".to_string()),
             ("sacct", "exit 0".to_string()),
@@ -94,7 +98,11 @@ impl Recorded {
 /// The `N ms inference` figure of a recorded log's `Speed:` line, read here
 /// independently of the code under test.
 fn speed_in(log: &str) -> f64 {
-    let line = log.lines().rev().find(|l| l.starts_with("Speed:")).expect("a Speed line");
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("Speed:"))
+        .expect("a Speed line");
     let before = line.split("ms inference").next().unwrap();
     before.rsplit(' ').next().unwrap().parse().unwrap()
 }
@@ -102,9 +110,8 @@ fn speed_in(log: &str) -> f64 {
 fn seconds_between(start: &str, end: &str) -> f64 {
     let s: Value = serde_json::from_str(start).unwrap();
     let e: Value = serde_json::from_str(end).unwrap();
-    let t = |v: &Value, k: &str| {
-        chrono::DateTime::parse_from_rfc3339(v[k].as_str().unwrap()).unwrap()
-    };
+    let t =
+        |v: &Value, k: &str| chrono::DateTime::parse_from_rfc3339(v[k].as_str().unwrap()).unwrap();
     (t(&e, "ended") - t(&s, "started")).num_milliseconds() as f64 / 1000.0
 }
 
@@ -123,11 +130,17 @@ fn a_recorded_sweep_and_a_run_on_other_data_make_two_groups_with_the_recorded_fi
     let board = r.compare(&[]);
     let groups = board["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 2, "{board:#}");
-    let names: Vec<&str> = groups.iter().map(|g| g["dataset"].as_str().unwrap()).collect();
+    let names: Vec<&str> = groups
+        .iter()
+        .map(|g| g["dataset"].as_str().unwrap())
+        .collect();
     assert!(names.contains(&"pcb/data.yaml") && names.contains(&"pcb-relabelled/data.yaml"));
     // The fingerprints are the ones the prepare stages recorded.
     let summary: Value = serde_json::from_str(&r.recorded("sweep/prepare/summary.json")).unwrap();
-    let sweep_group = groups.iter().find(|g| g["dataset"] == "pcb/data.yaml").unwrap();
+    let sweep_group = groups
+        .iter()
+        .find(|g| g["dataset"] == "pcb/data.yaml")
+        .unwrap();
     assert_eq!(sweep_group["fingerprint"], summary["fingerprint"]);
     assert_eq!(sweep_group["rows"].as_array().unwrap().len(), 2);
 
@@ -136,7 +149,11 @@ fn a_recorded_sweep_and_a_run_on_other_data_make_two_groups_with_the_recorded_fi
             Some(t) => (format!("-{t}"), format!("train-{t}"), format!("train.{t}")),
             None => (String::new(), "train".to_string(), "train".to_string()),
         };
-        let run = if row["name"] == "sweep" { "sweep" } else { "relabelled" };
+        let run = if row["name"] == "sweep" {
+            "sweep"
+        } else {
+            "relabelled"
+        };
         // Ultralytics' own `yolo val` of the exported ONNX model.
         let log = r.recorded(&format!("{run}/logs/export{suffix}.out"));
         assert_eq!(row["inference_ms"].as_f64(), Some(speed_in(&log)), "{row}");
@@ -149,7 +166,11 @@ fn a_recorded_sweep_and_a_run_on_other_data_make_two_groups_with_the_recorded_fi
         assert!((row["gpu_hours"].as_f64().unwrap() - wall / 3600.0 / 7.0).abs() < 1e-12);
         let args = r.recorded(&format!("{run}/{dir}/args.yaml"));
         assert!(args.contains(&format!("imgsz: {}", row["imgsz"].as_str().unwrap())));
-        let epochs = r.recorded(&format!("{run}/{dir}/results.csv")).lines().count() - 1;
+        let epochs = r
+            .recorded(&format!("{run}/{dir}/results.csv"))
+            .lines()
+            .count()
+            - 1;
         assert_eq!(row["epochs_done"].as_u64(), Some(epochs as u64));
         assert_eq!(row["state"], "completed");
         // The slice Slurm gave the task, from its start record.
@@ -169,8 +190,18 @@ fn a_recorded_sweep_and_a_run_on_other_data_make_two_groups_with_the_recorded_fi
     let recent = r.compare(&["--since", "1h"]);
     assert!(rows(&recent).len() <= 3);
     let sorted = r.compare(&["--sort", "inference"]);
-    let g = sorted["groups"].as_array().unwrap().iter().find(|g| g["rows"].as_array().unwrap().len() == 2).unwrap();
-    let ms: Vec<f64> = g["rows"].as_array().unwrap().iter().map(|x| x["inference_ms"].as_f64().unwrap()).collect();
+    let g = sorted["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["rows"].as_array().unwrap().len() == 2)
+        .unwrap();
+    let ms: Vec<f64> = g["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["inference_ms"].as_f64().unwrap())
+        .collect();
     assert!(ms[0] <= ms[1], "fastest first: {ms:?}");
 }
 
@@ -187,7 +218,10 @@ fn bad_compare_input_is_refused_with_a_suggestion() {
     let out = run(r.cmd().args(["compare", "--since", "yesterday"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected a length back from now"));
-    let out = run(r.cmd().env_remove("YOLO_SCHED_RUNS_DIR").args(["compare", "sweeep"]));
+    let out = run(r
+        .cmd()
+        .env_remove("YOLO_SCHED_RUNS_DIR")
+        .args(["compare", "sweeep"]));
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -200,17 +234,26 @@ fn csv_and_table_carry_every_row() {
     assert!(text.starts_with("rank,id,run_id,variant,"));
     assert!(text.ends_with("\r\n"));
     // The hostile name holds a quote: the field is quoted and the quote doubled.
-    assert!(text.contains("\"evil<script>alert(1)</script>\"\"'&<img src=x>\""), "{text}");
+    assert!(
+        text.contains("\"evil<script>alert(1)</script>\"\"'&<img src=x>\""),
+        "{text}"
+    );
     assert_eq!(text.matches("\r\n").count(), 5, "{text}");
     let out = run(r.cmd().arg("compare"));
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("sweep-") && table.contains("(lr0=0.01)"), "{table}");
+    assert!(
+        table.contains("sweep-") && table.contains("(lr0=0.01)"),
+        "{table}"
+    );
 }
 
 /// The HTML page of the recorded runs, with a hostile run among them.
 fn page(r: &Recorded) -> (PathBuf, String) {
     let path = r.dir.path().join("report.html");
-    let out = run(r.cmd().args(["report", "--format", "html", "--since", "7d", "--output"]).arg(&path));
+    let out = run(r
+        .cmd()
+        .args(["report", "--format", "html", "--since", "7d", "--output"])
+        .arg(&path));
     assert_eq!(out.status.code(), Some(0));
     let text = read(&path);
     (path, text)
@@ -220,9 +263,20 @@ fn page(r: &Recorded) -> (PathBuf, String) {
 fn the_html_page_escapes_hostile_names_and_holds_every_section() {
     let r = Recorded::new(true);
     let (_, text) = page(&r);
-    assert!(!text.contains("<script") && !text.contains("<img"), "raw markup from a run");
-    assert!(text.contains("evil&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;&lt;img src=x&gt;"));
-    for id in ["slices", "queue-wait", "runs-by-state", "leaderboard", "curves"] {
+    assert!(
+        !text.contains("<script") && !text.contains("<img"),
+        "raw markup from a run"
+    );
+    assert!(
+        text.contains("evil&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;&lt;img src=x&gt;")
+    );
+    for id in [
+        "slices",
+        "queue-wait",
+        "runs-by-state",
+        "leaderboard",
+        "curves",
+    ] {
         assert!(text.contains(&format!("<section id=\"{id}\">")), "{id}");
     }
     // Four curves: the sweep's two variants, the relabelled run and its hostile copy.
@@ -235,24 +289,44 @@ fn chromium_loads_the_page_with_no_console_error_no_request_and_draws_it() {
     let r = Recorded::new(true);
     let (path, _) = page(&r);
     let got = chromium::load(&path);
-    assert!(got.console.is_empty(), "console messages: {:?}", got.console);
-    assert!(got.requests.is_empty(), "the page asked for {:?}", got.requests);
+    assert!(
+        got.console.is_empty(),
+        "console messages: {:?}",
+        got.console
+    );
+    assert!(
+        got.requests.is_empty(),
+        "the page asked for {:?}",
+        got.requests
+    );
     // The DOM after load: every section, the charts, the leaderboard rows,
     // and the hostile run as text, not as an element.
-    for id in ["slices", "queue-wait", "runs-by-state", "leaderboard", "curves"] {
+    for id in [
+        "slices",
+        "queue-wait",
+        "runs-by-state",
+        "leaderboard",
+        "curves",
+    ] {
         assert!(got.dom.contains(&format!("id=\"{id}\"")), "{id}");
     }
     assert!(got.dom.matches("<svg").count() >= 8, "charts in the DOM");
     assert!(got.dom.contains("sweep-20261201T144828-26f0/train-1"));
     assert!(!got.dom.contains("<script") && got.dom.contains("evil&lt;script&gt;"));
-    assert_eq!(chromium::png_size(&got.png), (chromium::WIDTH, chromium::HEIGHT));
+    assert_eq!(
+        chromium::png_size(&got.png),
+        (chromium::WIDTH, chromium::HEIGHT)
+    );
 
     // Against a blank page of the same size: the report's screenshot has far
     // more in it (the PNG of an empty page compresses to almost nothing).
     let blank = r.dir.path().join("blank.html");
     std::fs::write(&blank, "<!DOCTYPE html><html><body></body></html>").unwrap();
     let empty = chromium::load(&blank);
-    assert_eq!(chromium::png_size(&empty.png), (chromium::WIDTH, chromium::HEIGHT));
+    assert_eq!(
+        chromium::png_size(&empty.png),
+        (chromium::WIDTH, chromium::HEIGHT)
+    );
     assert!(
         got.png.len() > 5 * empty.png.len(),
         "the report's screenshot ({} bytes) is not much more than a blank page's ({} bytes)",
@@ -273,7 +347,17 @@ fn detectors_see_a_bad_page() {
     )
     .unwrap();
     let got = chromium::load(&bad);
-    assert!(got.console.iter().any(|m| m.contains("control-error")), "{:?}", got.console);
-    assert!(got.console.iter().any(|m| m.contains("missing is not defined")), "{:?}", got.console);
+    assert!(
+        got.console.iter().any(|m| m.contains("control-error")),
+        "{:?}",
+        got.console
+    );
+    assert!(
+        got.console
+            .iter()
+            .any(|m| m.contains("missing is not defined")),
+        "{:?}",
+        got.console
+    );
     assert_eq!(got.requests, ["http://127.0.0.1:9/x.png"]);
 }

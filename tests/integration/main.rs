@@ -11,8 +11,8 @@
 mod common;
 mod fake_nvml;
 
-mod cli_help;
 mod chromium;
+mod cli_help;
 mod cluster;
 mod compare_live;
 mod compare_recorded;

@@ -95,8 +95,14 @@ fn line_chart(
     x_label: &str,
     series: &[Series],
     y_max: Option<f64>,
+    small: bool,
 ) {
-    let (w, h, left, right, top, bottom) = (640.0, 220.0, 48.0, 12.0, 12.0, 34.0);
+    let (w, h) = if small {
+        (380.0, 200.0)
+    } else {
+        (640.0, 220.0)
+    };
+    let (left, right, top, bottom) = (48.0, 12.0, 12.0, 34.0);
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
         (a.min(x), b.max(x))
@@ -176,7 +182,10 @@ fn line_chart(
         if s.points.len() <= 60 {
             for p in &pts {
                 let (cx, cy) = p.split_once(',').unwrap_or(("0", "0"));
-                let _ = write!(out, "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{colour}\"/>");
+                let _ = write!(
+                    out,
+                    "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{colour}\"/>"
+                );
             }
         }
     }
@@ -219,12 +228,27 @@ fn bar_chart(out: &mut String, label: &str, categories: &[String], series: &[(St
     );
     for (ci, c) in categories.iter().enumerate() {
         let y0 = 8.0 + ci as f64 * (per * bar + gap);
+        // Long labels (run ids) are cut; the whole label is the tooltip.
+        let short: String = if c.chars().count() > 24 {
+            let tail: String = c
+                .chars()
+                .rev()
+                .take(23)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            format!("…{tail}")
+        } else {
+            c.clone()
+        };
         let _ = write!(
             out,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\"><title>{}</title>{}</text>",
             left - 6.0,
             y0 + per * bar / 2.0 + 4.0,
-            esc(c)
+            esc(c),
+            esc(&short)
         );
         for (si, (name, values)) in series.iter().enumerate() {
             let v = values.get(ci).copied().unwrap_or(0.0);
@@ -337,6 +361,7 @@ fn section_slices(out: &mut String, r: &Report) {
                 "hours since the window's start",
                 &lines,
                 None,
+                false,
             );
             let mut headers = vec!["hours from start".to_string()];
             headers.extend(series.by_type.iter().map(|t| t.kind.clone()));
@@ -352,7 +377,13 @@ fn section_slices(out: &mut String, r: &Report) {
                     row
                 })
                 .collect();
-            numbers(out, "Numbers: slices in use per bucket", &headers, &rows, false);
+            numbers(
+                out,
+                "Numbers: slices in use per bucket",
+                &headers,
+                &rows,
+                false,
+            );
         }
         _ => {
             let why = usage
@@ -436,7 +467,12 @@ fn section_queue(out: &mut String, r: &Report) {
             .collect();
         bar_chart(out, "pending jobs by wait and type", &cats, &series);
     }
-    let mut headers = vec!["type".to_string(), "running".into(), "pending".into(), "median wait".into()];
+    let mut headers = vec![
+        "type".to_string(),
+        "running".into(),
+        "pending".into(),
+        "median wait".into(),
+    ];
     headers.extend(WAIT_BUCKETS.iter().map(|(_, l)| l.to_string()));
     let rows: Vec<Vec<String>> = q
         .by_type
@@ -454,7 +490,13 @@ fn section_queue(out: &mut String, r: &Report) {
             row
         })
         .collect();
-    numbers(out, "Numbers: jobs and waits per type", &headers, &rows, types.is_empty());
+    numbers(
+        out,
+        "Numbers: jobs and waits per type",
+        &headers,
+        &rows,
+        types.is_empty(),
+    );
     out.push_str("</section>");
 }
 
@@ -503,13 +545,29 @@ fn section_board(out: &mut String, r: &Report) {
     for g in &board.groups {
         let _ = write!(out, "<h3>{}</h3>", esc(&board_cells::dataset_cell(g)));
         let headers = strings(&board_cells::TABLE_HEADERS);
-        let rows: Vec<Vec<String>> = g.rows.iter().map(|row| board_cells::table_row(g, row)).collect();
+        let rows: Vec<Vec<String>> = g
+            .rows
+            .iter()
+            .map(|row| board_cells::table_row(g, row))
+            .collect();
         table(out, "board", &headers, &rows);
-        let with_map: Vec<_> = g.rows.iter().filter(|x| x.best_map50_95.is_some()).collect();
+        let with_map: Vec<_> = g
+            .rows
+            .iter()
+            .filter(|x| x.best_map50_95.is_some())
+            .collect();
         if with_map.len() > 1 {
             let cats: Vec<String> = with_map.iter().map(|x| x.id.clone()).collect();
-            let vals: Vec<f64> = with_map.iter().map(|x| x.best_map50_95.unwrap_or(0.0)).collect();
-            bar_chart(out, "best mAP50-95 per run", &cats, &[("best mAP50-95".into(), vals)]);
+            let vals: Vec<f64> = with_map
+                .iter()
+                .map(|x| x.best_map50_95.unwrap_or(0.0))
+                .collect();
+            bar_chart(
+                out,
+                "best mAP50-95 per run",
+                &cats,
+                &[("best mAP50-95".into(), vals)],
+            );
         }
     }
     out.push_str("</section>");
@@ -535,21 +593,38 @@ fn section_curves(out: &mut String, curves: &[Curve]) {
             &format!("mAP per epoch of {}", c.id),
             "epoch",
             &[
-                Series { name: "mAP50-95", points: pick(|e| e.map50_95) },
-                Series { name: "mAP50", points: pick(|e| e.map50) },
+                Series {
+                    name: "mAP50-95",
+                    points: pick(|e| e.map50_95),
+                },
+                Series {
+                    name: "mAP50",
+                    points: pick(|e| e.map50),
+                },
             ],
             Some(1.0),
+            true,
         );
         line_chart(
             out,
             &format!("loss per epoch of {}", c.id),
             "epoch",
             &[
-                Series { name: "train box loss", points: pick(|e| e.box_loss) },
-                Series { name: "train cls loss", points: pick(|e| e.cls_loss) },
-                Series { name: "val box loss", points: pick(|e| e.val_box_loss) },
+                Series {
+                    name: "train box loss",
+                    points: pick(|e| e.box_loss),
+                },
+                Series {
+                    name: "train cls loss",
+                    points: pick(|e| e.cls_loss),
+                },
+                Series {
+                    name: "val box loss",
+                    points: pick(|e| e.val_box_loss),
+                },
             ],
             None,
+            true,
         );
         let cell = |v: Option<f64>| v.map(fmt_num).unwrap_or_default();
         let rows: Vec<Vec<String>> = c
@@ -571,7 +646,16 @@ fn section_curves(out: &mut String, curves: &[Curve]) {
         numbers(
             out,
             "Numbers: per epoch",
-            &strings(&["epoch", "mAP50-95", "mAP50", "P", "R", "box loss", "cls loss", "val box loss"]),
+            &strings(&[
+                "epoch",
+                "mAP50-95",
+                "mAP50",
+                "P",
+                "R",
+                "box loss",
+                "cls loss",
+                "val box loss",
+            ]),
             &rows,
             false,
         );

@@ -151,7 +151,9 @@ fn hostile_names_are_escaped_everywhere() {
 #[test]
 fn the_page_fetches_nothing_and_forbids_fetching() {
     let page = render(&report());
-    for bad in ["http:", "https:", "//", "src=", "href=", "<link", "<img", "@import", "url("] {
+    for bad in [
+        "http:", "https:", "//", "src=", "href=", "<link", "<img", "@import", "url(",
+    ] {
         let hits: Vec<&str> = page.matches(bad).collect();
         // The one `//` allowed is none: the CSS has no comments either.
         assert!(hits.is_empty(), "{bad} in the page");
@@ -164,7 +166,13 @@ fn the_page_fetches_nothing_and_forbids_fetching() {
 #[test]
 fn every_section_and_chart_is_there_with_its_numbers() {
     let page = render(&report());
-    for id in ["slices", "queue-wait", "runs-by-state", "leaderboard", "curves"] {
+    for id in [
+        "slices",
+        "queue-wait",
+        "runs-by-state",
+        "leaderboard",
+        "curves",
+    ] {
         assert!(page.contains(&format!("<section id=\"{id}\">")), "{id}");
     }
     let charts = page.matches("role=\"img\"").count();
@@ -185,7 +193,11 @@ fn every_section_and_chart_is_there_with_its_numbers() {
 #[test]
 fn only_okabe_ito_colours_are_drawn() {
     let page = render(&report());
-    for part in page.split("fill=\"").skip(1).chain(page.split("stroke=\"").skip(1)) {
+    for part in page
+        .split("fill=\"")
+        .skip(1)
+        .chain(page.split("stroke=\"").skip(1))
+    {
         let colour = &part[..part.find('"').unwrap()];
         if colour == "none" {
             continue;
