@@ -153,11 +153,18 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
                 ctx.printer.note("no training runs to compare");
                 return Ok(0);
             }
-            let mut table = ctx.printer.table(&render::TABLE_HEADERS);
-            for (g, r) in board.rows() {
-                table.add_row(render::table_row(g, r));
+            // One table per dataset: rows are ranked only within one.
+            for (i, g) in board.groups.iter().enumerate() {
+                if i > 0 {
+                    ctx.printer.line("")?;
+                }
+                ctx.printer.line(format!("dataset {}", render::dataset_cell(g)))?;
+                let mut table = ctx.printer.table(&render::TABLE_HEADERS);
+                for r in &g.rows {
+                    table.add_row(render::table_row(g, r));
+                }
+                ctx.printer.line(table)?;
             }
-            ctx.printer.line(table)?;
             for n in &board.notes {
                 ctx.printer.note(n);
             }

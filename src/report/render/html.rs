@@ -87,6 +87,19 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
+/// The smallest 1, 2 or 5 × 10^k at or above `v` (an axis top); 1 for nothing.
+pub fn nice_ceiling(v: f64) -> f64 {
+    if !(v.is_finite() && v > 0.0) {
+        return 1.0;
+    }
+    let step = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * step)
+        .find(|c| *c >= v * (1.0 - 1e-12))
+        .unwrap_or(10.0 * step)
+}
+
 /// A line chart of the series over a shared x axis; `y_max` fixes the top
 /// (mAP is 0–1), else the data's maximum decides.
 fn line_chart(
@@ -111,7 +124,7 @@ fn line_chart(
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
-    let y1 = y_max.unwrap_or(if data_max > 0.0 { data_max * 1.1 } else { 1.0 });
+    let y1 = y_max.unwrap_or_else(|| nice_ceiling(data_max));
     let (x0, x1) = if x0.is_finite() && x1 > x0 {
         (x0, x1)
     } else if x0.is_finite() {
@@ -148,8 +161,20 @@ fn line_chart(
         h - bottom,
         h - bottom
     );
-    for i in 0..=4 {
-        let x = x0 + (x1 - x0) * f64::from(i) / 4.0;
+    // Whole numbers (epochs) get whole ticks when there are few of them.
+    let whole = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .all(|p| p.0.fract() == 0.0)
+        && x1 - x0 <= 12.0;
+    let ticks: Vec<f64> = if whole {
+        (0..=(x1 - x0) as i64).map(|i| x0 + i as f64).collect()
+    } else {
+        (0..=4)
+            .map(|i| x0 + (x1 - x0) * f64::from(i) / 4.0)
+            .collect()
+    };
+    for x in ticks {
         let _ = write!(
             out,
             "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",

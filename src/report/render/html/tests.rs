@@ -220,3 +220,14 @@ fn an_empty_report_still_renders_with_notes() {
     assert!(page.contains("No run has finished an epoch yet"));
     assert_eq!(page.matches("role=\"img\"").count(), 0);
 }
+
+#[test]
+fn axis_tops_are_round() {
+    assert_eq!(nice_ceiling(0.7321), 1.0);
+    assert_eq!(nice_ceiling(0.11), 0.2);
+    assert_eq!(nice_ceiling(2.5), 5.0);
+    assert_eq!(nice_ceiling(5.0), 5.0);
+    assert_eq!(nice_ceiling(12.0), 20.0);
+    assert_eq!(nice_ceiling(0.0), 1.0);
+    assert_eq!(nice_ceiling(f64::NAN), 1.0);
+}
