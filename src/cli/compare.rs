@@ -158,7 +158,8 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
                 if i > 0 {
                     ctx.printer.line("")?;
                 }
-                ctx.printer.line(format!("dataset {}", render::dataset_cell(g)))?;
+                ctx.printer
+                    .line(format!("dataset {}", render::dataset_cell(g)))?;
                 let mut table = ctx.printer.table(&render::TABLE_HEADERS);
                 for r in &g.rows {
                     table.add_row(render::table_row(g, r));

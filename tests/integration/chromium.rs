@@ -144,3 +144,26 @@ pub fn png_size(png: &[u8]) -> (u32, u32) {
     let be = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
     (be(16), be(20))
 }
+
+/// The page printed to PDF by Chromium (no header or footer).
+pub fn print_pdf(page: &Path) -> Vec<u8> {
+    let chrome = require();
+    let work = tempfile::tempdir().unwrap();
+    let pdf = work.path().join("page.pdf");
+    let out = run_bounded(
+        base(&chrome, &work.path().join("p"))
+            .arg("--no-pdf-header-footer")
+            .arg(format!("--print-to-pdf={}", pdf.display()))
+            .arg(format!("file://{}", page.canonicalize().unwrap().display())),
+        Duration::from_secs(90),
+    )
+    .expect("chromium --print-to-pdf finished in time");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&pdf).expect("a PDF");
+    assert!(bytes.starts_with(b"%PDF-"), "not a PDF");
+    bytes
+}

@@ -361,3 +361,31 @@ fn detectors_see_a_bad_page() {
     );
     assert_eq!(got.requests, ["http://127.0.0.1:9/x.png"]);
 }
+
+#[test]
+#[ignore = "needs a headless Chromium (Debian package chromium; slurm/deps.sh installs it)"]
+fn printing_shows_the_numbers_behind_every_chart() {
+    // The print style opens every `<details>`: the page prints as it would
+    // with each one opened by hand, and clearly more than with them closed.
+    let r = Recorded::new(false);
+    let (path, text) = page(&r);
+    let opened = r.dir.path().join("opened.html");
+    std::fs::write(&opened, text.replace("<details>", "<details open>")).unwrap();
+    let closed = r.dir.path().join("closed.html");
+    let rule = "details::details-content { content-visibility: visible; display: block; }";
+    assert!(text.contains(rule));
+    std::fs::write(&closed, text.replace(rule, "")).unwrap();
+    let (as_is, open, shut) = (
+        chromium::print_pdf(&path).len() as f64,
+        chromium::print_pdf(&opened).len() as f64,
+        chromium::print_pdf(&closed).len() as f64,
+    );
+    assert!(
+        (as_is - open).abs() / open < 0.02,
+        "printed {as_is} bytes, opened by hand {open}"
+    );
+    assert!(
+        as_is > shut * 1.2,
+        "printed {as_is} bytes, with the tables closed {shut}"
+    );
+}

@@ -62,8 +62,7 @@ summary { cursor: pointer; color: #0072B2; }
 @media print {
   body { margin: 0; max-width: none; font-size: 11px; }
   details > summary { display: none; }
-  details { display: block; }
-  details > * { display: block; }
+  details::details-content { content-visibility: visible; display: block; }
   section { break-inside: avoid-page; }
   .curves { display: block; }
   .curves > div { break-inside: avoid; }
@@ -85,6 +84,13 @@ fn fmt_num(v: f64) -> String {
         let s = format!("{v:.digits$}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     }
+}
+
+/// An RFC 3339 time for people: `2026-12-01 14:50:35 +00:00`; other text as is.
+pub fn short_time(t: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(t)
+        .map(|d| d.format("%Y-%m-%d %H:%M:%S %:z").to_string())
+        .unwrap_or_else(|_| t.to_string())
 }
 
 /// The smallest 1, 2 or 5 × 10^k at or above `v` (an axis top); 1 for nothing.
@@ -365,7 +371,7 @@ fn section_slices(out: &mut String, r: &Report) {
                 out,
                 "<p class=\"meta\">Average slices in use per {} since {} (from Slurm accounting).</p>",
                 esc(&board_cells::duration(series.bucket_seconds as f64)),
-                esc(&r.filters.since)
+                esc(&short_time(&r.filters.since))
             );
             let lines: Vec<Series> = series
                 .by_type
@@ -714,8 +720,8 @@ pub fn render(r: &Report) -> String {
     let _ = write!(
         out,
         "<header><h1>yolo-sched report</h1><p class=\"meta\">Made {} · window since {}{}</p></header><main>",
-        esc(&r.generated_at),
-        esc(&r.filters.since),
+        esc(&short_time(&r.generated_at)),
+        esc(&short_time(&r.filters.since)),
         if filters.is_empty() {
             String::new()
         } else {

@@ -231,3 +231,13 @@ fn axis_tops_are_round() {
     assert_eq!(nice_ceiling(0.0), 1.0);
     assert_eq!(nice_ceiling(f64::NAN), 1.0);
 }
+
+#[test]
+fn times_are_shown_without_nanoseconds() {
+    assert_eq!(
+        short_time("2026-12-01T14:50:35.580889668+00:00"),
+        "2026-12-01 14:50:35 +00:00"
+    );
+    assert_eq!(short_time("not a time <b>"), "not a time <b>");
+    assert!(render(&report()).contains("Made 2026-11-30 12:00:00 +00:00"));
+}
