@@ -41,7 +41,7 @@ measure() { # label, then the command
     : >"$out/ms"
     for _ in $(seq 1 "$n"); do
         t0=$(ms)
-        "$@" >"$out/stdout"
+        "$@" >"$out/stdout" 2>/dev/null
         t1=$(ms)
         echo $((t1 - t0)) >>"$out/ms"
     done

@@ -156,10 +156,10 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         .zip(&statuses)
         .map(|(m, st)| runs::view(m, st))
         .collect();
-    let (leaderboard, curves) = if opts.leaderboard && sel.has(Section::Runs) {
+    let (leaderboard, curves, curves_omitted) = if opts.leaderboard && sel.has(Section::Runs) {
         leaderboard(&run_manifests, &statuses)?
     } else {
-        (None, Vec::new())
+        (None, Vec::new(), 0)
     };
     let runs = sel.has(Section::Runs).then(|| {
         let dir = opts.runs_dir.clone().unwrap_or_default();
@@ -192,6 +192,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         right_sizing,
         leaderboard,
         curves,
+        curves_omitted,
     })
 }
 
@@ -200,7 +201,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
 fn leaderboard(
     manifests: &[crate::run::Manifest],
     statuses: &[crate::run::status::RunStatus],
-) -> Result<(Option<crate::compare::Board>, Vec<model::Curve>)> {
+) -> Result<(Option<crate::compare::Board>, Vec<model::Curve>, u64)> {
     let now = chrono::Utc::now();
     let mut rows = Vec::new();
     let mut curves = Vec::new();
@@ -216,11 +217,25 @@ fn leaderboard(
         }
     }
     let board = crate::compare::board(rows, &crate::compare::Options::default())?;
-    // Curves in the board's order.
-    let order: Vec<&str> = board.rows().map(|(_, r)| r.id.as_str()).collect();
+    // The curves of the best rows of each group, in the board's order: a page
+    // of hundreds of charts is read by nobody (`compare --json` has every row).
+    let order: Vec<&str> = board
+        .groups
+        .iter()
+        .flat_map(|g| g.rows.iter().take(CURVES_PER_DATASET))
+        .map(|r| r.id.as_str())
+        .take(CURVES_MAX)
+        .collect();
+    let all = curves.len();
+    curves.retain(|c| order.contains(&c.id.as_str()));
     curves.sort_by_key(|c| order.iter().position(|id| *id == c.id));
-    Ok((Some(board), curves))
+    let omitted = (all - curves.len()) as u64;
+    Ok((Some(board), curves, omitted))
 }
+
+/// Curves drawn per dataset group, and in all, on the HTML page.
+pub const CURVES_PER_DATASET: usize = 6;
+pub const CURVES_MAX: usize = 36;
 
 /// A command's stdout as text without copying it (a lossy copy only when it
 /// is not UTF-8).

@@ -64,6 +64,14 @@ pub struct Report {
     /// Per-epoch training curves of the leaderboard's rows (`--format html`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub curves: Vec<Curve>,
+    /// Rows with a curve that the page leaves out (only the best rows of each
+    /// dataset are drawn).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub curves_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One training variant's `results.csv`.

@@ -604,11 +604,18 @@ fn section_board(out: &mut String, r: &Report) {
     out.push_str("</section>");
 }
 
-fn section_curves(out: &mut String, curves: &[Curve]) {
+fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
     out.push_str("<section id=\"curves\"><h2>Training curves</h2>");
     if curves.is_empty() {
         out.push_str("<p class=\"note\">No run has finished an epoch yet.</p></section>");
         return;
+    }
+    if omitted > 0 {
+        let _ = write!(
+            out,
+            "<p class=\"note\">The best rows of each dataset are drawn; {omitted} more are left out \
+             (<code>yolo-sched compare --json</code> and each run's <code>results.csv</code> have them).</p>"
+        );
     }
     out.push_str("<div class=\"curves\">");
     for c in curves {
@@ -732,7 +739,7 @@ pub fn render(r: &Report) -> String {
     section_queue(&mut out, r);
     section_runs(&mut out, r);
     section_board(&mut out, r);
-    section_curves(&mut out, &r.curves);
+    section_curves(&mut out, &r.curves, r.curves_omitted);
     out.push_str("</main></body></html>\n");
     out
 }

@@ -360,6 +360,7 @@ mod tests {
             right_sizing: None,
             leaderboard: None,
             curves: vec![],
+            curves_omitted: 0,
         };
         let text = render(&report, &Selection::all(), 1_700_000_000);
         assert!(text.starts_with("# HELP yolo_sched_report_generated_timestamp_seconds Unix time"));
@@ -402,6 +403,7 @@ mod tests {
             right_sizing: None,
             leaderboard: None,
             curves: vec![],
+            curves_omitted: 0,
         };
         let text = render(&report, &Selection::all(), 0);
         let lines: Vec<&str> = text

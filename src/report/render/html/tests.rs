@@ -135,6 +135,7 @@ fn report() -> Report {
             id,
             epochs: vec![epoch(1, 0.1), epoch(2, 0.3)],
         }],
+        curves_omitted: 0,
     }
 }
 
@@ -240,4 +241,12 @@ fn times_are_shown_without_nanoseconds() {
     );
     assert_eq!(short_time("not a time <b>"), "not a time <b>");
     assert!(render(&report()).contains("Made 2026-11-30 12:00:00 +00:00"));
+}
+
+#[test]
+fn left_out_curves_are_counted_on_the_page() {
+    let mut r = report();
+    assert!(!render(&r).contains("more are left out"));
+    r.curves_omitted = 5;
+    assert!(render(&r).contains("5 more are left out"));
 }
