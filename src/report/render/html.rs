@@ -561,6 +561,10 @@ fn section_runs(out: &mut String, r: &Report) {
 
 fn section_board(out: &mut String, r: &Report) {
     out.push_str("<section id=\"leaderboard\"><h2>Leaderboard</h2>");
+    if r.runs.is_none() {
+        out.push_str("<p class=\"note\">The runs section was not selected.</p></section>");
+        return;
+    }
     let Some(board) = r.leaderboard.as_ref().filter(|b| !b.groups.is_empty()) else {
         out.push_str("<p class=\"note\">No training runs to compare.</p></section>");
         return;

@@ -217,6 +217,9 @@ fn an_empty_report_still_renders_with_notes() {
     r.curves.clear();
     r.inventory = None;
     let page = render(&r);
+    assert!(page.contains("The runs section was not selected"));
+    r.runs = Some(Runs::default());
+    let page = render(&r);
     assert!(page.contains("No training runs to compare"));
     assert!(page.contains("No run has finished an epoch yet"));
     assert_eq!(page.matches("role=\"img\"").count(), 0);
