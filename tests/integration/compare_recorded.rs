@@ -389,3 +389,102 @@ fn printing_shows_the_numbers_behind_every_chart() {
         "printed {as_is} bytes, with the tables closed {shut}"
     );
 }
+
+/// Replace a stand-in Slurm client of `r` with a shell script.
+fn stand_in(r: &Recorded, name: &str, body: &str) {
+    let p = r.dir.path().join("bin").join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn the_page_draws_usage_over_the_window_and_waits_from_slurms_output() {
+    let r = Recorded::new(false);
+    // squeue: a listing recorded on the 22.05 cluster (pending jobs from
+    // 2026-11-30, so they have waited more than a day). sacct: two
+    // allocations in the window, in sacct's --parsable2 form, times made now.
+    let listing =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/report/squeue-22.05-compact.txt");
+    stand_in(&r, "squeue", &format!("cat '{}'", listing.display()));
+    stand_in(
+        &r,
+        "sacct",
+        "case \" $* \" in *\" -j \"*) exit 0 ;; esac\n\
+         t() { date -d \"$1\" +%Y-%m-%dT%H:%M:%S; }\n\
+         echo \"101|alice|proj|gpu|COMPLETED|$(t '-3 hours')|$(t '-1 hours')|billing=1,cpu=1,gres/gpu:1g.5gb=2,gres/gpu=2,node=1\"\n\
+         echo \"102|bob|proj|gpu|RUNNING|$(t '-30 minutes')|Unknown|cpu=1,gres/gpu:2g.10gb=1,gres/gpu=1,node=1\"",
+    );
+    let out = run(r.cmd().args(["report", "--json", "--since", "6h"]));
+    assert_eq!(out.status.code(), Some(0));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let series = &doc["usage"]["series"];
+    assert_eq!(series["buckets"], 48);
+    let bucket = series["bucket_seconds"].as_f64().unwrap();
+    let of = |kind: &str| -> f64 {
+        let t = series["by_type"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["type"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {series}"));
+        t["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .sum::<f64>()
+            * bucket
+            / 3600.0
+    };
+    // Two slices for two hours; one slice for half an hour (to now).
+    assert!((of("gpu:1g.5gb") - 4.0).abs() < 0.3, "{}", of("gpu:1g.5gb"));
+    assert!(
+        (of("gpu:2g.10gb") - 0.5).abs() < 0.1,
+        "{}",
+        of("gpu:2g.10gb")
+    );
+    let waits = doc["queue"]["by_type"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "gpu:1g.5gb")
+        .unwrap();
+    let buckets: Vec<u64> = waits["wait_buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        buckets.iter().sum::<u64>(),
+        waits["pending_jobs"].as_u64().unwrap()
+    );
+    assert!(
+        buckets[5] > 0,
+        "jobs pending since 2026-11-30 waited >= 24 h: {buckets:?}"
+    );
+
+    let path = r.dir.path().join("page.html");
+    let out = run(r
+        .cmd()
+        .args(["report", "--format", "html", "--since", "6h", "-o"])
+        .arg(&path));
+    assert_eq!(out.status.code(), Some(0));
+    let page = read(&path);
+    assert!(
+        page.contains("Average slices in use per 7m30s"),
+        "48 buckets of 6 h"
+    );
+    assert!(page.contains("<title>gpu:1g.5gb</title></polyline>"));
+    assert!(page.contains("aria-label=\"pending jobs by wait and type\""));
+    // Prometheus gets the same wait distribution, cumulative.
+    let out = run(r
+        .cmd()
+        .args(["report", "--format", "prometheus", "--section", "queue"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let inf = format!(
+        "yolo_sched_queue_pending_wait_jobs{{type=\"gpu:1g.5gb\",below_seconds=\"+Inf\"}} {}",
+        waits["pending_jobs"]
+    );
+    assert!(text.contains(&inf), "{text}");
+}

@@ -115,6 +115,7 @@ fn line_chart(
     series: &[Series],
     y_max: Option<f64>,
     small: bool,
+    x_span: Option<(f64, f64)>,
 ) {
     let (w, h) = if small {
         (380.0, 200.0)
@@ -131,7 +132,9 @@ fn line_chart(
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
     let y1 = y_max.unwrap_or_else(|| nice_ceiling(data_max));
-    let (x0, x1) = if x0.is_finite() && x1 > x0 {
+    let (x0, x1) = if let Some(span) = x_span {
+        span
+    } else if x0.is_finite() && x1 > x0 {
         (x0, x1)
     } else if x0.is_finite() {
         (x0 - 1.0, x0 + 1.0)
@@ -146,8 +149,11 @@ fn line_chart(
         esc(label)
     );
     out.push_str("<g class=\"grid\">");
-    for i in 0..=4 {
-        let y = y1 * f64::from(i) / 4.0;
+    // 1 and 5 × 10^k split in fives, 2 × 10^k in fours: round tick values.
+    let mantissa = y1 / 10f64.powf(y1.log10().floor());
+    let parts = if (mantissa - 2.0).abs() < 1e-9 { 4 } else { 5 };
+    for i in 0..=parts {
+        let y = y1 * f64::from(i) / f64::from(parts);
         let _ = write!(
             out,
             "<line x1=\"{left}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
@@ -382,7 +388,7 @@ fn section_slices(out: &mut String, r: &Report) {
                         .slices
                         .iter()
                         .enumerate()
-                        .map(|(i, v)| ((i as f64 + 1.0) * hours, *v))
+                        .map(|(i, v)| ((i as f64 + 0.5) * hours, *v))
                         .collect(),
                 })
                 .collect();
@@ -393,6 +399,7 @@ fn section_slices(out: &mut String, r: &Report) {
                 &lines,
                 None,
                 false,
+                Some((0.0, series.buckets as f64 * hours)),
             );
             let mut headers = vec!["hours from start".to_string()];
             headers.extend(series.by_type.iter().map(|t| t.kind.clone()));
@@ -646,6 +653,7 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
             ],
             Some(1.0),
             true,
+            None,
         );
         line_chart(
             out,
@@ -667,6 +675,7 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
             ],
             None,
             true,
+            None,
         );
         let cell = |v: Option<f64>| v.map(fmt_num).unwrap_or_default();
         let rows: Vec<Vec<String>> = c
