@@ -4,9 +4,10 @@
 #   prometheus-node-exporter   a real textfile-collector scrape of that output
 #   time                       /usr/bin/time -v for peak-memory figures in bench/
 #   python3                    generates the demo dataset and stands in for `yolo` in tests
+#   chromium                   a real headless browser loads `report --format html` in tests
 # Idempotent: installs only what is missing. Needs root.
 set -euo pipefail
-want=(prometheus prometheus-node-exporter time python3)
+want=(prometheus prometheus-node-exporter time python3 chromium)
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -3,6 +3,7 @@
 //! modules; integration tests and benchmarks use them directly.
 
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod dataset;
 pub mod doctor;

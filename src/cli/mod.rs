@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod checkpoint;
+pub mod compare;
 pub mod dataset;
 pub mod doctor;
 pub mod gc;
@@ -91,6 +92,8 @@ pub enum Command {
     NodeSetup(node_setup::NodeSetupArgs),
     /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
     Report(report::ReportArgs),
+    /// A leaderboard of training runs: mAP, precision, recall, time, GPU-hours, ms per image.
+    Compare(compare::CompareArgs),
     /// Check the Slurm, accounting and NVML environment.
     Doctor(doctor::DoctorArgs),
     /// Shell completions and the man page.
@@ -160,6 +163,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Audit(args) => runs::audit_cmd(&mut ctx, &args),
         Command::NodeSetup(args) => node_setup::run(&mut ctx, &args),
         Command::Report(args) => report::run(&mut ctx, &args),
+        Command::Compare(args) => compare::run(&mut ctx, &args),
     }
 }
 

@@ -30,7 +30,12 @@ Examples:
   yolo-sched report --section queue --partition gpu
   yolo-sched report --format json | jq '.queue.pending_reasons'
   yolo-sched report --format csv --section usage --since 7d > usage.csv
-  yolo-sched report --format prometheus --output /var/lib/prometheus/node-exporter/yolo-sched.prom")]
+  yolo-sched report --format prometheus --output /var/lib/prometheus/node-exporter/yolo-sched.prom
+  yolo-sched report --format html --since 7d --output report.html
+
+--format html writes one self-contained page (inline SVG, no scripts, fonts or network):
+slices in use by type over the window, queue wait by type, runs by state, the leaderboard
+(`yolo-sched compare`) and each run's training curves; every chart has its numbers in a table.")]
 pub struct ReportArgs {
     /// Output format (`--json` is the same as `--format json`).
     #[arg(long, value_enum, default_value = "table", conflicts_with = "json")]
@@ -108,6 +113,7 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
             .runs_dir
             .clone()
             .or_else(|| crate::run::manifest::index_dir().ok()),
+        leaderboard: format == Format::Html,
     };
     let data = report::gather(&ctx.slurm, &options).with_context(|| match &args.output {
         Some(path) => format!("no report written; {} was left as it was", path.display()),

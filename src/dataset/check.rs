@@ -92,6 +92,9 @@ pub struct Report {
     /// Where `--cache` copied the dataset, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheInfo>,
+    /// The content fingerprint (`dataset::fingerprint`): class names, image
+    /// paths and sizes, label bytes. `compare` groups runs by it.
+    pub fingerprint: String,
 }
 
 /// Result of `--cache`.
@@ -116,6 +119,8 @@ pub struct Item {
 #[derive(Debug, Default)]
 struct ItemResult {
     image_bytes: u64,
+    /// `fingerprint::label_hash` of the label file's bytes; 0 without one.
+    label_hash: u64,
     corrupt: bool,
     label: LabelState,
     counts: labels::LabelCounts,
@@ -310,7 +315,15 @@ pub fn check(cfg: &DataConfig, listing: &Listing, threads: usize) -> Report {
         })
         .collect();
     let mut findings = listing.findings.clone();
+    let mut print = super::fingerprint::Fingerprint::default();
+    for name in &cfg.names {
+        print.add(name.as_bytes());
+    }
     for (item, r) in listing.items.iter().zip(results) {
+        print.add(cfg.splits[item.split].0.as_bytes());
+        print.add_path(&item.image, &cfg.root);
+        print.add(&r.image_bytes.to_le_bytes());
+        print.add(&r.label_hash.to_le_bytes());
         let s = &mut splits[item.split];
         s.images += 1;
         s.bytes += r.image_bytes;
@@ -398,6 +411,7 @@ pub fn check(cfg: &DataConfig, listing: &Listing, threads: usize) -> Report {
         findings_omitted: omitted,
         ok: errors == 0,
         cache: None,
+        fingerprint: print.finish(),
     }
 }
 
@@ -491,7 +505,10 @@ fn check_item(item: &Item, nc: usize, kpt: Option<(usize, usize)>) -> ItemResult
         }
     }
     let text = match crate::fsutil::read_regular(&item.label, MAX_LABEL_BYTES) {
-        Ok(t) => t,
+        Ok(t) => {
+            r.label_hash = super::fingerprint::label_hash(t.as_bytes());
+            t
+        }
         Err(e) => {
             r.corrupt = true;
             r.findings

@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod check;
 pub mod config;
+pub mod fingerprint;
 pub mod image;
 pub mod labels;
 

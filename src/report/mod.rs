@@ -34,6 +34,8 @@ pub enum Format {
     Json,
     Csv,
     Prometheus,
+    /// One self-contained HTML page with charts (`render::html`).
+    Html,
 }
 
 /// What to report on.
@@ -45,6 +47,9 @@ pub struct Options {
     pub since: NaiveDateTime,
     /// Where run manifests are; `None`: there is no state directory.
     pub runs_dir: Option<PathBuf>,
+    /// Also build the runs' leaderboard and training curves (`--format html`);
+    /// needs the runs section.
+    pub leaderboard: bool,
 }
 
 /// A local time as RFC 3339 with the offset in force then.
@@ -105,8 +110,30 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
 
     let inventory = inventory::build(&nodes, opts.filter.partition.as_deref());
 
-    let usage = accounting.map(|(accounting, hours)| {
-        usage_rows(accounting, hours, held, (now - opts.since).num_seconds())
+    let usage = accounting.map(|(accounting, parsed)| {
+        let series = parsed.as_ref().map(|p| model::UsageSeries {
+            bucket_seconds: p.bucket_seconds,
+            buckets: sacct::SERIES_BUCKETS,
+            by_type: p
+                .series
+                .iter()
+                .map(|(kind, secs)| model::TypeSeries {
+                    kind: kind.clone(),
+                    slices: secs
+                        .iter()
+                        .map(|s| (s / p.bucket_seconds as f64 * 100.0).round() / 100.0)
+                        .collect(),
+                })
+                .collect(),
+        });
+        let mut u = usage_rows(
+            accounting,
+            parsed.map(|p| p.hours),
+            held,
+            (now - opts.since).num_seconds(),
+        );
+        u.series = series;
+        u
     });
 
     // Run jobs that left the queue: one `sacct -j`, as `status` asks it,
@@ -129,6 +156,11 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         .zip(&statuses)
         .map(|(m, st)| runs::view(m, st))
         .collect();
+    let (leaderboard, curves, curves_omitted) = if opts.leaderboard && sel.has(Section::Runs) {
+        leaderboard(&run_manifests, &statuses)?
+    } else {
+        (None, Vec::new(), 0)
+    };
     let runs = sel.has(Section::Runs).then(|| {
         let dir = opts.runs_dir.clone().unwrap_or_default();
         runs::summarise(&dir, &manifests, unreadable)
@@ -158,8 +190,52 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         usage,
         runs,
         right_sizing,
+        leaderboard,
+        curves,
+        curves_omitted,
     })
 }
+
+/// The leaderboard of these runs (`compare`'s board, every run, default
+/// sort) and the curve of each of its rows.
+fn leaderboard(
+    manifests: &[crate::run::Manifest],
+    statuses: &[crate::run::status::RunStatus],
+) -> Result<(Option<crate::compare::Board>, Vec<model::Curve>, u64)> {
+    let now = chrono::Utc::now();
+    let mut rows = Vec::new();
+    let mut curves = Vec::new();
+    for (m, st) in manifests.iter().zip(statuses) {
+        for f in crate::compare::facts(m, st, now) {
+            if !f.curve.is_empty() {
+                curves.push(model::Curve {
+                    id: f.row.id.clone(),
+                    epochs: f.curve,
+                });
+            }
+            rows.push(f.row);
+        }
+    }
+    let board = crate::compare::board(rows, &crate::compare::Options::default())?;
+    // The curves of the best rows of each group, in the board's order: a page
+    // of hundreds of charts is read by nobody (`compare --json` has every row).
+    let order: Vec<&str> = board
+        .groups
+        .iter()
+        .flat_map(|g| g.rows.iter().take(CURVES_PER_DATASET))
+        .map(|r| r.id.as_str())
+        .take(CURVES_MAX)
+        .collect();
+    let all = curves.len();
+    curves.retain(|c| order.contains(&c.id.as_str()));
+    curves.sort_by_key(|c| order.iter().position(|id| *id == c.id));
+    let omitted = (all - curves.len()) as u64;
+    Ok((Some(board), curves, omitted))
+}
+
+/// Curves drawn per dataset group, and in all, on the HTML page.
+pub const CURVES_PER_DATASET: usize = 6;
+pub const CURVES_MAX: usize = 36;
 
 /// A command's stdout as text without copying it (a lossy copy only when it
 /// is not UTF-8).
@@ -213,7 +289,7 @@ fn slice_hours(
     slurm: &Slurm,
     opts: &Options,
     now: NaiveDateTime,
-) -> (AccountingState, Option<sacct::SliceHours>) {
+) -> (AccountingState, Option<sacct::Parsed>) {
     let args = sacct::args(opts.since, &opts.filter);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match slurm.run_raw("sacct", &args) {
@@ -225,7 +301,7 @@ fn slice_hours(
                 status: AccountingStatus::Ok,
                 message,
             };
-            (state, Some(parsed.hours))
+            (state, Some(parsed))
         }
         Ok(out) => (
             sacct::failure_state(
@@ -281,6 +357,7 @@ pub fn usage_rows(
         accounting,
         window_seconds,
         rows,
+        series: None,
     }
 }
 
@@ -305,6 +382,7 @@ pub fn render(
         ),
         Format::Csv => render::csv::render(&render::tables(report, selection, render::Style::Raw)),
         Format::Prometheus => render::prometheus::render(report, selection, report.generated_unix),
+        Format::Html => render::html::render(report),
     })
 }
 

@@ -58,6 +58,28 @@ pub struct Report {
     pub runs: Option<Runs>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub right_sizing: Option<RightSizing>,
+    /// The runs' leaderboard (`compare`), made for `--format html`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leaderboard: Option<crate::compare::Board>,
+    /// Per-epoch training curves of the leaderboard's rows (`--format html`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub curves: Vec<Curve>,
+    /// Rows with a curve that the page leaves out (only the best rows of each
+    /// dataset are drawn).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub curves_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One training variant's `results.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Curve {
+    /// The leaderboard row's id (`<run>` or `<run>/train-N`).
+    pub id: String,
+    pub epochs: Vec<crate::run::results::Epoch>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -155,7 +177,28 @@ pub struct TypeWait {
     pub pending_jobs: u64,
     /// Median time pending jobs of this type have waited since submission.
     pub median_wait_seconds: Option<i64>,
+    /// Pending jobs of this type by how long they have waited, one count per
+    /// bucket of `WAIT_BUCKETS`.
+    pub wait_buckets: Vec<u64>,
     pub oldest_pending: Option<PendingJob>,
+}
+
+/// Upper bounds (seconds, exclusive) and labels of the wait buckets; the last is open.
+pub const WAIT_BUCKETS: [(i64, &str); 6] = [
+    (60, "< 1 min"),
+    (600, "1-10 min"),
+    (3600, "10-60 min"),
+    (6 * 3600, "1-6 h"),
+    (24 * 3600, "6-24 h"),
+    (i64::MAX, ">= 24 h"),
+];
+
+/// The bucket of a wait in `WAIT_BUCKETS`.
+pub fn wait_bucket(seconds: i64) -> usize {
+    WAIT_BUCKETS
+        .iter()
+        .position(|(upper, _)| seconds < *upper)
+        .unwrap_or(WAIT_BUCKETS.len() - 1)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -202,6 +245,26 @@ pub struct Usage {
     pub window_seconds: i64,
     /// Per user, account and GRES type: slices held now, and slice-hours in the window.
     pub rows: Vec<UsageRow>,
+    /// Slices in use per type over the window, from the same sacct call; null
+    /// when accounting is not available.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<UsageSeries>,
+}
+
+/// Average slices in use per GRES type, in equal buckets from the window's start.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageSeries {
+    pub bucket_seconds: i64,
+    pub buckets: usize,
+    pub by_type: Vec<TypeSeries>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TypeSeries {
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Slice-seconds in each bucket divided by its length.
+    pub slices: Vec<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

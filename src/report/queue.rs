@@ -339,6 +339,7 @@ impl QueueAggregator {
         let by_type = per_type
             .into_iter()
             .map(|(kind, (running, pending))| TypeWait {
+                wait_buckets: waits.get(&kind).map(|w| buckets(w)).unwrap_or_default(),
                 median_wait_seconds: waits.get_mut(&kind).and_then(|w| weighted_median(w)),
                 oldest_pending: oldest_by_type.remove(&kind).map(|o| o.job),
                 kind,
@@ -419,6 +420,15 @@ pub fn weighted_median(values: &mut [(i64, u64)]) -> Option<i64> {
     None
 }
 
+/// Weighted counts of waits per `model::WAIT_BUCKETS` bucket.
+pub fn buckets(values: &[(i64, u64)]) -> Vec<u64> {
+    let mut out = vec![0; super::model::WAIT_BUCKETS.len()];
+    for (v, w) in values {
+        out[super::model::wait_bucket(*v)] += w;
+    }
+    out
+}
+
 /// Aggregate a whole listing in one call.
 pub fn aggregate(text: &str, now: NaiveDateTime, filter: Filter) -> (Queue, Vec<Held>) {
     let mut agg = QueueAggregator::new(now, filter);
@@ -470,6 +480,15 @@ mod tests {
         assert_eq!(queue.unparsed_lines, 0, "{:?}", queue.first_unparsed);
         assert_eq!(queue.pending_jobs, u64::MAX);
         assert_eq!(queue.by_partition_type[0].pending_slices, u64::MAX);
+    }
+
+    #[test]
+    fn wait_buckets_count_tasks() {
+        assert_eq!(buckets(&[]), [0; 6]);
+        assert_eq!(
+            buckets(&[(0, 1), (59, 2), (60, 1), (3600, 4), (90_000, 1)]),
+            [3, 1, 0, 4, 0, 1]
+        );
     }
 
     #[test]

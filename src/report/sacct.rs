@@ -64,6 +64,31 @@ pub type SliceHours = BTreeMap<(String, String, String), f64>;
 pub struct Parsed {
     pub hours: SliceHours,
     pub unparsed_lines: u64,
+    /// Per type: slice-seconds in each of `SERIES_BUCKETS` equal buckets of the window.
+    pub series: BTreeMap<String, Vec<f64>>,
+    pub bucket_seconds: i64,
+}
+
+/// How many buckets the window's usage series has (the HTML chart's points).
+pub const SERIES_BUCKETS: usize = 48;
+
+/// Add `count` slices held over [from, end] to the per-bucket slice-seconds.
+fn add_to_series(
+    series: &mut [f64],
+    since: NaiveDateTime,
+    bucket: i64,
+    from: NaiveDateTime,
+    end: NaiveDateTime,
+    count: u64,
+) {
+    let (a, b) = ((from - since).num_seconds(), (end - since).num_seconds());
+    let first = (a / bucket).max(0) as usize;
+    let last = ((b - 1).max(0) / bucket) as usize;
+    for (i, slot) in series.iter_mut().enumerate().take(last + 1).skip(first) {
+        let (lo, hi) = (i as i64 * bucket, (i as i64 + 1) * bucket);
+        let overlap = (b.min(hi) - a.max(lo)).max(0);
+        *slot += overlap as f64 * count as f64;
+    }
 }
 
 /// Sum slice-hours inside [since, now] from `--parsable2` lines. Jobs still
@@ -72,6 +97,8 @@ pub struct Parsed {
 /// type `gpu`.
 pub fn parse(text: &str, since: NaiveDateTime, now: NaiveDateTime, filter: &Filter) -> Parsed {
     let mut out = Parsed::default();
+    let window = (now - since).num_seconds().max(1);
+    out.bucket_seconds = (window + SERIES_BUCKETS as i64 - 1) / SERIES_BUCKETS as i64;
     // A day of accounting repeats the same few TRES strings and users; both
     // are resolved once (the key is user, account and type joined by 0x1F).
     let mut types_of: HashMap<&str, Vec<(String, u64)>> = HashMap::new();
@@ -110,6 +137,11 @@ pub fn parse(text: &str, since: NaiveDateTime, now: NaiveDateTime, filter: &Filt
         let hours = (end - from).num_seconds() as f64 / 3600.0;
         let types = types_of.entry(tres).or_insert_with(|| slice_types(tres));
         for (kind, count) in types.iter() {
+            let series = out
+                .series
+                .entry(kind.clone())
+                .or_insert_with(|| vec![0.0; SERIES_BUCKETS]);
+            add_to_series(series, since, out.bucket_seconds, from, end, *count);
             key.clear();
             for part in [user, account, kind.as_str()] {
                 key.push_str(part);
@@ -211,5 +243,17 @@ garbage line
             },
         );
         assert_eq!(only_bob.hours.len(), 1);
+        // 12 h in 48 buckets of 15 min: the 2g.10gb pair from 10:00 fills the last 8.
+        assert_eq!(p.bucket_seconds, 900);
+        let s = &p.series["gpu:2g.10gb"];
+        assert_eq!(s.iter().filter(|v| **v > 0.0).count(), 8);
+        assert_eq!(s[47], 2.0 * 900.0);
+        // 1g.5gb from the window's start to 02:00: 8 buckets of one slice.
+        let s = &p.series["gpu:1g.5gb"];
+        assert_eq!(s[..8], [900.0; 8]);
+        assert_eq!(s[8], 0.0);
+        let total: f64 = p.series.values().flatten().sum();
+        let hours: f64 = p.hours.values().sum();
+        assert!((total / 3600.0 - hours).abs() < 1e-9);
     }
 }

@@ -9,6 +9,7 @@ pub mod escalate;
 pub mod journal;
 pub mod manifest;
 pub mod query;
+pub mod results;
 pub mod resume;
 pub mod status;
 pub mod submit;

@@ -226,7 +226,7 @@ pub fn validation_summary(text: &str) -> Option<FinalValidation> {
 }
 
 /// The last `limit` bytes of a file, as text (job logs can be large).
-fn read_tail(path: &Path, limit: u64) -> Option<String> {
+pub fn read_tail(path: &Path, limit: u64) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
@@ -441,47 +441,16 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
     Some(text)
 }
 
-/// Read `results.csv`: the last epoch and the best mAP so far.
+/// Read `results.csv` (through `run::results`): the last epoch and the best mAP so far.
 pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainProgress> {
-    let text = crate::fsutil::read_regular(results_csv, 64 << 20).ok()?;
-    let mut lines = text.lines();
-    let header: Vec<String> = lines
-        .next()?
-        .split(',')
-        .map(|h| h.trim().to_string())
-        .collect();
-    let col = |name: &str| header.iter().position(|h| h == name);
-    let (epoch_col, map_col, map50_col) = (
-        col("epoch")?,
-        col("metrics/mAP50-95(B)"),
-        col("metrics/mAP50(B)"),
-    );
-    let mut last_epoch = 0;
-    let (mut best, mut best50): (Option<f64>, Option<f64>) = (None, None);
-    for line in lines {
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        let Some(e) = f.get(epoch_col).and_then(|e| e.parse::<f64>().ok()) else {
-            continue;
-        };
-        last_epoch = last_epoch.max(e as u32);
-        if let Some(v) = map_col
-            .and_then(|c| f.get(c))
-            .and_then(|v| v.parse::<f64>().ok())
-        {
-            best = Some(best.map_or(v, |b| b.max(v)));
-        }
-        if let Some(v) = map50_col
-            .and_then(|c| f.get(c))
-            .and_then(|v| v.parse::<f64>().ok())
-        {
-            best50 = Some(best50.map_or(v, |b| b.max(v)));
-        }
-    }
+    let rows = super::results::read(results_csv)?;
+    let best_of =
+        |f: fn(&super::results::Epoch) -> Option<f64>| rows.iter().filter_map(f).reduce(f64::max);
     Some(TrainProgress {
-        epoch: last_epoch,
+        epoch: rows.iter().map(|e| e.epoch).max().unwrap_or(0),
         epochs,
-        best_map50_95: best,
-        best_map50: best50,
+        best_map50_95: best_of(|e| e.map50_95),
+        best_map50: best_of(|e| e.map50),
         final_validation: None,
     })
 }
@@ -778,7 +747,7 @@ fn deps_done(stages: &[StageStatus], deps: &[&str], taskwise: bool, task: Option
         })
 }
 
-fn epochs_of(manifest: &Manifest) -> Option<u32> {
+pub fn epochs_of(manifest: &Manifest) -> Option<u32> {
     let table: toml::Table = manifest.spec_text.parse().ok()?;
     table
         .get("train")?

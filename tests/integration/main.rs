@@ -12,8 +12,11 @@ mod common;
 mod fake_nvml;
 
 mod accounting_live;
+mod chromium;
 mod cli_help;
 mod cluster;
+mod compare_live;
+mod compare_recorded;
 mod dataset_check;
 mod faults_live;
 mod gres_slurmd;

@@ -2,6 +2,7 @@
 //! table and CSV formats), and the Prometheus exposition.
 
 pub mod csv;
+pub mod html;
 pub mod prometheus;
 pub mod text;
 

@@ -185,7 +185,26 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
             "queue_oldest_wait_seconds",
             "How long the oldest pending job of a GRES type has waited since submission.",
         );
+        // The wait distribution: cumulative like a histogram's buckets, but a
+        // gauge (a snapshot of the jobs waiting now). Types × 6 series, bounded.
+        let mut waits = Family::new(
+            "queue_pending_wait_jobs",
+            "Pending jobs of a GRES type that have waited less than below_seconds (cumulative; +Inf is all of them).",
+        );
         for t in &q.by_type {
+            let mut seen = 0;
+            for ((upper, _), n) in crate::report::model::WAIT_BUCKETS
+                .iter()
+                .zip(&t.wait_buckets)
+            {
+                seen += n;
+                let bound = if *upper == i64::MAX {
+                    "+Inf".to_string()
+                } else {
+                    upper.to_string()
+                };
+                waits.add(&[("type", &t.kind), ("below_seconds", &bound)], seen as f64);
+            }
             if let Some(m) = t.median_wait_seconds {
                 median.add(&[("type", &t.kind)], m as f64);
             }
@@ -203,7 +222,9 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
             "Lines of squeue output the report could not read (expected 0).",
         );
         unparsed.add(&[], q.unparsed_lines as f64);
-        families.extend([jobs, slices, reasons, median, oldest, never, unparsed]);
+        families.extend([
+            jobs, slices, reasons, median, waits, oldest, never, unparsed,
+        ]);
     }
 
     if let (Some(u), true) = (&report.usage, selection.has(Section::Usage)) {
@@ -337,6 +358,9 @@ mod tests {
             usage: None,
             runs: None,
             right_sizing: None,
+            leaderboard: None,
+            curves: vec![],
+            curves_omitted: 0,
         };
         let text = render(&report, &Selection::all(), 1_700_000_000);
         assert!(text.starts_with("# HELP yolo_sched_report_generated_timestamp_seconds Unix time"));
@@ -353,5 +377,50 @@ mod tests {
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with(PREFIX), "{line}");
         }
+    }
+
+    #[test]
+    fn queue_waits_are_cumulative_per_type_and_bounded() {
+        let report = Report {
+            schema_version: SCHEMA_VERSION,
+            generated_at: String::new(),
+            generated_unix: 0,
+            filters: Filters::default(),
+            inventory: None,
+            queue: Some(crate::report::model::Queue {
+                by_type: vec![crate::report::model::TypeWait {
+                    kind: "gpu:1g.5gb".into(),
+                    running_jobs: 1,
+                    pending_jobs: 6,
+                    median_wait_seconds: Some(700),
+                    wait_buckets: vec![1, 0, 4, 0, 0, 1],
+                    oldest_pending: None,
+                }],
+                ..Default::default()
+            }),
+            usage: None,
+            runs: None,
+            right_sizing: None,
+            leaderboard: None,
+            curves: vec![],
+            curves_omitted: 0,
+        };
+        let text = render(&report, &Selection::all(), 0);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("yolo_sched_queue_pending_wait_jobs{"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                r#"yolo_sched_queue_pending_wait_jobs{type="gpu:1g.5gb",below_seconds="60"} 1"#,
+                r#"yolo_sched_queue_pending_wait_jobs{type="gpu:1g.5gb",below_seconds="600"} 1"#,
+                r#"yolo_sched_queue_pending_wait_jobs{type="gpu:1g.5gb",below_seconds="3600"} 5"#,
+                r#"yolo_sched_queue_pending_wait_jobs{type="gpu:1g.5gb",below_seconds="21600"} 5"#,
+                r#"yolo_sched_queue_pending_wait_jobs{type="gpu:1g.5gb",below_seconds="86400"} 5"#,
+                r#"yolo_sched_queue_pending_wait_jobs{type="gpu:1g.5gb",below_seconds="+Inf"} 6"#,
+            ]
+        );
+        assert!(text.contains("# TYPE yolo_sched_queue_pending_wait_jobs gauge\n"));
     }
 }

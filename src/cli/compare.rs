@@ -1,0 +1,179 @@
+//! `yolo-sched compare`: the leaderboard (`crate::compare`).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use chrono::Utc;
+use clap::Args;
+
+use super::Context;
+use crate::compare::{self, render, SortKey};
+use crate::run::query;
+
+/// Output formats of `compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+One row per run, and per variant for a sweep (`<run>/train-N`): model, dataset, imgsz,
+epochs done, best mAP50-95 and mAP50 (from results.csv), precision and recall at the best
+epoch, training wall time, the slice and its GPU-hours (a MIG profile Ng.* is N/7 of a GPU),
+and milliseconds of inference per image as Ultralytics' own `yolo val` printed it (of the
+exported ONNX model when the export stage validated it, else of best.pt).
+
+Runs are grouped by the content fingerprint of their dataset, which the prepare stage
+records; rows are ranked only within a group, so runs on different data are never ranked
+together. Without RUN, the runs in your run index (with --user, every index you can read).
+One squeue call and at most one sacct call, whatever the number of runs.
+
+Examples:
+  yolo-sched compare
+  yolo-sched compare --data pcb --sort map50 --since 7d
+  yolo-sched compare pcb-20261130T150000-1a2b --json | jq '.groups[0].rows[0]'
+  yolo-sched compare --user alice --format csv > board.csv")]
+pub struct CompareArgs {
+    /// Runs to compare (ids, unique prefixes or run directories; default: all in the index).
+    #[arg(value_name = "RUN")]
+    pub runs: Vec<String>,
+
+    /// Only this user's runs (reads every run index you may read).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+
+    /// Only runs on this dataset: its YAML path, file or directory name, or a fingerprint prefix.
+    #[arg(long, value_name = "DATASET")]
+    pub data: Option<String>,
+
+    /// Only runs submitted since: a length back from now (90m, 24h, 7d) or a local date/time.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+
+    /// The metric to rank by.
+    #[arg(long, value_enum, default_value = "map50-95")]
+    pub sort: SortKey,
+
+    /// Output format (`--json` is the same as `--format json`).
+    #[arg(long, value_enum, default_value = "table", conflicts_with = "json")]
+    pub format: CompareFormat,
+
+    #[command(flatten)]
+    pub json: super::args::JsonArg,
+
+    /// Run index to read instead of yours ($XDG_STATE_HOME/yolo-sched/runs).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "YOLO_SCHED_RUNS_DIR",
+        conflicts_with = "runs"
+    )]
+    pub runs_dir: Option<PathBuf>,
+}
+
+pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
+    let format = if args.json.json {
+        CompareFormat::Json
+    } else {
+        args.format
+    };
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| crate::report::window::since_utc(s, Utc::now()))
+        .transpose()
+        .map_err(crate::error::invalid)?;
+    let manifests = if !args.runs.is_empty() {
+        let mut out = Vec::new();
+        for id in &args.runs {
+            out.push(query::find_run(id)?);
+        }
+        out
+    } else {
+        let (manifests, unreadable) = match &args.runs_dir {
+            Some(dir) => {
+                let (m, bad) = crate::report::runs::load(dir);
+                let bad = bad
+                    .into_iter()
+                    .map(|u| format!("skipping {}: {}", u.path, u.error))
+                    .collect();
+                (m, bad)
+            }
+            None => {
+                let index = if args.user.is_some() {
+                    query::index_entries_all_users()?
+                } else {
+                    query::index_entries()?
+                };
+                let (m, mut bad) = compare::facts::load_manifests(&index.entries);
+                bad.extend(index.unreadable);
+                (m, bad)
+            }
+        };
+        for w in &unreadable {
+            ctx.printer.warn(w);
+        }
+        manifests
+    };
+    let refs: Vec<&crate::run::Manifest> = manifests.iter().collect();
+    let view = query::ask_slurm(&ctx.slurm, &refs);
+    if let Some(e) = &view.error {
+        ctx.printer.warn(format!(
+            "Slurm did not answer ({e}); states come from the runs' own records"
+        ));
+    }
+    let now = Utc::now();
+    let rows = manifests
+        .iter()
+        .flat_map(|m| {
+            let st = crate::run::status::of_run(m, &view.rows, &view.acct, view.reachable);
+            compare::facts(m, &st, now).into_iter().map(|f| f.row)
+        })
+        .collect();
+    let options = compare::Options {
+        user: args.user.clone(),
+        data: args.data.clone(),
+        since,
+        sort: args.sort,
+    };
+    let board = compare::board(rows, &options)?;
+    match format {
+        CompareFormat::Json => ctx.printer.json(&board)?,
+        CompareFormat::Csv => {
+            let text = render::csv(&board);
+            let mut out = std::io::stdout().lock();
+            std::io::Write::write_all(&mut out, text.as_bytes())?;
+            std::io::Write::flush(&mut out)?;
+        }
+        CompareFormat::Table => {
+            if board.groups.is_empty() {
+                ctx.printer.note("no training runs to compare");
+                return Ok(0);
+            }
+            // One table per dataset: rows are ranked only within one.
+            for (i, g) in board.groups.iter().enumerate() {
+                if i > 0 {
+                    ctx.printer.line("")?;
+                }
+                ctx.printer
+                    .line(format!("dataset {}", render::dataset_cell(g)))?;
+                let mut table = ctx.printer.table(&render::TABLE_HEADERS);
+                for r in &g.rows {
+                    table.add_row(render::table_row(g, r));
+                }
+                ctx.printer.line(table)?;
+            }
+            for n in &board.notes {
+                ctx.printer.note(n);
+            }
+            ctx.printer.note(format!(
+                "ranked by {} within each dataset",
+                board.sort.name()
+            ));
+        }
+    }
+    Ok(0)
+}

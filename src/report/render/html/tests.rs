@@ -1,0 +1,255 @@
+use super::*;
+use crate::compare::{self, Options, Row};
+use crate::report::model::*;
+use crate::run::results::Epoch;
+
+const HOSTILE: &str = "<script>alert('x')</script>\"&";
+
+fn row(id: &str, map: f64) -> Row {
+    Row {
+        rank: None,
+        id: id.into(),
+        run_id: id.into(),
+        variant: None,
+        name: HOSTILE.into(),
+        user: HOSTILE.into(),
+        submitted_at: "2026-11-30T10:00:00Z".parse().unwrap(),
+        state: "completed".into(),
+        train_state: "completed".into(),
+        model: Some(format!("{HOSTILE}.yaml")),
+        data: Some(format!("/d/{HOSTILE}/data.yaml")),
+        fingerprint: Some("fnv128:0123456789abcdef0123456789abcdef".into()),
+        params: [("lr0".to_string(), HOSTILE.to_string())].into(),
+        imgsz: Some("64".into()),
+        epochs_done: 2,
+        epochs: Some(2),
+        best_epoch: Some(2),
+        best_map50_95: Some(map),
+        best_map50: Some(map * 1.4),
+        precision: Some(0.5),
+        recall: Some(0.25),
+        train_seconds: Some(75.0),
+        slice: Some("gpu:1g.5gb:1".into()),
+        slice_index: Some("0".into()),
+        slice_hours: Some(0.02),
+        gpu_hours: Some(0.02 / 7.0),
+        inference_ms: Some(3.5),
+        inference_of: Some("onnx".into()),
+    }
+}
+
+fn epoch(e: u32, m: f64) -> Epoch {
+    Epoch {
+        epoch: e,
+        box_loss: Some(3.0 - m),
+        cls_loss: Some(5.0 - m),
+        dfl_loss: None,
+        precision: Some(m),
+        recall: Some(m),
+        map50: Some(m * 1.4),
+        map50_95: Some(m),
+        val_box_loss: Some(4.0),
+        time: None,
+    }
+}
+
+fn report() -> Report {
+    let id = format!("run-{HOSTILE}");
+    let board = compare::board(
+        vec![row(&id, 0.3), row("plain-run/train-1", 0.1)],
+        &Options::default(),
+    )
+    .unwrap();
+    Report {
+        schema_version: SCHEMA_VERSION,
+        generated_at: "2026-11-30T12:00:00+00:00".into(),
+        generated_unix: 0,
+        filters: Filters {
+            user: Some(HOSTILE.into()),
+            since: "2026-11-29T12:00:00+00:00".into(),
+            window_seconds: 86400,
+            ..Filters::default()
+        },
+        inventory: Some(Inventory {
+            nodes: vec![],
+            totals: vec![TypeTotal {
+                kind: format!("gpu:{HOSTILE}"),
+                total: 7,
+                allocated: 3,
+                free: 4,
+                free_usable: 4,
+            }],
+        }),
+        queue: Some(Queue {
+            by_type: vec![TypeWait {
+                kind: "gpu:1g.5gb".into(),
+                running_jobs: 3,
+                pending_jobs: 5,
+                median_wait_seconds: Some(700),
+                wait_buckets: vec![1, 0, 4, 0, 0, 0],
+                oldest_pending: None,
+            }],
+            ..Queue::default()
+        }),
+        usage: Some(Usage {
+            accounting: AccountingState {
+                status: AccountingStatus::Ok,
+                message: None,
+            },
+            window_seconds: 86400,
+            rows: vec![],
+            series: Some(UsageSeries {
+                bucket_seconds: 1800,
+                buckets: 3,
+                by_type: vec![
+                    TypeSeries {
+                        kind: "gpu:1g.5gb".into(),
+                        slices: vec![0.0, 2.5, 1.0],
+                    },
+                    TypeSeries {
+                        kind: format!("gpu:{HOSTILE}"),
+                        slices: vec![1.0, 1.0, 0.0],
+                    },
+                ],
+            }),
+        }),
+        runs: Some(Runs {
+            dir: "/x".into(),
+            runs: 2,
+            by_state: vec![StateCount {
+                state: "completed".into(),
+                runs: 2,
+            }],
+            by_run: vec![RunRow {
+                run_id: id.clone(),
+                name: HOSTILE.into(),
+                state: "completed".into(),
+                stage: None,
+                description: "completed".into(),
+            }],
+            ..Runs::default()
+        }),
+        right_sizing: None,
+        leaderboard: Some(board),
+        curves: vec![Curve {
+            id,
+            epochs: vec![epoch(1, 0.1), epoch(2, 0.3)],
+        }],
+        curves_omitted: 0,
+    }
+}
+
+#[test]
+fn hostile_names_are_escaped_everywhere() {
+    let page = render(&report());
+    assert!(!page.contains("<script"), "a raw script tag");
+    assert!(!page.contains("alert('x')"), "a raw quote");
+    assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;&amp;"));
+    // Quoted attributes cannot be closed from inside.
+    assert!(!page.contains(&format!("\"{HOSTILE}")));
+}
+
+#[test]
+fn the_page_fetches_nothing_and_forbids_fetching() {
+    let page = render(&report());
+    for bad in [
+        "http:", "https:", "//", "src=", "href=", "<link", "<img", "@import", "url(",
+    ] {
+        let hits: Vec<&str> = page.matches(bad).collect();
+        // The one `//` allowed is none: the CSS has no comments either.
+        assert!(hits.is_empty(), "{bad} in the page");
+    }
+    assert!(page.contains("Content-Security-Policy\" content=\"default-src 'none'"));
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.trim_end().ends_with("</html>"));
+}
+
+#[test]
+fn every_section_and_chart_is_there_with_its_numbers() {
+    let page = render(&report());
+    for id in [
+        "slices",
+        "queue-wait",
+        "runs-by-state",
+        "leaderboard",
+        "curves",
+    ] {
+        assert!(page.contains(&format!("<section id=\"{id}\">")), "{id}");
+    }
+    let charts = page.matches("role=\"img\"").count();
+    // slices over time, slices now, queue wait, runs by state, board bars, 2 curves.
+    assert_eq!(charts, 7, "charts");
+    let tables = page.matches("<details").count();
+    // Every chart but the leaderboard's bars (the board is the table) has one;
+    // the two curves of a run share one.
+    assert_eq!(tables, 5);
+    // The numbers are in the tables, not only in the drawing.
+    assert!(page.contains("<td class=\"n\">2.5</td>"));
+    assert!(page.contains("<td class=\"n\">0.3</td>"));
+    // The leaderboard shows ranks and the dataset's short fingerprint.
+    assert!(page.contains("01234567"));
+    assert!(page.contains("@media print"));
+}
+
+#[test]
+fn only_okabe_ito_colours_are_drawn() {
+    let page = render(&report());
+    for part in page
+        .split("fill=\"")
+        .skip(1)
+        .chain(page.split("stroke=\"").skip(1))
+    {
+        let colour = &part[..part.find('"').unwrap()];
+        if colour == "none" {
+            continue;
+        }
+        assert!(PALETTE.contains(&colour), "{colour} is not in the palette");
+    }
+}
+
+#[test]
+fn an_empty_report_still_renders_with_notes() {
+    let mut r = report();
+    r.queue = None;
+    r.usage = None;
+    r.runs = None;
+    r.leaderboard = None;
+    r.curves.clear();
+    r.inventory = None;
+    let page = render(&r);
+    assert!(page.contains("The runs section was not selected"));
+    r.runs = Some(Runs::default());
+    let page = render(&r);
+    assert!(page.contains("No training runs to compare"));
+    assert!(page.contains("No run has finished an epoch yet"));
+    assert_eq!(page.matches("role=\"img\"").count(), 0);
+}
+
+#[test]
+fn axis_tops_are_round() {
+    assert_eq!(nice_ceiling(0.7321), 1.0);
+    assert_eq!(nice_ceiling(0.11), 0.2);
+    assert_eq!(nice_ceiling(2.5), 5.0);
+    assert_eq!(nice_ceiling(5.0), 5.0);
+    assert_eq!(nice_ceiling(12.0), 20.0);
+    assert_eq!(nice_ceiling(0.0), 1.0);
+    assert_eq!(nice_ceiling(f64::NAN), 1.0);
+}
+
+#[test]
+fn times_are_shown_without_nanoseconds() {
+    assert_eq!(
+        short_time("2026-12-01T14:50:35.580889668+00:00"),
+        "2026-12-01 14:50:35 +00:00"
+    );
+    assert_eq!(short_time("not a time <b>"), "not a time <b>");
+    assert!(render(&report()).contains("Made 2026-11-30 12:00:00 +00:00"));
+}
+
+#[test]
+fn left_out_curves_are_counted_on_the_page() {
+    let mut r = report();
+    assert!(!render(&r).contains("more are left out"));
+    r.curves_omitted = 5;
+    assert!(render(&r).contains("5 more are left out"));
+}
