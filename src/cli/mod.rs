@@ -1,5 +1,6 @@
 //! Argument parsing, dispatch and output; the work is done by library modules.
 
+pub mod agent;
 pub mod args;
 pub mod checkpoint;
 pub mod dataset;
@@ -92,6 +93,8 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Shell completions and the man page.
     Generate(generate::GenerateArgs),
+    /// The job agent beside a GPU stage's trainer: memory guard and metrics (started by the stage script).
+    Agent(agent::AgentArgs),
 }
 
 /// What every subcommand gets: resolved settings, the terminal and the Slurm runner.
@@ -146,6 +149,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Audit(args) => runs::audit_cmd(&mut ctx, &args),
         Command::NodeSetup(args) => node_setup::run(&mut ctx, &args),
         Command::Report(args) => report::run(&mut ctx, &args),
+        Command::Agent(args) => agent::run(&mut ctx, &args),
     }
 }
 

@@ -168,6 +168,8 @@ fn normalize(p: &Path) -> PathBuf {
 pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
     let mut spec = crate::spec::load(&args.spec)?;
     let policy = Policy::from_site(ctx.site()?)?;
+    // The memory guard's settings (spec [guard] within the site's limits).
+    crate::agent::check_spec(ctx.site()?, &spec)?;
     let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
     let weights = resolve_weights(&mut spec, &policy, &paths);
     if !weights.is_empty() {
