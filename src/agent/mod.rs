@@ -23,7 +23,7 @@ pub mod series;
 pub mod site;
 
 pub use policy::{Breaker, Decision, GuardPolicy, StopCause};
-pub use run::{GuardRecord, Options, Outcome};
+pub use run::{Options, Outcome};
 pub use site::GuardSite;
 
 use std::time::SystemTime;

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod checkpoint;
+pub mod guard;
 pub mod manifest;
 pub mod query;
 pub mod resume;
