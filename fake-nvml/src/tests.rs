@@ -422,11 +422,14 @@ fn a_state_file_from_other_gpus_is_replaced_by_the_fixture() {
 
 #[test]
 fn a_memory_curve_is_interpolated_against_the_clock() {
-    let p: crate::fixture::ProcessSpec = serde_json::from_str(
-        r#"{"pid": 5, "memory_curve": [[0, 1000], [60, 1600], [120, 1600]]}"#,
-    )
-    .unwrap();
-    assert_eq!(p.used_mib_at(-5.0), 1000, "before the curve: its first value");
+    let p: crate::fixture::ProcessSpec =
+        serde_json::from_str(r#"{"pid": 5, "memory_curve": [[0, 1000], [60, 1600], [120, 1600]]}"#)
+            .unwrap();
+    assert_eq!(
+        p.used_mib_at(-5.0),
+        1000,
+        "before the curve: its first value"
+    );
     assert_eq!(p.used_mib_at(30.0), 1300);
     assert_eq!(p.used_mib_at(60.0), 1600);
     assert_eq!(p.used_mib_at(1e6), 1600, "after the curve: its last value");

@@ -97,7 +97,10 @@ pub fn render(labels: &Labels, g: &Gauges) -> String {
     let mut out = String::with_capacity(1024);
     for ((name, help), value) in FAMILIES.iter().zip(values) {
         if let Some(v) = value {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{l}}} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{l}}} {v}"
+            );
         }
     }
     out

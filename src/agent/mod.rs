@@ -54,7 +54,10 @@ pub trait AgentDuty {
 /// The effective guard policy of a spec under the site, or invalid input
 /// naming each spec key past the site's limits (with its line). Submission and
 /// `validate` call this, so a spec the agent would refuse is never submitted.
-pub fn check_spec(site: &crate::config::Site, spec: &crate::spec::Spec) -> anyhow::Result<GuardPolicy> {
+pub fn check_spec(
+    site: &crate::config::Site,
+    spec: &crate::spec::Spec,
+) -> anyhow::Result<GuardPolicy> {
     let section = GuardSite::from_site(site)?;
     GuardPolicy::resolve(&section, &spec.guard).map_err(|errors| {
         let lines: Vec<String> = errors

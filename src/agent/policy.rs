@@ -166,14 +166,18 @@ impl GuardPolicy {
 /// Bytes as GiB with the precision the guard's messages use ("4.4").
 pub fn gib(bytes: u64) -> String {
     let g = bytes as f64 / GIB;
-    if g >= 100.0 {
+    let text = if g >= 100.0 {
         format!("{g:.0}")
     } else if g >= 10.0 {
         format!("{g:.1}")
     } else {
-        let two = format!("{g:.2}");
-        // "4.40" → "4.4", "4.75" stays.
-        two.strip_suffix('0').map(str::to_string).unwrap_or(two)
+        format!("{g:.2}")
+    };
+    // "4.40" → "4.4", "16.0" → "16"; "4.75" stays.
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
     }
 }
 
@@ -482,7 +486,12 @@ mod tests {
     }
 
     /// Feed samples every `dt` seconds from `used(t)`; the decisions of each.
-    fn drive(b: &mut Breaker, secs: f64, dt: f64, used: impl Fn(f64) -> f64) -> Vec<(f64, Decision)> {
+    fn drive(
+        b: &mut Breaker,
+        secs: f64,
+        dt: f64,
+        used: impl Fn(f64) -> f64,
+    ) -> Vec<(f64, Decision)> {
         let mut series = Series::new(b.policy.series_max_samples);
         let mut out = Vec::new();
         let mut t = 0.0;
@@ -537,7 +546,10 @@ mod tests {
             unreachable!()
         };
         assert_eq!(*total, SLICE);
-        assert!(text.ends_with(&format!("{} of 4.75 GiB", gib(*used))), "{text}");
+        assert!(
+            text.ends_with(&format!("{} of 4.75 GiB", gib(*used))),
+            "{text}"
+        );
     }
 
     #[test]
@@ -629,9 +641,16 @@ mod tests {
         let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
         assert_eq!(
             keys,
-            ["guard.warn_fraction", "guard.growth_mb_per_min", "guard.enabled"]
+            [
+                "guard.warn_fraction",
+                "guard.growth_mb_per_min",
+                "guard.enabled"
+            ]
         );
-        assert!(errs[0].message.contains("above what the site allows (0.95"), "{errs:?}");
+        assert!(
+            errs[0].message.contains("above what the site allows (0.95"),
+            "{errs:?}"
+        );
         let mut lenient = GuardSite::default();
         lenient.limits.max_growth_mb_per_min = Some(10_000.0);
         lenient.limits.allow_disable = Some(true);
@@ -652,6 +671,8 @@ mod tests {
     fn words_and_numbers() {
         assert_eq!(gib(SLICE), "4.75");
         assert_eq!(gib((4.4 * GIB) as u64), "4.4");
+        assert_eq!(gib(16 << 30), "16");
+        assert_eq!(gib(1 << 30), "1");
         assert_eq!(span(180.0), "3 min");
         assert_eq!(span(45.2), "45 s");
         assert_eq!(span(150.0), "2.5 min");

@@ -25,8 +25,8 @@ use super::policy::{gib, Breaker, Decision, GuardPolicy};
 use super::procs;
 use super::series::{Sample, Series};
 use super::{AgentDuty, Event};
-use crate::run::guard::{write_record, GuardRecord};
 use crate::nvml::memory::{parse_visible_devices, JobDevice};
+use crate::run::guard::{write_record, GuardRecord};
 
 /// Everything one agent needs; the CLI fills it from flags, the environment
 /// Slurm gives the job, the site file and the run's manifest.
@@ -279,7 +279,9 @@ pub fn run(
                 outcome.read_errors += 1;
                 let text = format!("{e:#}");
                 if last_error.as_deref() != Some(text.as_str()) {
-                    log(&format!("could not read the device memory: {text}; trying again"));
+                    log(&format!(
+                        "could not read the device memory: {text}; trying again"
+                    ));
                     last_error = Some(text);
                 }
             }
@@ -459,7 +461,6 @@ fn flush(path: &Path, series: &Series, log: &mut dyn FnMut(&str)) {
         log(&format!("could not write the memory series: {e:#}"));
     }
 }
-
 
 #[cfg(test)]
 mod tests {

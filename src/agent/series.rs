@@ -175,9 +175,6 @@ mod tests {
         assert!(r.rate_since(0.0).is_none());
         r.push(s(5.0, 1));
         assert!(r.rate_since(0.0).is_none());
-        assert_eq!(
-            r.to_csv(),
-            format!("{CSV_HEADER}\n5.000,1,1,4294967296\n")
-        );
+        assert_eq!(r.to_csv(), format!("{CSV_HEADER}\n5.000,1,1,4294967296\n"));
     }
 }

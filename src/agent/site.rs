@@ -85,9 +85,11 @@ impl GuardSite {
         };
         let positive = |key: &str, v: Option<f64>, lo: f64, hi: f64| -> Result<()> {
             match v {
-                Some(x) if !(x.is_finite() && (lo..=hi).contains(&x)) => {
-                    Err(bad(key, x.to_string(), &format!("a number from {lo} to {hi}")))
-                }
+                Some(x) if !(x.is_finite() && (lo..=hi).contains(&x)) => Err(bad(
+                    key,
+                    x.to_string(),
+                    &format!("a number from {lo} to {hi}"),
+                )),
                 _ => Ok(()),
             }
         };

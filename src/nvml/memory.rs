@@ -180,7 +180,16 @@ mod tests {
 
     #[test]
     fn nonsense_in_visible_devices_is_named() {
-        for bad in ["", "NoDevFiles", "0,,1", "-1", "+1", "GPU-", "MIG-$(x)", "gpu0"] {
+        for bad in [
+            "",
+            "NoDevFiles",
+            "0,,1",
+            "-1",
+            "+1",
+            "GPU-",
+            "MIG-$(x)",
+            "gpu0",
+        ] {
             let e = parse_visible_devices(bad).unwrap_err().to_string();
             assert!(e.contains("CUDA_VISIBLE_DEVICES"), "{bad}: {e}");
         }

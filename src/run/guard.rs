@@ -39,9 +39,7 @@ pub fn write_record(path: &Path, record: &GuardRecord) -> Result<()> {
 
 /// The guard records under `<workdir>/state`, by `(stage, task)`. Unreadable
 /// ones are skipped, as the job files are.
-pub fn read_records(
-    workdir: &Path,
-) -> BTreeMap<(String, Option<u32>), GuardRecord> {
+pub fn read_records(workdir: &Path) -> BTreeMap<(String, Option<u32>), GuardRecord> {
     let mut out = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(workdir.join("state")) else {
         return out;

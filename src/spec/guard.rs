@@ -97,8 +97,7 @@ pub fn read(table: &DeTable<'_>, issues: &mut Vec<Issue>) -> GuardSpec {
                 ),
             },
             "warmup_epochs" => match value {
-                DeValue::Integer(_) => match number(value).filter(|x| (0.0..=1000.0).contains(x))
-                {
+                DeValue::Integer(_) => match number(value).filter(|x| (0.0..=1000.0).contains(x)) {
                     Some(x) => g.warmup_epochs = Some(x as u32),
                     None => issue(v.span(), "expected 0 to 1000 epochs".into(), None),
                 },

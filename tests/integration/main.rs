@@ -11,6 +11,7 @@
 mod common;
 mod fake_nvml;
 
+mod agent_fake;
 mod cli_help;
 mod cluster;
 mod dataset_check;
