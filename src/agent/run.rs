@@ -258,13 +258,17 @@ pub fn run(
     let mut guard_state = 0u8;
     let interval = Duration::from_secs_f64(p.interval_s);
     loop {
-        let job_pids: BTreeSet<u32> = match (device.is_mig, opts.pid) {
-            (false, Some(pid)) => procs::tree(pid),
-            _ => BTreeSet::new(),
+        // On a shared GPU the job's use is its processes' (the trainer's tree).
+        let job_pids: Option<BTreeSet<u32>> = match (share, opts.pid) {
+            (Some(_), Some(pid)) => Some(procs::tree(pid)),
+            _ => None,
         };
-        // Without a trainer pid on a whole GPU, every process counts as the job's.
-        let everyone = opts.pid.is_none();
-        match device.read(&|pid| everyone || job_pids.contains(&pid)) {
+        let is_job = |pid: u32| job_pids.as_ref().is_some_and(|set| set.contains(&pid));
+        let filter: Option<&dyn Fn(u32) -> bool> = match job_pids {
+            Some(_) => Some(&is_job),
+            None => None,
+        };
+        match device.read(filter) {
             Ok(m) => {
                 last_error = None;
                 outcome.samples += 1;

@@ -81,9 +81,9 @@ pub struct MemorySample {
     pub device_used: u64,
     /// Bytes the device has (the slice's, or the GPU's).
     pub total: u64,
-    /// Bytes the job's own processes hold. On a MIG slice: the slice's use.
-    /// On a whole GPU: the sum over the job's processes, or the device's use
-    /// when NVML does not list processes here.
+    /// Bytes the job holds. On a MIG slice or a GPU of its own: the device's
+    /// use. On a shared GPU: the sum over the job's processes, or the device's
+    /// use when NVML does not list processes here.
     pub job_used: u64,
 }
 
@@ -119,17 +119,16 @@ impl<'nvml> JobDevice<'nvml> {
         })
     }
 
-    /// One reading. `is_job_pid` says which processes are the job's (used on a
-    /// whole GPU only).
-    pub fn read(&self, is_job_pid: &dyn Fn(u32) -> bool) -> Result<MemorySample> {
+    /// One reading. `job_pids`: on a GPU shared with other jobs, which
+    /// processes are this job's (their memory is the job's use); `None` on a
+    /// slice or a GPU of its own, where the device's use is the job's.
+    pub fn read(&self, job_pids: Option<&dyn Fn(u32) -> bool>) -> Result<MemorySample> {
         let info = self
             .device
             .memory_info()
             .with_context(|| format!("reading the memory of {}", self.id))?;
-        let job_used = if self.is_mig {
-            info.used
-        } else {
-            match self.device.running_compute_processes() {
+        let job_used = match job_pids {
+            Some(is_job_pid) if !self.is_mig => match self.device.running_compute_processes() {
                 Ok(list) => list
                     .iter()
                     .filter(|p| is_job_pid(p.pid))
@@ -141,7 +140,8 @@ impl<'nvml> JobDevice<'nvml> {
                 // No permission to list processes (or not supported): the
                 // device's figure is all there is.
                 Err(_) => info.used,
-            }
+            },
+            _ => info.used,
         };
         Ok(MemorySample {
             device_used: info.used,

@@ -49,7 +49,7 @@ struct Setup {
 }
 
 /// The fields of a manifest the agent reads (run id, the spec's `[guard]`).
-fn write_manifest(workdir: &Path, spec_extra: &str) {
+pub fn write_manifest(workdir: &Path, spec_extra: &str) {
     std::fs::create_dir_all(workdir).unwrap();
     let spec = format!(
         "version = 1\n[run]\nname = \"leaky\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"d.yaml\"\n{spec_extra}"
