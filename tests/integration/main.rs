@@ -12,6 +12,7 @@ mod common;
 mod fake_nvml;
 
 mod agent_fake;
+mod agent_live;
 mod agent_script;
 mod cli_help;
 mod cluster;
