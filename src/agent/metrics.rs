@@ -131,7 +131,7 @@ pub fn latest_progress(csv: &str) -> (Option<u32>, Option<f64>) {
     };
     let cols: Vec<&str> = header.split(',').map(str::trim).collect();
     let map_col = cols.iter().position(|c| *c == "metrics/mAP50-95(B)");
-    let Some(last) = lines.last() else {
+    let Some(last) = lines.next_back() else {
         return (Some(0), None);
     };
     let fields: Vec<&str> = last.split(',').map(str::trim).collect();

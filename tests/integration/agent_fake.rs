@@ -191,9 +191,7 @@ fn steady_memory_on_a_mig_slice_takes_no_action_and_publishes_clean_gauges() {
         text.contains(&format!("yolo_sched_job_gpu_memory_used_bytes{{run=\"leaky-0001\",stage=\"train\",task=\"\",user=\"{}\",account=\"\",slice=\"1g.18gb\"}} {}", user(), 6000u64 << 20)),
         "{text}"
     );
-    assert!(text.contains(&format!(
-        "yolo_sched_job_gpu_memory_total_bytes{{run=\"leaky-0001\""
-    )));
+    assert!(text.contains("yolo_sched_job_gpu_memory_total_bytes{run=\"leaky-0001\""));
     if let Some(promtool) = crate::report_replay::tool(&["promtool"], "prometheus") {
         let check = run(Command::new(promtool)
             .args(["check", "metrics"])
