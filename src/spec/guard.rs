@@ -128,3 +128,49 @@ pub fn read(table: &DeTable<'_>, issues: &mut Vec<Issue>) -> GuardSpec {
     }
     g
 }
+
+#[cfg(test)]
+mod tests {
+    fn spec(guard: &str) -> Result<crate::spec::Spec, crate::spec::SpecErrors> {
+        crate::spec::parse(
+            &format!(
+                "version = 1\n[run]\nname = \"g\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"d.yaml\"\n[guard]\n{guard}"
+            ),
+            "g.toml",
+        )
+    }
+
+    #[test]
+    fn a_guard_table_reads_and_an_absent_one_is_empty() {
+        let s = spec("warn_fraction = 0.7\ngrowth_mb_per_min = 200\nwindow_s = 60\nwarmup_epochs = 2\ngrace_s = 10\nenabled = true\n").unwrap();
+        assert_eq!(s.guard.warn_fraction, Some(0.7));
+        assert_eq!(s.guard.growth_mb_per_min, Some(200.0));
+        assert_eq!(s.guard.warmup_epochs, Some(2));
+        assert_eq!(s.guard.enabled, Some(true));
+        assert!(s.origin.locations.contains_key("guard.window_s"));
+        let none = crate::spec::parse(
+            "version = 1\n[run]\nname = \"g\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"d.yaml\"\n",
+            "g.toml",
+        )
+        .unwrap();
+        assert_eq!(none.guard, super::GuardSpec::default());
+    }
+
+    #[test]
+    fn bad_guard_keys_name_the_line_and_suggest() {
+        let e = spec("warn_fracton = 0.7\nwarn_fraction = 2\nwarmup_epochs = 1.5\nenabled = \"no\"\n")
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "g.toml:8:1",
+            "unknown key `warn_fracton` in [guard]",
+            "did you mean `warn_fraction`?",
+            "g.toml:9:17",
+            "guard.warn_fraction",
+            "a whole number of epochs",
+            "expected true or false",
+        ] {
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
+    }
+}
