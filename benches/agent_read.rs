@@ -18,11 +18,15 @@ fn fake_node() -> Option<(tempfile::TempDir, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = root.join("target/debug/libnvidia_ml.so");
     if !lib.exists() {
-        eprintln!("agent_read: no {} (run `cargo build -p fake-nvml`)", lib.display());
+        eprintln!(
+            "agent_read: no {} (run `cargo build -p fake-nvml`)",
+            lib.display()
+        );
         return None;
     }
     let dir = tempfile::tempdir().ok()?;
-    let text = std::fs::read_to_string(root.join("tests/fixtures/nvml/a100-sxm4-40gb.json")).ok()?;
+    let text =
+        std::fs::read_to_string(root.join("tests/fixtures/nvml/a100-sxm4-40gb.json")).ok()?;
     let mut fixture: serde_json::Value = serde_json::from_str(&text).ok()?;
     fixture["gpus"][0]["processes"] =
         serde_json::json!([{"pid": 1, "memory_curve": [[0, 1000], [3600, 30000]]}]);

@@ -57,6 +57,9 @@ pub struct Options {
     pub max_samples: Option<u64>,
     /// Where the audit record of a stop goes; `None`: nowhere.
     pub audit_log: Option<PathBuf>,
+    /// Write the series and the guard record (false: `--dry-run`, which also
+    /// clears the textfile directory and the audit log and lets the guard only warn).
+    pub write_files: bool,
 }
 
 impl Options {
@@ -195,7 +198,9 @@ pub fn run(
     }
     let key = opts.key();
     let state = opts.workdir.join("state");
-    std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
+    if opts.write_files {
+        std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
+    }
     let series_path = state.join(format!("{key}.memory.csv"));
     let record_path = state.join(format!("{key}.guard.json"));
     let textfile = p
@@ -330,7 +335,8 @@ pub fn run(
                     record.total_bytes = s.total;
                 }
                 record.time = Some(Utc::now());
-                if let Err(e) = write_record(&record_path, &record) {
+                if !opts.write_files {
+                } else if let Err(e) = write_record(&record_path, &record) {
                     log(&format!("could not write the guard record: {e:#}"));
                 }
             }
@@ -362,7 +368,9 @@ pub fn run(
             }
         }
         if last_flush.elapsed() >= Duration::from_secs(30) || outcome.samples <= 1 || stop_now {
-            flush(&series_path, &series, log);
+            if opts.write_files {
+                flush(&series_path, &series, log);
+            }
             last_flush = Instant::now();
         }
         let now = SystemTime::now();
@@ -406,7 +414,9 @@ pub fn run(
                         opts.run_id
                     ));
                     record.stopped = Some(word);
-                    let _ = write_record(&record_path, &record);
+                    if opts.write_files {
+                        let _ = write_record(&record_path, &record);
+                    }
                 }
                 None => log("no trainer pid was given (--pid): nothing to stop"),
             }
@@ -437,7 +447,9 @@ pub fn run(
             break;
         }
     }
-    flush(&series_path, &series, log);
+    if opts.write_files {
+        flush(&series_path, &series, log);
+    }
     for duty in duties.iter_mut() {
         for e in duty.finish() {
             log_event(duty.name(), &e, log);

@@ -31,7 +31,7 @@ Exit status: 0 when it ran (whatever the guard decided), 1 when it could not sta
 Examples:
   yolo-sched agent --workdir runs/demo --stage train --pid 4242 --stdin-eof
   CUDA_VISIBLE_DEVICES=MIG-4a2b36b7-8d1c-5f43-9a4e-2c0d6b3e7f10 \\
-    yolo-sched agent --workdir runs/demo --stage train --samples 1 --json")]
+    yolo-sched agent --workdir runs/demo --stage train --samples 5 --dry-run --json")]
 pub struct AgentArgs {
     /// The run directory (holds manifest.json and state/).
     #[arg(long, value_name = "DIR")]
@@ -69,6 +69,10 @@ pub struct AgentArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub samples: Option<u64>,
 
+    /// Sample and decide, but change nothing: no files, no metrics, no audit record, and the guard only says what it would stop.
+    #[arg(long)]
+    pub dry_run: bool,
+
     #[command(flatten)]
     pub nvml_lib: NvmlLibArg,
 
@@ -103,10 +107,15 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         Err(_) => Default::default(),
     };
     // Limits were checked at submission; a site that tightened since wins.
-    let policy = GuardPolicy::resolve(&section, &spec_guard)
+    let mut policy = GuardPolicy::resolve(&section, &spec_guard)
         .or_else(|_| GuardPolicy::resolve(&section, &Default::default()))
         .map_err(|_| invalid("the site's [guard] section cannot be resolved"))?;
-    let audit_log = crate::run::audit::log_path(site).ok();
+    let mut audit_log = crate::run::audit::log_path(site).ok();
+    if args.dry_run {
+        policy.may_stop = false;
+        policy.textfile_dir = None;
+        audit_log = None;
+    }
     let task = args
         .task
         .or_else(|| env("SLURM_ARRAY_TASK_ID").and_then(|t| t.parse().ok()));
@@ -144,6 +153,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         stop_on_stdin_eof: args.stdin_eof,
         max_samples: args.samples,
         audit_log,
+        write_files: !args.dry_run,
     };
     let printer = &ctx.printer;
     let mut log = |line: &str| {

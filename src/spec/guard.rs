@@ -158,9 +158,10 @@ mod tests {
 
     #[test]
     fn bad_guard_keys_name_the_line_and_suggest() {
-        let e = spec("warn_fracton = 0.7\nwarn_fraction = 2\nwarmup_epochs = 1.5\nenabled = \"no\"\n")
-            .unwrap_err()
-            .to_string();
+        let e =
+            spec("warn_fracton = 0.7\nwarn_fraction = 2\nwarmup_epochs = 1.5\nenabled = \"no\"\n")
+                .unwrap_err()
+                .to_string();
         for needle in [
             "g.toml:8:1",
             "unknown key `warn_fracton` in [guard]",

@@ -458,3 +458,32 @@ fn a_spec_guard_past_the_site_limits_is_refused_at_validation() {
         "tightening is allowed: {err}"
     );
 }
+
+#[test]
+fn a_dry_run_decides_but_changes_nothing() {
+    let rate = mib_per_s(900.0);
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 3000], [3600, 3000.0 + 3600.0 * rate]])),
+        "",
+    );
+    let mut trainer = Trainer::start();
+    let (outcome, log) = finish(&mut s.agent(
+        &s.mig_uuid(9),
+        Some(trainer.pid()),
+        &["--dry-run", "--samples", "25"],
+    ));
+    let stops = decisions(&outcome, "stop");
+    assert!(!stops.is_empty(), "{outcome}");
+    assert_eq!(stops[0]["may_stop"], false);
+    assert!(log.contains("would stop the job"), "{log}");
+    assert!(trainer.running());
+    assert!(!s.workdir().join("state").exists(), "a dry run wrote state");
+    assert_eq!(
+        std::fs::read_dir(s.dir.path().join("textfile"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert!(!s.dir.path().join("audit.log").exists());
+}
