@@ -59,17 +59,27 @@ fn nvml_memory_read_with_job_processes(bencher: divan::Bencher) {
 
 #[divan::bench]
 fn guard_decision_on_a_full_window(bencher: divan::Bencher) {
-    let policy = GuardPolicy::resolve(&GuardSite::default(), &Default::default()).unwrap();
+    let mut policy = GuardPolicy::resolve(&GuardSite::default(), &Default::default()).unwrap();
+    // No warm-up: every call fits the whole 180 s window (60 samples) and its halves.
+    policy.warmup_epochs = 0;
     let mut series = Series::new(policy.series_max_samples);
-    // An hour at the default 3 s interval, steady.
+    // An hour at the default 3 s interval, growing at 400 MB/min (under the
+    // limit, so the window, both halves and no stop are computed every call).
     for i in 0..1200 {
         series.push(Sample {
             t: f64::from(i) * 3.0,
-            used: 2_000_000_000,
-            device_used: 2_000_000_000,
-            total: 5_000_000_000,
+            used: 2_000_000_000 + i as u64 * 20_000_000,
+            device_used: 2_000_000_000 + i as u64 * 20_000_000,
+            total: 80_000_000_000,
         });
     }
     let mut breaker = Breaker::new(policy, None, 0.0);
     bencher.bench_local(|| breaker.observe(&series, Some(5)));
+}
+
+/// On a shared GPU, each sample also walks `/proc` for the trainer's process tree.
+#[divan::bench]
+fn proc_tree_walk(bencher: divan::Bencher) {
+    let me = std::process::id() as i32;
+    bencher.bench_local(|| yolo_sched::agent::procs::tree(me));
 }
