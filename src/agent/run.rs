@@ -258,6 +258,8 @@ pub fn run(
         policy: p.clone(),
     };
     let mut last_error: Option<String> = None;
+    // The metrics file's first failure is logged, not every one.
+    let mut metrics_failed = false;
     let mut last_flush = Instant::now();
     let mut last_status = Instant::now();
     let mut guard_state = 0u8;
@@ -360,9 +362,9 @@ pub fn run(
                     metrics::render(&labels, &gauges).as_bytes(),
                     0o644,
                 ) {
-                    if last_error.is_none() {
+                    if !metrics_failed {
                         log(&format!("could not write the metrics file: {e:#}"));
-                        last_error = Some(format!("{e:#}"));
+                        metrics_failed = true;
                     }
                 }
             }

@@ -102,14 +102,29 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         .map_err(|e| invalid(format!("{e:#} (is --workdir a run directory?)")))?;
     let site = ctx.site()?;
     let section = GuardSite::from_site(site)?;
+    let mut notes = Vec::new();
     let spec_guard = match crate::spec::parse(&manifest.spec_text, "manifest.json (spec)") {
         Ok(spec) => spec.guard,
-        Err(_) => Default::default(),
+        Err(_) => {
+            notes.push(
+                "the run's spec does not parse here; the site's [guard] settings apply".to_string(),
+            );
+            Default::default()
+        }
     };
     // Limits were checked at submission; a site that tightened since wins.
-    let mut policy = GuardPolicy::resolve(&section, &spec_guard)
-        .or_else(|_| GuardPolicy::resolve(&section, &Default::default()))
-        .map_err(|_| invalid("the site's [guard] section cannot be resolved"))?;
+    let mut policy = match GuardPolicy::resolve(&section, &spec_guard) {
+        Ok(p) => p,
+        Err(over) => {
+            let keys: Vec<&str> = over.iter().map(|o| o.key.as_str()).collect();
+            notes.push(format!(
+                "the spec's {} went past the site's limits since submission; the site's [guard] settings apply",
+                keys.join(", ")
+            ));
+            GuardPolicy::resolve(&section, &Default::default())
+                .map_err(|_| invalid("the site's [guard] section cannot be resolved"))?
+        }
+    };
     let mut audit_log = crate::run::audit::log_path(site).ok();
     if args.dry_run {
         policy.may_stop = false;
@@ -162,6 +177,9 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
             chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ")
         ))
     };
+    for n in &notes {
+        log(n);
+    }
     // The backup duty (issue 14, part 5) is added here when configured.
     let mut duties: Vec<Box<dyn agent::AgentDuty>> = Vec::new();
     let outcome = agent::run::run(&opts, &mut duties, &mut log)
