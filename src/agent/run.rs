@@ -27,6 +27,8 @@ use super::series::{Sample, Series};
 use super::{AgentDuty, Event};
 use crate::nvml::memory::{parse_visible_devices, JobDevice};
 use crate::run::guard::{write_record, GuardRecord};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 /// Everything one agent needs; the CLI fills it from flags, the environment
 /// Slurm gives the job, the site file and the run's manifest.
@@ -80,6 +82,8 @@ pub enum Ended {
     TrainerGone,
     /// Its stdin closed: the train script is ending.
     ScriptEnded,
+    /// TERM, INT or HUP (scancel, the job's end).
+    Signalled,
     /// The guard stopped the trainer.
     Stopped,
     /// `max_samples` reached.
@@ -140,38 +144,74 @@ impl Progress {
     }
 }
 
-/// Wait up to `d`; true when stdin reached its end (only with `watch_stdin`).
-fn wait(d: Duration, watch_stdin: bool) -> bool {
-    if !watch_stdin {
-        std::thread::sleep(d);
-        return false;
+/// TERM, INT and HUP (scancel, the job's end) become readable on this fd
+/// instead of killing the agent, so it still removes its metrics file. `None`
+/// where signalfd is not available: the default actions then apply.
+fn catch_signals() -> Option<SignalFd> {
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        mask.add(s);
     }
+    mask.thread_block().ok()?;
+    SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).ok()
+}
+
+/// Wait up to `d`. `Some(ScriptEnded)` when stdin reached its end (only with
+/// `watch_stdin`), `Some(Signalled)` when a caught signal arrived.
+fn wait(d: Duration, watch_stdin: bool, signals: Option<&SignalFd>) -> Option<Ended> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let until = Instant::now() + d;
+    let stdin = std::io::stdin();
     loop {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return false;
+            return None;
         }
-        let stdin = std::io::stdin();
-        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        let mut fds = Vec::with_capacity(2);
+        if let Some(sig) = signals {
+            fds.push(PollFd::new(sig.as_fd(), PollFlags::POLLIN));
+        }
+        if watch_stdin {
+            fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+        }
+        if fds.is_empty() {
+            std::thread::sleep(left);
+            return None;
+        }
         let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
         match poll(&mut fds, timeout) {
-            Ok(0) => return false,
+            Ok(0) => return None,
             Ok(_) => {
-                let mut buf = [0u8; 256];
-                match nix::unistd::read(stdin.as_fd(), &mut buf) {
-                    Ok(0) => return true,
-                    Ok(_) => continue,
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    Err(_) => return true,
+                let ready = |i: usize| {
+                    fds.get(i)
+                        .and_then(PollFd::revents)
+                        .is_some_and(|r| !r.is_empty())
+                };
+                let (sig_at, stdin_at) = match signals {
+                    Some(_) => (Some(0), 1),
+                    None => (None, 0),
+                };
+                if sig_at.is_some_and(ready) {
+                    if let Some(sig) = signals {
+                        if let Ok(Some(_)) = sig.read_signal() {
+                            return Some(Ended::Signalled);
+                        }
+                    }
+                }
+                if watch_stdin && ready(stdin_at) {
+                    let mut buf = [0u8; 256];
+                    match nix::unistd::read(stdin.as_fd(), &mut buf) {
+                        Ok(0) => return Some(Ended::ScriptEnded),
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(_) => return Some(Ended::ScriptEnded),
+                    }
                 }
             }
-            Err(nix::errno::Errno::EINTR) => continue,
-            // No usable stdin: fall back to sleeping.
+            Err(nix::errno::Errno::EINTR) => {}
+            // No usable descriptors: fall back to sleeping.
             Err(_) => {
                 std::thread::sleep(left);
-                return false;
+                return None;
             }
         }
     }
@@ -233,6 +273,7 @@ pub fn run(
         if p.may_stop { "" } else { "; the site lets it only warn" },
     ));
 
+    let signals = catch_signals();
     let started = unix_now();
     let mut series = Series::new(p.series_max_samples);
     let mut breaker = Breaker::new(p.clone(), share, started);
@@ -444,8 +485,8 @@ pub fn run(
             outcome.ended = Ended::TrainerGone;
             break;
         }
-        if wait(interval, opts.stop_on_stdin_eof) {
-            outcome.ended = Ended::ScriptEnded;
+        if let Some(why) = wait(interval, opts.stop_on_stdin_eof, signals.as_ref()) {
+            outcome.ended = why;
             break;
         }
     }

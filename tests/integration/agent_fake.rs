@@ -357,7 +357,7 @@ fn on_a_whole_gpu_only_the_jobs_processes_count_and_its_share_is_enforced() {
 }
 
 #[test]
-fn the_agent_ends_with_its_trainer_and_when_its_stdin_closes() {
+fn the_agent_ends_with_its_trainer_when_its_stdin_closes_and_on_term() {
     let s = Setup::new(
         "h200-partitioned-busy.json",
         in_slice(json!([[0, 100]])),
@@ -389,11 +389,33 @@ fn the_agent_ends_with_its_trainer_and_when_its_stdin_closes() {
     let out = run_bounded_child(child.wait_with_output());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ended"], "script_ended");
-    assert!(!s
+    let prom = s
         .dir
         .path()
-        .join("textfile/yolo_sched_leaky-0001_train.prom")
-        .exists());
+        .join("textfile/yolo_sched_leaky-0001_train.prom");
+    assert!(!prom.exists());
+
+    // scancel's TERM: the agent still removes its metrics file.
+    let child = s
+        .agent(&uuid, None, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !prom.exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no metrics file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let out = run_bounded_child(child.wait_with_output());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ended"], "signalled");
+    assert!(!prom.exists(), "a TERM left the metrics file behind");
 }
 
 fn run_bounded_child(out: std::io::Result<Output>) -> Output {
