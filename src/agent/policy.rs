@@ -257,9 +257,12 @@ pub enum Decision {
     /// Memory passed the warning fraction.
     Warn {
         used: u64,
+        /// The slice's memory, or the job's share of a shared GPU.
         limit: u64,
         fraction: f64,
         warn_fraction: f64,
+        /// `limit` is a share of a shared GPU.
+        of_share: bool,
     },
     /// Stop the trainer (or, where the site lets the guard only warn, say it would).
     Stop { cause: StopCause, may_stop: bool },
@@ -281,10 +284,16 @@ impl Decision {
                 limit,
                 fraction,
                 warn_fraction,
+                of_share,
             } => format!(
-                "warning: memory at {} of {} GiB ({:.0}%, warns at {:.0}%)",
+                "warning: memory at {} of {} GiB{} ({:.0}%, warns at {:.0}%)",
                 gib(*used),
                 gib(*limit),
+                if *of_share {
+                    ", the job's share of the shared GPU"
+                } else {
+                    ""
+                },
                 fraction * 100.0,
                 warn_fraction * 100.0
             ),
@@ -373,6 +382,7 @@ impl Breaker {
                     limit,
                     fraction,
                     warn_fraction: self.policy.warn_fraction,
+                    of_share: self.share.is_some(),
                 });
             } else if self.warned && fraction < self.policy.warn_fraction - 0.05 {
                 self.warned = false;

@@ -378,9 +378,10 @@ pub fn run(
                     record.total_bytes = s.total;
                 }
                 record.time = Some(Utc::now());
-                if !opts.write_files {
-                } else if let Err(e) = write_record(&record_path, &record) {
-                    log(&format!("could not write the guard record: {e:#}"));
+                if opts.write_files {
+                    if let Err(e) = write_record(&record_path, &record) {
+                        log(&format!("could not write the guard record: {e:#}"));
+                    }
                 }
             }
             outcome.decisions.push(d);

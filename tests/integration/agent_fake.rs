@@ -295,6 +295,13 @@ fn a_600_mb_per_min_leak_is_stopped_with_its_reason_recorded() {
     assert_eq!(rec["run_id"], "leaky-0001");
     assert_eq!(rec["job_ids"], json!([77]));
     assert!(rec["detail"].as_str().unwrap().contains(message), "{rec}");
+    let shown = run(yolo()
+        .arg("--site")
+        .arg(s.dir.path().join("site.toml"))
+        .args(["audit", "--run", "leaky-0001"]));
+    assert_eq!(shown.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("guard-stop"), "{text}");
 }
 
 #[test]
@@ -341,6 +348,10 @@ fn on_a_whole_gpu_only_the_jobs_processes_count_and_its_share_is_enforced() {
     assert_eq!(stop["cause"]["used"].as_u64(), Some(12288 << 20));
     assert!(
         log.contains("holds 12 GiB, over its share of the shared GPU (10 of 40 GiB, 25%)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("warning: memory at 12 of 10 GiB, the job's share of the shared GPU (120%"),
         "{log}"
     );
     assert!(!trainer.running());
