@@ -476,12 +476,13 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
 /// Total and used bytes of a device (a MIG device: its GPU instance's memory).
 fn memory(d: &Driver, device: nvmlDevice_t) -> Result<(u64, u64), Code> {
     let m = &d.machine;
+    let now = m.fixture.clock_now();
     match d.dev(device)? {
         Dev::Gpu(i) => {
             let used = m
                 .processes(i, Scope::Gpu)
                 .iter()
-                .map(|p| p.used_memory_mib)
+                .map(|p| p.used_mib_at(now))
                 .sum::<u64>();
             Ok((m.model(i).memory_mib * MIB, used * MIB))
         }
@@ -496,7 +497,7 @@ fn memory(d: &Driver, device: nvmlDevice_t) -> Result<(u64, u64), Code> {
             let used = m
                 .processes(gpu, Scope::Mig { gi, ci })
                 .iter()
-                .map(|p| p.used_memory_mib)
+                .map(|p| p.used_mib_at(now))
                 .sum::<u64>();
             Ok((total * MIB, used * MIB))
         }
@@ -573,12 +574,13 @@ fn processes_v2(d: &Driver, device: nvmlDevice_t) -> Result<Vec<nvmlProcessInfo_
         Dev::Gpu(i) => (i, Scope::Gpu),
         Dev::Mig { gpu, gi, ci, .. } => (gpu, Scope::Mig { gi, ci }),
     };
+    let now = d.machine.fixture.clock_now();
     Ok(d.machine
         .processes(gpu, scope)
         .iter()
         .map(|p| nvmlProcessInfo_v2_t {
             pid: p.pid,
-            usedGpuMemory: p.used_memory_mib * MIB,
+            usedGpuMemory: p.used_mib_at(now) * MIB,
             gpuInstanceId: p.gpu_instance_id.unwrap_or(NO_VALUE),
             computeInstanceId: p.compute_instance_id.unwrap_or(NO_VALUE),
         })

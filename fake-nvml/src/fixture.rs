@@ -33,6 +33,14 @@ pub struct Fixture {
     /// GPU models by a short key that `gpus[].model` refers to.
     pub models: BTreeMap<String, GpuModel>,
     pub gpus: Vec<GpuSpec>,
+    /// Time zero of every `memory_curve`, in Unix seconds. Absent: the
+    /// modification time of the fixture file, so a test that writes the
+    /// fixture starts the clock.
+    #[serde(default)]
+    pub memory_clock_start: Option<f64>,
+    /// Time zero as loaded (`memory_clock_start`, else the file's mtime).
+    #[serde(skip)]
+    pub clock_origin: f64,
 }
 
 /// One kind of GPU: its name, memory and MIG table.
@@ -151,12 +159,63 @@ pub struct InitialGpuInstance {
 #[serde(deny_unknown_fields)]
 pub struct ProcessSpec {
     pub pid: u32,
+    /// Memory the process holds; with `memory_curve`, only its value before the curve is read.
+    #[serde(default)]
     pub used_memory_mib: u64,
+    /// Memory over time: `[[seconds, MiB], ...]`, seconds since the fixture's
+    /// clock start, strictly increasing. Read linearly interpolated at the wall
+    /// time of each call; before the first point the first value holds, after
+    /// the last point the last. Lets a test drive a leak or a steady job.
+    #[serde(default)]
+    pub memory_curve: Option<Vec<(f64, f64)>>,
     /// Set for a process inside a MIG device; it only exists while that instance does.
     #[serde(default)]
     pub gpu_instance_id: Option<u32>,
     #[serde(default)]
     pub compute_instance_id: Option<u32>,
+}
+
+impl ProcessSpec {
+    /// MiB held `t` seconds after the clock start.
+    pub fn used_mib_at(&self, t: f64) -> u64 {
+        let Some(curve) = self.memory_curve.as_deref().filter(|c| !c.is_empty()) else {
+            return self.used_memory_mib;
+        };
+        let (t0, v0) = curve[0];
+        if t <= t0 {
+            return v0 as u64;
+        }
+        for w in curve.windows(2) {
+            let ((ta, va), (tb, vb)) = (w[0], w[1]);
+            if t <= tb {
+                return (va + (vb - va) * (t - ta) / (tb - ta)) as u64;
+            }
+        }
+        curve[curve.len() - 1].1 as u64
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let Some(curve) = &self.memory_curve else {
+            return Ok(());
+        };
+        if curve.is_empty() {
+            return Err("memory_curve: empty; give at least one [seconds, MiB] point".into());
+        }
+        for (i, (t, v)) in curve.iter().enumerate() {
+            if !t.is_finite() || !v.is_finite() || *v < 0.0 {
+                return Err(format!(
+                    "memory_curve[{i}]: [{t}, {v}] is not [finite seconds, MiB >= 0]"
+                ));
+            }
+            if i > 0 && *t <= curve[i - 1].0 {
+                return Err(format!(
+                    "memory_curve[{i}]: times must increase ({t} after {})",
+                    curve[i - 1].0
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_driver_version() -> String {
@@ -180,7 +239,25 @@ impl Fixture {
     pub fn load(path: &Path) -> Result<Fixture, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read fixture {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("fixture {}: {e}", path.display()))
+        let mut fixture =
+            Self::parse(&text).map_err(|e| format!("fixture {}: {e}", path.display()))?;
+        fixture.clock_origin = match fixture.memory_clock_start {
+            Some(t) => t,
+            None => std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0.0, |d| d.as_secs_f64()),
+        };
+        Ok(fixture)
+    }
+
+    /// Seconds since the clock start of the memory curves (negative before it).
+    pub fn clock_now(&self) -> f64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        now - self.clock_origin
     }
 
     pub fn parse(text: &str) -> Result<Fixture, String> {
@@ -218,6 +295,9 @@ impl Fixture {
                 ));
             }
             parse_cpu_list(&gpu.cpu_affinity).map_err(|e| format!("{at}.cpu_affinity: {e}"))?;
+            for (j, p) in gpu.processes.iter().enumerate() {
+                p.check().map_err(|e| format!("{at}.processes[{j}].{e}"))?;
+            }
             if !uuids.insert(gpu.uuid.clone()) {
                 return Err(format!("{at}.uuid: {} is used twice", gpu.uuid));
             }

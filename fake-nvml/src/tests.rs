@@ -419,3 +419,47 @@ fn a_state_file_from_other_gpus_is_replaced_by_the_fixture() {
     assert!(!state.gpus[0].mig_current);
     assert!(state.gpus[0].uuid.contains("h2000999"));
 }
+
+#[test]
+fn a_memory_curve_is_interpolated_against_the_clock() {
+    let p: crate::fixture::ProcessSpec =
+        serde_json::from_str(r#"{"pid": 5, "memory_curve": [[0, 1000], [60, 1600], [120, 1600]]}"#)
+            .unwrap();
+    assert_eq!(
+        p.used_mib_at(-5.0),
+        1000,
+        "before the curve: its first value"
+    );
+    assert_eq!(p.used_mib_at(30.0), 1300);
+    assert_eq!(p.used_mib_at(60.0), 1600);
+    assert_eq!(p.used_mib_at(1e6), 1600, "after the curve: its last value");
+    let steady: crate::fixture::ProcessSpec =
+        serde_json::from_str(r#"{"pid": 5, "used_memory_mib": 700}"#).unwrap();
+    assert_eq!(steady.used_mib_at(99.0), 700);
+}
+
+#[test]
+fn a_bad_memory_curve_names_the_process_and_the_point() {
+    let text = std::fs::read_to_string(fixture_path("a100-sxm4-40gb.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["gpus"][0]["processes"] = serde_json::json!([{"pid": 9, "memory_curve": [[0, 1], [0, 2]]}]);
+    let err = Fixture::parse(&v.to_string()).unwrap_err();
+    assert!(
+        err.contains("gpus[0].processes[0].memory_curve[1]") && err.contains("increase"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_clock_starts_at_the_fixture_mtime_unless_the_fixture_names_a_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("f.json");
+    let text = std::fs::read_to_string(fixture_path("a100-sxm4-40gb.json")).unwrap();
+    std::fs::write(&p, &text).unwrap();
+    let f = Fixture::load(&p).unwrap();
+    assert!((0.0..5.0).contains(&f.clock_now()), "{}", f.clock_now());
+    let at = text.replacen('{', "{\"memory_clock_start\": 1000,", 1);
+    std::fs::write(&p, at).unwrap();
+    let f = Fixture::load(&p).unwrap();
+    assert!(f.clock_now() > 1e9);
+}

@@ -1,5 +1,6 @@
 //! Argument parsing, dispatch and output; the work is done by library modules.
 
+pub mod agent;
 pub mod args;
 pub mod checkpoint;
 pub mod compare;
@@ -98,6 +99,8 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Shell completions and the man page.
     Generate(generate::GenerateArgs),
+    /// The job agent beside a GPU stage's trainer: memory guard and metrics (started by the stage script).
+    Agent(agent::AgentArgs),
 }
 
 /// What every subcommand gets: resolved settings, the terminal and the Slurm runner.
@@ -164,6 +167,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::NodeSetup(args) => node_setup::run(&mut ctx, &args),
         Command::Report(args) => report::run(&mut ctx, &args),
         Command::Compare(args) => compare::run(&mut ctx, &args),
+        Command::Agent(args) => agent::run(&mut ctx, &args),
     }
 }
 

@@ -170,7 +170,10 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
             continue;
         }
         for t in rows {
-            let detail = if s.stage == "train" && t.state != TaskState::Pending {
+            let detail = if let Some(stop) = t.guard_stop() {
+                // The memory guard's stop says more than the epochs reached.
+                Some(stop.to_string())
+            } else if s.stage == "train" && t.state != TaskState::Pending {
                 s.progress
                     .iter()
                     .find(|(k, _)| *k == t.task)

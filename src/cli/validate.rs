@@ -64,6 +64,7 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     let mut checked = spec::read_checked(&args.spec)?;
     if let Ok(spec) = &mut checked {
         let policy = crate::plan::Policy::from_site(ctx.site()?)?;
+        crate::agent::check_spec(ctx.site()?, spec)?;
         let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
         let mut errors = crate::run::submit::resolve_weights(spec, &policy, &paths);
         errors.extend(crate::run::submit::workdir_errors(spec));

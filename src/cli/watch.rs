@@ -58,6 +58,9 @@ fn stage_lines(st: &RunStatus) -> Vec<(String, String)> {
             } else {
                 s.state.word().to_string()
             };
+            if let Some(stop) = s.tasks.iter().find_map(|t| t.guard_stop()) {
+                line.push_str(&format!(": {stop}"));
+            }
             if s.state == TaskState::Pending {
                 if let Some(r) = s.tasks.iter().find_map(|t| t.reason_text.clone()) {
                     line.push_str(&format!(": {r}"));
@@ -221,6 +224,7 @@ mod tests {
                     slice: None,
                     exit_code: None,
                     source: crate::run::status::Source::Squeue,
+                    guard: None,
                 })
                 .collect(),
             counts,

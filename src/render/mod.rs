@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::shell;
 
 /// The templates shipped in `templates/`, by name.
-pub const BUILTIN: [(&str, &str); 6] = [
+pub const BUILTIN: [(&str, &str); 7] = [
     (
         "_header.sh.j2",
         include_str!("../../templates/_header.sh.j2"),
@@ -30,6 +30,7 @@ pub const BUILTIN: [(&str, &str); 6] = [
         "_prologue.sh.j2",
         include_str!("../../templates/_prologue.sh.j2"),
     ),
+    ("_agent.sh.j2", include_str!("../../templates/_agent.sh.j2")),
     (
         "prepare.sh.j2",
         include_str!("../../templates/prepare.sh.j2"),

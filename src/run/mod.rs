@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod chain;
 pub mod checkpoint;
 pub mod escalate;
+pub mod guard;
 pub mod journal;
 pub mod manifest;
 pub mod query;

@@ -157,6 +157,36 @@ pub struct TaskStatus {
     pub slice: Option<String>,
     pub exit_code: Option<i32>,
     pub source: Source,
+    /// What the job agent's memory guard did to this task (this attempt's
+    /// `state/<key>.guard.json`): a warning, or the stop that ended it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardOutcome>,
+}
+
+/// The memory guard's word on one task, from its guard record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuardOutcome {
+    /// `warned`, `stopped` or `would_stop`.
+    pub action: String,
+    /// "stopped by the memory guard: grew 640 MB/min for 3 min, 4.4 of 4.75 GiB".
+    pub message: String,
+    pub warnings: Vec<String>,
+}
+
+impl GuardOutcome {
+    pub fn stopped(&self) -> bool {
+        self.action == "stopped"
+    }
+}
+
+impl TaskStatus {
+    /// The guard's stop message, when the guard ended this task.
+    pub fn guard_stop(&self) -> Option<&str> {
+        self.guard
+            .as_ref()
+            .filter(|g| g.stopped())
+            .map(|g| g.message.as_str())
+    }
 }
 
 /// Progress of training, from a `results.csv`.
@@ -288,6 +318,9 @@ pub enum RunState {
     Completed,
     Failed {
         stage: String,
+        /// Why, when yolo-sched knows better than an exit code (the memory guard stopped it).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
     Cancelled {
         stage: String,
@@ -320,7 +353,7 @@ impl RunState {
     pub fn stage(&self) -> Option<&str> {
         match self {
             RunState::Running { stage }
-            | RunState::Failed { stage }
+            | RunState::Failed { stage, .. }
             | RunState::Cancelled { stage }
             | RunState::NeverRuns { stage, .. } => Some(stage),
             RunState::Pending | RunState::Completed | RunState::Unknown => None,
@@ -340,7 +373,11 @@ impl RunState {
             RunState::Pending => "pending".into(),
             RunState::Running { stage } => format!("running ({stage})"),
             RunState::Completed => "completed".into(),
-            RunState::Failed { stage } => format!("failed ({stage})"),
+            RunState::Failed { stage, why: None } => format!("failed ({stage})"),
+            RunState::Failed {
+                stage,
+                why: Some(why),
+            } => format!("failed ({stage}): {why}"),
             RunState::Cancelled { stage } => format!("cancelled ({stage})"),
             RunState::NeverRuns { stage, reason } => {
                 format!(
@@ -498,6 +535,7 @@ fn task_from_row(
             None
         },
         source: Source::Squeue,
+        guard: None,
     }
 }
 
@@ -535,6 +573,7 @@ fn task_from_files(
         } else {
             Source::None
         },
+        guard: None,
     }
 }
 
@@ -565,6 +604,8 @@ pub fn compute(
     slurm_reachable: bool,
 ) -> RunStatus {
     let mut stages = Vec::new();
+    // The memory guard's records (state/<key>.guard.json), read like results.csv.
+    let guards = super::guard::read_records(&manifest.workdir);
     let stage_names: Vec<&str> = manifest.stages.iter().map(|s| s.stage.as_str()).collect();
     for (si, stage) in manifest.stages.iter().enumerate() {
         // The stages this one waits for: its recorded dependencies, else the one before it.
@@ -622,7 +663,7 @@ pub fn compute(
                 Some(t) => format!("{}_{t}", attempt.job_id),
                 None => attempt.job_id.to_string(),
             };
-            let status = if let Some(row) = row {
+            let mut status = if let Some(row) = row {
                 let mut t = task_from_row(row, task, upstream, file);
                 let taskwise = attempt
                     .dependency
@@ -653,6 +694,19 @@ pub fn compute(
             } else {
                 task_from_files(job_id, task, attempt.job_id, file)
             };
+            if let Some(r) = guards
+                .get(&(stage.stage.clone(), task))
+                .filter(|r| r.array_job_id == attempt.job_id.to_string())
+            {
+                if r.action == "stopped" && !status.state.is_active() {
+                    status.reason_text = Some(r.message.clone());
+                }
+                status.guard = Some(GuardOutcome {
+                    action: r.action.clone(),
+                    message: r.message.clone(),
+                    warnings: r.warnings.clone(),
+                });
+            }
             tasks.push(status);
         }
         let attempt = latest;
@@ -776,6 +830,14 @@ pub fn aggregate(tasks: &[TaskStatus]) -> TaskState {
     }
 }
 
+/// The memory guard's stop message of a stage's first task it stopped.
+fn guard_why(stage: &StageStatus) -> Option<String> {
+    stage
+        .tasks
+        .iter()
+        .find_map(|t| t.guard_stop().map(str::to_string))
+}
+
 /// The run's state: the first failed stage names it; else cancelled; else
 /// active; else completed.
 pub fn run_state(stages: &[StageStatus]) -> RunState {
@@ -783,6 +845,7 @@ pub fn run_state(stages: &[StageStatus]) -> RunState {
         if !stages.iter().any(|s| s.state.is_active()) {
             return RunState::Failed {
                 stage: s.stage.clone(),
+                why: guard_why(s),
             };
         }
     }
@@ -815,6 +878,7 @@ pub fn run_state(stages: &[StageStatus]) -> RunState {
             // A failure upstream with stages still queued: they will be cancelled.
             Some(f) => RunState::Failed {
                 stage: f.stage.clone(),
+                why: guard_why(f),
             },
             None => RunState::Pending,
         };
@@ -910,7 +974,8 @@ mod tests {
         assert_eq!(
             s.state,
             RunState::Failed {
-                stage: "prepare".into()
+                stage: "prepare".into(),
+                why: None,
             }
         );
         let train = s.stage("train").unwrap();
@@ -1062,6 +1127,44 @@ mod tests {
         );
         assert_eq!(s.stage("train").unwrap().tasks[0].state, TaskState::Unknown);
         assert!(s.stale);
+    }
+
+    #[test]
+    fn a_stop_by_the_memory_guard_is_why_the_run_failed_and_only_for_its_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = manifest(vec![stage("prepare", 1, 50), stage("train", 1, 51)]);
+        m.workdir = dir.path().to_path_buf();
+        std::fs::create_dir(dir.path().join("state")).unwrap();
+        let msg = "stopped by the memory guard: grew 640 MB/min for 3 min, 4.4 of 4.75 GiB";
+        let record = |job: &str| crate::run::guard::GuardRecord {
+            array_job_id: job.into(),
+            job_id: job.into(),
+            action: "stopped".into(),
+            message: msg.into(),
+            ..Default::default()
+        };
+        let path = dir.path().join("state/train.guard.json");
+        crate::run::guard::write_record(&path, &record("51")).unwrap();
+        let rows = vec![
+            row("50", 50, "", "COMPLETED", ""),
+            row("51", 51, "", "FAILED", "NonZeroExitCode"),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(
+            s.state,
+            RunState::Failed {
+                stage: "train".into(),
+                why: Some(msg.into())
+            }
+        );
+        assert_eq!(s.state.describe(), format!("failed (train): {msg}"));
+        let t = &s.stage("train").unwrap().tasks[0];
+        assert_eq!(t.reason_text.as_deref(), Some(msg));
+        assert_eq!(t.guard_stop(), Some(msg));
+        // A record of an earlier attempt says nothing about this one.
+        crate::run::guard::write_record(&path, &record("7")).unwrap();
+        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        assert_eq!(s.state.describe(), "failed (train)");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub(crate) mod args;
 pub mod error;
+pub mod guard;
 mod parse;
 
 pub mod types;

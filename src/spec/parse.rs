@@ -27,7 +27,15 @@ pub const MAX_VARIANTS: u64 = 4_000_001;
 /// Default export formats when `[stages.export]` gives none: Ultralytics' own default.
 pub const DEFAULT_EXPORT_FORMATS: &[&str] = &["torchscript"];
 
-const ROOT_KEYS: &[&str] = &["version", "run", "train", "resources", "stages", "sweep"];
+const ROOT_KEYS: &[&str] = &[
+    "version",
+    "run",
+    "train",
+    "resources",
+    "stages",
+    "sweep",
+    "guard",
+];
 const RUN_KEYS: &[&str] = &["name", "workdir", "account", "qos", "partition", "setup"];
 const TRAIN_TABLE_KEYS: &[&str] = &[
     "model", "data", "epochs", "imgsz", "batch", "workers", "args",
@@ -54,6 +62,7 @@ const HOMES: &[(&str, &[&str])] = &[
     ("train", TRAIN_TABLE_KEYS),
     ("resources", RESOURCE_KEYS),
     ("stages", STAGE_NAMES),
+    ("guard", super::guard::GUARD_KEYS),
 ];
 
 /// Parse and validate a spec. `file` names it in messages; relative paths in it
@@ -516,6 +525,24 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
         None => Some(Sweep::default()),
     };
 
+    // `[guard]` is read by its own file (`spec::guard`); this is its one hook.
+    let guard = match f.get("guard") {
+        Some(v) => cx.table_of("guard", v).map(|t| {
+            let mut issues = Vec::new();
+            let g = super::guard::read(t, &mut issues);
+            for (k, v) in t.iter() {
+                let path = join("guard", k.get_ref().as_ref());
+                let at = cx.at(&v.span());
+                cx.locations.insert(path, at);
+            }
+            for i in issues {
+                cx.error(i.span, &i.key, i.message, i.help);
+            }
+            g
+        }),
+        None => Some(super::guard::GuardSpec::default()),
+    };
+
     let spec = Spec {
         version: SPEC_VERSION,
         run: run?,
@@ -523,6 +550,7 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
         resources: resources?,
         stages: stages?,
         sweep: sweep?,
+        guard: guard?,
         origin: Origin::default(),
     };
     check_whole(cx, &spec);

@@ -28,6 +28,8 @@ pub struct Spec {
     pub stages: Stages,
     /// Empty (no axes) when the spec has no `[sweep]`: one variant.
     pub sweep: Sweep,
+    /// `[guard]`: the job's memory-guard settings (`spec::guard`); empty when absent.
+    pub guard: super::guard::GuardSpec,
     /// Where the spec came from and where its keys are; not part of its content.
     #[serde(skip)]
     pub origin: Origin,

@@ -12,6 +12,9 @@ mod common;
 mod fake_nvml;
 
 mod accounting_live;
+mod agent_fake;
+mod agent_live;
+mod agent_script;
 mod chromium;
 mod cli_help;
 mod cluster;

@@ -410,7 +410,7 @@ fn bad_input_is_exit_2_before_any_slurm_call() {
 
 /// A tool the Prometheus checks need: its path, or `None` to skip. When the
 /// suite is run with the cluster expected (CI), a missing tool fails.
-fn tool(names: &[&str], package: &str) -> Option<PathBuf> {
+pub fn tool(names: &[&str], package: &str) -> Option<PathBuf> {
     if let Some(p) = names.iter().find_map(|n| which::which(n).ok()) {
         return Some(p);
     }
@@ -422,7 +422,7 @@ fn tool(names: &[&str], package: &str) -> Option<PathBuf> {
 }
 
 /// Kills the exporter however the test ends.
-struct Exporter(std::process::Child);
+pub struct Exporter(pub std::process::Child);
 
 impl Drop for Exporter {
     fn drop(&mut self) {
@@ -431,7 +431,7 @@ impl Drop for Exporter {
     }
 }
 
-fn http_get(port: u16, path: &str) -> Option<String> {
+pub fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))

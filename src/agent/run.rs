@@ -1,0 +1,534 @@
+//! The agent's loop: sample, decide, act, publish, wait. Its effects: NVML
+//! (through `nvml::memory`), the series, guard record and textfile (through
+//! `fsutil`), the audit log, and signals to the trainer (`procs`). It prints
+//! nothing: every line for the job log goes to the caller's `log`.
+//!
+//! Files, under `<workdir>/state/` (`<key>` is `train` or `train.3`):
+//! * `<key>.memory.csv`: the series (`series::CSV_HEADER`), at most
+//!   `series_max_samples` lines, rewritten atomically every few samples;
+//! * `<key>.guard.json`: a `GuardRecord` once the guard warned or stopped;
+//! * `<textfile_dir>/yolo_sched_<run>_<key>.prom`: the gauges, replaced
+//!   atomically each sample and removed when the agent ends.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use chrono::Utc;
+use serde::Serialize;
+
+use super::metrics::{self, Gauges, Labels};
+use super::policy::{gib, Breaker, Decision, GuardPolicy};
+use super::procs;
+use super::series::{Sample, Series};
+use super::{AgentDuty, Event};
+use crate::nvml::memory::{parse_visible_devices, JobDevice};
+use crate::run::guard::{write_record, GuardRecord};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+/// Everything one agent needs; the CLI fills it from flags, the environment
+/// Slurm gives the job, the site file and the run's manifest.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub workdir: PathBuf,
+    pub run_id: String,
+    pub stage: String,
+    pub task: Option<u32>,
+    /// The trainer: stopped by the guard; the agent ends when it is gone.
+    pub pid: Option<i32>,
+    /// `CUDA_VISIBLE_DEVICES` as the job got it.
+    pub visible_devices: String,
+    pub library: OsString,
+    pub policy: GuardPolicy,
+    /// The job's share of a shared GPU (shard, time-slicing); `None`: its own device.
+    pub share: Option<f64>,
+    /// `SLURM_JOB_ID` and `SLURM_ARRAY_JOB_ID` (or the job id), for the records.
+    pub job_id: String,
+    pub array_job_id: String,
+    pub user: String,
+    pub account: String,
+    /// The Ultralytics run directory (`<workdir>/train`), for results.csv.
+    pub save_dir: Option<PathBuf>,
+    /// End when stdin reaches end of file (the train script holds its other end).
+    pub stop_on_stdin_eof: bool,
+    /// Stop after this many samples (tests, benchmarks); `None`: until the end.
+    pub max_samples: Option<u64>,
+    /// Where the audit record of a stop goes; `None`: nowhere.
+    pub audit_log: Option<PathBuf>,
+    /// Write the series and the guard record (false: `--dry-run`, which also
+    /// clears the textfile directory and the audit log and lets the guard only warn).
+    pub write_files: bool,
+}
+
+impl Options {
+    /// `train` or `train.3`, as the stage scripts name their records.
+    pub fn key(&self) -> String {
+        match self.task {
+            Some(t) => format!("{}.{t}", self.stage),
+            None => self.stage.clone(),
+        }
+    }
+}
+
+/// Why the agent ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// The trainer exited.
+    TrainerGone,
+    /// Its stdin closed: the train script is ending.
+    ScriptEnded,
+    /// TERM, INT or HUP (scancel, the job's end).
+    Signalled,
+    /// The guard stopped the trainer.
+    Stopped,
+    /// `max_samples` reached.
+    SampleLimit,
+}
+
+/// The agent's own account of a run, for `--json` and the tests.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub device: String,
+    pub device_name: String,
+    pub is_mig: bool,
+    pub samples: u64,
+    pub read_errors: u64,
+    pub decisions: Vec<Decision>,
+    pub ended: Ended,
+    pub policy: GuardPolicy,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The slice's profile from an NVML name ("NVIDIA A100-SXM4-40GB MIG 1g.5gb"
+/// → "1g.5gb"), else the name.
+fn slice_of(name: &str) -> String {
+    match name.rsplit_once(" MIG ") {
+        Some((_, profile)) => profile.to_string(),
+        None => name.to_string(),
+    }
+}
+
+/// results.csv, read again only when it changed.
+struct Progress {
+    path: Option<PathBuf>,
+    seen: Option<(SystemTime, u64)>,
+    value: (Option<u32>, Option<f64>),
+}
+
+impl Progress {
+    fn read(&mut self) -> (Option<u32>, Option<f64>) {
+        let Some(path) = &self.path else {
+            return (None, None);
+        };
+        let Ok(meta) = std::fs::metadata(path) else {
+            return self.value;
+        };
+        let stamp = (meta.modified().unwrap_or(UNIX_EPOCH), meta.len());
+        if self.seen != Some(stamp) {
+            self.seen = Some(stamp);
+            if let Ok(text) = crate::fsutil::read_regular(path, 4 << 20) {
+                self.value = metrics::latest_progress(&text);
+            }
+        }
+        self.value
+    }
+}
+
+/// TERM, INT and HUP (scancel, the job's end) become readable on this fd
+/// instead of killing the agent, so it still removes its metrics file. `None`
+/// where signalfd is not available: the default actions then apply.
+fn catch_signals() -> Option<SignalFd> {
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        mask.add(s);
+    }
+    mask.thread_block().ok()?;
+    SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).ok()
+}
+
+/// Wait up to `d`. `Some(ScriptEnded)` when stdin reached its end (only with
+/// `watch_stdin`), `Some(Signalled)` when a caught signal arrived.
+fn wait(d: Duration, watch_stdin: bool, signals: Option<&SignalFd>) -> Option<Ended> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let until = Instant::now() + d;
+    let stdin = std::io::stdin();
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let mut fds = Vec::with_capacity(2);
+        if let Some(sig) = signals {
+            fds.push(PollFd::new(sig.as_fd(), PollFlags::POLLIN));
+        }
+        if watch_stdin {
+            fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+        }
+        if fds.is_empty() {
+            std::thread::sleep(left);
+            return None;
+        }
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, timeout) {
+            Ok(0) => return None,
+            Ok(_) => {
+                let ready = |i: usize| {
+                    fds.get(i)
+                        .and_then(PollFd::revents)
+                        .is_some_and(|r| !r.is_empty())
+                };
+                let (sig_at, stdin_at) = match signals {
+                    Some(_) => (Some(0), 1),
+                    None => (None, 0),
+                };
+                if sig_at.is_some_and(ready) {
+                    if let Some(sig) = signals {
+                        if let Ok(Some(_)) = sig.read_signal() {
+                            return Some(Ended::Signalled);
+                        }
+                    }
+                }
+                if watch_stdin && ready(stdin_at) {
+                    let mut buf = [0u8; 256];
+                    match nix::unistd::read(stdin.as_fd(), &mut buf) {
+                        Ok(0) => return Some(Ended::ScriptEnded),
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(_) => return Some(Ended::ScriptEnded),
+                    }
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            // No usable descriptors: fall back to sleeping.
+            Err(_) => {
+                std::thread::sleep(left);
+                return None;
+            }
+        }
+    }
+}
+
+/// Run the agent until the trainer ends, the script closes stdin, the guard
+/// stops the trainer, or `max_samples`. An error means it could not start
+/// (no NVML, no such device); a failing read later is logged and retried.
+pub fn run(
+    opts: &Options,
+    duties: &mut [Box<dyn AgentDuty>],
+    log: &mut dyn FnMut(&str),
+) -> Result<Outcome> {
+    let p = &opts.policy;
+    let ids = parse_visible_devices(&opts.visible_devices)?;
+    let nvml = crate::nvml::open(&opts.library)?;
+    let device = JobDevice::open(&nvml, &ids[0])?;
+    if ids.len() > 1 {
+        log(&format!(
+            "the job sees {} devices; the guard watches the first, {}",
+            ids.len(),
+            ids[0]
+        ));
+    }
+    let key = opts.key();
+    let state = opts.workdir.join("state");
+    if opts.write_files {
+        std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
+    }
+    let series_path = state.join(format!("{key}.memory.csv"));
+    let record_path = state.join(format!("{key}.guard.json"));
+    let textfile = p
+        .textfile_dir
+        .as_ref()
+        .map(|d| d.join(metrics::file_name(&opts.run_id, &key)));
+    let labels = Labels {
+        run: opts.run_id.clone(),
+        stage: opts.stage.clone(),
+        task: opts.task.map(|t| t.to_string()).unwrap_or_default(),
+        user: opts.user.clone(),
+        account: opts.account.clone(),
+        slice: slice_of(&device.name),
+    };
+    let share = if device.is_mig { None } else { opts.share };
+    log(&format!(
+        "watching {} ({}, {}){}; every {} s: warn at {:.0}%, stop on growth over {} MB/min sustained for {} s after {} warm-up epoch(s) (at most {} s), grace {} s{}{}",
+        device.id,
+        device.name,
+        if device.is_mig { "MIG slice" } else { "whole GPU" },
+        share.map(|s| format!(", job's share {:.0}%", s * 100.0)).unwrap_or_default(),
+        p.interval_s,
+        p.warn_fraction * 100.0,
+        p.growth_mb_per_min,
+        p.window_s,
+        p.warmup_epochs,
+        p.warmup_max_s,
+        p.grace_s,
+        if p.enabled { "" } else { "; the guard is off for this job (metrics only)" },
+        if p.may_stop { "" } else { "; the site lets it only warn" },
+    ));
+
+    let signals = catch_signals();
+    let started = unix_now();
+    let mut series = Series::new(p.series_max_samples);
+    let mut breaker = Breaker::new(p.clone(), share, started);
+    let mut progress = Progress {
+        path: opts.save_dir.as_ref().map(|d| d.join("results.csv")),
+        seen: None,
+        value: (None, None),
+    };
+    let mut record = GuardRecord {
+        array_job_id: opts.array_job_id.clone(),
+        job_id: opts.job_id.clone(),
+        device: format!("{} ({})", device.id, device.name),
+        ..GuardRecord::default()
+    };
+    let mut outcome = Outcome {
+        device: device.id.to_string(),
+        device_name: device.name.clone(),
+        is_mig: device.is_mig,
+        samples: 0,
+        read_errors: 0,
+        decisions: vec![],
+        ended: Ended::TrainerGone,
+        policy: p.clone(),
+    };
+    let mut last_error: Option<String> = None;
+    // The metrics file's first failure is logged, not every one.
+    let mut metrics_failed = false;
+    let mut last_flush = Instant::now();
+    let mut last_status = Instant::now();
+    let mut guard_state = 0u8;
+    let interval = Duration::from_secs_f64(p.interval_s);
+    loop {
+        // On a shared GPU the job's use is its processes' (the trainer's tree).
+        let job_pids: Option<BTreeSet<u32>> = match (share, opts.pid) {
+            (Some(_), Some(pid)) => Some(procs::tree(pid)),
+            _ => None,
+        };
+        let is_job = |pid: u32| job_pids.as_ref().is_some_and(|set| set.contains(&pid));
+        let filter: Option<&dyn Fn(u32) -> bool> = match job_pids {
+            Some(_) => Some(&is_job),
+            None => None,
+        };
+        match device.read(filter) {
+            Ok(m) => {
+                last_error = None;
+                outcome.samples += 1;
+                series.push(Sample {
+                    t: unix_now(),
+                    used: m.job_used,
+                    device_used: m.device_used,
+                    total: m.total,
+                });
+            }
+            Err(e) => {
+                outcome.read_errors += 1;
+                let text = format!("{e:#}");
+                if last_error.as_deref() != Some(text.as_str()) {
+                    log(&format!(
+                        "could not read the device memory: {text}; trying again"
+                    ));
+                    last_error = Some(text);
+                }
+            }
+        }
+        let (epoch, map) = progress.read();
+        let decisions = if p.enabled {
+            breaker.observe(&series, epoch)
+        } else {
+            vec![]
+        };
+        let mut stop_now = false;
+        for d in decisions {
+            let line = d.describe();
+            log(&line);
+            let last = series.last().copied();
+            match &d {
+                Decision::WarmupOver { .. } => {}
+                Decision::Warn { .. } => {
+                    guard_state = guard_state.max(1);
+                    record.warnings.push(line.clone());
+                    if record.action.is_empty() {
+                        record.action = "warned".into();
+                        record.message = line.clone();
+                    }
+                }
+                Decision::Stop { may_stop, .. } => {
+                    if *may_stop {
+                        guard_state = 2;
+                        record.action = "stopped".into();
+                        stop_now = true;
+                    } else {
+                        guard_state = guard_state.max(1);
+                        record.action = "would_stop".into();
+                        record.warnings.push(line.clone());
+                    }
+                    record.message = line.clone();
+                }
+            }
+            if !matches!(d, Decision::WarmupOver { .. }) {
+                if let Some(s) = last {
+                    record.used_bytes = s.used;
+                    record.total_bytes = s.total;
+                }
+                record.time = Some(Utc::now());
+                if opts.write_files {
+                    if let Err(e) = write_record(&record_path, &record) {
+                        log(&format!("could not write the guard record: {e:#}"));
+                    }
+                }
+            }
+            outcome.decisions.push(d);
+        }
+        if let Some(path) = &textfile {
+            let rate = series
+                .rate_since(unix_now() - p.window_s)
+                .map(|r| r.bytes_per_s);
+            let gauges = Gauges {
+                used_bytes: series.last().map_or(0, |s| s.used),
+                total_bytes: series.last().map_or(0, |s| s.total),
+                growth_bytes_per_second: rate,
+                epoch,
+                map50_95: map,
+                guard_state,
+            };
+            if series.last().is_some() {
+                if let Err(e) = crate::fsutil::write_atomic(
+                    path,
+                    metrics::render(&labels, &gauges).as_bytes(),
+                    0o644,
+                ) {
+                    if !metrics_failed {
+                        log(&format!("could not write the metrics file: {e:#}"));
+                        metrics_failed = true;
+                    }
+                }
+            }
+        }
+        if last_flush.elapsed() >= Duration::from_secs(30) || outcome.samples <= 1 || stop_now {
+            if opts.write_files {
+                flush(&series_path, &series, log);
+            }
+            last_flush = Instant::now();
+        }
+        let now = SystemTime::now();
+        for duty in duties.iter_mut() {
+            for e in duty.tick(now) {
+                log_event(duty.name(), &e, log);
+            }
+        }
+        if last_status.elapsed().as_secs_f64() >= p.log_every_s {
+            last_status = Instant::now();
+            if let Some(s) = series.last() {
+                let rate = series.rate_since(s.t - p.window_s);
+                log(&format!(
+                    "memory {} of {} GiB, growth {} MB/min over the last {}: no action",
+                    gib(s.used),
+                    gib(s.total),
+                    rate.map_or("unknown".to_string(), |r| format!(
+                        "{:.0}",
+                        r.bytes_per_s * 60.0 / 1e6
+                    )),
+                    super::policy::span(p.window_s)
+                ));
+            }
+        }
+        if stop_now {
+            outcome.ended = Ended::Stopped;
+            match opts.pid {
+                Some(pid) => {
+                    let how = procs::stop(pid, Duration::from_secs_f64(p.grace_s));
+                    let word = serde_json::to_value(how)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    log(&format!(
+                        "trainer (pid {pid}) {}; `yolo-sched resume {}` continues from its last checkpoint",
+                        match how {
+                            procs::Stopped::Terminated => "stopped by TERM",
+                            procs::Stopped::Killed => "killed after the grace period",
+                            procs::Stopped::Gone => "had already exited",
+                        },
+                        opts.run_id
+                    ));
+                    record.stopped = Some(word);
+                    if opts.write_files {
+                        let _ = write_record(&record_path, &record);
+                    }
+                }
+                None => log("no trainer pid was given (--pid): nothing to stop"),
+            }
+            if let Some(path) = &opts.audit_log {
+                let mut rec = crate::run::audit::AuditRecord::new(
+                    "guard-stop",
+                    Some(&opts.run_id),
+                    opts.job_id.parse().ok().into_iter().collect(),
+                    "ok",
+                );
+                rec.detail = Some(format!("{key}: {}", record.message));
+                if let Err(e) = crate::run::audit::append(path, &rec) {
+                    log(&format!("could not write the audit log: {e:#}"));
+                }
+            }
+            break;
+        }
+        if opts.max_samples.is_some_and(|m| outcome.samples >= m) {
+            outcome.ended = Ended::SampleLimit;
+            break;
+        }
+        if opts.pid.is_some_and(|pid| !procs::alive(pid)) {
+            outcome.ended = Ended::TrainerGone;
+            break;
+        }
+        if let Some(why) = wait(interval, opts.stop_on_stdin_eof, signals.as_ref()) {
+            outcome.ended = why;
+            break;
+        }
+    }
+    if opts.write_files {
+        flush(&series_path, &series, log);
+    }
+    for duty in duties.iter_mut() {
+        for e in duty.finish() {
+            log_event(duty.name(), &e, log);
+        }
+    }
+    if let Some(path) = &textfile {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => log(&format!("could not remove {}: {e}", path.display())),
+        }
+    }
+    Ok(outcome)
+}
+
+fn log_event(name: &str, e: &Event, log: &mut dyn FnMut(&str)) {
+    match e {
+        Event::Info(t) => log(&format!("{name}: {t}")),
+        Event::Warning(t) => log(&format!("{name}: warning: {t}")),
+    }
+}
+
+fn flush(path: &Path, series: &Series, log: &mut dyn FnMut(&str)) {
+    if let Err(e) = crate::fsutil::write_atomic(path, series.to_csv().as_bytes(), 0o644) {
+        log(&format!("could not write the memory series: {e:#}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_are_named_by_their_profile() {
+        assert_eq!(slice_of("NVIDIA A100-SXM4-40GB MIG 1g.5gb"), "1g.5gb");
+        assert_eq!(slice_of("NVIDIA A100-SXM4-40GB"), "NVIDIA A100-SXM4-40GB");
+    }
+}

@@ -1,0 +1,191 @@
+//! `yolo-sched agent`: the job agent the GPU stage scripts start beside the
+//! trainer. Thin: it gathers the options and hands them to `agent::run`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+use clap::Args;
+
+use super::args::{JsonArg, NvmlLibArg};
+use super::Context;
+use crate::agent::{self, GuardPolicy, GuardSite, Options};
+use crate::error::invalid;
+use crate::run::manifest::Manifest;
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Started by the train script (templates/train.sh.j2) in the background beside the trainer;
+you do not normally run it yourself. It reads the memory of the job's own device (the MIG
+slice or GPU in CUDA_VISIBLE_DEVICES) every [guard] interval_s seconds, keeps the series in
+<workdir>/state/<stage>[.<task>].memory.csv, writes per-job gauges to the site's
+[guard] textfile_dir, and runs the memory guard: a warning at warn_fraction of the slice,
+and on sustained growth over growth_mb_per_min (or over the job's share of a shared GPU)
+TERM to the trainer, the grace period, then KILL, with the reason in
+<workdir>/state/<stage>[.<task>].guard.json, the job log and the audit log. It ends when the
+trainer exits, when its stdin closes (--stdin-eof), or after --samples. Its failure never
+fails the job. See docs/agent.md.
+
+Exit status: 0 when it ran (whatever the guard decided), 1 when it could not start
+(no NVML, no such device), 2 for invalid input.
+
+Examples:
+  yolo-sched agent --workdir runs/demo --stage train --pid 4242 --stdin-eof
+  CUDA_VISIBLE_DEVICES=MIG-4a2b36b7-8d1c-5f43-9a4e-2c0d6b3e7f10 \\
+    yolo-sched agent --workdir runs/demo --stage train --samples 5 --dry-run --json")]
+pub struct AgentArgs {
+    /// The run directory (holds manifest.json and state/).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: PathBuf,
+
+    /// The stage the agent watches (`train`, `val`).
+    #[arg(long, value_name = "STAGE", default_value = "train")]
+    pub stage: String,
+
+    /// The array task (default: SLURM_ARRAY_TASK_ID).
+    #[arg(long, value_name = "N")]
+    pub task: Option<u32>,
+
+    /// The trainer's process id: the guard stops it, and the agent ends with it.
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    pub pid: Option<i32>,
+
+    /// The Ultralytics run directory whose results.csv gives the epoch and mAP (default: <workdir>/<stage>[-<task>] for train).
+    #[arg(long, value_name = "DIR")]
+    pub save_dir: Option<PathBuf>,
+
+    /// The devices to watch (default: CUDA_VISIBLE_DEVICES): MIG-<uuid>, GPU-<uuid> or indices.
+    #[arg(long, value_name = "LIST")]
+    pub devices: Option<String>,
+
+    /// The job's share of a shared GPU, 0 to 1 (default: SLURM_SHARDS_ON_NODE over [guard] shards_per_gpu).
+    #[arg(long, value_name = "FRACTION", value_parser = parse_share)]
+    pub share: Option<f64>,
+
+    /// End when stdin reaches end of file (the train script keeps it open while it runs).
+    #[arg(long)]
+    pub stdin_eof: bool,
+
+    /// Stop after this many samples.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub samples: Option<u64>,
+
+    /// Sample and decide, but change nothing: no files, no metrics, no audit record, and the guard only says what it would stop.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    #[command(flatten)]
+    pub nvml_lib: NvmlLibArg,
+
+    #[command(flatten)]
+    pub output: JsonArg,
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a fraction above 0 and at most 1")),
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
+    if crate::spec::StageKind::from_name(&args.stage).is_none() {
+        return Err(invalid(format!(
+            "--stage {:?} is not a stage; expected one of: prepare, train, val, export",
+            args.stage
+        )));
+    }
+    let manifest = Manifest::load(&Manifest::path_in(&args.workdir))
+        .map_err(|e| invalid(format!("{e:#} (is --workdir a run directory?)")))?;
+    let site = ctx.site()?;
+    let section = GuardSite::from_site(site)?;
+    let mut notes = Vec::new();
+    let spec_guard = match crate::spec::parse(&manifest.spec_text, "manifest.json (spec)") {
+        Ok(spec) => spec.guard,
+        Err(_) => {
+            notes.push(
+                "the run's spec does not parse here; the site's [guard] settings apply".to_string(),
+            );
+            Default::default()
+        }
+    };
+    // Limits were checked at submission; a site that tightened since wins.
+    let mut policy = match GuardPolicy::resolve(&section, &spec_guard) {
+        Ok(p) => p,
+        Err(over) => {
+            let keys: Vec<&str> = over.iter().map(|o| o.key.as_str()).collect();
+            notes.push(format!(
+                "the spec's {} went past the site's limits since submission; the site's [guard] settings apply",
+                keys.join(", ")
+            ));
+            GuardPolicy::resolve(&section, &Default::default())
+                .map_err(|_| invalid("the site's [guard] section cannot be resolved"))?
+        }
+    };
+    let mut audit_log = crate::run::audit::log_path(site).ok();
+    if args.dry_run {
+        policy.may_stop = false;
+        policy.textfile_dir = None;
+        audit_log = None;
+    }
+    let task = args
+        .task
+        .or_else(|| env("SLURM_ARRAY_TASK_ID").and_then(|t| t.parse().ok()));
+    let devices = args
+        .devices
+        .clone()
+        .or_else(|| env("CUDA_VISIBLE_DEVICES"))
+        .unwrap_or_default();
+    let shards = env("SLURM_SHARDS_ON_NODE").and_then(|s| s.parse().ok());
+    let share = agent::policy::share_of(args.share, shards, policy.shards_per_gpu);
+    let save_dir = args.save_dir.clone().or_else(|| {
+        (args.stage == "train").then(|| {
+            args.workdir.join(match task {
+                Some(t) => format!("train-{t}"),
+                None => "train".into(),
+            })
+        })
+    });
+    let job_id = env("SLURM_JOB_ID").unwrap_or_default();
+    let opts = Options {
+        workdir: args.workdir.clone(),
+        run_id: manifest.run_id.clone(),
+        stage: args.stage.clone(),
+        task,
+        pid: args.pid,
+        visible_devices: devices,
+        library: crate::nvml::library_path(args.nvml_lib.path.as_ref()),
+        policy,
+        share,
+        array_job_id: env("SLURM_ARRAY_JOB_ID").unwrap_or_else(|| job_id.clone()),
+        job_id,
+        user: crate::identity::current_user(),
+        account: env("SLURM_JOB_ACCOUNT").unwrap_or_default(),
+        save_dir,
+        stop_on_stdin_eof: args.stdin_eof,
+        max_samples: args.samples,
+        audit_log,
+        write_files: !args.dry_run,
+    };
+    let printer = &ctx.printer;
+    let mut log = |line: &str| {
+        printer.note(format!(
+            "{} yolo-sched agent: {line}",
+            chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ")
+        ))
+    };
+    for n in &notes {
+        log(n);
+    }
+    // The backup duty (issue 14, part 5) is added here when configured.
+    let mut duties: Vec<Box<dyn agent::AgentDuty>> = Vec::new();
+    let outcome = agent::run::run(&opts, &mut duties, &mut log)
+        .context("the job agent could not start; the job runs on without it")?;
+    if args.output.json {
+        ctx.printer.json(&outcome)?;
+    }
+    Ok(0)
+}

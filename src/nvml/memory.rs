@@ -1,0 +1,197 @@
+//! The memory of one job's own device: which device `CUDA_VISIBLE_DEVICES`
+//! names, and its memory used and total, read through NVML.
+//!
+//! On a MIG slice the device is the MIG device handle of the `MIG-…` UUID Slurm
+//! put in `CUDA_VISIBLE_DEVICES`; its memory info needs no privileges and covers
+//! only that slice. On a whole GPU (or a shard of one) the device is the GPU by
+//! UUID or index; the GPU's memory is everybody's, so the job's own use is the
+//! sum over its processes (the caller says which pids are the job's).
+
+use std::fmt;
+
+use anyhow::{anyhow, bail, Context, Result};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::{Device, Nvml};
+use serde::Serialize;
+
+/// One entry of `CUDA_VISIBLE_DEVICES`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+pub enum DeviceId {
+    /// `MIG-<uuid>` (or the older `MIG-GPU-<uuid>/<gi>/<ci>`).
+    Mig(String),
+    /// `GPU-<uuid>`.
+    Gpu(String),
+    /// An NVML index (what Slurm writes for GRES without MIG UUIDs).
+    Index(u32),
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceId::Mig(u) | DeviceId::Gpu(u) => f.write_str(u),
+            DeviceId::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// Parse `CUDA_VISIBLE_DEVICES`: a comma-separated list of `MIG-…`, `GPU-…`
+/// or indices. Empty, `NoDevFiles` (Slurm's word for none) or a malformed
+/// entry is an error naming it.
+pub fn parse_visible_devices(value: &str) -> Result<Vec<DeviceId>> {
+    let value = value.trim();
+    if value.is_empty() || value == "NoDevFiles" {
+        bail!("CUDA_VISIBLE_DEVICES names no device ({value:?}); the job holds no GPU");
+    }
+    value
+        .split(',')
+        .map(|raw| {
+            let entry = raw.trim();
+            let well_formed = |rest: &str| {
+                !rest.is_empty()
+                    && rest.len() <= 96
+                    && rest
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '/'))
+            };
+            if let Some(rest) = entry.strip_prefix("MIG-") {
+                if well_formed(rest) {
+                    return Ok(DeviceId::Mig(entry.to_string()));
+                }
+            } else if let Some(rest) = entry.strip_prefix("GPU-") {
+                if well_formed(rest) && !rest.contains('/') {
+                    return Ok(DeviceId::Gpu(entry.to_string()));
+                }
+            } else if let Ok(i) = entry.parse::<u32>() {
+                if entry.chars().all(|c| c.is_ascii_digit()) {
+                    return Ok(DeviceId::Index(i));
+                }
+            }
+            Err(anyhow!(
+                "CUDA_VISIBLE_DEVICES entry {entry:?} is not a MIG-<uuid>, a GPU-<uuid> or an index"
+            ))
+        })
+        .collect()
+}
+
+/// What one read of the device gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MemorySample {
+    /// Bytes in use on the device (the slice, or the whole GPU).
+    pub device_used: u64,
+    /// Bytes the device has (the slice's, or the GPU's).
+    pub total: u64,
+    /// Bytes the job holds. On a MIG slice or a GPU of its own: the device's
+    /// use. On a shared GPU: the sum over the job's processes, or the device's
+    /// use when NVML does not list processes here.
+    pub job_used: u64,
+}
+
+/// The job's device, opened once; `read` is one sample.
+pub struct JobDevice<'nvml> {
+    device: Device<'nvml>,
+    pub id: DeviceId,
+    /// A MIG slice (only this job's processes run in it).
+    pub is_mig: bool,
+    /// `nvmlDeviceGetName`, e.g. "NVIDIA A100-SXM4-40GB MIG 1g.5gb".
+    pub name: String,
+    pub uuid: String,
+}
+
+impl<'nvml> JobDevice<'nvml> {
+    /// Find the device `id` names. An index counts among the GPUs NVML sees,
+    /// which is what Slurm's index means when it sets no UUIDs.
+    pub fn open(nvml: &'nvml Nvml, id: &DeviceId) -> Result<JobDevice<'nvml>> {
+        let (device, is_mig) = match id {
+            DeviceId::Mig(uuid) => (nvml.device_by_uuid(uuid.as_str()), true),
+            DeviceId::Gpu(uuid) => (nvml.device_by_uuid(uuid.as_str()), false),
+            DeviceId::Index(i) => (nvml.device_by_index(*i), false),
+        };
+        let device = device.with_context(|| format!("NVML has no device {id}"))?;
+        let name = device.name().unwrap_or_else(|_| "unknown".into());
+        let uuid = device.uuid().unwrap_or_else(|_| id.to_string());
+        Ok(JobDevice {
+            device,
+            id: id.clone(),
+            is_mig,
+            name,
+            uuid,
+        })
+    }
+
+    /// One reading. `job_pids`: on a GPU shared with other jobs, which
+    /// processes are this job's (their memory is the job's use); `None` on a
+    /// slice or a GPU of its own, where the device's use is the job's.
+    pub fn read(&self, job_pids: Option<&dyn Fn(u32) -> bool>) -> Result<MemorySample> {
+        let info = self
+            .device
+            .memory_info()
+            .with_context(|| format!("reading the memory of {}", self.id))?;
+        let job_used = match job_pids {
+            Some(is_job_pid) if !self.is_mig => match self.device.running_compute_processes() {
+                Ok(list) => list
+                    .iter()
+                    .filter(|p| is_job_pid(p.pid))
+                    .map(|p| match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => b,
+                        UsedGpuMemory::Unavailable => 0,
+                    })
+                    .sum(),
+                // No permission to list processes (or not supported): the
+                // device's figure is all there is.
+                Err(_) => info.used,
+            },
+            _ => info.used,
+        };
+        Ok(MemorySample {
+            device_used: info.used,
+            total: info.total,
+            job_used,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn visible_devices_of_every_kind_parse() {
+        assert_eq!(
+            parse_visible_devices("MIG-4a2b36b7-8d1c-5f43-9a4e-2c0d6b3e7f10").unwrap(),
+            [DeviceId::Mig(
+                "MIG-4a2b36b7-8d1c-5f43-9a4e-2c0d6b3e7f10".into()
+            )]
+        );
+        assert_eq!(
+            parse_visible_devices("MIG-GPU-a1000040-0000-4000-8000-000000000001/7/0").unwrap(),
+            [DeviceId::Mig(
+                "MIG-GPU-a1000040-0000-4000-8000-000000000001/7/0".into()
+            )]
+        );
+        assert_eq!(
+            parse_visible_devices("GPU-a1000040-0000-4000-8000-000000000001, 1").unwrap(),
+            [
+                DeviceId::Gpu("GPU-a1000040-0000-4000-8000-000000000001".into()),
+                DeviceId::Index(1)
+            ]
+        );
+    }
+
+    #[test]
+    fn nonsense_in_visible_devices_is_named() {
+        for bad in [
+            "",
+            "NoDevFiles",
+            "0,,1",
+            "-1",
+            "+1",
+            "GPU-",
+            "MIG-$(x)",
+            "gpu0",
+        ] {
+            let e = parse_visible_devices(bad).unwrap_err().to_string();
+            assert!(e.contains("CUDA_VISIBLE_DEVICES"), "{bad}: {e}");
+        }
+    }
+}

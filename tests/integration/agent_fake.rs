@@ -1,0 +1,522 @@
+//! The job agent (`yolo-sched agent`) against the fake libnvidia-ml.so, whose
+//! processes follow a `memory_curve` the library itself interpolates against
+//! wall time. The agent is the real binary; the "trainer" is a real process
+//! (`sleep`) it watches and, when the guard decides so, stops. Short intervals
+//! and windows come from the site file, so each test takes seconds.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+use crate::fake_nvml::FakeNode;
+
+const MIB: f64 = 1024.0 * 1024.0;
+/// MiB per second of a leak of `mb_per_min` MB (10^6 bytes) per minute.
+fn mib_per_s(mb_per_min: f64) -> f64 {
+    mb_per_min * 1e6 / 60.0 / MIB
+}
+
+/// A trainer stand-in: a process the agent watches; killed when dropped.
+struct Trainer(Child);
+
+impl Trainer {
+    fn start() -> Trainer {
+        Trainer(Command::new("sleep").arg("120").spawn().unwrap())
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+    /// Whether it is still running (reaps it when it ended).
+    fn running(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Trainer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A run directory with a manifest, a site file and a fake node.
+struct Setup {
+    dir: tempfile::TempDir,
+    node: FakeNode,
+}
+
+/// The fields of a manifest the agent reads (run id, the spec's `[guard]`).
+pub fn write_manifest(workdir: &Path, spec_extra: &str) {
+    std::fs::create_dir_all(workdir).unwrap();
+    let spec = format!(
+        "version = 1\n[run]\nname = \"leaky\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"d.yaml\"\n{spec_extra}"
+    );
+    let m = json!({
+        "schema_version": 1, "run_id": "leaky-0001", "name": "leaky", "user": "u", "host": "h",
+        "submitted_at": "2026-12-01T00:00:00Z", "workdir": workdir, "spec_file": "/s.toml",
+        "spec_hash": "0", "spec_text": spec, "variants": 1, "gpu_explanation": [],
+        "estimate_gib": null, "stages": []
+    });
+    std::fs::write(workdir.join("manifest.json"), m.to_string()).unwrap();
+}
+
+impl Setup {
+    /// `processes` go on GPU 0 of `fixture`; `site_extra` adds `[guard]` lines.
+    fn new(fixture: &str, processes: Value, site_extra: &str) -> Setup {
+        let node = FakeNode::with_fixture(fixture, |f| {
+            f["gpus"][0]["processes"] = processes;
+        });
+        let dir = tempfile::tempdir().unwrap();
+        write_manifest(&dir.path().join("run"), "");
+        std::fs::create_dir(dir.path().join("textfile")).unwrap();
+        std::fs::write(
+            dir.path().join("site.toml"),
+            format!(
+                "[guard]\ninterval_s = 0.2\nwindow_s = 3\nwarmup_epochs = 0\ngrace_s = 2\n\
+                 textfile_dir = \"{}\"\n{site_extra}\n[paths]\naudit_log = \"{}\"\n",
+                dir.path().join("textfile").display(),
+                dir.path().join("audit.log").display()
+            ),
+        )
+        .unwrap();
+        Setup { dir, node }
+    }
+
+    fn workdir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    fn state(&self, file: &str) -> PathBuf {
+        self.workdir().join("state").join(file)
+    }
+
+    /// The UUID of the MIG device in GPU instance `gi`, as NVML reports it.
+    fn mig_uuid(&self, gi: u64) -> String {
+        let mut cmd = yolo();
+        self.node.apply_env(&mut cmd);
+        let out = run(cmd.args(["node-setup", "--show", "--json"]));
+        assert_eq!(out.status.code(), Some(0));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["gpus"][0]["gpu_instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["id"] == gi)
+            .unwrap()["compute_instances"][0]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn agent(&self, devices: &str, trainer: Option<u32>, extra: &[&str]) -> Command {
+        let mut cmd = yolo();
+        self.node.apply_env(&mut cmd);
+        cmd.arg("--site")
+            .arg(self.dir.path().join("site.toml"))
+            .args(["agent", "--workdir"])
+            .arg(self.workdir())
+            .args(["--stage", "train", "--devices", devices, "--json"])
+            .env("SLURM_JOB_ID", "77")
+            .env_remove("SLURM_ARRAY_JOB_ID")
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .env_remove("SLURM_SHARDS_ON_NODE")
+            .env("XDG_STATE_HOME", self.dir.path().join("xdg"))
+            .args(extra);
+        if let Some(pid) = trainer {
+            cmd.args(["--pid", &pid.to_string()]);
+        }
+        cmd
+    }
+}
+
+fn finish(cmd: &mut Command) -> (Value, String) {
+    let out: Output = run_bounded(cmd, Duration::from_secs(60)).expect("the agent hung");
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "agent failed:\n{log}");
+    (serde_json::from_slice(&out.stdout).unwrap(), log)
+}
+
+fn decisions(outcome: &Value, kind: &str) -> Vec<Value> {
+    outcome["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["decision"] == kind)
+        .cloned()
+        .collect()
+}
+
+/// A process in the H200's 1g.18gb instance (GPU instance 9) following `curve`.
+fn in_slice(curve: Value) -> Value {
+    json!([{"pid": 4242, "gpu_instance_id": 9, "compute_instance_id": 0, "memory_curve": curve}])
+}
+
+fn series_lines(s: &Setup) -> Vec<String> {
+    read(&s.state("train.memory.csv"))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn steady_memory_on_a_mig_slice_takes_no_action_and_publishes_clean_gauges() {
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 6000]])),
+        "",
+    );
+    let uuid = s.mig_uuid(9);
+    let mut trainer = Trainer::start();
+    let child = s
+        .agent(&uuid, Some(trainer.pid()), &["--samples", "25"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While it runs: the textfile is there and promtool-clean.
+    let prom = s
+        .dir
+        .path()
+        .join("textfile/yolo_sched_leaky-0001_train.prom");
+    let start = Instant::now();
+    while !prom.exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no metrics file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = read(&prom);
+    assert!(
+        text.contains(&format!("yolo_sched_job_gpu_memory_used_bytes{{run=\"leaky-0001\",stage=\"train\",task=\"\",user=\"{}\",account=\"\",slice=\"1g.18gb\"}} {}", user(), 6000u64 << 20)),
+        "{text}"
+    );
+    assert!(text.contains("yolo_sched_job_gpu_memory_total_bytes{run=\"leaky-0001\""));
+    if let Some(promtool) = crate::report_replay::tool(&["promtool"], "prometheus") {
+        let check = run(Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::fs::File::open(&prom).unwrap()));
+        assert!(
+            check.status.success() && check.stdout.is_empty() && check.stderr.is_empty(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["samples"], 25);
+    assert_eq!(outcome["ended"], "sample_limit");
+    assert_eq!(outcome["is_mig"], true);
+    assert_eq!(outcome["device_name"], "NVIDIA H200 MIG 1g.18gb");
+    assert!(
+        outcome["decisions"].as_array().unwrap().is_empty(),
+        "{outcome}"
+    );
+    assert!(!prom.exists(), "the metrics file outlived the agent");
+    assert!(!s.state("train.guard.json").exists());
+    let lines = series_lines(&s);
+    assert_eq!(
+        lines[0],
+        "t_unix,job_used_bytes,device_used_bytes,total_bytes"
+    );
+    assert_eq!(lines.len(), 26);
+    assert!(lines[1].ends_with(&format!(",{0},{0},{1}", 6000u64 << 20, 16384u64 << 20)));
+    assert!(trainer.running(), "a steady job was touched");
+}
+
+fn user() -> String {
+    String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn slow_growth_within_the_limit_takes_no_action() {
+    let rate = mib_per_s(300.0);
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 2000], [600, 2000.0 + 600.0 * rate]])),
+        "",
+    );
+    let mut trainer = Trainer::start();
+    let (outcome, log) =
+        finish(&mut s.agent(&s.mig_uuid(9), Some(trainer.pid()), &["--samples", "30"]));
+    assert!(decisions(&outcome, "stop").is_empty(), "{outcome}\n{log}");
+    assert!(trainer.running());
+    // The series shows the growth the library drove: about 300 MB/min.
+    let lines = series_lines(&s);
+    let field = |l: &str, i: usize| l.split(',').nth(i).unwrap().parse::<f64>().unwrap();
+    let (first, last) = (&lines[1], lines.last().unwrap());
+    let mb_min =
+        (field(last, 1) - field(first, 1)) / (field(last, 0) - field(first, 0)) * 60.0 / 1e6;
+    assert!((250.0..350.0).contains(&mb_min), "{mb_min} MB/min");
+}
+
+#[test]
+fn a_600_mb_per_min_leak_is_stopped_with_its_reason_recorded() {
+    let rate = mib_per_s(600.0);
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 3000], [3600, 3000.0 + 3600.0 * rate]])),
+        "",
+    );
+    let mut trainer = Trainer::start();
+    let start = Instant::now();
+    let (outcome, log) = finish(&mut s.agent(&s.mig_uuid(9), Some(trainer.pid()), &[]));
+    assert_eq!(outcome["ended"], "stopped", "{outcome}\n{log}");
+    assert!(start.elapsed() < Duration::from_secs(20));
+    let stop = &decisions(&outcome, "stop")[0];
+    let mb = stop["cause"]["mb_per_min"].as_f64().unwrap();
+    assert!((540.0..660.0).contains(&mb), "{stop}");
+    assert!(!trainer.running(), "the trainer still runs");
+    let record: Value = serde_json::from_str(&read(&s.state("train.guard.json"))).unwrap();
+    assert_eq!(record["action"], "stopped");
+    assert_eq!(record["job_id"], "77");
+    assert_eq!(record["stopped"], "terminated");
+    let message = record["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("stopped by the memory guard: grew ")
+            && message.contains(" MB/min for 3 s, ")
+            && message.ends_with(" of 16 GiB"),
+        "{message}"
+    );
+    assert!(
+        log.contains(message),
+        "the job log lacks the decision:\n{log}"
+    );
+    assert!(log.contains("stopped by TERM"), "{log}");
+    // The audit log has the stop, with the reason.
+    let audit = read(&s.dir.path().join("audit.log"));
+    let rec: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(rec["command"], "guard-stop");
+    assert_eq!(rec["run_id"], "leaky-0001");
+    assert_eq!(rec["job_ids"], json!([77]));
+    assert!(rec["detail"].as_str().unwrap().contains(message), "{rec}");
+    let shown = run(yolo()
+        .arg("--site")
+        .arg(s.dir.path().join("site.toml"))
+        .args(["audit", "--run", "leaky-0001"]));
+    assert_eq!(shown.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("guard-stop"), "{text}");
+}
+
+#[test]
+fn crossing_80_percent_of_the_slice_is_a_warning_only() {
+    // 5000 MiB, then 85% of the 16384 MiB slice from the second second on.
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 5000], [1, 5000], [1.2, 13926]])),
+        "",
+    );
+    let mut trainer = Trainer::start();
+    let (outcome, log) =
+        finish(&mut s.agent(&s.mig_uuid(9), Some(trainer.pid()), &["--samples", "30"]));
+    let warns = decisions(&outcome, "warn");
+    assert_eq!(warns.len(), 1, "{outcome}");
+    assert!(decisions(&outcome, "stop").is_empty(), "{outcome}");
+    assert!(trainer.running());
+    let record: Value = serde_json::from_str(&read(&s.state("train.guard.json"))).unwrap();
+    assert_eq!(record["action"], "warned");
+    assert_eq!(
+        record["message"],
+        "warning: memory at 13.6 of 16 GiB (85%, warns at 80%)"
+    );
+    assert!(log.contains("warning: memory at 13.6 of 16 GiB"), "{log}");
+}
+
+#[test]
+fn on_a_whole_gpu_only_the_jobs_processes_count_and_its_share_is_enforced() {
+    let trainer = Trainer::start();
+    let s = Setup::new(
+        "a100-sxm4-40gb.json",
+        json!([
+            {"pid": trainer.pid(), "used_memory_mib": 12288},
+            {"pid": 999_999, "used_memory_mib": 20000}
+        ]),
+        "",
+    );
+    let mut trainer = trainer;
+    let (outcome, log) = finish(&mut s.agent("0", Some(trainer.pid()), &["--share", "0.25"]));
+    assert_eq!(outcome["is_mig"], false);
+    assert_eq!(outcome["ended"], "stopped", "{outcome}\n{log}");
+    let stop = &decisions(&outcome, "stop")[0];
+    assert_eq!(stop["cause"]["cause"], "over_share", "{stop}");
+    assert_eq!(stop["cause"]["used"].as_u64(), Some(12288 << 20));
+    assert!(
+        log.contains("holds 12 GiB, over its share of the shared GPU (10 of 40 GiB, 25%)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("warning: memory at 12 of 10 GiB, the job's share of the shared GPU (120%"),
+        "{log}"
+    );
+    assert!(!trainer.running());
+    // The series keeps the job's use apart from the device's.
+    let line = series_lines(&s)[1].clone();
+    assert!(
+        line.contains(&format!(
+            ",{},{},",
+            12288u64 << 20,
+            (12288u64 + 20000) << 20
+        )),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_agent_ends_with_its_trainer_when_its_stdin_closes_and_on_term() {
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 100]])),
+        "",
+    );
+    let uuid = s.mig_uuid(9);
+    let trainer = Trainer::start();
+    let child = s
+        .agent(&uuid, Some(trainer.pid()), &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    drop(trainer);
+    let out = run_bounded_child(child.wait_with_output());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ended"], "trainer_gone");
+
+    let mut child = s
+        .agent(&uuid, None, &["--stdin-eof"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    drop(child.stdin.take());
+    let out = run_bounded_child(child.wait_with_output());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ended"], "script_ended");
+    let prom = s
+        .dir
+        .path()
+        .join("textfile/yolo_sched_leaky-0001_train.prom");
+    assert!(!prom.exists());
+
+    // scancel's TERM: the agent still removes its metrics file.
+    let child = s
+        .agent(&uuid, None, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !prom.exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no metrics file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let out = run_bounded_child(child.wait_with_output());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ended"], "signalled");
+    assert!(!prom.exists(), "a TERM left the metrics file behind");
+}
+
+fn run_bounded_child(out: std::io::Result<Output>) -> Output {
+    let out = out.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    out
+}
+
+#[test]
+fn without_nvml_or_with_a_bad_device_the_agent_says_so_and_exits_1() {
+    let s = Setup::new("h200-partitioned-busy.json", json!([]), "");
+    let mut cmd = s.agent("MIG-00000000-0000-0000-0000-000000000000", None, &[]);
+    let out = run_bounded(&mut cmd, Duration::from_secs(30)).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("could not start") && err.contains("NVML has no device MIG-00000000"),
+        "{err}"
+    );
+    let mut cmd = s.agent("0", None, &[]);
+    cmd.env("YOLO_SCHED_NVML_LIB", "/nonexistent/libnvidia-ml.so.1");
+    let out = run_bounded(&mut cmd, Duration::from_secs(30)).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("could not be loaded"));
+    let mut cmd = s.agent("$(reboot)", None, &[]);
+    let out = run_bounded(&mut cmd, Duration::from_secs(30)).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CUDA_VISIBLE_DEVICES entry"));
+}
+
+#[test]
+fn a_spec_guard_past_the_site_limits_is_refused_at_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.yaml");
+    std::fs::write(
+        &data,
+        "path: .\ntrain: images\nval: images\nnames: {0: a}\n",
+    )
+    .unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(
+        &spec,
+        "version = 1\n[run]\nname = \"g\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"d.yaml\"\n\
+         [guard]\nwarn_fraction = 0.99\ngrowth_mb_per_min = 100\n",
+    )
+    .unwrap();
+    let site = dir.path().join("site.toml");
+    std::fs::write(&site, "[guard.limits]\nmax_warn_fraction = 0.9\n").unwrap();
+    let out = run(yolo()
+        .arg("--site")
+        .arg(&site)
+        .args(["validate"])
+        .arg(&spec));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("s.toml:8:17: guard.warn_fraction: warn_fraction = 0.99 is above what the site allows (0.9"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("growth_mb_per_min"),
+        "tightening is allowed: {err}"
+    );
+}
+
+#[test]
+fn a_dry_run_decides_but_changes_nothing() {
+    let rate = mib_per_s(900.0);
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 3000], [3600, 3000.0 + 3600.0 * rate]])),
+        "",
+    );
+    let mut trainer = Trainer::start();
+    let (outcome, log) = finish(&mut s.agent(
+        &s.mig_uuid(9),
+        Some(trainer.pid()),
+        &["--dry-run", "--samples", "25"],
+    ));
+    let stops = decisions(&outcome, "stop");
+    assert!(!stops.is_empty(), "{outcome}");
+    assert_eq!(stops[0]["may_stop"], false);
+    assert!(log.contains("would stop the job"), "{log}");
+    assert!(trainer.running());
+    assert!(!s.workdir().join("state").exists(), "a dry run wrote state");
+    assert_eq!(
+        std::fs::read_dir(s.dir.path().join("textfile"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert!(!s.dir.path().join("audit.log").exists());
+}
