@@ -29,6 +29,7 @@ pub const SECTIONS: &[&str] = &[
     "resources",
     "paths",
     "node_setup",
+    "backup",
 ];
 
 /// The largest site file read.

@@ -18,6 +18,9 @@ use super::ultralytics;
 use super::values::{self, Problem};
 use crate::suggest;
 
+#[path = "backup.rs"]
+pub(crate) mod backup;
+
 type Val<'i> = Spanned<DeValue<'i>>;
 
 /// The most variants a sweep may have: Slurm's largest possible `MaxArraySize`
@@ -27,7 +30,15 @@ pub const MAX_VARIANTS: u64 = 4_000_001;
 /// Default export formats when `[stages.export]` gives none: Ultralytics' own default.
 pub const DEFAULT_EXPORT_FORMATS: &[&str] = &["torchscript"];
 
-const ROOT_KEYS: &[&str] = &["version", "run", "train", "resources", "stages", "sweep"];
+const ROOT_KEYS: &[&str] = &[
+    "version",
+    "run",
+    "train",
+    "resources",
+    "stages",
+    "sweep",
+    "backup",
+];
 const RUN_KEYS: &[&str] = &["name", "workdir", "account", "qos", "partition", "setup"];
 const TRAIN_TABLE_KEYS: &[&str] = &[
     "model", "data", "epochs", "imgsz", "batch", "workers", "args",
@@ -54,6 +65,7 @@ const HOMES: &[(&str, &[&str])] = &[
     ("train", TRAIN_TABLE_KEYS),
     ("resources", RESOURCE_KEYS),
     ("stages", STAGE_NAMES),
+    ("backup", backup::BACKUP_KEYS),
 ];
 
 /// Parse and validate a spec. `file` names it in messages; relative paths in it
@@ -474,6 +486,13 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
         None => Some(Sweep::default()),
     };
 
+    let backup = match f.get("backup") {
+        Some(v) => cx
+            .table_of("backup", v)
+            .and_then(|t| backup::read_backup(cx, t)),
+        None => Some(backup::SpecBackup::default()),
+    };
+
     let spec = Spec {
         version: SPEC_VERSION,
         run: run?,
@@ -481,6 +500,7 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
         resources: resources?,
         stages: stages?,
         sweep: sweep?,
+        backup: backup?,
         origin: Origin::default(),
     };
     check_whole(cx, &spec);

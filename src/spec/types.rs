@@ -28,6 +28,9 @@ pub struct Spec {
     pub stages: Stages,
     /// Empty (no axes) when the spec has no `[sweep]`: one variant.
     pub sweep: Sweep,
+    /// `[backup]`: the run's checkpoint backup, within the site's rules (docs/backup.md).
+    #[serde(skip_serializing_if = "super::SpecBackup::is_default")]
+    pub backup: super::SpecBackup,
     /// Where the spec came from and where its keys are; not part of its content.
     #[serde(skip)]
     pub origin: Origin,
