@@ -18,6 +18,9 @@ pub mod store;
 pub mod sync;
 pub mod url;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::Path;
 
 use anyhow::Result;
