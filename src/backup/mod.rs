@@ -81,11 +81,12 @@ pub fn check_store(url: &BackupUrl, creds: &Credentials) -> Result<()> {
     })
 }
 
-/// Restore `save_dir` from its run's backup; `None` when the run has no backup.
-pub fn restore(save_dir: &Path) -> Result<Option<RestoreOutcome>> {
+/// Restore `save_dir` from its run's backup (or with `dry_run` say what would
+/// be restored); `None` when the run has no backup.
+pub fn restore(save_dir: &Path, dry_run: bool) -> Result<Option<RestoreOutcome>> {
     let Some((_, url)) = sync::settings_for(save_dir)? else {
         return Ok(None);
     };
     let store = Store::s3(&url, &Credentials::from_process())?;
-    restore::restore(save_dir, &url, &store).map(Some)
+    restore::restore_with(save_dir, &url, &store, dry_run).map(Some)
 }

@@ -70,6 +70,17 @@ fn needs_restore(save_dir: &Path, rel: &str) -> bool {
 /// the checkpoint) and a missing `args.yaml`. The state record is updated so
 /// the restored files are not uploaded again.
 pub fn restore(save_dir: &Path, url: &BackupUrl, store: &Store) -> Result<RestoreOutcome> {
+    restore_with(save_dir, url, store, false)
+}
+
+/// `restore`, or with `dry_run` only what it would restore (`restored` lists
+/// what would be written; nothing is fetched but the manifest).
+pub fn restore_with(
+    save_dir: &Path,
+    url: &BackupUrl,
+    store: &Store,
+    dry_run: bool,
+) -> Result<RestoreOutcome> {
     let mut out = RestoreOutcome {
         url: url.to_string(),
         ..RestoreOutcome::default()
@@ -108,6 +119,10 @@ pub fn restore(save_dir: &Path, url: &BackupUrl, store: &Store) -> Result<Restor
             url: url.to_string(),
             ..Record::default()
         });
+    if dry_run {
+        out.restored = wanted.iter().map(|s| s.to_string()).collect();
+        return Ok(out);
+    }
     for rel in wanted {
         let expected = &remote.files[rel];
         match fetch_checked(store, url, rel, expected) {

@@ -1,6 +1,7 @@
 //! Argument parsing, dispatch and output; the work is done by library modules.
 
 pub mod args;
+pub mod backup;
 pub mod checkpoint;
 pub mod dataset;
 pub mod doctor;
@@ -92,6 +93,8 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Shell completions and the man page.
     Generate(generate::GenerateArgs),
+    /// Back up checkpoints to S3-compatible storage, restore them, show the last backup.
+    Backup(backup::BackupArgs),
 }
 
 /// What every subcommand gets: resolved settings, the terminal and the Slurm runner.
@@ -146,6 +149,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Audit(args) => runs::audit_cmd(&mut ctx, &args),
         Command::NodeSetup(args) => node_setup::run(&mut ctx, &args),
         Command::Report(args) => report::run(&mut ctx, &args),
+        Command::Backup(args) => backup::run(&mut ctx, &args),
     }
 }
 

@@ -210,6 +210,10 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
         }
     }
     output::println(&table)?;
+    let now = chrono::Utc::now();
+    for b in &st.backup {
+        output::println(format!("backup {}", b.line(now)))?;
+    }
     Ok(())
 }
 
