@@ -5,9 +5,11 @@
 //! `yolo-sched backup sync --watch` runs the same loop.
 //!
 //! A file is uploaded when it differs from what was backed up AND it is
-//! stable (the same size and mtime at two ticks in a row: Ultralytics writes
-//! `last.pt` with a plain `write_bytes`) AND, for a checkpoint, it is a
-//! complete zip archive (`run::checkpoint::check_archive`).
+//! stable (the same size and mtime as at the last tick, or not written for
+//! `QUIET`: Ultralytics writes `last.pt` with a plain `write_bytes`) AND, for
+//! a checkpoint, it is a complete zip archive
+//! (`run::checkpoint::check_archive`). The upload itself checks the file did
+//! not change while it was read (`Store::put_file`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,9 @@ use super::config::RunBackup;
 use super::record::{FileRecord, Record, Remote, MANIFEST, STAGING, TRACKED};
 use super::store::{PutError, Stamp, Store};
 use super::url::BackupUrl;
+
+/// A file not written for this long counts as stable.
+pub const QUIET: Duration = Duration::from_secs(1);
 
 /// Something a tick did, for the job log and the state record.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +110,8 @@ pub struct Backup {
     done: mpsc::Receiver<Done>,
     in_flight: bool,
     failing: Option<String>,
+    /// The last finished upload job met a store failure.
+    last_failed: bool,
 }
 
 impl Backup {
@@ -158,6 +165,7 @@ impl Backup {
             done,
             in_flight: false,
             failing: None,
+            last_failed: false,
         }
     }
 
@@ -198,8 +206,13 @@ impl Backup {
             if self.record.files.get(*rel).map(FileRecord::stamp) == Some(stamp) {
                 continue;
             }
-            let stable = self.seen.insert(rel.to_string(), stamp) == Some(stamp);
-            if !stable {
+            // Stable: unchanged since the last look, or quiet for `QUIET` now.
+            let unchanged = self.seen.insert(rel.to_string(), stamp) == Some(stamp);
+            let quiet = now
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64() - stamp.mtime_secs() >= QUIET.as_secs_f64())
+                .unwrap_or(false);
+            if !unchanged && !quiet {
                 continue;
             }
             if rel.ends_with(".pt") {
@@ -264,6 +277,11 @@ impl Backup {
                 break;
             }
             events.extend(self.wait(left));
+            // The store failed: one try is enough here (the watch loop tries
+            // again at its next look).
+            if !self.in_flight && self.last_failed {
+                break;
+            }
         }
         events
     }
@@ -323,6 +341,7 @@ impl Backup {
                 events.retain(|e| !matches!(e, BackupEvent::Uploaded { .. }));
             }
         }
+        self.last_failed = error.is_some();
         match error {
             Some(e) => {
                 let again = self.failing.as_deref() == Some(e.as_str());

@@ -10,7 +10,9 @@
 
 mod common;
 mod fake_nvml;
+mod s3;
 
+mod backup_s3;
 mod cli_help;
 mod cluster;
 mod dataset_check;
