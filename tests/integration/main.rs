@@ -12,6 +12,7 @@ mod common;
 mod fake_nvml;
 mod s3;
 
+mod backup_live;
 mod backup_s3;
 mod cli_help;
 mod cluster;
