@@ -324,88 +324,120 @@ impl Store {
         }
     }
 
-    /// Upload the file at `path` to `key`, verified: it goes to `staging`
-    /// first, is hashed as it is read, must still have the `stamp` it had
-    /// before (else `Changed`: a torn copy never replaces a good one), is read
-    /// back and hashed again (else `Mismatch`), and only then is copied to
-    /// `key` and the staging object removed.
+    /// Upload the file at `path` to `key`, verified. The file is first
+    /// copied to `snapshot` (local, fast) and hashed; if it no longer has the
+    /// `stamp` it had before, `Changed` (a torn copy never replaces a good
+    /// one). The snapshot goes to `staging`, is read back and hashed again
+    /// (else `Mismatch`), and only then is copied to `key`; the staging
+    /// object and the snapshot are removed.
     pub fn put_file(
         &self,
         path: &Path,
         stamp: Stamp,
+        snapshot: &Path,
         staging: &str,
         key: &str,
     ) -> Result<Uploaded, PutError> {
         let started = Instant::now();
-        let stage_path = Self::path(staging).map_err(PutError::Store)?;
-        let final_path = Self::path(key).map_err(PutError::Store)?;
-        let sent = self.runtime.block_on(async {
-            let mut file = std::fs::File::open(path)
-                .with_context(|| format!("opening {}", path.display()))
-                .map_err(PutError::Store)?;
-            let mut hasher = Sha256::new();
-            let mut buf = vec![0u8; PART];
-            let mut total = 0u64;
-            if stamp.size < PART as u64 {
-                let mut bytes = Vec::with_capacity(stamp.size as usize);
-                (&mut file)
-                    .take(PART as u64)
-                    .read_to_end(&mut bytes)
-                    .map_err(|e| PutError::Store(e.into()))?;
-                hasher.update(&bytes);
-                total = bytes.len() as u64;
-                if Stamp::of(path) != Some(stamp) || total != stamp.size {
-                    return Err(PutError::Changed);
-                }
-                self.inner
-                    .put(&stage_path, PutPayload::from(bytes))
-                    .await
-                    .map_err(|e| PutError::Store(store_error(&self.name, e)))?;
-            } else {
-                let upload = self
-                    .inner
-                    .put_multipart(&stage_path)
-                    .await
-                    .map_err(|e| PutError::Store(store_error(&self.name, e)))?;
-                let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
-                loop {
-                    let n = file.read(&mut buf).map_err(|e| PutError::Store(e.into()))?;
-                    if n == 0 {
-                        break;
-                    }
-                    hasher.update(&buf[..n]);
-                    total += n as u64;
-                    if let Err(e) = writer.wait_for_capacity(2).await {
-                        return Err(PutError::Store(store_error(&self.name, e)));
-                    }
-                    writer.write(&buf[..n]);
-                }
-                if Stamp::of(path) != Some(stamp) || total != stamp.size {
-                    let _ = writer.abort().await;
-                    return Err(PutError::Changed);
-                }
-                writer
-                    .finish()
-                    .await
-                    .map_err(|e| PutError::Store(store_error(&self.name, e)))?;
-            }
-            Ok(hex(&hasher.finalize()))
-        })?;
-        let stored = self.sha256_of(staging).map_err(PutError::Store)?;
-        if stored != sent {
-            let _ = self.delete(staging);
-            return Err(PutError::Mismatch { sent, stored });
-        }
-        self.runtime
-            .block_on(self.inner.copy(&stage_path, &final_path))
-            .map_err(|e| PutError::Store(store_error(&self.name, e)))?;
-        let _ = self.delete(staging);
+        let sent = snapshot_of(path, stamp, snapshot)?;
+        let result = self.put_snapshot(snapshot, stamp.size, &sent, staging, key);
+        let _ = std::fs::remove_file(snapshot);
+        result?;
         Ok(Uploaded {
             sha256: sent,
             size: stamp.size,
             seconds: started.elapsed().as_secs_f64(),
         })
     }
+
+    fn put_snapshot(
+        &self,
+        snapshot: &Path,
+        size: u64,
+        sent: &str,
+        staging: &str,
+        key: &str,
+    ) -> Result<(), PutError> {
+        let stage_path = Self::path(staging).map_err(PutError::Store)?;
+        let final_path = Self::path(key).map_err(PutError::Store)?;
+        let failed = |e| PutError::Store(store_error(&self.name, e));
+        self.runtime.block_on(async {
+            let mut file = std::fs::File::open(snapshot)
+                .with_context(|| format!("opening {}", snapshot.display()))
+                .map_err(PutError::Store)?;
+            if size < PART as u64 {
+                let mut bytes = Vec::with_capacity(size as usize);
+                file.read_to_end(&mut bytes)
+                    .map_err(|e| PutError::Store(e.into()))?;
+                self.inner
+                    .put(&stage_path, PutPayload::from(bytes))
+                    .await
+                    .map_err(failed)?;
+            } else {
+                let upload = self.inner.put_multipart(&stage_path).await.map_err(failed)?;
+                let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
+                let mut buf = vec![0u8; PART];
+                loop {
+                    let n = file.read(&mut buf).map_err(|e| PutError::Store(e.into()))?;
+                    if n == 0 {
+                        break;
+                    }
+                    if let Err(e) = writer.wait_for_capacity(2).await {
+                        return Err(failed(e));
+                    }
+                    writer.write(&buf[..n]);
+                }
+                writer.finish().await.map_err(failed)?;
+            }
+            Ok(())
+        })?;
+        let stored = self.sha256_of(staging).map_err(PutError::Store)?;
+        if stored != sent {
+            let _ = self.delete(staging);
+            return Err(PutError::Mismatch {
+                sent: sent.to_string(),
+                stored,
+            });
+        }
+        self.runtime
+            .block_on(self.inner.copy(&stage_path, &final_path))
+            .map_err(failed)?;
+        let _ = self.delete(staging);
+        Ok(())
+    }
+}
+
+/// Copy `path` to `snapshot`, hashing it; `Changed` when the file is not
+/// the `stamp` it was, before or after (it was being written).
+fn snapshot_of(path: &Path, stamp: Stamp, snapshot: &Path) -> Result<String, PutError> {
+    let io = |e: std::io::Error, what: &Path| {
+        PutError::Store(anyhow!("{}: {e}", what.display()))
+    };
+    if Stamp::of(path) != Some(stamp) {
+        return Err(PutError::Changed);
+    }
+    if let Some(dir) = snapshot.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
+    }
+    let mut from = std::fs::File::open(path).map_err(|e| io(e, path))?;
+    let mut to = std::fs::File::create(snapshot).map_err(|e| io(e, snapshot))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = from.read(&mut buf).map_err(|e| io(e, path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        std::io::Write::write_all(&mut to, &buf[..n]).map_err(|e| io(e, snapshot))?;
+        total += n as u64;
+    }
+    if Stamp::of(path) != Some(stamp) || total != stamp.size {
+        let _ = std::fs::remove_file(snapshot);
+        return Err(PutError::Changed);
+    }
+    Ok(hex(&hasher.finalize()))
 }
 
 /// An object-store error in words, marked as refused credentials where the
@@ -500,7 +532,10 @@ mod tests {
             let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
             std::fs::write(&p, &data).unwrap();
             let stamp = Stamp::of(&p).unwrap();
-            let up = store.put_file(&p, stamp, "x/.staging/f", "x/f").unwrap();
+            let up = store
+                .put_file(&p, stamp, &dir.path().join("snap"), "x/.staging/f", "x/f")
+                .unwrap();
+            assert!(!dir.path().join("snap").exists());
             assert_eq!(up.sha256, sha256_file(&p).unwrap());
             assert_eq!(up.size, size as u64);
             assert_eq!(store.get_bytes("x/f", MAX_OBJECT).unwrap().unwrap(), data);
@@ -517,7 +552,7 @@ mod tests {
         let stamp = Stamp::of(&p).unwrap();
         std::fs::write(&p, b"one two").unwrap();
         assert!(matches!(
-            store.put_file(&p, stamp, "s", "k"),
+            store.put_file(&p, stamp, &dir.path().join("snap"), "s", "k"),
             Err(PutError::Changed)
         ));
         assert_eq!(store.get_bytes("k", 100).unwrap(), None);

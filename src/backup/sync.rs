@@ -145,9 +145,15 @@ impl Backup {
         let (jobs, job_rx) = mpsc::channel::<Job>();
         let (done_tx, done) = mpsc::channel::<Done>();
         let worker_url = url.clone();
+        // Local copies of what is being uploaded: beside the record, else in the run directory.
+        let snapshots = record_path
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(save_dir)
+            .join(".snapshots");
         std::thread::spawn(move || {
             while let Ok(job) = job_rx.recv() {
-                let d = run_job(&store, &worker_url, job);
+                let d = run_job(&store, &worker_url, &snapshots, job);
                 if done_tx.send(d).is_err() {
                     break;
                 }
@@ -372,7 +378,7 @@ impl Backup {
     }
 }
 
-fn run_job(store: &Store, url: &BackupUrl, job: Job) -> Done {
+fn run_job(store: &Store, url: &BackupUrl, snapshots: &Path, job: Job) -> Done {
     let mut remote = job.remote;
     let mut results = Vec::new();
     let mut store_down = false;
@@ -381,7 +387,8 @@ fn run_job(store: &Store, url: &BackupUrl, job: Job) -> Done {
             break;
         }
         let staging = url.key(&format!("{STAGING}/{rel}"));
-        let result = store.put_file(&path, stamp, &staging, &url.key(&rel));
+        let snapshot = snapshots.join(rel.replace('/', "_"));
+        let result = store.put_file(&path, stamp, &snapshot, &staging, &url.key(&rel));
         if let Ok(up) = &result {
             let now = SystemTime::now();
             remote.files.insert(
