@@ -56,9 +56,9 @@ impl SiteBackup {
             let bad = |what: String| invalid(format!("{}: `{key}` {what}", here()));
             match key.as_str() {
                 "url" => {
-                    let s = value
-                        .as_str()
-                        .ok_or_else(|| bad("expected a string such as \"s3://bucket/prefix\"".into()))?;
+                    let s = value.as_str().ok_or_else(|| {
+                        bad("expected a string such as \"s3://bucket/prefix\"".into())
+                    })?;
                     out.url = Some(BackupUrl::parse(s).map_err(bad)?);
                 }
                 "allowed_urls" => {
@@ -66,9 +66,9 @@ impl SiteBackup {
                         bad("expected a list of URLs such as [\"s3://bucket/team\"]".into())
                     })?;
                     for item in list {
-                        let s = item
-                            .as_str()
-                            .ok_or_else(|| bad("expected strings such as \"s3://bucket/team\"".into()))?;
+                        let s = item.as_str().ok_or_else(|| {
+                            bad("expected strings such as \"s3://bucket/team\"".into())
+                        })?;
                         out.allowed.push(BackupUrl::parse(s).map_err(bad)?);
                     }
                 }
@@ -102,7 +102,10 @@ impl SiteBackup {
     }
 
     fn allows(&self, url: &BackupUrl) -> bool {
-        self.url.iter().chain(&self.allowed).any(|a| url.is_within(a))
+        self.url
+            .iter()
+            .chain(&self.allowed)
+            .any(|a| url.is_within(a))
     }
 }
 
@@ -138,10 +141,15 @@ pub fn resolve(site: &SiteBackup, spec: &Spec, run_id: &str) -> Result<Option<Ru
     }
     let chosen = match &spec.backup.url {
         Some(text) => {
-            let url = BackupUrl::parse(text).map_err(|e| invalid(format!("{} {e}", at("backup.url"))))?;
+            let url =
+                BackupUrl::parse(text).map_err(|e| invalid(format!("{} {e}", at("backup.url"))))?;
             if !site.allows(&url) {
-                let places: Vec<String> =
-                    site.url.iter().chain(&site.allowed).map(|u| u.to_string()).collect();
+                let places: Vec<String> = site
+                    .url
+                    .iter()
+                    .chain(&site.allowed)
+                    .map(|u| u.to_string())
+                    .collect();
                 return Err(invalid(if places.is_empty() {
                     format!(
                         "{} = {url}: the site file allows no backup place (ask the administrators for a `[backup] url`, docs/backup.md)",
@@ -198,8 +206,8 @@ impl RunBackup {
             return Ok(None);
         }
         let text = crate::fsutil::read_regular(&path, 64 << 10)?;
-        let saved: RunBackup = serde_json::from_str(&text)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let saved: RunBackup =
+            serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
         // The file is the user's; check it as strictly as the site file.
         BackupUrl::parse(&saved.url.to_string())
             .map_err(|e| anyhow::anyhow!("{}: `url` {e}", path.display()))?;
@@ -236,7 +244,10 @@ mod tests {
         assert_eq!(crate::error::exit_code_for(&e), 2);
         assert!(e.to_string().contains("did you mean `url`"), "{e}");
         let e = site("[backup]\nurl = \"ftp://x/y\"\n").unwrap_err();
-        assert!(e.to_string().contains("`url`") && e.to_string().contains("s3://"), "{e}");
+        assert!(
+            e.to_string().contains("`url`") && e.to_string().contains("s3://"),
+            "{e}"
+        );
         let e = site("[backup]\ninterval = 0\n").unwrap_err();
         assert!(e.to_string().contains("1 to 3600"), "{e}");
         let e = site("[backup]\nallowed_urls = \"s3://x/y\"\n").unwrap_err();
@@ -246,7 +257,8 @@ mod tests {
 
     #[test]
     fn spec_chooses_within_the_site() {
-        let s = site("[backup]\nurl = \"s3://ckpt/yolo\"\nallowed_urls = [\"s3://team/a\"]\n").unwrap();
+        let s =
+            site("[backup]\nurl = \"s3://ckpt/yolo\"\nallowed_urls = [\"s3://team/a\"]\n").unwrap();
         let r = resolve(&s, &spec(""), "run-1").unwrap().unwrap();
         assert_eq!(r.url.to_string(), "s3://ckpt/yolo/run-1");
         let r = resolve(&s, &spec("[backup]\nurl = \"s3://team/a/b\"\n"), "run-1")
@@ -256,9 +268,13 @@ mod tests {
         let e = resolve(&s, &spec("[backup]\nurl = \"s3://team/ab\"\n"), "run-1").unwrap_err();
         assert_eq!(crate::error::exit_code_for(&e), 2);
         assert!(e.to_string().contains(":8:7: `backup.url`"), "{e}");
-        assert_eq!(resolve(&s, &spec("[backup]\nenabled = false\n"), "r").unwrap(), None);
+        assert_eq!(
+            resolve(&s, &spec("[backup]\nenabled = false\n"), "r").unwrap(),
+            None
+        );
 
-        let strict = site("[backup]\nurl = \"s3://ckpt/yolo\"\nspec_may_disable = false\n").unwrap();
+        let strict =
+            site("[backup]\nurl = \"s3://ckpt/yolo\"\nspec_may_disable = false\n").unwrap();
         let e = resolve(&strict, &spec("[backup]\nenabled = false\n"), "r").unwrap_err();
         assert!(e.to_string().contains("spec_may_disable"), "{e}");
 
@@ -271,10 +287,14 @@ mod tests {
     #[test]
     fn spec_table_form_is_checked_at_parse() {
         let text = "version = 1\n[run]\nname = \"r\"\n[train]\nmodel = \"m.yaml\"\ndata = \"d.yaml\"\n[backup]\nurll = \"s3://a/b\"\n";
-        let e = crate::spec::parse(text, "spec.toml").unwrap_err().to_string();
+        let e = crate::spec::parse(text, "spec.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("did you mean `url`"), "{e}");
         let text = text.replace("urll = \"s3://a/b\"", "url = \"s3://A/b\"");
-        let e = crate::spec::parse(&text, "spec.toml").unwrap_err().to_string();
+        let e = crate::spec::parse(&text, "spec.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bucket"), "{e}");
     }
 

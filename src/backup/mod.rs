@@ -56,7 +56,8 @@ pub fn preflight(site: &Site, spec: &Spec, run_id: &str, probe: bool) -> Result<
 /// Write, read back and delete a probe object under `url`.
 pub fn check_store(url: &BackupUrl, creds: &Credentials) -> Result<()> {
     let hint = "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), AWS_ENDPOINT_URL and AWS_REGION for the store, or turn the backup off with `[backup] enabled = false` in the spec (docs/backup.md)";
-    let store = Store::s3(url, creds).map_err(|e| with_hint(invalid(format!("checkpoint backup to {url}: {e:#}")), hint))?;
+    let store = Store::s3(url, creds)
+        .map_err(|e| with_hint(invalid(format!("checkpoint backup to {url}: {e:#}")), hint))?;
     let key = url.key(".yolo-sched-preflight");
     let body = b"yolo-sched preflight\n".to_vec();
     let outcome = store
@@ -66,7 +67,10 @@ pub fn check_store(url: &BackupUrl, creds: &Credentials) -> Result<()> {
             if got.as_deref() == Some(body.as_slice()) {
                 Ok(())
             } else {
-                Err(anyhow::anyhow!("{} returned other bytes than were written", store.name))
+                Err(anyhow::anyhow!(
+                    "{} returned other bytes than were written",
+                    store.name
+                ))
             }
         });
     let _ = store.delete(&key);

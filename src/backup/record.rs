@@ -79,7 +79,8 @@ impl Record {
             return Ok(None);
         }
         let text = crate::fsutil::read_regular(path, 1 << 20)?;
-        let r = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+        let r =
+            serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
         Ok(Some(r))
     }
 
@@ -181,7 +182,11 @@ impl BackupView {
         let lag = if self.behind.is_empty() {
             "in sync".to_string()
         } else {
-            format!("lag {} ({} not backed up)", words(self.lag_s), self.behind.join(", "))
+            format!(
+                "lag {} ({} not backed up)",
+                words(self.lag_s),
+                self.behind.join(", ")
+            )
         };
         let mut line = format!("{}: {}, {last}, {lag}", self.dir, self.url);
         if let Some(e) = &self.last_error {

@@ -36,7 +36,10 @@ impl RestoreOutcome {
             out.push(format!("nothing backed up yet at {}", self.url));
         }
         for f in &self.restored {
-            out.push(format!("restored {f} from {} (checksum verified)", self.url));
+            out.push(format!(
+                "restored {f} from {} (checksum verified)",
+                self.url
+            ));
         }
         for (f, why) in &self.refused {
             out.push(format!("warning: {f} not restored: {why}"));
@@ -89,8 +92,12 @@ pub fn restore_with(
         out.nothing_backed_up = true;
         return Ok(out);
     };
-    let remote: Remote = serde_json::from_slice(&bytes)
-        .map_err(|e| anyhow!("{}: the backup manifest is unreadable: {e}", url.key(MANIFEST)))?;
+    let remote: Remote = serde_json::from_slice(&bytes).map_err(|e| {
+        anyhow!(
+            "{}: the backup manifest is unreadable: {e}",
+            url.key(MANIFEST)
+        )
+    })?;
     let mut wanted: Vec<&str> = Vec::new();
     let last_missing = needs_restore(save_dir, "weights/last.pt");
     for rel in ["weights/last.pt", "weights/best.pt"] {

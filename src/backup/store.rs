@@ -160,9 +160,10 @@ impl Credentials {
             c.secret_access_key = Some(secret);
             c.session_token = get("AWS_SESSION_TOKEN");
             c.source = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into();
-        } else if let (Some(id), Some(secret)) =
-            (in_files("aws_access_key_id"), in_files("aws_secret_access_key"))
-        {
+        } else if let (Some(id), Some(secret)) = (
+            in_files("aws_access_key_id"),
+            in_files("aws_secret_access_key"),
+        ) {
             c.access_key_id = Some(id);
             c.secret_access_key = Some(secret);
             c.session_token = in_files("aws_session_token");
@@ -306,7 +307,11 @@ impl Store {
     pub fn sha256_of(&self, key: &str) -> Result<String> {
         let p = Self::path(key)?;
         self.runtime.block_on(async {
-            let got = self.inner.get(&p).await.map_err(|e| store_error(&self.name, e))?;
+            let got = self
+                .inner
+                .get(&p)
+                .await
+                .map_err(|e| store_error(&self.name, e))?;
             let mut h = Sha256::new();
             let mut stream = got.into_stream();
             while let Some(chunk) = stream.next().await {
@@ -374,7 +379,11 @@ impl Store {
                     .await
                     .map_err(failed)?;
             } else {
-                let upload = self.inner.put_multipart(&stage_path).await.map_err(failed)?;
+                let upload = self
+                    .inner
+                    .put_multipart(&stage_path)
+                    .await
+                    .map_err(failed)?;
                 let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
                 let mut buf = vec![0u8; PART];
                 loop {
@@ -410,9 +419,7 @@ impl Store {
 /// Copy `path` to `snapshot`, hashing it; `Changed` when the file is not
 /// the `stamp` it was, before or after (it was being written).
 fn snapshot_of(path: &Path, stamp: Stamp, snapshot: &Path) -> Result<String, PutError> {
-    let io = |e: std::io::Error, what: &Path| {
-        PutError::Store(anyhow!("{}: {e}", what.display()))
-    };
+    let io = |e: std::io::Error, what: &Path| PutError::Store(anyhow!("{}: {e}", what.display()));
     if Stamp::of(path) != Some(stamp) {
         return Err(PutError::Changed);
     }
@@ -444,7 +451,8 @@ fn snapshot_of(path: &Path, stamp: Stamp, snapshot: &Path) -> Result<String, Put
 /// store said so (so preflight can tell a typo in a key from a network fault).
 fn store_error(name: &str, e: object_store::Error) -> anyhow::Error {
     match e {
-        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => {
             anyhow::Error::new(Refused(format!("{name} refused the request: {e}")))
         }
         other => anyhow!("{name}: {other}"),
@@ -474,7 +482,9 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).with_context(|| format!("reading {}", path.display()))?;
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
         if n == 0 {
             break;
         }
@@ -520,7 +530,10 @@ mod tests {
         assert_eq!(c.access_key_id.as_deref(), Some("ENVKEY"));
         assert_eq!(c.endpoint.as_deref(), Some("http://h:1"));
         let shown = format!("{c:?}");
-        assert!(!shown.contains("ENVKEY") && !shown.contains("ENVSECRET"), "{shown}");
+        assert!(
+            !shown.contains("ENVKEY") && !shown.contains("ENVSECRET"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -55,7 +55,10 @@ fn until_idle(b: &mut Backup) -> Vec<BackupEvent> {
 }
 
 fn remote(store: &Store, url: &BackupUrl) -> Remote {
-    let bytes = store.get_bytes(&url.key(MANIFEST), 1 << 20).unwrap().unwrap();
+    let bytes = store
+        .get_bytes(&url.key(MANIFEST), 1 << 20)
+        .unwrap()
+        .unwrap();
     serde_json::from_slice(&bytes).unwrap()
 }
 
@@ -79,12 +82,27 @@ fn stable_complete_files_are_uploaded_once_and_recorded() {
             _ => None,
         })
         .collect();
-    assert_eq!(uploaded, vec!["weights/last.pt", "results.csv"], "{events:?}");
-    assert_eq!(store.get_bytes(&url.key("weights/last.pt"), 1 << 20).unwrap().unwrap(), ckpt);
+    assert_eq!(
+        uploaded,
+        vec!["weights/last.pt", "results.csv"],
+        "{events:?}"
+    );
+    assert_eq!(
+        store
+            .get_bytes(&url.key("weights/last.pt"), 1 << 20)
+            .unwrap()
+            .unwrap(),
+        ckpt
+    );
     let r = remote(&store, &url);
-    assert_eq!(r.files["weights/last.pt"].sha256, store::sha256_file(&save.join("weights/last.pt")).unwrap());
+    assert_eq!(
+        r.files["weights/last.pt"].sha256,
+        store::sha256_file(&save.join("weights/last.pt")).unwrap()
+    );
     // Recorded in the state directory, so status sees it and a new process does not upload again.
-    let rec = Record::load(&record::record_path(&save).unwrap()).unwrap().unwrap();
+    let rec = Record::load(&record::record_path(&save).unwrap())
+        .unwrap()
+        .unwrap();
     assert!(rec.last_backup.is_some());
     assert_eq!(rec.files.len(), 2);
     assert_eq!(until_idle(&mut b), vec![]);
@@ -109,7 +127,12 @@ fn a_checkpoint_being_written_is_not_uploaded() {
         matches!(events.as_slice(), [BackupEvent::Incomplete { file, .. }] if file == "weights/last.pt"),
         "{events:?}"
     );
-    assert_eq!(store.get_bytes(&url.key("weights/last.pt"), 1 << 20).unwrap(), None);
+    assert_eq!(
+        store
+            .get_bytes(&url.key("weights/last.pt"), 1 << 20)
+            .unwrap(),
+        None
+    );
     // Said once per version of the file.
     assert_eq!(until_idle(&mut b), vec![]);
     let rec = b.record().clone();
@@ -137,11 +160,19 @@ fn restore_brings_back_missing_weights_and_never_a_damaged_object() {
     let out = restore::restore(&save, &url, &store).unwrap();
     assert_eq!(
         out.restored,
-        vec!["weights/last.pt", "weights/best.pt", "results.csv", "args.yaml"],
+        vec![
+            "weights/last.pt",
+            "weights/best.pt",
+            "results.csv",
+            "args.yaml"
+        ],
         "{out:?}"
     );
     assert_eq!(std::fs::read(save.join("weights/last.pt")).unwrap(), ckpt);
-    assert_eq!(crate::run::checkpoint::state(&save).line(), "resumable: after epoch 2 of 5");
+    assert_eq!(
+        crate::run::checkpoint::state(&save).line(),
+        "resumable: after epoch 2 of 5"
+    );
     // Restored files are recorded as backed up: no second upload.
     let mut b = Backup::new(&save, url.clone(), store.clone());
     b.tick(SystemTime::now());
@@ -161,8 +192,14 @@ fn restore_brings_back_missing_weights_and_never_a_damaged_object() {
     assert_eq!(out.refused.len(), 1, "{out:?}");
     assert!(out.refused[0].1.contains("checksum mismatch"), "{out:?}");
     assert!(!out.restored.contains(&"weights/last.pt".to_string()));
-    assert_eq!(std::fs::read(save.join("weights/last.pt")).unwrap().len(), 100);
-    assert!(out.lines().iter().any(|l| l.starts_with("warning: weights/last.pt not restored")));
+    assert_eq!(
+        std::fs::read(save.join("weights/last.pt")).unwrap().len(),
+        100
+    );
+    assert!(out
+        .lines()
+        .iter()
+        .any(|l| l.starts_with("warning: weights/last.pt not restored")));
 }
 
 #[test]

@@ -164,9 +164,15 @@ mod tests {
     fn within_is_by_whole_segments() {
         let site = BackupUrl::parse("s3://ckpt/yolo").unwrap();
         assert!(BackupUrl::parse("s3://ckpt/yolo").unwrap().is_within(&site));
-        assert!(BackupUrl::parse("s3://ckpt/yolo/a").unwrap().is_within(&site));
-        assert!(!BackupUrl::parse("s3://ckpt/yolox").unwrap().is_within(&site));
-        assert!(!BackupUrl::parse("s3://other/yolo").unwrap().is_within(&site));
+        assert!(BackupUrl::parse("s3://ckpt/yolo/a")
+            .unwrap()
+            .is_within(&site));
+        assert!(!BackupUrl::parse("s3://ckpt/yolox")
+            .unwrap()
+            .is_within(&site));
+        assert!(!BackupUrl::parse("s3://other/yolo")
+            .unwrap()
+            .is_within(&site));
         let root = BackupUrl::parse("s3://ckpt").unwrap();
         assert!(site.is_within(&root));
         assert!(site.join("run-1").unwrap().is_within(&site));

@@ -135,8 +135,14 @@ fn check_save_dir(p: &Path) -> Result<PathBuf> {
 /// A job-log line: `yolo-sched: backup: …`.
 fn say(ctx: &Context, event: &BackupEvent) {
     let line = format!("yolo-sched: backup: {event}");
-    if matches!(event, BackupEvent::StoreFailed { .. } | BackupEvent::Mismatch { .. }) {
-        ctx.printer.warn(format!("backup: {}", event.to_string().trim_start_matches("warning: ")));
+    if matches!(
+        event,
+        BackupEvent::StoreFailed { .. } | BackupEvent::Mismatch { .. }
+    ) {
+        ctx.printer.warn(format!(
+            "backup: {}",
+            event.to_string().trim_start_matches("warning: ")
+        ));
     } else {
         let _ = output::println(line);
     }
@@ -163,7 +169,8 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
                 warnings: vec![],
             })?;
         } else {
-            ctx.printer.note("this run has no checkpoint backup (no [backup] url for it at submission)");
+            ctx.printer
+                .note("this run has no checkpoint backup (no [backup] url for it at submission)");
         }
         return Ok(0);
     };
@@ -193,7 +200,8 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
         Ok(s) => s,
         Err(e) if args.watch => {
             // Never fail the training: say why there is no backup and stop.
-            ctx.printer.warn(format!("backup: no checkpoint backup for this job: {e:#}"));
+            ctx.printer
+                .warn(format!("backup: no checkpoint backup for this job: {e:#}"));
             return Ok(0);
         }
         Err(e) => return Err(e),
@@ -204,7 +212,12 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
         let events = b.sync_now(settle, Duration::from_secs(600));
         let failed: Vec<String> = events
             .iter()
-            .filter(|e| matches!(e, BackupEvent::StoreFailed { .. } | BackupEvent::Mismatch { .. }))
+            .filter(|e| {
+                matches!(
+                    e,
+                    BackupEvent::StoreFailed { .. } | BackupEvent::Mismatch { .. }
+                )
+            })
             .map(|e| e.to_string())
             .collect();
         if args.output.json {
@@ -277,7 +290,8 @@ fn restore(ctx: &mut Context, args: &RestoreArgs) -> Result<i32> {
             if args.output.json {
                 output::print_json(&serde_json::json!({ "url": null }))?;
             } else {
-                ctx.printer.note("this run has no checkpoint backup; nothing to restore");
+                ctx.printer
+                    .note("this run has no checkpoint backup; nothing to restore");
             }
         }
         Some(out) => {

@@ -103,10 +103,22 @@ impl Fixture {
     /// The last epoch of the backed-up results.csv of `train`.
     fn epochs_backed_up(&self, run_id: &str) -> Option<u32> {
         let url = yolo_sched::backup::BackupUrl::parse(&self.url).unwrap();
-        let key = url.join(run_id).ok()?.join("train").ok()?.key("results.csv");
+        let key = url
+            .join(run_id)
+            .ok()?
+            .join("train")
+            .ok()?
+            .key("results.csv");
         let bytes = self.direct.store().get_bytes(&key, 1 << 20).ok()??;
         let text = String::from_utf8(bytes).ok()?;
-        let e: f64 = text.lines().last()?.split(',').next()?.trim().parse().ok()?;
+        let e: f64 = text
+            .lines()
+            .last()?
+            .split(',')
+            .next()?
+            .trim()
+            .parse()
+            .ok()?;
         Some(e as u32)
     }
 }
@@ -182,7 +194,11 @@ fn assert_no_secret(workdir: &Path, secret: &str) {
                 stack.push(p);
             } else if p.extension().is_none_or(|x| x != "pt") {
                 let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).to_string();
-                assert!(!text.contains(secret), "{} holds the secret key", p.display());
+                assert!(
+                    !text.contains(secret),
+                    "{} holds the secret key",
+                    p.display()
+                );
             }
         }
     }
@@ -196,7 +212,12 @@ fn a_store_outage_mid_run_is_a_warning_and_a_lag_and_training_goes_on() {
     let relay = Relay::start(&s.get("AWS_ENDPOINT_URL"));
     let f = Fixture::new("outage", s.via(&relay.endpoint()));
     let spec = f.spec("outage", 14);
-    let (run_id, jobs) = submit(&f, &standin(), &spec, &[("YOLO_STANDIN_EPOCH_SECONDS", "1.5")]);
+    let (run_id, jobs) = submit(
+        &f,
+        &standin(),
+        &spec,
+        &[("YOLO_STANDIN_EPOCH_SECONDS", "1.5")],
+    );
     let workdir = f.path().join("runs/outage");
     wait_until(Duration::from_secs(90), "a first backup", || {
         f.epochs_backed_up(&run_id).is_some_and(|e| e >= 1)
@@ -208,11 +229,20 @@ fn a_store_outage_mid_run_is_a_warning_and_a_lag_and_training_goes_on() {
     let st = f.status(&standin(), &run_id);
     let b = &st["backup"][0];
     assert_eq!(b["dir"], "train", "{st}");
-    assert!(b["last_error"].is_string(), "the outage shows in status: {b}");
-    assert!(b["lag_s"].as_f64().unwrap() >= 3.0, "the lag shows in status: {b}");
+    assert!(
+        b["last_error"].is_string(),
+        "the outage shows in status: {b}"
+    );
+    assert!(
+        b["lag_s"].as_f64().unwrap() >= 3.0,
+        "the lag shows in status: {b}"
+    );
     let text = run(f.cmd(&standin()).args(["status", &run_id]));
     let text = String::from_utf8_lossy(&text.stdout).to_string();
-    assert!(text.contains("backup train: ") && text.contains("lag "), "{text}");
+    assert!(
+        text.contains("backup train: ") && text.contains("lag "),
+        "{text}"
+    );
     assert!(
         epochs_in(&workdir.join("train/results.csv")).len() > epoch_at_cut,
         "training went on during the outage"
@@ -220,11 +250,21 @@ fn a_store_outage_mid_run_is_a_warning_and_a_lag_and_training_goes_on() {
     assert!(f.epochs_backed_up(&run_id).unwrap() <= cut_at + 1);
     relay.up();
 
-    assert_eq!(watch(&f, &standin(), &run_id, Duration::from_secs(180)), 0, "the run completed");
+    assert_eq!(
+        watch(&f, &standin(), &run_id, Duration::from_secs(180)),
+        0,
+        "the run completed"
+    );
     let log = read(&workdir.join("logs/train.out"));
-    assert!(log.contains("backup store unavailable, training goes on"), "{log}");
+    assert!(
+        log.contains("backup store unavailable, training goes on"),
+        "{log}"
+    );
     assert!(log.contains("backup store reachable again"), "{log}");
-    assert!(log.contains("the trainer has exited; last pass done"), "{log}");
+    assert!(
+        log.contains("the trainer has exited; last pass done"),
+        "{log}"
+    );
     assert_eq!(f.epochs_backed_up(&run_id), Some(14), "{log}");
     let st = f.status(&standin(), &run_id);
     assert_eq!(st["backup"][0]["behind"], serde_json::json!([]), "{st}");
@@ -252,18 +292,31 @@ fn bad_credentials_are_refused_at_submission_and_nothing_runs() {
     assert!(err.contains("refused") && err.contains("hint:"), "{err}");
     assert!(!err.contains("not-the-secret-key"), "{err}");
     assert!(!f.path().join("runs/badcreds/manifest.json").exists());
-    assert!(!f.path().join("runs/badcreds/scripts").exists(), "nothing written");
+    assert!(
+        !f.path().join("runs/badcreds/scripts").exists(),
+        "nothing written"
+    );
 
     // Unreachable: a runtime failure (1), nothing submitted either.
     let f = Fixture::new("unreachable", s.via("http://127.0.0.1:1"));
     let spec = f.spec("unreachable", 1);
     let out = run(f.cmd(&standin()).arg("submit").arg(&spec));
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!f.path().join("runs/unreachable/manifest.json").exists());
 
     // --dry-run checks the settings but does not touch the store.
     let out = run(f.cmd(&standin()).args(["submit", "--dry-run"]).arg(&spec));
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -277,12 +330,22 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
     let s = s3();
     let f = Fixture::new("real", s.clone());
     let spec = f.spec("real", 6);
-    let (run_id, jobs) = submit(&f, &real_trainer(), &spec, &[("YOLO_TRAINER_VENV", venv().to_str().unwrap())]);
+    let (run_id, jobs) = submit(
+        &f,
+        &real_trainer(),
+        &spec,
+        &[("YOLO_TRAINER_VENV", venv().to_str().unwrap())],
+    );
     let workdir = f.path().join("runs/real");
     // A checkpoint in the bucket while the real trainer trains.
-    wait_until(Duration::from_secs(300), "a backed-up last.pt during training", || {
-        f.backed_up(&run_id).contains(&"weights/last.pt".to_string())
-    });
+    wait_until(
+        Duration::from_secs(300),
+        "a backed-up last.pt during training",
+        || {
+            f.backed_up(&run_id)
+                .contains(&"weights/last.pt".to_string())
+        },
+    );
     let mut job_state = String::new();
     let running = jobs.iter().any(|j| {
         job_state = crate::common::job_state(*j).unwrap_or_default();
@@ -297,13 +360,27 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
 
     // Node lost / scratch wiped: the weights are gone.
     std::fs::remove_dir_all(workdir.join("train/weights")).unwrap();
-    let resume = run(f.cmd(&real_trainer()).env("YOLO_TRAINER_VENV", venv()).args(["resume", &run_id]));
-    assert_eq!(resume.status.code(), Some(0), "{}", String::from_utf8_lossy(&resume.stderr));
-    assert_eq!(watch(&f, &real_trainer(), &run_id, Duration::from_secs(600)), 0);
+    let resume = run(f
+        .cmd(&real_trainer())
+        .env("YOLO_TRAINER_VENV", venv())
+        .args(["resume", &run_id]));
+    assert_eq!(
+        resume.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resume.stderr)
+    );
+    assert_eq!(
+        watch(&f, &real_trainer(), &run_id, Duration::from_secs(600)),
+        0
+    );
     let log = read(&workdir.join("logs/train.out"));
     assert!(log.contains("restored weights/last.pt from s3://"), "{log}");
     assert!(log.contains("yolo-sched: checkpoint: resumable"), "{log}");
-    assert!(log.contains("Resuming training"), "the real trainer resumed:\n{log}");
+    assert!(
+        log.contains("Resuming training"),
+        "the real trainer resumed:\n{log}"
+    );
     // Ultralytics: "Resuming training <last.pt> from epoch N to 6 total epochs".
     let from: u32 = log
         .split("from epoch ")
@@ -311,10 +388,17 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
         .and_then(|r| r.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no 'from epoch N' in the log:\n{log}"));
-    assert!(from > 1, "resumed from the restored epoch, not the start: {from}");
+    assert!(
+        from > 1,
+        "resumed from the restored epoch, not the start: {from}"
+    );
     let all = epochs_in(&workdir.join("train/results.csv"));
     assert_eq!(all.last(), Some(&6), "{all:?}");
-    assert_eq!(all.iter().filter(|e| **e == 1).count(), 1, "never started over: {all:?}");
+    assert_eq!(
+        all.iter().filter(|e| **e == 1).count(),
+        1,
+        "never started over: {all:?}"
+    );
     assert_eq!(f.epochs_backed_up(&run_id), Some(6));
     assert_no_secret(&workdir, &s.get("AWS_SECRET_ACCESS_KEY"));
 }

@@ -79,10 +79,19 @@ fn checkpoints_go_up_verified_and_come_back_after_the_scratch_is_wiped() {
     let out = backup(&s, &["sync", save.to_str().unwrap(), "--once"]);
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
-    for f in ["weights/last.pt", "weights/best.pt", "results.csv", "args.yaml"] {
+    for f in [
+        "weights/last.pt",
+        "weights/best.pt",
+        "results.csv",
+        "args.yaml",
+    ] {
         assert!(t.contains(&format!("backed up {f}")), "{t}");
         let stored = s.store().get_bytes(&key_of(&url, f), 1 << 30).unwrap();
-        assert_eq!(stored.as_deref(), Some(read_bytes(&save.join(f)).as_slice()), "{f}");
+        assert_eq!(
+            stored.as_deref(),
+            Some(read_bytes(&save.join(f)).as_slice()),
+            "{f}"
+        );
     }
     // Nothing changed: nothing goes up again.
     let again = backup(&s, &["sync", save.to_str().unwrap(), "--once"]);
@@ -95,10 +104,16 @@ fn checkpoints_go_up_verified_and_come_back_after_the_scratch_is_wiped() {
     // Scratch wiped: the weights, their results.csv and args.yaml come back.
     let before = read_bytes(&save.join("weights/last.pt"));
     std::fs::remove_dir_all(&save).unwrap();
-    let dry = backup(&s, &["restore", save.to_str().unwrap(), "--dry-run", "--json"]);
+    let dry = backup(
+        &s,
+        &["restore", save.to_str().unwrap(), "--dry-run", "--json"],
+    );
     let plan: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
     assert_eq!(plan["restored"][0], "weights/last.pt", "{plan}");
-    assert!(!save.join("weights/last.pt").exists(), "--dry-run wrote nothing");
+    assert!(
+        !save.join("weights/last.pt").exists(),
+        "--dry-run wrote nothing"
+    );
     let out = backup(&s, &["restore", save.to_str().unwrap()]);
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
@@ -118,7 +133,12 @@ fn a_damaged_object_is_never_restored() {
     let url = s.url("damaged");
     let (_d, save) = workdir(&url);
     training_files(&save);
-    assert_eq!(backup(&s, &["sync", save.to_str().unwrap(), "--once"]).status.code(), Some(0));
+    assert_eq!(
+        backup(&s, &["sync", save.to_str().unwrap(), "--once"])
+            .status
+            .code(),
+        Some(0)
+    );
     // The bucket's copy is damaged behind yolo-sched's back.
     let key = key_of(&url, "weights/last.pt");
     let mut bytes = s.store().get_bytes(&key, 1 << 30).unwrap().unwrap();
@@ -128,9 +148,19 @@ fn a_damaged_object_is_never_restored() {
     std::fs::remove_file(save.join("weights/last.pt")).unwrap();
     let out = backup(&s, &["restore", save.to_str().unwrap()]);
     let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "a damaged backup is a warning: {t}");
-    assert!(t.contains("weights/last.pt not restored: checksum mismatch"), "{t}");
-    assert!(!save.join("weights/last.pt").exists(), "nothing damaged was written");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a damaged backup is a warning: {t}"
+    );
+    assert!(
+        t.contains("weights/last.pt not restored: checksum mismatch"),
+        "{t}"
+    );
+    assert!(
+        !save.join("weights/last.pt").exists(),
+        "nothing damaged was written"
+    );
     let state = run(yolo().arg("checkpoint").arg(&save));
     assert!(String::from_utf8_lossy(&state.stdout).starts_with("missing"));
 }
@@ -157,10 +187,15 @@ fn refused_credentials_are_invalid_input_and_an_unreachable_store_a_runtime_fail
     let gone = s.via("http://127.0.0.1:1");
     let e = yolo_sched::backup::check_store(&url, &gone.credentials()).unwrap_err();
     assert_eq!(yolo_sched::error::exit_code_for(&e), 1, "{e:#}");
-    assert!(start.elapsed() < Duration::from_secs(30), "bounded: {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "bounded: {:?}",
+        start.elapsed()
+    );
 
     let mut none = s.clone();
-    none.vars.retain(|(k, _)| !k.starts_with("AWS_ACCESS") && !k.starts_with("AWS_SECRET"));
+    none.vars
+        .retain(|(k, _)| !k.starts_with("AWS_ACCESS") && !k.starts_with("AWS_SECRET"));
     let e = yolo_sched::backup::check_store(&url, &none.credentials()).unwrap_err();
     assert_eq!(yolo_sched::error::exit_code_for(&e), 2, "{e:#}");
     assert!(format!("{e:#}").contains("no S3 credentials"), "{e:#}");
@@ -207,7 +242,10 @@ for e in range(1, epochs + 1):
 }
 
 fn epochs_backed_up(s: &S3, url: &str) -> Option<u32> {
-    let bytes = s.store().get_bytes(&key_of(url, "results.csv"), 1 << 20).ok()??;
+    let bytes = s
+        .store()
+        .get_bytes(&key_of(url, "results.csv"), 1 << 20)
+        .ok()??;
     let text = String::from_utf8(bytes).ok()?;
     text.lines().last()?.split(',').next()?.parse().ok()
 }
@@ -250,7 +288,10 @@ fn the_watch_loop_uploads_during_training_and_rides_out_a_store_outage() {
     let views = yolo_sched::backup::views(save.parent().unwrap(), SystemTime::now());
     let v = &views[0];
     assert!(v.last_error.is_some(), "the outage is recorded: {v:?}");
-    assert!(!v.behind.is_empty() && v.lag_s >= 2.0, "the lag shows: {v:?}");
+    assert!(
+        !v.behind.is_empty() && v.lag_s >= 2.0,
+        "the lag shows: {v:?}"
+    );
     assert!(trainer.try_wait().unwrap().is_none(), "training goes on");
     let during = epochs_backed_up(&s, &url).unwrap();
     assert!(during <= cut_at + 1, "nothing went up during the outage");
@@ -260,15 +301,26 @@ fn the_watch_loop_uploads_during_training_and_rides_out_a_store_outage() {
     let out = run_bounded_child(watcher, Duration::from_secs(120));
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("warning: backup: backup store unavailable, training goes on"), "{t}");
+    assert!(
+        t.contains("warning: backup: backup store unavailable, training goes on"),
+        "{t}"
+    );
     assert!(t.contains("backup store reachable again"), "{t}");
     assert!(t.contains("the trainer has exited; last pass done"), "{t}");
     // A checkpoint caught mid-write was never uploaded as it was; the last one is.
     assert_eq!(epochs_backed_up(&s, &url), Some(12), "{t}");
-    let stored = s.store().get_bytes(&key_of(&url, "weights/last.pt"), 1 << 30).unwrap().unwrap();
+    let stored = s
+        .store()
+        .get_bytes(&key_of(&url, "weights/last.pt"), 1 << 30)
+        .unwrap()
+        .unwrap();
     assert_eq!(stored, read_bytes(&save.join("weights/last.pt")));
     let views = yolo_sched::backup::views(save.parent().unwrap(), SystemTime::now());
-    assert!(views[0].behind.is_empty() && views[0].last_error.is_none(), "{:?}", views[0]);
+    assert!(
+        views[0].behind.is_empty() && views[0].last_error.is_none(),
+        "{:?}",
+        views[0]
+    );
     assert!(!t.contains(&s.get("AWS_SECRET_ACCESS_KEY")));
 }
 

@@ -28,12 +28,20 @@ fn script() -> std::path::PathBuf {
 /// The running server (the test fails when it does not answer: these tests
 /// are ignored unless asked for, and then the server must be there).
 pub fn s3() -> S3 {
-    let status = Command::new("bash").arg(script()).arg("status").status().unwrap();
+    let status = Command::new("bash")
+        .arg(script())
+        .arg("status")
+        .status()
+        .unwrap();
     assert!(
         status.success(),
         "this test needs the local S3 server but it does not answer; run `slurm/s3.sh up`"
     );
-    let out = Command::new("bash").arg(script()).arg("env").output().unwrap();
+    let out = Command::new("bash")
+        .arg(script())
+        .arg("env")
+        .output()
+        .unwrap();
     let mut vars = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         if let Some((k, v)) = line.strip_prefix("export ").and_then(|l| l.split_once('=')) {
