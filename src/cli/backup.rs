@@ -63,7 +63,7 @@ pub struct SyncArgs {
     #[arg(long)]
     pub watch: bool,
     /// With --watch: the trainer's process id; when it exits, one last pass, then exit.
-    #[arg(long, value_name = "PID", requires = "watch")]
+    #[arg(long, value_name = "PID", requires = "watch", value_parser = clap::value_parser!(i32).range(1..))]
     pub pid: Option<i32>,
     /// Seconds between looks (default: the run's setting, from the site's `[backup] interval`).
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
