@@ -33,6 +33,14 @@ for i in 1 2 3 4 5; do
         awk -v i="$i" '{printf "run %d: %s MB in %s s = %.0f MB/s\n", i, $1, $2, $1/$2}'
 done
 
+echo "== reference: one plain signed PUT of the same 50 MB with curl (no check, no copy)"
+for i in 1 2 3; do
+    curl -s -o /dev/null -w '%{size_upload} %{time_total}\n' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+        --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -T "$W/once/train/weights/last.pt" \
+        "$AWS_ENDPOINT_URL/$YOLO_S3_BUCKET/bench/curl-$i.pt" |
+        awk -v i="$i" '{printf "run %d: %.1f MB in %.2f s = %.0f MB/s\n", i, $1/1e6, $2, $1/1e6/$2}'
+done
+
 for interval in 1 5; do
     echo "== write to backup, watch loop every $interval s, a 50 MB checkpoint rewritten every 12 s (5 writes)"
     settings "$W/watch$interval" "$interval"
