@@ -402,3 +402,44 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
     assert_eq!(f.epochs_backed_up(&run_id), Some(6));
     assert_no_secret(&workdir, &s.get("AWS_SECRET_ACCESS_KEY"));
 }
+
+#[test]
+#[ignore = "needs the local Slurm cluster and the local S3 server (slurm/cluster.sh up, slurm/s3.sh up)"]
+fn each_task_of_a_sweep_is_backed_up_under_its_own_prefix() {
+    let _cluster = cluster(module_path!());
+    let f = Fixture::new("sweep", s3());
+    let spec = f.spec("sweep", 3);
+    let mut text = read(&spec);
+    text.push_str("[sweep]\nlr0 = [0.01, 0.02]\n");
+    std::fs::write(&spec, text).unwrap();
+    let (run_id, _) = submit(
+        &f,
+        &standin(),
+        &spec,
+        &[("YOLO_STANDIN_EPOCH_SECONDS", "0.5")],
+    );
+    assert_eq!(watch(&f, &standin(), &run_id, Duration::from_secs(180)), 0);
+    let st = f.status(&standin(), &run_id);
+    let dirs: Vec<&str> = st["backup"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["dir"].as_str().unwrap())
+        .collect();
+    assert_eq!(dirs, ["train-0", "train-1"], "{st}");
+    for b in st["backup"].as_array().unwrap() {
+        assert_eq!(b["behind"], serde_json::json!([]), "{b}");
+        assert!(
+            b["url"]
+                .as_str()
+                .unwrap()
+                .ends_with(b["dir"].as_str().unwrap()),
+            "{b}"
+        );
+    }
+    let out = run(f
+        .cmd(&standin())
+        .args(["backup", "status", &run_id, "--json"]));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["dirs"].as_array().unwrap().len(), 2, "{v}");
+}
