@@ -329,7 +329,10 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
     );
     let s = s3();
     let f = Fixture::new("real", s.clone());
-    let spec = f.spec("real", 6);
+    // imgsz 160: epochs of a few seconds, so last.pt is quiet long enough
+    // between two writes to go up while training still has epochs to go.
+    let spec = f.spec("real", 8);
+    std::fs::write(&spec, read(&spec).replace("imgsz = 64", "imgsz = 160")).unwrap();
     let (run_id, jobs) = submit(
         &f,
         &real_trainer(),
@@ -356,7 +359,7 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
     assert_eq!(cancel.status.code(), Some(0));
     wait_jobs(&jobs, Duration::from_secs(60));
     let reached = epochs_in(&workdir.join("train/results.csv"));
-    assert!(reached.len() < 6, "cancelled midway: {reached:?}");
+    assert!(reached.len() < 8, "cancelled midway: {reached:?}");
 
     // Node lost / scratch wiped: the weights are gone.
     std::fs::remove_dir_all(workdir.join("train/weights")).unwrap();
@@ -381,7 +384,7 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
         log.contains("Resuming training"),
         "the real trainer resumed:\n{log}"
     );
-    // Ultralytics: "Resuming training <last.pt> from epoch N to 6 total epochs".
+    // Ultralytics: "Resuming training <last.pt> from epoch N to 8 total epochs".
     let from: u32 = log
         .split("from epoch ")
         .nth(1)
@@ -393,13 +396,13 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
         "resumed from the restored epoch, not the start: {from}"
     );
     let all = epochs_in(&workdir.join("train/results.csv"));
-    assert_eq!(all.last(), Some(&6), "{all:?}");
+    assert_eq!(all.last(), Some(&8), "{all:?}");
     assert_eq!(
         all.iter().filter(|e| **e == 1).count(),
         1,
         "never started over: {all:?}"
     );
-    assert_eq!(f.epochs_backed_up(&run_id), Some(6));
+    assert_eq!(f.epochs_backed_up(&run_id), Some(8));
     assert_no_secret(&workdir, &s.get("AWS_SECRET_ACCESS_KEY"));
 }
 
