@@ -192,6 +192,8 @@ pub struct Store {
     runtime: Arc<tokio::runtime::Runtime>,
     /// What messages call the store (`s3://bucket`), never credentials.
     pub name: String,
+    /// Scrubbed from messages: the endpoint stays out of logs.
+    endpoint: Option<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -253,6 +255,10 @@ impl Store {
             inner: Arc::new(s3),
             runtime: runtime()?,
             name: format!("s3://{}", url.bucket),
+            endpoint: creds
+                .endpoint
+                .as_ref()
+                .map(|e| e.trim_end_matches('/').to_string()),
         })
     }
 
@@ -262,6 +268,7 @@ impl Store {
             inner: Arc::new(InMemory::new()),
             runtime: runtime()?,
             name: "memory".into(),
+            endpoint: None,
         })
     }
 
@@ -274,7 +281,7 @@ impl Store {
         let p = Self::path(key)?;
         self.runtime
             .block_on(self.inner.put(&p, PutPayload::from(bytes)))
-            .map_err(|e| store_error(&self.name, e))?;
+            .map_err(|e| self.error(e))?;
         Ok(())
     }
 
@@ -285,7 +292,7 @@ impl Store {
             let got = match self.inner.get(&p).await {
                 Ok(g) => g,
                 Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(store_error(&self.name, e)),
+                Err(e) => return Err(self.error(e)),
             };
             if got.meta.size > limit {
                 bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
@@ -293,7 +300,7 @@ impl Store {
             let mut out = Vec::with_capacity(got.meta.size as usize);
             let mut stream = got.into_stream();
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| store_error(&self.name, e))?;
+                let chunk = chunk.map_err(|e| self.error(e))?;
                 if out.len() as u64 + chunk.len() as u64 > limit {
                     bail!("{key} grew past {limit} bytes while being read");
                 }
@@ -307,15 +314,11 @@ impl Store {
     pub fn sha256_of(&self, key: &str) -> Result<String> {
         let p = Self::path(key)?;
         self.runtime.block_on(async {
-            let got = self
-                .inner
-                .get(&p)
-                .await
-                .map_err(|e| store_error(&self.name, e))?;
+            let got = self.inner.get(&p).await.map_err(|e| self.error(e))?;
             let mut h = Sha256::new();
             let mut stream = got.into_stream();
             while let Some(chunk) = stream.next().await {
-                h.update(chunk.map_err(|e| store_error(&self.name, e))?);
+                h.update(chunk.map_err(|e| self.error(e))?);
             }
             Ok(hex(&h.finalize()))
         })
@@ -325,7 +328,7 @@ impl Store {
         let p = Self::path(key)?;
         match self.runtime.block_on(self.inner.delete(&p)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(store_error(&self.name, e)),
+            Err(e) => Err(self.error(e)),
         }
     }
 
@@ -365,7 +368,7 @@ impl Store {
     ) -> Result<(), PutError> {
         let stage_path = Self::path(staging).map_err(PutError::Store)?;
         let final_path = Self::path(key).map_err(PutError::Store)?;
-        let failed = |e| PutError::Store(store_error(&self.name, e));
+        let failed = |e| PutError::Store(self.error(e));
         self.runtime.block_on(async {
             let mut file = std::fs::File::open(snapshot)
                 .with_context(|| format!("opening {}", snapshot.display()))
@@ -447,15 +450,26 @@ fn snapshot_of(path: &Path, stamp: Stamp, snapshot: &Path) -> Result<String, Put
     Ok(hex(&hasher.finalize()))
 }
 
-/// An object-store error in words, marked as refused credentials where the
-/// store said so (so preflight can tell a typo in a key from a network fault).
-fn store_error(name: &str, e: object_store::Error) -> anyhow::Error {
-    match e {
-        object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => {
-            anyhow::Error::new(Refused(format!("{name} refused the request: {e}")))
+impl Store {
+    /// An object-store error in words, marked as refused credentials where the
+    /// store said so (so preflight can tell a typo in a key from a network
+    /// fault), with the endpoint replaced by the variable's name.
+    fn error(&self, e: object_store::Error) -> anyhow::Error {
+        let scrub = |text: String| match &self.endpoint {
+            Some(ep) if !ep.is_empty() => {
+                let host = ep.split_once("://").map_or(ep.as_str(), |(_, h)| h);
+                text.replace(ep.as_str(), "$AWS_ENDPOINT_URL")
+                    .replace(host, "$AWS_ENDPOINT_URL")
+            }
+            _ => text,
+        };
+        match e {
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => anyhow::Error::new(Refused(scrub(
+                format!("{} refused the request: {e}", self.name),
+            ))),
+            other => anyhow!(scrub(format!("{}: {other}", self.name))),
         }
-        other => anyhow!("{name}: {other}"),
     }
 }
 

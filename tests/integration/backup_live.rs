@@ -270,6 +270,8 @@ fn a_store_outage_mid_run_is_a_warning_and_a_lag_and_training_goes_on() {
     assert_eq!(st["backup"][0]["behind"], serde_json::json!([]), "{st}");
     assert!(st["backup"][0]["last_error"].is_null(), "{st}");
     assert_no_secret(&workdir, &s.get("AWS_SECRET_ACCESS_KEY"));
+    // The endpoint stays out of the scripts, the state and the log (also in errors).
+    assert_no_secret(&workdir, &relay.endpoint()[7..]);
     let _ = jobs;
 }
 

@@ -188,6 +188,10 @@ fn refused_credentials_are_invalid_input_and_an_unreachable_store_a_runtime_fail
     let e = yolo_sched::backup::check_store(&url, &gone.credentials()).unwrap_err();
     assert_eq!(yolo_sched::error::exit_code_for(&e), 1, "{e:#}");
     assert!(
+        !format!("{e:#}").contains("127.0.0.1:1"),
+        "the endpoint stays out: {e:#}"
+    );
+    assert!(
         start.elapsed() < Duration::from_secs(30),
         "bounded: {:?}",
         start.elapsed()
@@ -322,6 +326,10 @@ fn the_watch_loop_uploads_during_training_and_rides_out_a_store_outage() {
         views[0]
     );
     assert!(!t.contains(&s.get("AWS_SECRET_ACCESS_KEY")));
+    assert!(
+        !t.contains(&relay.endpoint()[7..]),
+        "the endpoint stays out of the log: {t}"
+    );
 }
 
 fn run_bounded_child(child: std::process::Child, limit: Duration) -> std::process::Output {
