@@ -25,6 +25,7 @@ alive() { # pids still running (zombies count as gone)
 }
 finish() {
     local status=$?
+    bash slurm/s3.sh down
     bash slurm/cluster.sh down
     bash slurm/cluster.sh down >/dev/null # twice: must be harmless
     # shellcheck disable=SC2086 # one word per pid
@@ -37,6 +38,10 @@ finish() {
 }
 started_pids=""
 trap finish EXIT
+
+# The S3-compatible server of the checkpoint-backup tests (SeaweedFS on 127.0.0.1).
+bash slurm/s3.sh up
+bash slurm/s3.sh up # twice: must be a no-op
 
 bash slurm/cluster.sh up
 started_pids=$(daemon_pids)

@@ -3,6 +3,7 @@
 //! modules; integration tests and benchmarks use them directly.
 
 pub mod agent;
+pub mod backup;
 pub mod cli;
 pub mod compare;
 pub mod config;

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod args;
+pub mod backup;
 pub mod checkpoint;
 pub mod compare;
 pub mod dataset;
@@ -101,6 +102,8 @@ pub enum Command {
     Generate(generate::GenerateArgs),
     /// The job agent beside a GPU stage's trainer: memory guard and metrics (started by the stage script).
     Agent(agent::AgentArgs),
+    /// Back up checkpoints to S3-compatible storage, restore them, show the last backup.
+    Backup(backup::BackupArgs),
 }
 
 /// What every subcommand gets: resolved settings, the terminal and the Slurm runner.
@@ -168,6 +171,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Report(args) => report::run(&mut ctx, &args),
         Command::Compare(args) => compare::run(&mut ctx, &args),
         Command::Agent(args) => agent::run(&mut ctx, &args),
+        Command::Backup(args) => backup::run(&mut ctx, &args),
     }
 }
 

@@ -232,6 +232,10 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
             output::println(format!("{}: {}", s.stage, list.join(", ")))?;
         }
     }
+    let now = chrono::Utc::now();
+    for b in &st.backup {
+        output::println(format!("backup {}", b.line(now)))?;
+    }
     Ok(())
 }
 

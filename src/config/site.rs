@@ -30,6 +30,7 @@ pub const SECTIONS: &[&str] = &[
     "paths",
     "node_setup",
     "guard",
+    "backup",
 ];
 
 /// The largest site file read.

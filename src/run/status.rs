@@ -411,6 +411,9 @@ pub struct RunStatus {
     pub stages: Vec<StageStatus>,
     /// True when Slurm could not be asked and everything comes from job files.
     pub stale: bool,
+    /// The checkpoint backup of each training directory: last backup and lag (docs/backup.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backup: Vec<crate::backup::BackupView>,
 }
 
 impl RunStatus {
@@ -585,13 +588,15 @@ pub fn of_run(
     acct: &[AcctRow],
     slurm_reachable: bool,
 ) -> RunStatus {
-    compute(
+    let mut status = compute(
         manifest,
         rows,
         acct,
         &read_job_files(&manifest.workdir),
         slurm_reachable,
-    )
+    );
+    status.backup = crate::backup::views(&manifest.workdir, std::time::SystemTime::now());
+    status
 }
 
 /// Put everything together. `rows` come from one squeue call over every
@@ -779,6 +784,7 @@ pub fn compute(
         state,
         stages,
         stale: !slurm_reachable,
+        backup: Vec::new(),
     }
 }
 

@@ -113,6 +113,9 @@ pub fn submit(
 
     let now = Utc::now();
     let run_id = manifest::new_run_id(&spec.run.name, now);
+    // Checkpoint backup (docs/backup.md): settings checked, and the store tried
+    // unless --dry-run, before anything is written or submitted.
+    let backup = crate::backup::preflight(site, &spec, &run_id, !req.dry_run)?;
     let templates = Templates::new(req.templates)?;
     let exe =
         std::env::current_exe().context("finding the yolo-sched binary for the prepare stage")?;
@@ -144,6 +147,9 @@ pub fn submit(
         .map(|(s, p)| (p.as_path(), s.text.as_bytes(), 0o755))
         .collect();
     crate::fsutil::write_atomic_all(&files)?;
+    if let Some(b) = &backup {
+        b.save(&workdir)?;
+    }
     let mut requests = Vec::new();
     for (script, path) in scripts.iter().zip(script_paths) {
         let stage = plan.stage(script.kind).expect("scripts come from the plan");

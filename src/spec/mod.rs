@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::suggest::closest;
 pub use error::{Location, SpecError, SpecErrors};
+pub use parse::backup::SpecBackup;
 pub use parse::{DEFAULT_EXPORT_FORMATS, MAX_VARIANTS};
 pub use types::*;
 

@@ -18,6 +18,9 @@ use super::ultralytics;
 use super::values::{self, Problem};
 use crate::suggest;
 
+#[path = "backup.rs"]
+pub(crate) mod backup;
+
 type Val<'i> = Spanned<DeValue<'i>>;
 
 /// The most variants a sweep may have: Slurm's largest possible `MaxArraySize`
@@ -35,6 +38,7 @@ const ROOT_KEYS: &[&str] = &[
     "stages",
     "sweep",
     "guard",
+    "backup",
 ];
 const RUN_KEYS: &[&str] = &["name", "workdir", "account", "qos", "partition", "setup"];
 const TRAIN_TABLE_KEYS: &[&str] = &[
@@ -63,6 +67,7 @@ const HOMES: &[(&str, &[&str])] = &[
     ("resources", RESOURCE_KEYS),
     ("stages", STAGE_NAMES),
     ("guard", super::guard::GUARD_KEYS),
+    ("backup", backup::BACKUP_KEYS),
 ];
 
 /// Parse and validate a spec. `file` names it in messages; relative paths in it
@@ -542,6 +547,12 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
         }),
         None => Some(super::guard::GuardSpec::default()),
     };
+    let backup = match f.get("backup") {
+        Some(v) => cx
+            .table_of("backup", v)
+            .and_then(|t| backup::read_backup(cx, t)),
+        None => Some(backup::SpecBackup::default()),
+    };
 
     let spec = Spec {
         version: SPEC_VERSION,
@@ -551,6 +562,7 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
         stages: stages?,
         sweep: sweep?,
         guard: guard?,
+        backup: backup?,
         origin: Origin::default(),
     };
     check_whole(cx, &spec);

@@ -30,6 +30,9 @@ pub struct Spec {
     pub sweep: Sweep,
     /// `[guard]`: the job's memory-guard settings (`spec::guard`); empty when absent.
     pub guard: super::guard::GuardSpec,
+    /// `[backup]`: the run's checkpoint backup, within the site's rules (docs/backup.md).
+    #[serde(skip_serializing_if = "super::SpecBackup::is_default")]
+    pub backup: super::SpecBackup,
     /// Where the spec came from and where its keys are; not part of its content.
     #[serde(skip)]
     pub origin: Origin,

@@ -10,11 +10,14 @@
 
 mod common;
 mod fake_nvml;
+mod s3;
 
 mod accounting_live;
 mod agent_fake;
 mod agent_live;
 mod agent_script;
+mod backup_live;
+mod backup_s3;
 mod chromium;
 mod cli_help;
 mod cluster;

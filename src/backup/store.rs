@@ -1,0 +1,587 @@
+//! The object store: `object_store`'s S3 client (or its in-memory store in
+//! unit tests) behind a small synchronous API. A tokio current-thread runtime
+//! lives inside; callers stay synchronous.
+//!
+//! Endpoint, region and credentials come only from the AWS conventions:
+//! `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`,
+//! `AWS_REGION`/`AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`,
+//! else the profile `AWS_PROFILE` (default `default`) of
+//! `~/.aws/credentials` (`AWS_SHARED_CREDENTIALS_FILE`) and `~/.aws/config`
+//! (`AWS_CONFIG_FILE`). None of them is ever written anywhere.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use futures_util::StreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjPath;
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
+    WriteMultipart,
+};
+use sha2::{Digest, Sha256};
+
+use super::url::BackupUrl;
+
+/// Files at least this large go up in parts of this size.
+const PART: usize = 8 << 20;
+/// The largest object read back into memory (restore, manifest).
+pub const MAX_OBJECT: u64 = 8 << 30;
+
+/// A stat of a local file: what "unchanged" means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Stamp {
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+}
+
+impl Stamp {
+    pub fn of(path: &Path) -> Option<Stamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        use std::os::unix::fs::MetadataExt;
+        Some(Stamp {
+            size: meta.len(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        })
+    }
+
+    /// The modification time in seconds since the epoch.
+    pub fn mtime_secs(&self) -> f64 {
+        self.mtime_ns as f64 / 1e9
+    }
+}
+
+/// What one upload did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Uploaded {
+    pub sha256: String,
+    pub size: u64,
+    pub seconds: f64,
+}
+
+/// Why an upload did not happen or did not count.
+#[derive(Debug)]
+pub enum PutError {
+    /// The file changed while it was read: try again when it is stable.
+    Changed,
+    /// What was read back differs from what was sent: the object is not used.
+    Mismatch { sent: String, stored: String },
+    /// The store failed (unreachable, refused, ...).
+    Store(anyhow::Error),
+}
+
+/// Endpoint, region and credentials, from the environment and the AWS files.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    /// Where the keys came from, for messages (never the keys themselves).
+    pub source: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys never reach a log, even through `{:?}`.
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id.as_ref().map(|_| "…"))
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The keys of one section of an AWS INI file (`[default]`, `[profile x]`).
+fn ini_section(text: &str, names: &[String]) -> Vec<(String, String)> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
+            continue;
+        }
+        if let Some(h) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let h = h.trim();
+            inside = names.iter().any(|n| n == h);
+            continue;
+        }
+        if inside {
+            if let Some((k, v)) = line.split_once('=') {
+                out.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+    }
+    out
+}
+
+impl Credentials {
+    /// Gather them from `env` (a lookup, `std::env::var` in real use) and the
+    /// AWS files under `home`. Variables win over files.
+    pub fn gather(env: &dyn Fn(&str) -> Option<String>, home: Option<&Path>) -> Credentials {
+        let get = |k: &str| env(k).filter(|v| !v.is_empty());
+        let profile = get("AWS_PROFILE").unwrap_or_else(|| "default".into());
+        let file = |var: &str, name: &str| {
+            get(var)
+                .map(std::path::PathBuf::from)
+                .or_else(|| home.map(|h| h.join(".aws").join(name)))
+                .and_then(|p| crate::fsutil::read_regular(&p, 1 << 20).ok())
+                .unwrap_or_default()
+        };
+        let creds_file = file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+        let config_file = file("AWS_CONFIG_FILE", "config");
+        let from_creds = ini_section(&creds_file, std::slice::from_ref(&profile));
+        let config_names = if profile == "default" {
+            vec!["default".to_string(), "profile default".to_string()]
+        } else {
+            vec![format!("profile {profile}")]
+        };
+        let from_config = ini_section(&config_file, &config_names);
+        let in_files = |key: &str| {
+            from_creds
+                .iter()
+                .chain(&from_config)
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+        };
+        let mut c = Credentials::default();
+        if let (Some(id), Some(secret)) = (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+            c.access_key_id = Some(id);
+            c.secret_access_key = Some(secret);
+            c.session_token = get("AWS_SESSION_TOKEN");
+            c.source = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into();
+        } else if let (Some(id), Some(secret)) = (
+            in_files("aws_access_key_id"),
+            in_files("aws_secret_access_key"),
+        ) {
+            c.access_key_id = Some(id);
+            c.secret_access_key = Some(secret);
+            c.session_token = in_files("aws_session_token");
+            c.source = format!("profile `{profile}` of the AWS credentials files");
+        }
+        c.region = get("AWS_REGION")
+            .or_else(|| get("AWS_DEFAULT_REGION"))
+            .or_else(|| in_files("region"));
+        c.endpoint = get("AWS_ENDPOINT_URL_S3")
+            .or_else(|| get("AWS_ENDPOINT_URL"))
+            .or_else(|| in_files("endpoint_url"));
+        c
+    }
+
+    /// From this process's environment and `$HOME`.
+    pub fn from_process() -> Credentials {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        Credentials::gather(&|k| std::env::var(k).ok(), home.as_deref())
+    }
+}
+
+/// A bucket behind the synchronous API.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<dyn ObjectStore>,
+    runtime: Arc<tokio::runtime::Runtime>,
+    /// What messages call the store (`s3://bucket`), never credentials.
+    pub name: String,
+    /// Scrubbed from messages: the endpoint stays out of logs.
+    endpoint: Option<String>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.name)
+    }
+}
+
+fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
+    Ok(Arc::new(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the I/O runtime of the backup client")?,
+    ))
+}
+
+impl Store {
+    /// The S3 bucket of `url`, with `creds`. Requests time out (connect 5 s,
+    /// request 300 s) and are retried at most twice within 20 s, so a store
+    /// that does not answer costs a bounded time.
+    pub fn s3(url: &BackupUrl, creds: &Credentials) -> Result<Store> {
+        let (Some(id), Some(secret)) = (&creds.access_key_id, &creds.secret_access_key) else {
+            bail!(
+                "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials (AWS_PROFILE)"
+            );
+        };
+        let mut options = ClientOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(300));
+        let mut b = AmazonS3Builder::new()
+            .with_bucket_name(&url.bucket)
+            .with_access_key_id(id)
+            .with_secret_access_key(secret)
+            .with_region(creds.region.clone().unwrap_or_else(|| "us-east-1".into()))
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig {
+                    init_backoff: Duration::from_millis(200),
+                    max_backoff: Duration::from_secs(5),
+                    base: 2.0,
+                },
+                max_retries: 2,
+                retry_timeout: Duration::from_secs(20),
+            });
+        if let Some(t) = &creds.session_token {
+            b = b.with_token(t);
+        }
+        if let Some(e) = &creds.endpoint {
+            if e.starts_with("http://") {
+                options = options.with_allow_http(true);
+            }
+            b = b.with_endpoint(e.trim_end_matches('/'));
+        }
+        let s3 = b
+            .with_client_options(options)
+            .build()
+            .map_err(|e| anyhow!("setting up the S3 client for s3://{}: {e}", url.bucket))?;
+        Ok(Store {
+            inner: Arc::new(s3),
+            runtime: runtime()?,
+            name: format!("s3://{}", url.bucket),
+            endpoint: creds
+                .endpoint
+                .as_ref()
+                .map(|e| e.trim_end_matches('/').to_string()),
+        })
+    }
+
+    /// An in-memory store (unit tests, benchmarks).
+    pub fn memory() -> Result<Store> {
+        Ok(Store {
+            inner: Arc::new(InMemory::new()),
+            runtime: runtime()?,
+            name: "memory".into(),
+            endpoint: None,
+        })
+    }
+
+    fn path(key: &str) -> Result<ObjPath> {
+        ObjPath::parse(key).map_err(|e| anyhow!("object key {key:?}: {e}"))
+    }
+
+    /// Write small bytes (the manifest) to `key`.
+    pub fn put_bytes(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
+        let p = Self::path(key)?;
+        self.runtime
+            .block_on(self.inner.put(&p, PutPayload::from(bytes)))
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The object at `key`, at most `limit` bytes; `None` when there is none.
+    pub fn get_bytes(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let p = Self::path(key)?;
+        self.runtime.block_on(async {
+            let got = match self.inner.get(&p).await {
+                Ok(g) => g,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(self.error(e)),
+            };
+            if got.meta.size > limit {
+                bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
+            }
+            let mut out = Vec::with_capacity(got.meta.size as usize);
+            let mut stream = got.into_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| self.error(e))?;
+                if out.len() as u64 + chunk.len() as u64 > limit {
+                    bail!("{key} grew past {limit} bytes while being read");
+                }
+                out.extend_from_slice(&chunk);
+            }
+            Ok(Some(out))
+        })
+    }
+
+    /// SHA-256 of the object at `key`, streamed.
+    pub fn sha256_of(&self, key: &str) -> Result<String> {
+        let p = Self::path(key)?;
+        self.runtime.block_on(async {
+            let got = self.inner.get(&p).await.map_err(|e| self.error(e))?;
+            let mut h = Sha256::new();
+            let mut stream = got.into_stream();
+            while let Some(chunk) = stream.next().await {
+                h.update(chunk.map_err(|e| self.error(e))?);
+            }
+            Ok(hex(&h.finalize()))
+        })
+    }
+
+    pub fn delete(&self, key: &str) -> Result<()> {
+        let p = Self::path(key)?;
+        match self.runtime.block_on(self.inner.delete(&p)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    /// Upload the file at `path` to `key`, verified. The file is first
+    /// copied to `snapshot` (local, fast) and hashed; if it no longer has the
+    /// `stamp` it had before, `Changed` (a torn copy never replaces a good
+    /// one). The snapshot goes to `staging`, is read back and hashed again
+    /// (else `Mismatch`), and only then is copied to `key`; the staging
+    /// object and the snapshot are removed.
+    pub fn put_file(
+        &self,
+        path: &Path,
+        stamp: Stamp,
+        snapshot: &Path,
+        staging: &str,
+        key: &str,
+    ) -> Result<Uploaded, PutError> {
+        let started = Instant::now();
+        let sent = snapshot_of(path, stamp, snapshot)?;
+        let result = self.put_snapshot(snapshot, stamp.size, &sent, staging, key);
+        let _ = std::fs::remove_file(snapshot);
+        result?;
+        Ok(Uploaded {
+            sha256: sent,
+            size: stamp.size,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    fn put_snapshot(
+        &self,
+        snapshot: &Path,
+        size: u64,
+        sent: &str,
+        staging: &str,
+        key: &str,
+    ) -> Result<(), PutError> {
+        let stage_path = Self::path(staging).map_err(PutError::Store)?;
+        let final_path = Self::path(key).map_err(PutError::Store)?;
+        let failed = |e| PutError::Store(self.error(e));
+        self.runtime.block_on(async {
+            let mut file = std::fs::File::open(snapshot)
+                .with_context(|| format!("opening {}", snapshot.display()))
+                .map_err(PutError::Store)?;
+            if size < PART as u64 {
+                let mut bytes = Vec::with_capacity(size as usize);
+                file.read_to_end(&mut bytes)
+                    .map_err(|e| PutError::Store(e.into()))?;
+                self.inner
+                    .put(&stage_path, PutPayload::from(bytes))
+                    .await
+                    .map_err(failed)?;
+            } else {
+                let upload = self
+                    .inner
+                    .put_multipart(&stage_path)
+                    .await
+                    .map_err(failed)?;
+                let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
+                let mut buf = vec![0u8; PART];
+                loop {
+                    let n = file.read(&mut buf).map_err(|e| PutError::Store(e.into()))?;
+                    if n == 0 {
+                        break;
+                    }
+                    if let Err(e) = writer.wait_for_capacity(2).await {
+                        return Err(failed(e));
+                    }
+                    writer.write(&buf[..n]);
+                }
+                writer.finish().await.map_err(failed)?;
+            }
+            Ok(())
+        })?;
+        let stored = self.sha256_of(staging).map_err(PutError::Store)?;
+        if stored != sent {
+            let _ = self.delete(staging);
+            return Err(PutError::Mismatch {
+                sent: sent.to_string(),
+                stored,
+            });
+        }
+        self.runtime
+            .block_on(self.inner.copy(&stage_path, &final_path))
+            .map_err(failed)?;
+        let _ = self.delete(staging);
+        Ok(())
+    }
+}
+
+/// Copy `path` to `snapshot`, hashing it; `Changed` when the file is not
+/// the `stamp` it was, before or after (it was being written).
+fn snapshot_of(path: &Path, stamp: Stamp, snapshot: &Path) -> Result<String, PutError> {
+    let io = |e: std::io::Error, what: &Path| PutError::Store(anyhow!("{}: {e}", what.display()));
+    if Stamp::of(path) != Some(stamp) {
+        return Err(PutError::Changed);
+    }
+    if let Some(dir) = snapshot.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
+    }
+    let mut from = std::fs::File::open(path).map_err(|e| io(e, path))?;
+    let mut to = std::fs::File::create(snapshot).map_err(|e| io(e, snapshot))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = from.read(&mut buf).map_err(|e| io(e, path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        std::io::Write::write_all(&mut to, &buf[..n]).map_err(|e| io(e, snapshot))?;
+        total += n as u64;
+    }
+    if Stamp::of(path) != Some(stamp) || total != stamp.size {
+        let _ = std::fs::remove_file(snapshot);
+        return Err(PutError::Changed);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+impl Store {
+    /// An object-store error in words, marked as refused credentials where the
+    /// store said so (so preflight can tell a typo in a key from a network
+    /// fault), with the endpoint replaced by the variable's name.
+    fn error(&self, e: object_store::Error) -> anyhow::Error {
+        let scrub = |text: String| match &self.endpoint {
+            Some(ep) if !ep.is_empty() => {
+                let host = ep.split_once("://").map_or(ep.as_str(), |(_, h)| h);
+                text.replace(ep.as_str(), "$AWS_ENDPOINT_URL")
+                    .replace(host, "$AWS_ENDPOINT_URL")
+            }
+            _ => text,
+        };
+        match e {
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => anyhow::Error::new(Refused(scrub(
+                format!("{} refused the request: {e}", self.name),
+            ))),
+            other => anyhow!(scrub(format!("{}: {other}", self.name))),
+        }
+    }
+}
+
+/// The store refused the credentials or the request (HTTP 401/403).
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of a local file, streamed.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_prefer_variables_then_the_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".aws")).unwrap();
+        std::fs::write(
+            dir.path().join(".aws/credentials"),
+            "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n[team]\naws_access_key_id=TEAMKEY\naws_secret_access_key=TEAMSECRET\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join(".aws/config"),
+            "[default]\nregion = eu-west-1\n[profile team]\nregion = us-west-2\nendpoint_url = http://127.0.0.1:8333\n",
+        )
+        .unwrap();
+        let none = |_: &str| None;
+        let c = Credentials::gather(&none, Some(dir.path()));
+        assert_eq!(c.access_key_id.as_deref(), Some("FILEKEY"));
+        assert_eq!(c.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(c.endpoint, None);
+        let team = |k: &str| (k == "AWS_PROFILE").then(|| "team".to_string());
+        let c = Credentials::gather(&team, Some(dir.path()));
+        assert_eq!(c.access_key_id.as_deref(), Some("TEAMKEY"));
+        assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
+        let vars = |k: &str| match k {
+            "AWS_ACCESS_KEY_ID" => Some("ENVKEY".to_string()),
+            "AWS_SECRET_ACCESS_KEY" => Some("ENVSECRET".to_string()),
+            "AWS_ENDPOINT_URL" => Some("http://h:1".to_string()),
+            _ => None,
+        };
+        let c = Credentials::gather(&vars, Some(dir.path()));
+        assert_eq!(c.access_key_id.as_deref(), Some("ENVKEY"));
+        assert_eq!(c.endpoint.as_deref(), Some("http://h:1"));
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("ENVKEY") && !shown.contains("ENVSECRET"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn verified_upload_of_small_and_multipart_files() {
+        let store = Store::memory().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for size in [10usize, PART * 2 + 123] {
+            let p = dir.path().join("f");
+            let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+            std::fs::write(&p, &data).unwrap();
+            let stamp = Stamp::of(&p).unwrap();
+            let up = store
+                .put_file(&p, stamp, &dir.path().join("snap"), "x/.staging/f", "x/f")
+                .unwrap();
+            assert!(!dir.path().join("snap").exists());
+            assert_eq!(up.sha256, sha256_file(&p).unwrap());
+            assert_eq!(up.size, size as u64);
+            assert_eq!(store.get_bytes("x/f", MAX_OBJECT).unwrap().unwrap(), data);
+            assert_eq!(store.get_bytes("x/.staging/f", 10).unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn a_file_that_changed_since_its_stamp_is_not_uploaded() {
+        let store = Store::memory().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"one").unwrap();
+        let stamp = Stamp::of(&p).unwrap();
+        std::fs::write(&p, b"one two").unwrap();
+        assert!(matches!(
+            store.put_file(&p, stamp, &dir.path().join("snap"), "s", "k"),
+            Err(PutError::Changed)
+        ));
+        assert_eq!(store.get_bytes("k", 100).unwrap(), None);
+    }
+}

@@ -1,0 +1,212 @@
+//! The backup loop and restore on object_store's in-memory store (the same
+//! API as S3; the real server is tested in tests/integration/backup_s3.rs).
+
+use std::time::{Duration, SystemTime};
+
+use super::record::{Record, Remote, MANIFEST};
+use super::*;
+
+/// A stored zip with a `data.pkl` entry of `payload` bytes, as torch.save lays it out.
+pub(crate) fn checkpoint(payload: usize) -> Vec<u8> {
+    let name = b"last/data.pkl";
+    let data: Vec<u8> = (0..payload).map(|i| (i % 253) as u8).collect();
+    let mut out = Vec::new();
+    out.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+    out.extend_from_slice(&[20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(name);
+    out.extend_from_slice(&data);
+    let cd_off = out.len() as u32;
+    let mut central = Vec::new();
+    central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+    central.extend_from_slice(&[20, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    central.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    central.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    central.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    central.extend_from_slice(&[0; 12]);
+    central.extend_from_slice(&0u32.to_le_bytes());
+    central.extend_from_slice(name);
+    out.extend_from_slice(&central);
+    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0, 1, 0, 1, 0]);
+    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+    out.extend_from_slice(&cd_off.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out
+}
+
+fn run_dir() -> (tempfile::TempDir, std::path::PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let save = d.path().join("train");
+    std::fs::create_dir_all(save.join("weights")).unwrap();
+    (d, save)
+}
+
+fn until_idle(b: &mut Backup) -> Vec<BackupEvent> {
+    let mut events = b.tick(SystemTime::now());
+    while b.busy() {
+        events.extend(b.wait(Duration::from_secs(10)));
+        events.extend(b.tick(SystemTime::now()));
+    }
+    events
+}
+
+fn remote(store: &Store, url: &BackupUrl) -> Remote {
+    let bytes = store
+        .get_bytes(&url.key(MANIFEST), 1 << 20)
+        .unwrap()
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[test]
+fn stable_complete_files_are_uploaded_once_and_recorded() {
+    let (_d, save) = run_dir();
+    let url = BackupUrl::parse("s3://ckpt/yolo/run-1/train").unwrap();
+    let store = Store::memory().unwrap();
+    let ckpt = checkpoint(4096);
+    std::fs::write(save.join("weights/last.pt"), &ckpt).unwrap();
+    std::fs::write(save.join("results.csv"), "epoch,time\n1,2\n").unwrap();
+    let mut b = Backup::new(&save, url.clone(), store.clone());
+    // First look: seen, not yet known to be stable.
+    assert_eq!(b.tick(SystemTime::now()), vec![]);
+    assert!(!b.busy());
+    let events = until_idle(&mut b);
+    let uploaded: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            BackupEvent::Uploaded { file, .. } => Some(file.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        uploaded,
+        vec!["weights/last.pt", "results.csv"],
+        "{events:?}"
+    );
+    assert_eq!(
+        store
+            .get_bytes(&url.key("weights/last.pt"), 1 << 20)
+            .unwrap()
+            .unwrap(),
+        ckpt
+    );
+    let r = remote(&store, &url);
+    assert_eq!(
+        r.files["weights/last.pt"].sha256,
+        store::sha256_file(&save.join("weights/last.pt")).unwrap()
+    );
+    // Recorded in the state directory, so status sees it and a new process does not upload again.
+    let rec = Record::load(&record::record_path(&save).unwrap())
+        .unwrap()
+        .unwrap();
+    assert!(rec.last_backup.is_some());
+    assert_eq!(rec.files.len(), 2);
+    assert_eq!(until_idle(&mut b), vec![]);
+    let mut again = Backup::new(&save, url, store);
+    again.tick(SystemTime::now());
+    assert_eq!(until_idle(&mut again), vec![]);
+    let view = record::view("train", &save, &rec, SystemTime::now());
+    assert!(view.behind.is_empty() && view.lag_s == 0.0, "{view:?}");
+}
+
+#[test]
+fn a_checkpoint_being_written_is_not_uploaded() {
+    let (_d, save) = run_dir();
+    let url = BackupUrl::parse("s3://ckpt/run-2/train").unwrap();
+    let store = Store::memory().unwrap();
+    let ckpt = checkpoint(4096);
+    std::fs::write(save.join("weights/last.pt"), &ckpt[..ckpt.len() / 2]).unwrap();
+    let mut b = Backup::new(&save, url.clone(), store.clone());
+    b.tick(SystemTime::now());
+    let events = until_idle(&mut b);
+    assert!(
+        matches!(events.as_slice(), [BackupEvent::Incomplete { file, .. }] if file == "weights/last.pt"),
+        "{events:?}"
+    );
+    assert_eq!(
+        store
+            .get_bytes(&url.key("weights/last.pt"), 1 << 20)
+            .unwrap(),
+        None
+    );
+    // Said once per version of the file.
+    assert_eq!(until_idle(&mut b), vec![]);
+    let rec = b.record().clone();
+    let view = record::view("train", &save, &rec, SystemTime::now());
+    assert_eq!(view.behind, vec!["weights/last.pt".to_string()]);
+}
+
+#[test]
+fn restore_brings_back_missing_weights_and_never_a_damaged_object() {
+    let (_d, save) = run_dir();
+    let url = BackupUrl::parse("s3://ckpt/run-3/train").unwrap();
+    let store = Store::memory().unwrap();
+    let ckpt = checkpoint(10_000);
+    std::fs::write(save.join("weights/last.pt"), &ckpt).unwrap();
+    std::fs::write(save.join("weights/best.pt"), &ckpt).unwrap();
+    std::fs::write(save.join("results.csv"), "epoch\n1\n2\n").unwrap();
+    std::fs::write(save.join("args.yaml"), "epochs: 5\n").unwrap();
+    let mut b = Backup::new(&save, url.clone(), store.clone());
+    b.tick(SystemTime::now());
+    until_idle(&mut b);
+    drop(b);
+
+    // Scratch wiped: everything comes back, verified.
+    std::fs::remove_dir_all(&save).unwrap();
+    let out = restore::restore(&save, &url, &store).unwrap();
+    assert_eq!(
+        out.restored,
+        vec![
+            "weights/last.pt",
+            "weights/best.pt",
+            "results.csv",
+            "args.yaml"
+        ],
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read(save.join("weights/last.pt")).unwrap(), ckpt);
+    assert_eq!(
+        crate::run::checkpoint::state(&save).line(),
+        "resumable: after epoch 2 of 5"
+    );
+    // Restored files are recorded as backed up: no second upload.
+    let mut b = Backup::new(&save, url.clone(), store.clone());
+    b.tick(SystemTime::now());
+    assert_eq!(until_idle(&mut b), vec![]);
+    drop(b);
+
+    // Nothing missing: nothing written.
+    let out = restore::restore(&save, &url, &store).unwrap();
+    assert!(out.restored.is_empty() && out.refused.is_empty(), "{out:?}");
+
+    // A damaged local checkpoint is replaced; a damaged object is refused.
+    std::fs::write(save.join("weights/last.pt"), &ckpt[..100]).unwrap();
+    let mut bad = ckpt.clone();
+    bad[200] ^= 0xff;
+    store.put_bytes(&url.key("weights/last.pt"), bad).unwrap();
+    let out = restore::restore(&save, &url, &store).unwrap();
+    assert_eq!(out.refused.len(), 1, "{out:?}");
+    assert!(out.refused[0].1.contains("checksum mismatch"), "{out:?}");
+    assert!(!out.restored.contains(&"weights/last.pt".to_string()));
+    assert_eq!(
+        std::fs::read(save.join("weights/last.pt")).unwrap().len(),
+        100
+    );
+    assert!(out
+        .lines()
+        .iter()
+        .any(|l| l.starts_with("warning: weights/last.pt not restored")));
+}
+
+#[test]
+fn an_empty_bucket_restores_nothing() {
+    let (_d, save) = run_dir();
+    let url = BackupUrl::parse("s3://ckpt/run-4/train").unwrap();
+    let out = restore::restore(&save, &url, &Store::memory().unwrap()).unwrap();
+    assert!(out.nothing_backed_up);
+    assert!(out.lines()[0].contains("nothing backed up yet"));
+}
