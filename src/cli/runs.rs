@@ -61,6 +61,19 @@ pub struct ResumeArgs {
     /// memory become the new slice's share of the node.
     #[arg(long, value_name = "PROFILE")]
     pub gpu: Option<String>,
+    /// Used by the train script of a run with `on_oom = "resume-bigger"`: this
+    /// job is ending after running out of memory; resume after it.
+    #[arg(long, value_name = "JOBID", hide = true, requires = "gpu")]
+    pub escalating_job: Option<u64>,
+    /// With --escalating-job: the most moves to a bigger slice (`on_oom_steps`).
+    #[arg(
+        long,
+        value_name = "N",
+        hide = true,
+        default_value_t = 2,
+        requires = "escalating_job"
+    )]
+    pub max_steps: u32,
     #[command(flatten)]
     pub output: JsonArg,
 }
@@ -183,12 +196,21 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
     let _lock = resume::lock_run(&manifest)?;
     // Read again under the lock: another resume may just have finished.
     manifest = crate::run::Manifest::load(&crate::run::Manifest::path_in(&manifest.workdir))?;
-    let (st, error) = query::run_status(&ctx.slurm, &manifest);
+    let (mut st, error) = query::run_status(&ctx.slurm, &manifest);
     if let Some(e) = error {
         return Err(anyhow::anyhow!(
             "cannot resume run {}: Slurm did not answer: {e}",
             manifest.run_id
         ));
+    }
+    if let (Some(job), false) = (args.escalating_job, args.dry_run) {
+        crate::run::escalate::prepare_from_job(
+            &ctx.slurm,
+            &manifest,
+            &mut st,
+            job,
+            args.max_steps,
+        )?;
     }
     if let Some(y) = &args.yolo {
         if y.is_empty() || y.contains(',') || y.chars().any(char::is_control) {
@@ -206,9 +228,10 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
         Some(g) => {
             let wanted = crate::run::escalate::GpuWanted::parse(g)?;
             let policy = crate::plan::Policy::from_site(ctx.site()?)?;
-            Some(crate::run::escalate::gpu_change(
-                &manifest, &cluster, &policy, &wanted,
-            )?)
+            let mut change =
+                crate::run::escalate::gpu_change(&manifest, &cluster, &policy, &wanted)?;
+            change.after_job = args.escalating_job;
+            Some(change)
         }
         None => None,
     };

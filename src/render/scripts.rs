@@ -51,6 +51,9 @@ struct TrainCtx {
     args: Vec<String>,
     resume_args: Vec<String>,
     variants: Vec<Vec<String>>,
+    /// `[resources] on_oom = "resume-bigger"`: the most moves to a bigger
+    /// slice (single runs only; a sweep is resumed by hand).
+    escalate_steps: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
@@ -234,12 +237,17 @@ fn render_stage(
             // On resume Ultralytics reloads the arguments from the checkpoint;
             // only the device may change (another slice).
             let resume_args = vec![format!("device={device}")];
+            let escalate_steps = match spec.resources.on_oom {
+                crate::spec::OnOom::ResumeBigger { steps } if variants.is_empty() => Some(steps),
+                _ => None,
+            };
             ctx.train = Some(TrainCtx {
                 data,
                 cache,
                 args: arg_words(&base),
                 resume_args,
                 variants,
+                escalate_steps,
             });
         }
         StageKind::Val => {

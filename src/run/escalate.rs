@@ -58,17 +58,24 @@ pub struct GpuChange {
     pub partition: String,
     /// One line of arithmetic, for the output.
     pub explanation: String,
+    /// The train job this move waits for (`--dependency=afternotok:ID`):
+    /// set when a job that ran out of memory moves itself.
+    pub after_job: Option<u64>,
 }
 
 impl GpuChange {
     /// `sbatch` options overriding the script's own lines.
     pub fn sbatch_overrides(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             format!("--gres={}", self.gres),
             format!("--cpus-per-task={}", self.cpus),
             format!("--mem={}", self.mem),
             format!("--partition={}", self.partition),
-        ]
+        ];
+        if let Some(job) = self.after_job {
+            args.push(format!("--dependency=afternotok:{job}"));
+        }
+        args
     }
 }
 
@@ -163,7 +170,79 @@ pub fn gpu_change(
         mem: format!("{mem_mib}M"),
         partition: shaped.partition.clone(),
         explanation: shaped.explanation,
+        after_job: None,
     })
+}
+
+/// How many times a run's training has already moved to another slice.
+pub fn moves_so_far(manifest: &Manifest) -> usize {
+    let Some(train) = manifest.stages.iter().find(|s| s.stage == "train") else {
+        return 0;
+    };
+    let slices: Vec<Option<&str>> = train
+        .attempts
+        .iter()
+        .map(|a| a.gres.as_deref().or(train.gres.as_deref()))
+        .collect();
+    slices.windows(2).filter(|w| w[0] != w[1]).count()
+}
+
+/// Called from inside the train job `job` that is about to end after running
+/// out of memory: take the run as if that job had failed, cancel the stages
+/// that wait for it (they would be cancelled as their dependency fails), so
+/// that a resume on a bigger slice can be planned now and start after `job`.
+/// Refuses when the run has made `max_moves` moves already, or when `job` is
+/// not the run's latest training.
+pub fn prepare_from_job(
+    slurm: &crate::slurm::Slurm,
+    manifest: &Manifest,
+    status: &mut super::status::RunStatus,
+    job: u64,
+    max_moves: u32,
+) -> Result<Vec<u64>> {
+    use super::status::TaskState;
+    let moves = moves_so_far(manifest);
+    if moves >= max_moves as usize {
+        return Err(invalid(format!(
+            "run {}: training has moved to a bigger slice {moves} time(s) already \
+             ([resources] on_oom_steps = {max_moves}); not moving again",
+            manifest.run_id
+        )));
+    }
+    let train_at = status
+        .stages
+        .iter()
+        .position(|s| s.stage == "train")
+        .ok_or_else(|| invalid(format!("run {} has no train stage", manifest.run_id)))?;
+    if status.stages[train_at].job_id != Some(job) {
+        return Err(invalid(format!(
+            "job {job} is not the latest training of run {}",
+            manifest.run_id
+        )));
+    }
+    for t in &mut status.stages[train_at].tasks {
+        t.state = TaskState::Failed;
+    }
+    let mut waiting = Vec::new();
+    for s in &mut status.stages[train_at + 1..] {
+        if s.tasks.iter().any(|t| t.state.is_active()) {
+            waiting.extend(s.job_id);
+            for t in &mut s.tasks {
+                t.state = TaskState::Cancelled;
+            }
+        }
+    }
+    if !waiting.is_empty() {
+        let ids: Vec<String> = waiting.iter().map(u64::to_string).collect();
+        let mut args = vec!["--quiet"];
+        args.extend(ids.iter().map(String::as_str));
+        slurm.run_retrying("scancel", &args)?;
+    }
+    status.state = super::status::RunState::Failed {
+        stage: "train".into(),
+        why: None,
+    };
+    Ok(waiting)
 }
 
 #[cfg(test)]

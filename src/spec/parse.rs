@@ -44,7 +44,9 @@ const RUN_KEYS: &[&str] = &["name", "workdir", "account", "qos", "partition", "s
 const TRAIN_TABLE_KEYS: &[&str] = &[
     "model", "data", "epochs", "imgsz", "batch", "workers", "args",
 ];
-const RESOURCE_KEYS: &[&str] = &["gpu", "time", "cpus", "mem"];
+const RESOURCE_KEYS: &[&str] = &["gpu", "time", "cpus", "mem", "on_oom", "on_oom_steps"];
+/// The most automatic moves to a bigger slice one training may make.
+pub const MAX_OOM_STEPS: i64 = 4;
 const STAGE_NAMES: &[&str] = &["prepare", "val", "export"];
 const PREPARE_KEYS: &[&str] = &["enabled", "partition", "time", "cpus", "mem", "cache"];
 const VAL_KEYS: &[&str] = &["enabled", "partition", "time", "cpus", "mem", "gpu", "args"];
@@ -515,6 +517,7 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
             time: None,
             cpus: None,
             mem: None,
+            on_oom: OnOom::Stop,
         }),
     };
 
@@ -800,11 +803,69 @@ fn read_resources(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Resources> {
     let time = opt_time(cx, &f, "resources");
     let cpus = opt_cpus(cx, &f, "resources");
     let mem = opt_mem(cx, &f, "resources");
+    let on_oom = read_on_oom(cx, &f);
     Some(Resources {
         gpu: gpu?,
         time: time.ok()?,
         cpus: cpus.ok()?,
         mem: mem.ok()?,
+        on_oom: on_oom?,
+    })
+}
+
+/// `on_oom = "stop" | "resume-bigger"` and `on_oom_steps = 1..=4` (default 2).
+fn read_on_oom(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>) -> Option<OnOom> {
+    let policy = match f.get("on_oom") {
+        None => "stop",
+        Some(v) => {
+            let s = cx.str_of("resources.on_oom", v, "\"stop\" or \"resume-bigger\"")?;
+            match s {
+                "stop" | "resume-bigger" => s,
+                other => {
+                    cx.error(
+                        v.span(),
+                        "resources.on_oom",
+                        format!(
+                            "{:?} is not a policy; expected \"stop\" or \"resume-bigger\"",
+                            crate::text::clip(other)
+                        ),
+                        Some(format!(
+                            "on_oom = \"resume-bigger\" resumes on the next larger slice{}",
+                            crate::suggest::did_you_mean(other, ["stop", "resume-bigger"])
+                        )),
+                    );
+                    return None;
+                }
+            }
+        }
+    };
+    let steps = match f.get("on_oom_steps") {
+        None => 2,
+        Some(v) => {
+            let n = cx.int_of("resources.on_oom_steps", v, "a number of steps from 1 to 4")?;
+            if !(1..=MAX_OOM_STEPS).contains(&n) {
+                cx.error(
+                    v.span(),
+                    "resources.on_oom_steps",
+                    format!("{n} is out of range; expected 1 to {MAX_OOM_STEPS} moves to a bigger slice"),
+                    None,
+                );
+                return None;
+            }
+            if policy == "stop" {
+                cx.warn_at(
+                    "resources.on_oom_steps",
+                    "has no effect unless on_oom = \"resume-bigger\"".into(),
+                    None,
+                );
+            }
+            n as u32
+        }
+    };
+    Some(if policy == "stop" {
+        OnOom::Stop
+    } else {
+        OnOom::ResumeBigger { steps }
     })
 }
 

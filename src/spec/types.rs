@@ -105,6 +105,21 @@ pub struct Resources {
     /// share of the node (`plan::resources`).
     pub cpus: Option<u32>,
     pub mem: Option<MemSize>,
+    /// What happens when training runs out of GPU memory.
+    pub on_oom: OnOom,
+}
+
+/// `[resources] on_oom`: what a training that ends with CUDA out-of-memory
+/// (or is stopped by the memory guard) does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(tag = "policy", rename_all = "kebab-case")]
+pub enum OnOom {
+    /// The run fails; `yolo-sched resume RUN --gpu bigger` moves it by hand.
+    #[default]
+    Stop,
+    /// Resume from the last checkpoint on the next larger slice the cluster
+    /// has, at most `steps` times.
+    ResumeBigger { steps: u32 },
 }
 
 /// What GPU a stage asks for. Always exactly one device: one CUDA process sees one

@@ -24,6 +24,7 @@ mod cluster;
 mod compare_live;
 mod compare_recorded;
 mod dataset_check;
+mod escalate_live;
 mod faults_live;
 mod gres_slurmd;
 mod hostile_inputs;

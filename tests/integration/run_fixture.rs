@@ -24,12 +24,17 @@ impl RunFixture {
 
     /// A prepare → train → export spec on the demo dataset, workdir `run/`.
     pub fn spec(&self, name: &str) -> PathBuf {
+        self.spec_with(name, "")
+    }
+
+    /// The same spec with `extra` TOML (whole tables) appended.
+    pub fn spec_with(&self, name: &str, extra: &str) -> PathBuf {
         let spec = format!(
             "version = 1\n[run]\nname = \"{name}\"\npartition = \"gpu\"\nworkdir = \"run\"\n\
              [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nepochs = 2\nimgsz = 64\nbatch = 8\nworkers = 1\n\
              [stages.prepare]\npartition = \"cpu\"\n[stages.export]\npartition = \"cpu\"\nformats = [\"onnx\"]\n",
             self.path().join("dataset/data.yaml").display()
-        );
+        ) + extra;
         let p = self.path().join(format!("{name}.toml"));
         std::fs::write(&p, spec).unwrap();
         p

@@ -1,0 +1,165 @@
+//! Out of GPU memory on a small slice, live: the stand-in trainer ends as
+//! CUDA out-of-memory does on the 1g.5gb devices (`YOLO_STANDIN_OOM_DEVICES`,
+//! devices 0–3 of the local cluster's GPU nodes), and the run moves to the
+//! next larger slice, automatically (`on_oom = "resume-bigger"`, within
+//! `on_oom_steps`) or by hand (`resume --gpu bigger`), and resumes from its
+//! checkpoint.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{self, *};
+use crate::run_fixture::RunFixture;
+use serde_json::Value;
+
+/// Devices the local cluster gives 1g.5gb jobs (docs/local-cluster.md).
+const SMALL_SLICES: &str = "0,1,2,3";
+/// … and 1g.5gb plus 2g.10gb jobs.
+const SMALL_AND_MEDIUM: &str = "0,1,2,3,4,5";
+
+fn status(f: &RunFixture, run_id: &str) -> Value {
+    let out = run(f.cmd().args(["status", "--json", run_id]));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+/// Poll until the run is neither pending nor running (or `limit` passes).
+fn settle(f: &RunFixture, run_id: &str, limit: Duration) -> Value {
+    let start = Instant::now();
+    loop {
+        let st = status(f, run_id);
+        let state = st["state"].as_str().unwrap_or("").to_string();
+        if !matches!(state.as_str(), "pending" | "running") {
+            // An escalation resubmits while the failed job is ending: give it
+            // a moment and look again before calling the run settled.
+            std::thread::sleep(Duration::from_secs(3));
+            let again = status(f, run_id);
+            if again["state"] == st["state"] {
+                return again;
+            }
+        }
+        assert!(start.elapsed() < limit, "run {run_id} still {state}: {st}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn train_slices(st: &Value) -> Vec<String> {
+    st["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "train")
+        .unwrap()["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["gres"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn spec(f: &RunFixture, name: &str, resources: &str) -> std::path::PathBuf {
+    f.spec_with(
+        name,
+        &format!("[resources]\ngpu = \"1g.5gb\"\ntime = \"00:10:00\"\n{resources}"),
+    )
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
+fn out_of_memory_on_1g_moves_training_to_2g_and_the_run_completes() {
+    let _cluster = common::cluster(module_path!());
+    let f = RunFixture::new();
+    let spec = spec(&f, "oomup", "on_oom = \"resume-bigger\"\n");
+    let mut cmd = f.cmd();
+    cmd.env("YOLO_STANDIN_OOM_DEVICES", SMALL_SLICES);
+    let out = run(cmd.args(["submit", "--json"]).arg(&spec));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = v["run_id"].as_str().unwrap();
+    let st = settle(&f, run_id, Duration::from_secs(240));
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(train_slices(&st), ["gpu:1g.5gb:1", "gpu:2g.10gb:1"], "{st}");
+    // It continued from its checkpoint rather than starting over.
+    let resumed = read(&f.path().join("run/train/resumed.txt"));
+    assert!(resumed.contains("resumed_from_epoch="), "{resumed}");
+    let log = read(&f.path().join("run/logs/train.out"));
+    assert!(
+        log.contains(
+            "training ended with CUDA out of memory (exit 1); resuming it on a bigger slice"
+        ),
+        "{log}"
+    );
+    // The text status names each attempt and its slice.
+    let text = run(f.cmd().args(["status", run_id]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("on gpu:1g.5gb:1") && text.contains("on gpu:2g.10gb:1"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
+fn the_step_limit_stops_a_training_that_does_not_fit_the_next_slice_either() {
+    let _cluster = common::cluster(module_path!());
+    let f = RunFixture::new();
+    let spec = spec(
+        &f,
+        "oomlimit",
+        "on_oom = \"resume-bigger\"\non_oom_steps = 1\n",
+    );
+    let mut cmd = f.cmd();
+    cmd.env("YOLO_STANDIN_OOM_DEVICES", SMALL_AND_MEDIUM);
+    let out = run(cmd.args(["submit", "--json"]).arg(&spec));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = v["run_id"].as_str().unwrap();
+    let st = settle(&f, run_id, Duration::from_secs(240));
+    assert_eq!(st["state"], "failed", "{st}");
+    assert_eq!(st["stage"], "train", "{st}");
+    assert_eq!(
+        train_slices(&st),
+        ["gpu:1g.5gb:1", "gpu:2g.10gb:1"],
+        "one move, then no more: {st}"
+    );
+    let log = read(&f.path().join("run/logs/train.out"));
+    assert!(log.contains("1 time(s) already"), "{log}");
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
+fn resume_gpu_bigger_by_hand_after_an_out_of_memory_end() {
+    let _cluster = common::cluster(module_path!());
+    let f = RunFixture::new();
+    let spec = spec(&f, "oomhand", "");
+    let mut cmd = f.cmd();
+    cmd.env("YOLO_STANDIN_OOM_DEVICES", SMALL_SLICES);
+    let out = run(cmd.args(["submit", "--json"]).arg(&spec));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = v["run_id"].as_str().unwrap().to_string();
+    let st = settle(&f, &run_id, Duration::from_secs(180));
+    assert_eq!(st["state"], "failed", "on_oom = stop by default: {st}");
+    // A misspelt type is refused with a suggestion, nothing submitted.
+    let bad = run(f.cmd().args(["resume", &run_id, "--gpu", "2g.10g"]));
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("did you mean `2g.10gb`"),
+        "{bad:?}"
+    );
+    // A dry run says where it would go and submits nothing.
+    let dry = run(f
+        .cmd()
+        .args(["resume", &run_id, "--gpu", "bigger", "--dry-run"]));
+    assert_eq!(dry.status.code(), Some(0), "{dry:?}");
+    assert!(
+        String::from_utf8_lossy(&dry.stdout)
+            .contains("would run on gpu:2g.10gb:1 instead of gpu:1g.5gb:1"),
+        "{dry:?}"
+    );
+    let mut cmd = f.cmd();
+    cmd.env("YOLO_STANDIN_OOM_DEVICES", SMALL_SLICES);
+    let out = run(cmd.args(["resume", &run_id, "--gpu", "bigger"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let st = settle(&f, &run_id, Duration::from_secs(180));
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(train_slices(&st), ["gpu:1g.5gb:1", "gpu:2g.10gb:1"]);
+}
