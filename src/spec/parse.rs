@@ -815,12 +815,22 @@ fn read_resources(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Resources> {
 
 /// `on_oom = "stop" | "resume-bigger"` and `on_oom_steps = 1..=4` (default 2).
 fn read_on_oom(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>) -> Option<OnOom> {
-    let policy = match f.get("on_oom") {
-        None => "stop",
+    let policy = read_oom_policy(cx, f);
+    let steps = read_oom_steps(cx, f, policy);
+    Some(match policy? {
+        "stop" => OnOom::Stop,
+        _ => OnOom::ResumeBigger { steps: steps? },
+    })
+}
+
+fn read_oom_policy(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>) -> Option<&'static str> {
+    match f.get("on_oom") {
+        None => Some("stop"),
         Some(v) => {
             let s = cx.str_of("resources.on_oom", v, "\"stop\" or \"resume-bigger\"")?;
             match s {
-                "stop" | "resume-bigger" => s,
+                "stop" => Some("stop"),
+                "resume-bigger" => Some("resume-bigger"),
                 other => {
                     cx.error(
                         v.span(),
@@ -834,13 +844,20 @@ fn read_on_oom(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>) -> Option<OnOom>
                             crate::suggest::did_you_mean(other, ["stop", "resume-bigger"])
                         )),
                     );
-                    return None;
+                    None
                 }
             }
         }
-    };
-    let steps = match f.get("on_oom_steps") {
-        None => 2,
+    }
+}
+
+fn read_oom_steps(
+    cx: &mut Cx<'_>,
+    f: &BTreeMap<String, &Val<'_>>,
+    policy: Option<&str>,
+) -> Option<u32> {
+    match f.get("on_oom_steps") {
+        None => Some(2),
         Some(v) => {
             let n = cx.int_of("resources.on_oom_steps", v, "a number of steps from 1 to 4")?;
             if !(1..=MAX_OOM_STEPS).contains(&n) {
@@ -852,21 +869,16 @@ fn read_on_oom(cx: &mut Cx<'_>, f: &BTreeMap<String, &Val<'_>>) -> Option<OnOom>
                 );
                 return None;
             }
-            if policy == "stop" {
+            if policy == Some("stop") {
                 cx.warn_at(
                     "resources.on_oom_steps",
                     "has no effect unless on_oom = \"resume-bigger\"".into(),
                     None,
                 );
             }
-            n as u32
+            Some(n as u32)
         }
-    };
-    Some(if policy == "stop" {
-        OnOom::Stop
-    } else {
-        OnOom::ResumeBigger { steps }
-    })
+    }
 }
 
 fn read_gpu(cx: &mut Cx<'_>, path: &str, v: &Val<'_>) -> Option<GpuRequest> {
