@@ -78,10 +78,11 @@ up() {
 JSON
         log "starting weed server -s3 on 127.0.0.1:$PORT (data in $DIR/data, log $LOG)"
         # Ports of their own, away from common ones; all bound to 127.0.0.1.
+        # 9>&-: the server must not inherit the lock, or the next `up` waits for ever.
         setsid "$VENV/bin/weed" server -dir="$DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
             -master.port=19333 -volume.port=18380 -filer.port=18888 -metricsPort=0 \
             -volume.max=20 -s3 -s3.port="$PORT" -s3.config="$DIR/s3.json" \
-            </dev/null >>"$LOG" 2>&1 &
+            </dev/null >>"$LOG" 2>&1 9>&- &
         echo $! >"$PIDFILE"
     fi
     local start=$SECONDS
