@@ -23,13 +23,6 @@ use crate::fake_nvml::FakeNode;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn venv() -> PathBuf {
-    PathBuf::from(
-        std::env::var("YOLO_TRAINER_VENV")
-            .unwrap_or_else(|_| "/opt/yolo-sched/trainer-ultralytics-8.4.190".into()),
-    )
-}
-
 struct Live {
     dir: tempfile::TempDir,
     node: FakeNode,
@@ -84,15 +77,8 @@ impl Live {
         let mut c = yolo();
         self.node.apply_env(&mut c);
         c.current_dir(self.dir.path())
-            .env("YOLO_SCHED_SITE", self.dir.path().join("site.toml"))
-            .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .env("YOLO_TRAINER_VENV", venv())
-            .env(
-                "YOLO_SCHED_YOLO",
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainer/yolo-cpu"),
-            )
-            .env("YOLO_SCHED_WATCH_INTERVAL", "0.5")
-            .env("YOLO_SCHED_WATCH_MAX_INTERVAL", "2");
+            .env("YOLO_SCHED_SITE", self.dir.path().join("site.toml"));
+        crate::common::use_real_trainer(&mut c, self.dir.path());
         c
     }
 
@@ -112,9 +98,9 @@ impl Live {
 fn ready() -> ClusterGuard {
     let guard = cluster(module_path!());
     assert!(
-        venv().join("bin/yolo").exists(),
+        crate::common::trainer_venv().join("bin/yolo").exists(),
         "the real trainer is needed but {} has none; run slurm/trainer.sh install",
-        venv().display()
+        crate::common::trainer_venv().display()
     );
     guard
 }

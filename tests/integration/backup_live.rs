@@ -131,13 +131,6 @@ fn real_trainer() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainer/yolo-cpu")
 }
 
-fn venv() -> PathBuf {
-    PathBuf::from(
-        std::env::var("YOLO_TRAINER_VENV")
-            .unwrap_or_else(|_| "/opt/yolo-sched/trainer-ultralytics-8.4.190".into()),
-    )
-}
-
 fn submit(f: &Fixture, yolo_cmd: &Path, spec: &Path, extra: &[(&str, &str)]) -> (String, Vec<u64>) {
     let mut c = f.cmd(yolo_cmd);
     for (k, v) in extra {
@@ -326,7 +319,7 @@ fn bad_credentials_are_refused_at_submission_and_nothing_runs() {
 fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
     let _cluster = cluster(module_path!());
     assert!(
-        venv().join("bin/yolo").exists(),
+        crate::common::trainer_venv().join("bin/yolo").exists(),
         "the real trainer is needed; run slurm/trainer.sh install"
     );
     let s = s3();
@@ -339,7 +332,10 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
         &f,
         &real_trainer(),
         &spec,
-        &[("YOLO_TRAINER_VENV", venv().to_str().unwrap())],
+        &[(
+            "YOLO_TRAINER_VENV",
+            crate::common::trainer_venv().to_str().unwrap(),
+        )],
     );
     let workdir = f.path().join("runs/real");
     // A checkpoint in the bucket while the real trainer trains.
@@ -367,7 +363,7 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
     std::fs::remove_dir_all(workdir.join("train/weights")).unwrap();
     let resume = run(f
         .cmd(&real_trainer())
-        .env("YOLO_TRAINER_VENV", venv())
+        .env("YOLO_TRAINER_VENV", crate::common::trainer_venv())
         .args(["resume", &run_id]));
     assert_eq!(
         resume.status.code(),

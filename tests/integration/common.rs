@@ -243,3 +243,24 @@ pub fn head(s: &str, max: usize) -> String {
         Some((at, _)) => format!("{}… ({} more bytes)", &s[..at], s.len() - at),
     }
 }
+
+/// The real Ultralytics trainer's venv (`slurm/trainer.sh install`).
+pub fn trainer_venv() -> PathBuf {
+    PathBuf::from(
+        std::env::var("YOLO_TRAINER_VENV")
+            .unwrap_or_else(|_| "/opt/yolo-sched/trainer-ultralytics-8.4.190".into()),
+    )
+}
+
+/// yolo-sched as live tests with the real trainer run it: `dir`'s own state,
+/// the real Ultralytics on CPU as `yolo`, quick `watch` polling.
+pub fn use_real_trainer(c: &mut Command, dir: &Path) {
+    c.env("XDG_STATE_HOME", dir.join("state"))
+        .env("YOLO_TRAINER_VENV", trainer_venv())
+        .env(
+            "YOLO_SCHED_YOLO",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainer/yolo-cpu"),
+        )
+        .env("YOLO_SCHED_WATCH_INTERVAL", "0.5")
+        .env("YOLO_SCHED_WATCH_MAX_INTERVAL", "2");
+}

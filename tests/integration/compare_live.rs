@@ -12,13 +12,6 @@ use std::process::Command;
 use crate::common::*;
 use serde_json::Value;
 
-fn venv() -> PathBuf {
-    PathBuf::from(
-        std::env::var("YOLO_TRAINER_VENV")
-            .unwrap_or_else(|_| "/opt/yolo-sched/trainer-ultralytics-8.4.190".into()),
-    )
-}
-
 struct Fixture {
     dir: tempfile::TempDir,
 }
@@ -59,15 +52,8 @@ impl Fixture {
 
     fn cmd(&self) -> Command {
         let mut c = yolo();
-        c.current_dir(self.path())
-            .env("XDG_STATE_HOME", self.path().join("state"))
-            .env("YOLO_TRAINER_VENV", venv())
-            .env(
-                "YOLO_SCHED_YOLO",
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainer/yolo-cpu"),
-            )
-            .env("YOLO_SCHED_WATCH_INTERVAL", "0.5")
-            .env("YOLO_SCHED_WATCH_MAX_INTERVAL", "2");
+        c.current_dir(self.path());
+        crate::common::use_real_trainer(&mut c, self.path());
         c
     }
 
@@ -94,9 +80,9 @@ fn num(v: &Value) -> f64 {
 fn compare_ranks_a_real_sweep_and_keeps_other_data_apart_and_the_html_page_loads() {
     let _cluster = cluster(module_path!());
     assert!(
-        venv().join("bin/yolo").exists(),
+        crate::common::trainer_venv().join("bin/yolo").exists(),
         "the real trainer is needed but {} has none; run slurm/trainer.sh install",
-        venv().display()
+        crate::common::trainer_venv().display()
     );
     let f = Fixture::new();
     let sweep = f.submit(&f.spec("sweep", "pcb", "[sweep]\nlr0 = [0.01, 0.02]\n"));

@@ -20,21 +20,14 @@ use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn venv() -> PathBuf {
-    PathBuf::from(
-        std::env::var("YOLO_TRAINER_VENV")
-            .unwrap_or_else(|_| "/opt/yolo-sched/trainer-ultralytics-8.4.190".into()),
-    )
-}
-
 /// The cluster's turn for this module, with the real trainer there (or the
 /// test fails: it is ignored unless asked for).
 fn ready() -> ClusterGuard {
     let guard = cluster(module_path!());
     assert!(
-        venv().join("bin/yolo").exists(),
+        crate::common::trainer_venv().join("bin/yolo").exists(),
         "the real trainer is needed but {} has none; run slurm/trainer.sh install",
-        venv().display()
+        crate::common::trainer_venv().display()
     );
     guard
 }
@@ -73,15 +66,8 @@ impl Fixture {
 
     fn cmd(&self) -> Command {
         let mut c = yolo();
-        c.current_dir(self.path())
-            .env("XDG_STATE_HOME", self.path().join("state"))
-            .env("YOLO_TRAINER_VENV", venv())
-            .env(
-                "YOLO_SCHED_YOLO",
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainer/yolo-cpu"),
-            )
-            .env("YOLO_SCHED_WATCH_INTERVAL", "0.5")
-            .env("YOLO_SCHED_WATCH_MAX_INTERVAL", "2");
+        c.current_dir(self.path());
+        crate::common::use_real_trainer(&mut c, self.path());
         c
     }
 
@@ -173,7 +159,7 @@ fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
     assert_eq!(epochs_in(&workdir.join("train/results.csv")), [1, 2]);
     let onnx = workdir.join("train/weights/best.onnx");
     assert!(onnx.exists(), "no ONNX export");
-    let load = Command::new(venv().join("bin/python"))
+    let load = Command::new(crate::common::trainer_venv().join("bin/python"))
         .args(["-c", "import onnxruntime,sys; s=onnxruntime.InferenceSession(sys.argv[1]); print(s.get_inputs()[0].shape)"])
         .arg(&onnx)
         .output()
@@ -223,7 +209,7 @@ fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
     let rerun = Command::new("bash")
         .arg(workdir.join("scripts/train.sh"))
         .current_dir(f.path())
-        .env("YOLO_TRAINER_VENV", venv())
+        .env("YOLO_TRAINER_VENV", crate::common::trainer_venv())
         .output()
         .unwrap();
     let log = String::from_utf8_lossy(&rerun.stdout);
