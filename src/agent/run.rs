@@ -226,9 +226,30 @@ pub fn run(
     log: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
     let p = &opts.policy;
-    let ids = parse_visible_devices(&opts.visible_devices)?;
-    let nvml = crate::nvml::open(&opts.library)?;
-    let device = JobDevice::open(&nvml, &ids[0])?;
+    // The device borrows the library handle, so both live in this frame.
+    let nvml = parse_visible_devices(&opts.visible_devices)
+        .and_then(|ids| Ok((ids, crate::nvml::open(&opts.library)?)));
+    let opened = nvml
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .and_then(|(ids, nvml)| Ok((ids, JobDevice::open(nvml, &ids[0])?)));
+    let (ids, device) = match opened {
+        Ok(o) => o,
+        // Without NVML there is no guard, but the other duties (the backup)
+        // still run for the trainer's lifetime.
+        Err(e) if !duties.is_empty() => {
+            log(&format!(
+                "cannot watch GPU memory ({e:#}); the memory guard is off, {} still run(s)",
+                duties
+                    .iter()
+                    .map(|d| d.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            return Ok(duties_only(opts, duties, log));
+        }
+        Err(e) => return Err(e),
+    };
     if ids.len() > 1 {
         log(&format!(
             "the job sees {} devices; the guard watches the first, {}",
@@ -507,6 +528,46 @@ pub fn run(
         }
     }
     Ok(outcome)
+}
+
+/// The agent without a device: tick the duties until the trainer or the
+/// script ends, then let them finish.
+fn duties_only(
+    opts: &Options,
+    duties: &mut [Box<dyn AgentDuty>],
+    log: &mut dyn FnMut(&str),
+) -> Outcome {
+    let signals = catch_signals();
+    let interval = Duration::from_secs_f64(opts.policy.interval_s);
+    let ended = loop {
+        let now = SystemTime::now();
+        for duty in duties.iter_mut() {
+            for e in duty.tick(now) {
+                log_event(duty.name(), &e, log);
+            }
+        }
+        if opts.pid.is_some_and(|pid| !procs::alive(pid)) {
+            break Ended::TrainerGone;
+        }
+        if let Some(why) = wait(interval, opts.stop_on_stdin_eof, signals.as_ref()) {
+            break why;
+        }
+    };
+    for duty in duties.iter_mut() {
+        for e in duty.finish() {
+            log_event(duty.name(), &e, log);
+        }
+    }
+    Outcome {
+        device: String::new(),
+        device_name: String::new(),
+        is_mig: false,
+        samples: 0,
+        read_errors: 0,
+        decisions: vec![],
+        ended,
+        policy: opts.policy.clone(),
+    }
 }
 
 fn log_event(name: &str, e: &Event, log: &mut dyn FnMut(&str)) {

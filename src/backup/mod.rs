@@ -12,6 +12,7 @@
 //! Effects: network (the store), files in the run directory; nothing printed.
 
 pub mod config;
+pub mod duty;
 pub mod record;
 pub mod restore;
 pub mod store;

@@ -180,8 +180,17 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
     for n in &notes {
         log(n);
     }
-    // The backup duty (issue 14, part 5) is added here when configured.
+    // Duties beside the guard: the checkpoint backup of a training with one.
     let mut duties: Vec<Box<dyn agent::AgentDuty>> = Vec::new();
+    if let (Some(dir), false) = (&opts.save_dir, args.dry_run) {
+        match crate::backup::duty::BackupDuty::for_save_dir(dir) {
+            Ok(Some(duty)) => duties.push(Box::new(duty)),
+            Ok(None) => {}
+            Err(e) => log(&format!(
+                "backup: warning: checkpoints are not backed up: {e:#}"
+            )),
+        }
+    }
     let outcome = agent::run::run(&opts, &mut duties, &mut log)
         .context("the job agent could not start; the job runs on without it")?;
     if args.output.json {

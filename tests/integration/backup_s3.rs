@@ -377,3 +377,61 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// The job agent hosts the backup: with no NVML (so no memory guard) it
+/// still uploads the checkpoints a writer produces, and makes a last pass
+/// when the writer ends: one helper process per job, not two.
+#[test]
+#[ignore = "needs the local S3 server (slurm/s3.sh up)"]
+fn the_job_agent_backs_up_checkpoints_even_without_nvml() {
+    let s = s3();
+    let url = s.url("agent");
+    let (d, save) = workdir(&url);
+    let manifest = yolo_sched::run::Manifest {
+        schema_version: yolo_sched::run::manifest::SCHEMA_VERSION,
+        run_id: "agent-backup-1".into(),
+        name: "agent-backup".into(),
+        user: "u".into(),
+        host: "h".into(),
+        submitted_at: chrono::Utc::now(),
+        workdir: d.path().to_path_buf(),
+        spec_file: d.path().join("s.toml"),
+        spec_hash: "0".into(),
+        spec_text: "version = 1\n[run]\nname = \"agent-backup\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"d.yaml\"\n".into(),
+        variants: 1,
+        gpu_explanation: vec![],
+        estimate_gib: None,
+        stages: vec![],
+    };
+    std::fs::write(
+        d.path().join("manifest.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    let mut trainer = writer(&save, 4, 0.5);
+    let mut c = yolo();
+    s.apply(&mut c)
+        .env("YOLO_SCHED_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .args(["agent", "--workdir"])
+        .arg(d.path())
+        .args(["--stage", "train", "--devices", "0", "--pid"])
+        .arg(trainer.id().to_string());
+    let out = run_bounded(&mut c, Duration::from_secs(120)).expect("the agent ended");
+    let _ = trainer.wait();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("the memory guard is off, backup still run(s)"),
+        "{t}"
+    );
+    assert_eq!(epochs_backed_up(&s, &url), Some(4), "{t}");
+    let stored = s
+        .store()
+        .get_bytes(&key_of(&url, "weights/last.pt"), 1 << 30)
+        .unwrap();
+    assert_eq!(
+        stored.as_deref(),
+        Some(read_bytes(&save.join("weights/last.pt")).as_slice()),
+        "the last checkpoint went up whole: {t}"
+    );
+}
