@@ -5,9 +5,10 @@
 #   time                       /usr/bin/time -v for peak-memory figures in bench/
 #   python3                    generates the demo dataset and stands in for `yolo` in tests
 #   chromium                   a real headless browser loads `report --format html` in tests
+#   rsyslog                    a real syslog daemon (on a private socket) receives the audit trail
 # Idempotent: installs only what is missing. Needs root.
 set -euo pipefail
-want=(prometheus prometheus-node-exporter time python3 chromium)
+want=(prometheus prometheus-node-exporter time python3 chromium rsyslog)
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

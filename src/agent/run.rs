@@ -58,7 +58,8 @@ pub struct Options {
     /// Stop after this many samples (tests, benchmarks); `None`: until the end.
     pub max_samples: Option<u64>,
     /// Where the audit record of a stop goes; `None`: nowhere.
-    pub audit_log: Option<PathBuf>,
+    /// Where a guard stop is recorded (the user's audit log, syslog).
+    pub audit: Option<crate::run::audit::Trail>,
     /// Write the series and the guard record (false: `--dry-run`, which also
     /// clears the textfile directory and the audit log and lets the guard only warn).
     pub write_files: bool,
@@ -485,7 +486,7 @@ pub fn run(
                 }
                 None => log("no trainer pid was given (--pid): nothing to stop"),
             }
-            if let Some(path) = &opts.audit_log {
+            if let Some(trail) = &opts.audit {
                 let mut rec = crate::run::audit::AuditRecord::new(
                     "guard-stop",
                     Some(&opts.run_id),
@@ -493,8 +494,8 @@ pub fn run(
                     "ok",
                 );
                 rec.detail = Some(format!("{key}: {}", record.message));
-                if let Err(e) = crate::run::audit::append(path, &rec) {
-                    log(&format!("could not write the audit log: {e:#}"));
+                for problem in trail.record(&rec) {
+                    log(&problem);
                 }
             }
             break;

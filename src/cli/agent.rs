@@ -125,11 +125,11 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
                 .map_err(|_| invalid("the site's [guard] section cannot be resolved"))?
         }
     };
-    let mut audit_log = crate::run::audit::log_path(site).ok();
+    let mut audit = crate::run::audit::Trail::from_site(site).ok();
     if args.dry_run {
         policy.may_stop = false;
         policy.textfile_dir = None;
-        audit_log = None;
+        audit = None;
     }
     let task = args
         .task
@@ -167,7 +167,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         save_dir,
         stop_on_stdin_eof: args.stdin_eof,
         max_samples: args.samples,
-        audit_log,
+        audit,
         write_files: !args.dry_run,
     };
     let printer = &ctx.printer;

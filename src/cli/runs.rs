@@ -104,7 +104,11 @@ pub struct LogsArgs {
 Examples:
   yolo-sched audit
   yolo-sched audit --user alice --since 24h
-  yolo-sched audit --run pcb-defects-20261130T150000-1a2b --json")]
+  yolo-sched audit --run pcb-defects-20261130T150000-1a2b --json
+
+Reads your own audit log. With the site's [audit] syslog = true every record also
+goes to syslog, where users cannot rewrite it; administrators query it there
+(journalctl -t yolo-sched; see docs/configuration.md).")]
 pub struct AuditArgs {
     /// Only records of this user (login name).
     #[arg(long)]
@@ -121,16 +125,15 @@ pub struct AuditArgs {
 
 /// Record a state-changing command; a failure to record is a warning, not a failure of the command.
 pub fn record(ctx: &mut Context, rec: &AuditRecord) {
-    let path = match ctx.site().and_then(audit::log_path) {
-        Ok(p) => p,
+    let trail = match ctx.site().and_then(audit::Trail::from_site) {
+        Ok(t) => t,
         Err(e) => {
-            ctx.printer.warn(format!("no audit log: {e:#}"));
+            ctx.printer.warn(format!("no audit trail: {e:#}"));
             return;
         }
     };
-    if let Err(e) = audit::append(&path, rec) {
-        ctx.printer
-            .warn(format!("could not write the audit log: {e:#}"));
+    for problem in trail.record(rec) {
+        ctx.printer.warn(problem);
     }
 }
 
@@ -143,6 +146,7 @@ struct CancelOut {
 
 pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
     let manifest = query::find_run(&args.target.run)?;
+    audit::Trail::from_site(ctx.site()?)?;
     let slurm = ctx.slurm.clone();
     let mut audit = Vec::new();
     let result = crate::run::cancel::cancel(&slurm, &manifest, args.dry_run, &mut |r| {
@@ -193,6 +197,7 @@ struct ResumeOut {
 
 pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
     let mut manifest = query::find_run(&args.target.run)?;
+    audit::Trail::from_site(ctx.site()?)?;
     let _lock = resume::lock_run(&manifest)?;
     // Read again under the lock: another resume may just have finished.
     manifest = crate::run::Manifest::load(&crate::run::Manifest::path_in(&manifest.workdir))?;
@@ -387,7 +392,9 @@ pub fn logs(ctx: &mut Context, args: &LogsArgs) -> Result<i32> {
 }
 
 pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
-    let path = audit::log_path(ctx.site()?)?;
+    let path = audit::Trail::from_site(ctx.site()?)?
+        .file
+        .unwrap_or(audit::log_path(ctx.site()?)?);
     let (records, bad) = audit::read(&path)?;
     for line in &bad {
         ctx.printer.warn(format!(

@@ -61,6 +61,7 @@ fn check_against_cluster(
 pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     // The site file is checked as submit checks it, whatever the spec holds.
     crate::plan::Policy::from_site(ctx.site()?)?;
+    crate::run::audit::Trail::from_site(ctx.site()?)?;
     let mut checked = spec::read_checked(&args.spec)?;
     if let Ok(spec) = &mut checked {
         let policy = crate::plan::Policy::from_site(ctx.site()?)?;

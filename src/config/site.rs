@@ -28,6 +28,7 @@ pub const SECTIONS: &[&str] = &[
     "gpu_memory",
     "resources",
     "paths",
+    "audit",
     "node_setup",
     "guard",
     "backup",

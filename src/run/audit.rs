@@ -66,6 +66,40 @@ pub fn log_path(site: &Site) -> Result<PathBuf> {
     }
 }
 
+/// Where the records of state-changing commands go: the user's own log
+/// (JSON lines) and, when the site's `[audit]` says so, syslog.
+#[derive(Debug, Clone, Default)]
+pub struct Trail {
+    pub file: Option<PathBuf>,
+    pub syslog: Option<super::syslog::Syslog>,
+}
+
+impl Trail {
+    pub fn from_site(site: &Site) -> Result<Trail> {
+        Ok(Trail {
+            file: Some(log_path(site)?),
+            syslog: super::syslog::Syslog::from_site(site)?,
+        })
+    }
+
+    /// Write one record everywhere; what could not be written, as warnings
+    /// (recording never fails the command it records).
+    pub fn record(&self, record: &AuditRecord) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(path) = &self.file {
+            if let Err(e) = append(path, record) {
+                problems.push(format!("could not write the audit log: {e:#}"));
+            }
+        }
+        if let Some(s) = &self.syslog {
+            if let Err(e) = s.send(record) {
+                problems.push(format!("could not send the audit record to syslog: {e:#}"));
+            }
+        }
+        problems
+    }
+}
+
 /// Append one record: open with O_APPEND, take an exclusive flock, write the
 /// whole line in one call, flush.
 pub fn append(path: &Path, record: &AuditRecord) -> Result<()> {

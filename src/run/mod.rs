@@ -14,5 +14,6 @@ pub mod results;
 pub mod resume;
 pub mod status;
 pub mod submit;
+pub mod syslog;
 
 pub use manifest::{Manifest, StageRecord};

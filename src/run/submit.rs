@@ -80,6 +80,8 @@ pub fn submit(
 ) -> Result<Outcome> {
     let mut spec = crate::spec::load(req.spec)?;
     let policy = Policy::from_site(site)?;
+    // Where the record of this submission goes, checked before any change.
+    super::audit::Trail::from_site(site)?;
     // The memory guard's settings (spec [guard] within the site's limits).
     crate::agent::check_spec(site, &spec)?;
     let paths: Paths = site.section("paths")?;

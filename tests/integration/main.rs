@@ -45,5 +45,6 @@ mod runs_live;
 mod slurm_env;
 mod spec_corpus;
 mod standin_args;
+mod syslog_live;
 mod trainer_live;
 mod ultralytics_table;
