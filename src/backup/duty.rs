@@ -59,10 +59,13 @@ impl AgentDuty for BackupDuty {
 
     fn finish(&mut self) -> Vec<Event> {
         // The trainer has ended: its last checkpoint goes up before the job ends.
-        self.backup
+        let mut events: Vec<Event> = self
+            .backup
             .sync_now(Duration::from_secs(2), Duration::from_secs(300))
             .into_iter()
             .map(event)
-            .collect()
+            .collect();
+        events.push(Event::Info("the trainer has exited; last pass done".into()));
+        events
     }
 }
