@@ -71,8 +71,9 @@ impl Fixture {
         (v["run_id"].as_str().unwrap().to_string(), jobs)
     }
 
+    /// The run's status; its `state` and `stage` are flat, as in `list --json`.
     fn state(&self, run_id: &str) -> Value {
-        self.json(&["status", "--json", run_id])["state"].clone()
+        self.json(&["status", "--json", run_id])
     }
 
     fn wait_for(&self, run_id: &str, what: &str, limit: Duration, ok: impl Fn(&Value) -> bool) {
