@@ -55,12 +55,7 @@ fn purged_run(name: &str) -> (RunFixture, String, Value) {
 }
 
 fn job_ids(submitted: &Value) -> Vec<u64> {
-    submitted["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["job_id"].as_u64().unwrap())
-        .collect()
+    crate::common::submitted_ids(submitted)
 }
 
 #[test]

@@ -264,3 +264,13 @@ pub fn use_real_trainer(c: &mut Command, dir: &Path) {
         .env("YOLO_SCHED_WATCH_INTERVAL", "0.5")
         .env("YOLO_SCHED_WATCH_MAX_INTERVAL", "2");
 }
+
+/// The job ids in `submit --json` output, in stage order.
+pub fn submitted_ids(submit_json: &serde_json::Value) -> Vec<u64> {
+    submit_json["jobs"]
+        .as_array()
+        .expect("submit --json has jobs")
+        .iter()
+        .map(|j| j["job_id"].as_u64().expect("a submitted job has an id"))
+        .collect()
+}

@@ -252,12 +252,7 @@ fn killed_submit(fault: Fault, name: &str) {
         let again = run(f.cmd().args(["submit", "--json"]).arg(&spec));
         assert_eq!(again.status.code(), Some(0), "{again:?}");
         let v: Value = serde_json::from_slice(&again.stdout).unwrap();
-        let ids: Vec<u64> = v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| j["job_id"].as_u64().unwrap())
-            .collect();
+        let ids = crate::common::submitted_ids(&v);
         cancel_ids(&ids);
     }
     cancel_ids(&left.iter().map(|(id, _)| *id).collect::<Vec<_>>());
@@ -331,12 +326,7 @@ fn submit_killed_then_submitted_again_needs_no_gc() {
         "the dead submission's jobs are gone"
     );
     let v: Value = serde_json::from_slice(&again.stdout).unwrap();
-    let ids: Vec<u64> = v["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["job_id"].as_u64().unwrap())
-        .collect();
+    let ids = crate::common::submitted_ids(&v);
     cancel_ids(&ids);
 }
 
@@ -353,12 +343,7 @@ fn a_lost_sbatch_answer_adopts_the_job_instead_of_submitting_it_twice() {
         .arg(&spec));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let ids: Vec<u64> = v["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["job_id"].as_u64().unwrap())
-        .collect();
+    let ids = crate::common::submitted_ids(&v);
     assert_eq!(ids.len() as u32, stages);
     // The wrapper ran sbatch exactly once per stage: the lost answer was
     // resolved by looking the job up, not by submitting it again.

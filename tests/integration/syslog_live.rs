@@ -111,12 +111,7 @@ fn every_state_changing_command_reaches_syslog_with_user_run_and_jobs() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let run_id = v["run_id"].as_str().unwrap().to_string();
-    let ids: Vec<u64> = v["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["job_id"].as_u64().unwrap())
-        .collect();
+    let ids = crate::common::submitted_ids(&v);
 
     let submit = rsyslog.wait_for("submit", 1);
     let (line, rec) = &submit[0];
