@@ -137,6 +137,15 @@ impl Printer {
         ));
     }
 
+    /// `yolo-sched: error: <message>` on stderr for a failure the command
+    /// reports and survives (its exit status says the rest).
+    pub fn error_line(&self, message: impl Display) {
+        self.note(format!(
+            "yolo-sched: {}: {message}",
+            paint("error", "31", self.color_err)
+        ));
+    }
+
     /// `yolo-sched: error: <message>`, then each cause once as `Caused by:`,
     /// then a `hint:` line when the error carries one.
     pub fn error(&self, err: &anyhow::Error) {

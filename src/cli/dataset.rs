@@ -106,12 +106,12 @@ fn run_check(ctx: &Context, args: &CheckArgs) -> Result<i32> {
         print_report(ctx, &report)?;
     }
     if !report.ok {
-        eprintln!(
-            "yolo-sched: dataset {} has {} error{}; fix them before training",
+        ctx.printer.error_line(format!(
+            "dataset {} has {} error{}; fix them before training",
             report.data,
             report.errors,
             if report.errors == 1 { "" } else { "s" }
-        );
+        ));
         return Ok(exit::INVALID_INPUT);
     }
     Ok(exit::OK)

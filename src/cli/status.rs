@@ -248,7 +248,9 @@ pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
         print_status(&st, args.tasks, ctx.color())?;
     }
     if let Some(e) = error {
-        eprintln!("yolo-sched: error: Slurm could not be asked; showing the last state the jobs recorded: {e}");
+        ctx.printer.error_line(format!(
+            "Slurm could not be asked; showing the last state the jobs recorded: {e}"
+        ));
         return Ok(1);
     }
     Ok(0)
@@ -328,13 +330,13 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
                 manifests.push(m);
                 submitted.push(e.submitted_at);
             }
-            Err(err) => eprintln!("yolo-sched: warning: run {}: {err:#}", e.run_id),
+            Err(err) => ctx.printer.warn(format!("run {}: {err:#}", e.run_id)),
         }
     }
     if gone > 0 {
-        eprintln!(
+        ctx.printer.note(format!(
             "yolo-sched: {gone} run(s) in the index have no run directory any more; not listed"
-        );
+        ));
     }
     let refs: Vec<&crate::run::Manifest> = manifests.iter().collect();
     let view = query::ask_slurm(&ctx.slurm, &refs);
@@ -378,7 +380,9 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
         output::println(&table)?;
     }
     if let Some(e) = view.error {
-        eprintln!("yolo-sched: error: Slurm could not be asked; states are the last the jobs recorded: {e}");
+        ctx.printer.error_line(format!(
+            "Slurm could not be asked; states are the last the jobs recorded: {e}"
+        ));
         return Ok(1);
     }
     Ok(0)

@@ -103,10 +103,10 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
             } else {
                 print_warnings(ctx, &spec.origin.warnings);
                 if let Some(why) = &cluster_note {
-                    eprintln!(
+                    ctx.printer.note(format!(
                         "yolo-sched: note: not checked against the cluster (Slurm did not answer: {why}); \
                          `submit` will check it"
-                    );
+                    ));
                 }
                 output::println(format!(
                     "ok: {}, {} stage{} ({}), {} variant{}{}",
