@@ -146,7 +146,13 @@ pub fn state_dir() -> Result<PathBuf> {
     let home = std::env::var_os("HOME")
         .filter(|v| !v.is_empty())
         .context("neither XDG_STATE_HOME nor HOME is set: cannot place the run index")?;
-    Ok(PathBuf::from(home).join(".local/state/yolo-sched"))
+    Ok(state_dir_in_home(Path::new(&home)))
+}
+
+/// The state directory of a user who has no XDG_STATE_HOME of their own:
+/// where another user's (an administrator's) commands look for their runs.
+pub fn state_dir_in_home(home: &Path) -> PathBuf {
+    home.join(".local/state/yolo-sched")
 }
 
 pub fn index_dir() -> Result<PathBuf> {

@@ -39,10 +39,11 @@ pub fn index_entries() -> Result<Index> {
 /// the caller's own index.
 pub fn index_entries_all_users() -> Result<Index> {
     let mut dirs = vec![index_dir()?];
-    if let Ok(passwd) = std::fs::read_to_string("/etc/passwd") {
+    if let Ok(passwd) = crate::fsutil::read_regular(std::path::Path::new("/etc/passwd"), 64 << 20) {
         for line in passwd.lines() {
             if let Some(home) = line.split(':').nth(5).filter(|h| !h.is_empty()) {
-                let dir = PathBuf::from(home).join(".local/state/yolo-sched/runs");
+                let dir =
+                    super::manifest::state_dir_in_home(std::path::Path::new(home)).join("runs");
                 if !dirs.contains(&dir) {
                     dirs.push(dir);
                 }
