@@ -1,8 +1,6 @@
 //! `yolo-sched cancel`, `resume`, `logs` and `audit`: acting on a whole run.
 
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
-use std::time::Duration;
+use std::io::Write;
 
 use anyhow::{Context as _, Result};
 use chrono::Utc;
@@ -311,84 +309,20 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
 
 pub fn logs(ctx: &mut Context, args: &LogsArgs) -> Result<i32> {
     let manifest = query::find_run(&args.target.run)?;
-    let stage = manifest
-        .stages
-        .iter()
-        .find(|s| s.stage == args.stage)
-        .ok_or_else(|| {
-            let names: Vec<&str> = manifest.stages.iter().map(|s| s.stage.as_str()).collect();
-            invalid(format!(
-                "run {} has no stage `{}`; it has {}",
-                manifest.run_id,
-                args.stage,
-                names.join(", ")
-            ))
-        })?;
-    let path: PathBuf = if stage.tasks > 1 {
-        let task = args.task.ok_or_else(|| {
-            invalid(format!(
-                "stage {} is a sweep of {} variants: say which with --task N",
-                stage.stage, stage.tasks
-            ))
-        })?;
-        if task as usize >= stage.tasks {
-            return Err(invalid(format!(
-                "stage {} has variants 0..{}",
-                stage.stage,
-                stage.tasks - 1
-            )));
-        }
-        manifest
-            .workdir
-            .join("logs")
-            .join(format!("{}-{task}.out", stage.stage))
-    } else {
-        manifest
-            .workdir
-            .join("logs")
-            .join(format!("{}.out", stage.stage))
-    };
-    let mut offset = 0u64;
     let mut out = std::io::stdout().lock();
-    let mut pause = Duration::from_millis(500);
-    loop {
-        if let Ok(mut f) = std::fs::File::open(&path) {
-            f.seek(SeekFrom::Start(offset))?;
-            let mut buf = Vec::new();
-            f.read_to_end(&mut buf)?;
-            offset += buf.len() as u64;
-            out.write_all(&buf)?;
+    crate::run::logs::show(
+        &ctx.slurm,
+        &manifest,
+        &args.stage,
+        args.task,
+        args.follow,
+        &mut |bytes| {
+            out.write_all(bytes)?;
             out.flush()?;
-        } else if !args.follow {
-            return Err(anyhow::anyhow!(
-                "{} does not exist yet: the stage has not started",
-                path.display()
-            ));
-        }
-        if !args.follow {
-            return Ok(0);
-        }
-        let (st, _) = query::run_status(&ctx.slurm, &manifest);
-        let done = st.stage(&stage.stage).is_some_and(|s| {
-            let t = match args.task {
-                Some(i) => s.tasks.iter().find(|t| t.task == Some(i)),
-                None => s.tasks.first(),
-            };
-            t.is_some_and(|t| !t.state.is_active())
-        });
-        if done {
-            // One last read for what was written before the end.
-            if let Ok(mut f) = std::fs::File::open(&path) {
-                f.seek(SeekFrom::Start(offset))?;
-                let mut buf = Vec::new();
-                f.read_to_end(&mut buf)?;
-                out.write_all(&buf)?;
-            }
-            return Ok(0);
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 3 / 2).min(Duration::from_secs(5));
-    }
+            Ok(())
+        },
+    )?;
+    Ok(0)
 }
 
 pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {

@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod escalate;
 pub mod guard;
 pub mod journal;
+pub mod logs;
 pub mod manifest;
 pub mod query;
 pub mod results;
