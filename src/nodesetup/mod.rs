@@ -4,7 +4,6 @@
 //! the effects; this module reads the node, prepares the dry-run view, and runs
 //! the apply sequence step by step, logging each on stderr.
 
-pub mod destroy;
 pub mod lock;
 pub mod plan;
 pub mod site;
@@ -15,8 +14,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::nvml::Nvml;
 use anyhow::{anyhow, bail, Context, Result};
-use nvml_wrapper::Nvml;
 use serde::Serialize;
 
 use crate::gres::minors::{mig_minors_path, MigMinors};
@@ -628,7 +627,7 @@ fn apply_locked(
     for g in &prepared.decision.gpus {
         let ids: Vec<u32> = g.destroy.iter().map(|d| d.gi_id).collect();
         if !ids.is_empty() {
-            let n = destroy::destroy_instances(nvml, g.index, &ids)?;
+            let n = crate::nvml::destroy::destroy_instances(nvml, g.index, &ids)?;
             log.did(format!("GPU {}: destroyed {n} GPU instance(s)", g.index));
         }
     }
@@ -677,7 +676,7 @@ fn apply_locked(
     for g in &decision.gpus {
         let ids: Vec<u32> = g.destroy.iter().map(|d| d.gi_id).collect();
         if !ids.is_empty() {
-            destroy::destroy_instances(nvml, g.index, &ids)?;
+            crate::nvml::destroy::destroy_instances(nvml, g.index, &ids)?;
         }
         for c in &g.create {
             let placement = Placement {

@@ -8,10 +8,13 @@
 //! against the fake library built from `fake-nvml/` (docs/fake-nvml.md).
 
 pub mod apply;
+pub mod destroy;
 pub mod memory;
 pub mod probe;
 pub mod raw;
 pub mod topology;
 
+/// The library handle, named here so no module outside `src/nvml` imports nvml-wrapper.
+pub use nvml_wrapper::Nvml;
 pub use probe::{library_path, open, probe, NvmlProbe, LIB_ENV};
 pub use topology::Topology;

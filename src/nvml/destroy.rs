@@ -9,7 +9,7 @@ use nvml_wrapper_sys::bindings::{
     NVML_COMPUTE_INSTANCE_PROFILE_COUNT, NVML_GPU_INSTANCE_PROFILE_COUNT,
 };
 
-use crate::nvml::raw;
+use super::raw;
 
 /// Destroy the GPU instances of GPU `gpu` whose ids are in `gi_ids`. Returns how
 /// many were destroyed. Ids that no longer exist are skipped (a rerun after a
