@@ -105,16 +105,6 @@ fn ready() -> ClusterGuard {
     guard
 }
 
-fn epochs_in(results: &Path) -> Vec<u32> {
-    std::fs::read_to_string(results)
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split(',').next()?.trim().parse::<f64>().ok())
-        .map(|e| e as u32)
-        .collect()
-}
-
 #[test]
 #[ignore = "needs the local Slurm cluster and the real trainer (slurm/cluster.sh up, slurm/trainer.sh install): cargo test -- --include-ignored"]
 fn a_real_training_publishes_clean_gauges_a_node_exporter_serves_and_removes_them() {
@@ -156,38 +146,12 @@ fn a_real_training_publishes_clean_gauges_a_node_exporter_serves_and_removes_the
         );
     }
     if let Some(exporter) = exporter {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let _exporter = crate::report_replay::Exporter(
-            Command::new(&exporter)
-                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-                .arg("--collector.disable-defaults")
-                .arg("--collector.textfile")
-                .arg(format!(
-                    "--collector.textfile.directory={}",
-                    textdir.display()
-                ))
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
+        let scraped = crate::report_replay::scrape_textfiles(
+            &exporter,
+            &textdir,
+            "yolo_sched_job_gpu_memory_used_bytes",
+            Duration::from_secs(30),
         );
-        let start = Instant::now();
-        let scraped = loop {
-            if let Some(body) = crate::report_replay::http_get(port, "/metrics") {
-                if body.contains("yolo_sched_job_gpu_memory_used_bytes") {
-                    break body;
-                }
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "node_exporter did not serve the gauges on port {port}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        };
         assert!(
             scraped.contains("node_textfile_scrape_error 0"),
             "{scraped}"

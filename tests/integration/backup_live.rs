@@ -163,16 +163,6 @@ fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn epochs_in(results: &Path) -> Vec<u32> {
-    std::fs::read_to_string(results)
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split(',').next()?.trim().parse::<f64>().ok())
-        .map(|e| e as u32)
-        .collect()
-}
-
 fn watch(f: &Fixture, yolo_cmd: &Path, run_id: &str, limit: Duration) -> i32 {
     let out = run_bounded(f.cmd(yolo_cmd).args(["watch", run_id]), limit)
         .unwrap_or_else(|| panic!("watch {run_id} did not end within {limit:?}"));

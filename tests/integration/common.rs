@@ -274,3 +274,14 @@ pub fn submitted_ids(submit_json: &serde_json::Value) -> Vec<u64> {
         .map(|j| j["job_id"].as_u64().expect("a submitted job has an id"))
         .collect()
 }
+
+/// The epochs a `results.csv` records, in order (a resumed run appends rows).
+pub fn epochs_in(results: &Path) -> Vec<u32> {
+    std::fs::read_to_string(results)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').next()?.trim().parse::<f64>().ok())
+        .map(|e| e as u32)
+        .collect()
+}

@@ -7,6 +7,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::common::{run, yolo};
 use serde_json::Value;
@@ -488,37 +489,7 @@ fn prometheus_output_passes_promtool_and_a_real_node_exporter_scrape() {
         "promtool lint findings"
     );
 
-    // A free loopback port: bind, note it, release it for the exporter.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _exporter = Exporter(
-        Command::new(&exporter)
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--collector.disable-defaults")
-            .arg("--collector.textfile")
-            .arg(format!(
-                "--collector.textfile.directory={}",
-                textdir.display()
-            ))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let start = std::time::Instant::now();
-    let scraped = loop {
-        if let Some(body) = http_get(port, "/metrics") {
-            break body;
-        }
-        assert!(
-            start.elapsed().as_secs() < 20,
-            "node_exporter did not answer on port {port}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let scraped = scrape_textfiles(&exporter, &textdir, "", Duration::from_secs(20));
     // node_exporter re-exposes our families with labels sorted by name.
     assert!(
         scraped.contains("node_textfile_scrape_error 0"),
@@ -532,5 +503,44 @@ fn prometheus_output_passes_promtool_and_a_real_node_exporter_scrape() {
         "# TYPE yolo_sched_node_slices gauge",
     ] {
         assert!(scraped.contains(series), "{series} not scraped:\n{scraped}");
+    }
+}
+
+/// Start a real node_exporter on a free loopback port with only the textfile
+/// collector over `textdir`, and return its first `/metrics` body that holds
+/// `until` (within `limit`). The exporter is stopped on return.
+pub fn scrape_textfiles(exporter: &Path, textdir: &Path, until: &str, limit: Duration) -> String {
+    // A free loopback port: bind, note it, release it for the exporter.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _exporter = Exporter(
+        Command::new(exporter)
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--collector.disable-defaults")
+            .arg("--collector.textfile")
+            .arg(format!(
+                "--collector.textfile.directory={}",
+                textdir.display()
+            ))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(body) = http_get(port, "/metrics") {
+            if body.contains(until) {
+                return body;
+            }
+        }
+        assert!(
+            start.elapsed() < limit,
+            "node_exporter did not serve {until:?} on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
