@@ -144,7 +144,14 @@ impl Relay {
                     continue;
                 };
                 {
+                    // `down` is checked again under the lock `down()` takes:
+                    // a connection accepted just before the cut never outlives it.
                     let mut l = l.lock().unwrap();
+                    if d.load(Ordering::SeqCst) {
+                        let _ = client.shutdown(Shutdown::Both);
+                        let _ = server.shutdown(Shutdown::Both);
+                        continue;
+                    }
                     l.push(client.try_clone().unwrap());
                     l.push(server.try_clone().unwrap());
                 }
@@ -160,8 +167,9 @@ impl Relay {
     }
 
     pub fn down(&self) {
+        let mut live = self.live.lock().unwrap();
         self.down.store(true, Ordering::SeqCst);
-        for s in self.live.lock().unwrap().drain(..) {
+        for s in live.drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
