@@ -268,6 +268,9 @@ write_slurm_conf() {
             echo "JobAcctGatherType=jobacct_gather/linux"
             # sacct shows the comment, which names the run (yolo-sched:RUN:TOKEN:STAGE).
             echo "AccountingStoreFlags=job_comment"
+            # Users see only their own jobs; coordinators their accounts'
+            # jobs; operators and admins all (the permission tiers' test).
+            echo "PrivateData=jobs"
         fi
         for n in $(standard_node_names); do
             i=$((i + 1))
@@ -370,6 +373,8 @@ write_slurmdbd_conf() {
         echo "StoragePass=yolo-local-only"
         echo "LogFile=$LOG_DIR/slurmdbd.log"
         echo "PidFile=$RUN_DIR/slurmdbd.pid"
+        # sacct answers from slurmdbd, which applies its own PrivateData.
+        echo "PrivateData=jobs"
     } >"$out"
 }
 
@@ -572,7 +577,7 @@ cmd_up() {
         rm -rf "${SPOOL_DIR:?}/ctld"/*
     fi
 
-    local tmp_conf tmp_gres tmp_dbd changed=0
+    local tmp_conf tmp_gres tmp_dbd changed=0 dbd_changed=0
     tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
     tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
     TMP_FILES+=("$tmp_conf" "$tmp_gres")
@@ -585,7 +590,7 @@ cmd_up() {
         tmp_dbd=$(mktemp "$CONF_DIR/.slurmdbd.conf.XXXXXX")
         TMP_FILES+=("$tmp_dbd")
         write_slurmdbd_conf "$tmp_dbd"
-        install_conf "$tmp_dbd" "$CONF_DIR/slurmdbd.conf" 0600 slurm:slurm && changed=1
+        install_conf "$tmp_dbd" "$CONF_DIR/slurmdbd.conf" 0600 slurm:slurm && changed=1 && dbd_changed=1
     fi
 
     start_munge
@@ -594,6 +599,8 @@ cmd_up() {
         wait_jobs_gone
         stop_slurmds
         stop_daemon slurmctld slurmctld
+        # slurmdbd reads its file only at start (PrivateData, storage).
+        [ "$dbd_changed" = 0 ] || stop_daemon slurmdbd slurmdbd
     fi
     # Stop slurmd instances for nodes no longer configured (NODES went down).
     local f name

@@ -26,6 +26,10 @@ use crate::spec::StageKind;
 pub struct JobRequest {
     pub kind: StageKind,
     pub script: PathBuf,
+    /// The run directory: the job's `--chdir`, so Slurm's WorkDir (in
+    /// `squeue` and `sacct`) says where the run's manifest is, for those
+    /// who find the run through Slurm (`list --account`).
+    pub workdir: PathBuf,
     /// `--array` value, overriding the script's own.
     pub array: Option<String>,
     /// Stages of this same submission it waits for.
@@ -76,7 +80,11 @@ pub fn sbatch_args_with(
     comment: &str,
     mut id_of: impl FnMut(StageKind) -> Option<String>,
 ) -> Result<(Vec<String>, Option<String>)> {
-    let mut args = vec!["--hold".to_string(), format!("--comment={comment}")];
+    let mut args = vec![
+        "--hold".to_string(),
+        format!("--comment={comment}"),
+        format!("--chdir={}", req.workdir.display()),
+    ];
     let mut deps = Vec::new();
     for (stage, kind) in &req.after {
         let id = id_of(*stage).ok_or_else(|| {
@@ -239,6 +247,7 @@ mod tests {
         let req = JobRequest {
             kind: StageKind::Export,
             script: PathBuf::from("/w/scripts/export.sh"),
+            workdir: PathBuf::from("/w"),
             array: Some("0-3%2".into()),
             after: vec![(StageKind::Train, DepKind::AfterCorr)],
             export: vec![],
@@ -250,6 +259,7 @@ mod tests {
             vec![
                 "--hold",
                 "--comment=yolo-sched:r:t:export",
+                "--chdir=/w",
                 "--dependency=aftercorr:11",
                 "--array=0-3%2",
                 "/w/scripts/export.sh"
@@ -264,6 +274,7 @@ mod tests {
         let req = JobRequest {
             kind: StageKind::Train,
             script: "/t.sh".into(),
+            workdir: "/".into(),
             array: None,
             after: vec![(StageKind::Prepare, DepKind::AfterOk)],
             export: vec![],

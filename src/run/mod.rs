@@ -16,5 +16,6 @@ pub mod resume;
 pub mod status;
 pub mod submit;
 pub mod syslog;
+pub mod team;
 
 pub use manifest::{Manifest, StageRecord};

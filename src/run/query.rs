@@ -3,7 +3,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
 
@@ -228,62 +227,12 @@ pub fn ask_slurm(slurm: &Slurm, manifests: &[&Manifest]) -> SlurmView {
     }
 }
 
-/// Set once `sacct` said there is no accounting: a long `watch` then stops
-/// asking it every round.
-static NO_ACCOUNTING: AtomicBool = AtomicBool::new(false);
-
-/// Remember that this cluster keeps no accounting (another `sacct` call of
-/// this process, such as the report's usage query, found out).
-pub fn note_accounting_off() {
-    NO_ACCOUNTING.store(true, Ordering::Relaxed);
-}
+pub use crate::slurm::sacct::note_accounting_off;
 
 /// `sacct` for jobs that left the queue (at most one call); empty when
 /// accounting is not there or the call fails.
 pub fn sacct_rows(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
-    if NO_ACCOUNTING.load(Ordering::Relaxed) {
-        return Vec::new();
-    }
-    let list: Vec<String> = ids.iter().map(u64::to_string).collect();
-    let list = list.join(",");
-    let Ok(out) = slurm.run_raw(
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "-P",
-            "-j",
-            &list,
-            "-o",
-            "JobID,State,ExitCode,NodeList",
-        ],
-    ) else {
-        return Vec::new();
-    };
-    if !out.status.success() {
-        if crate::slurm::states::accounting_off(&out.stderr_str()) {
-            NO_ACCOUNTING.store(true, Ordering::Relaxed);
-        }
-        return Vec::new();
-    }
-    parse_sacct(&out.stdout_str())
-}
-
-pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split('|').collect();
-            if f.len() < 4 {
-                return None;
-            }
-            Some(AcctRow {
-                job_id: f[0].to_string(),
-                state: f[1].to_string(),
-                exit_code: f[2].split(':').next().and_then(|c| c.parse().ok()),
-                node: f[3].to_string(),
-            })
-        })
-        .collect()
+    crate::slurm::sacct::by_ids(slurm, ids)
 }
 
 /// Status of one run (one squeue call, at most one sacct call).
@@ -312,20 +261,4 @@ pub fn is_active(st: &RunStatus) -> bool {
             .iter()
             .any(|t| matches!(t.state, TaskState::Pending | TaskState::Running))
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sacct_parsable_rows() {
-        let rows = parse_sacct(
-            "12|COMPLETED|0:0|node1\n13_2|FAILED|3:0|node2\n14|CANCELLED by 0|0:0|None assigned\n",
-        );
-        assert_eq!(rows.len(), 3);
-        assert_eq!(rows[1].job_id, "13_2");
-        assert_eq!(rows[1].exit_code, Some(3));
-        assert_eq!(rows[2].state, "CANCELLED by 0");
-    }
 }

@@ -253,6 +253,7 @@ pub fn requests(
         out.push(JobRequest {
             kind,
             script: manifest.workdir.join(&s.script),
+            workdir: manifest.workdir.clone(),
             array,
             after,
             export: export.clone(),

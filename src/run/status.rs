@@ -129,14 +129,7 @@ pub fn read_job_files(workdir: &Path) -> JobFiles {
 }
 
 /// A finished job as `sacct` describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcctRow {
-    /// `12` or `12_3`.
-    pub job_id: String,
-    pub state: String,
-    pub exit_code: Option<i32>,
-    pub node: String,
-}
+pub use crate::slurm::sacct::AcctRow;
 
 /// One task (or the single job) of a stage.
 #[derive(Debug, Clone, Serialize)]

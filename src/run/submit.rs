@@ -158,6 +158,7 @@ pub fn submit(
         requests.push(JobRequest {
             kind: script.kind,
             script: path,
+            workdir: workdir.clone(),
             array: None,
             after: stage.depends_on.iter().map(|d| (d.stage, d.kind)).collect(),
             export: vec![],

@@ -10,6 +10,7 @@ pub mod config;
 pub mod gres;
 pub mod reasons;
 pub mod runner;
+pub mod sacct;
 pub mod sbatch;
 pub mod sinfo;
 pub mod squeue;

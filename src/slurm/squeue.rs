@@ -5,6 +5,7 @@
 //! and us a fraction of that, so queries about a run use it.
 
 use anyhow::Result;
+use chrono::{DateTime, Utc};
 
 use super::Slurm;
 
@@ -152,6 +153,106 @@ pub fn tagged_mine(slurm: &Slurm, prefix: &str) -> Result<Vec<Tagged>> {
     Ok(parse_tagged(&text, prefix))
 }
 
+/// Whose jobs to find: an account, a user, both, or (neither) every job
+/// Slurm lets the caller see. Values are single names (checked by the caller).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Who {
+    pub account: Option<String>,
+    pub user: Option<String>,
+}
+
+/// Who, where and when of one job (or array task, or pending array), as
+/// `squeue` or `sacct` tell it: what a run found through Slurm is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFacts {
+    /// `12`, `12_3`, or `12_[4-9%2]`.
+    pub job_id: String,
+    pub array_job_id: u64,
+    pub state: String,
+    pub name: String,
+    pub user: String,
+    pub account: String,
+    /// The job's working directory (`--chdir`; a yolo-sched job's run directory).
+    pub workdir: String,
+    pub comment: String,
+    pub submitted: Option<DateTime<Utc>>,
+    pub started: Option<DateTime<Utc>>,
+    pub ended: Option<DateTime<Utc>>,
+    /// `gpu:1g.5gb:1`, empty for a CPU job.
+    pub gres: String,
+}
+
+/// A Slurm time stamp (local time, no zone: `2026-12-01T17:26:20`); none
+/// for `Unknown`, `None`, `N/A` and anything else.
+pub fn parse_slurm_time(s: &str) -> Option<DateTime<Utc>> {
+    let t = chrono::NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%dT%H:%M:%S").ok()?;
+    t.and_local_timezone(chrono::Local)
+        .earliest()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// `FORMAT` and the facts, the comment last (the one field that may hold `|`).
+const WHO_FORMAT: &str = "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,Reason:|,TimeUsed:|,TimeLimit:|,NodeList:|,tres-per-node:|,exit_code:|,Name:|,UserName:|,Account:|,SubmitTime:|,StartTime:|,EndTime:|,WorkDir:|,Comment:|";
+
+/// Parse `squeue -h -t all -O WHO_FORMAT`: each job as the queue row
+/// `status` reads, with its facts.
+pub fn parse_who(text: &str) -> Vec<(QueueRow, JobFacts)> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.splitn(18, '|').collect();
+            if f.len() < 18 {
+                return None;
+            }
+            let row = parse_rows(&(f[..11].join("|") + "|")).pop()?;
+            let state = row.state.clone();
+            // Pending and running jobs carry the expected start and end.
+            let finished = !matches!(
+                state.as_str(),
+                "PENDING"
+                    | "RUNNING"
+                    | "CONFIGURING"
+                    | "SUSPENDED"
+                    | "REQUEUED"
+                    | "REQUEUE_HOLD"
+                    | "RESIZING"
+                    | "COMPLETING"
+            );
+            let started = (state != "PENDING")
+                .then(|| parse_slurm_time(f[14]))
+                .flatten();
+            let facts = JobFacts {
+                job_id: row.job_id.clone(),
+                array_job_id: row.array_job_id,
+                state,
+                name: row.name.clone(),
+                user: f[11].trim().to_string(),
+                account: f[12].trim().to_string(),
+                submitted: parse_slurm_time(f[13]),
+                started,
+                ended: finished.then(|| parse_slurm_time(f[15])).flatten(),
+                gres: row.gres.trim_start_matches("gres:").to_string(),
+                workdir: f[16].trim().to_string(),
+                comment: f[17].strip_suffix('|').unwrap_or(f[17]).trim().to_string(),
+            };
+            Some((row, facts))
+        })
+        .collect()
+}
+
+/// Every job of `who` that slurmctld still knows and lets the caller see
+/// (`PrivateData`), in one call.
+pub fn by_who(slurm: &Slurm, who: &Who) -> Result<Vec<(QueueRow, JobFacts)>> {
+    let mut args = vec!["-h", "-t", "all", "-O", WHO_FORMAT];
+    if let Some(a) = &who.account {
+        args.extend(["-A", a.as_str()]);
+    }
+    if let Some(u) = &who.user {
+        args.extend(["-u", u.as_str()]);
+    }
+    let text = slurm.stdout("squeue", &args)?;
+    Ok(parse_who(&text))
+}
+
 /// Every job (and array task) with these ids that slurmctld still knows, in one call.
 pub fn jobs(slurm: &Slurm, ids: &[u64]) -> Result<Vec<QueueRow>> {
     if ids.is_empty() {
@@ -215,6 +316,29 @@ mod tests {
         assert_eq!(rows[1].reason, "JobArrayTaskLimit");
         assert_eq!(rows[2].exit_code, Some(3));
         assert_eq!(rows[2].tasks, vec![1]);
+    }
+
+    #[test]
+    fn rows_by_who_are_queue_rows_with_facts() {
+        let text = "\
+31|31|N/A|RUNNING|None|0:05|1:00:00|node1|gres:gpu:1g.5gb:1|0|pcb.train|ys-bob|vision|2026-12-01T17:26:20|2026-12-01T17:26:21|2026-12-01T18:26:21|/home/ys-bob/runs/pcb|yolo-sched:pcb-1:ab:train|
+32|32|N/A|PENDING|Dependency|0:00|1:00:00|||(null)|pcb.export|ys-bob|vision|2026-12-01T17:26:20|N/A|N/A|/home/ys-bob/runs/pcb|yolo-sched:pcb-1:ab:export|
+";
+        let rows = parse_who(text);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let (q, f) = &rows[0];
+        assert_eq!(
+            (q.state.as_str(), q.gres.as_str()),
+            ("RUNNING", "gres:gpu:1g.5gb:1")
+        );
+        assert_eq!(f.gres, "gpu:1g.5gb:1");
+        assert_eq!((f.user.as_str(), f.account.as_str()), ("ys-bob", "vision"));
+        assert!(f.started.is_some());
+        assert_eq!(f.ended, None, "a running job's end is only expected");
+        assert_eq!(f.comment, "yolo-sched:pcb-1:ab:train");
+        let (q, f) = &rows[1];
+        assert_eq!(q.reason, "Dependency");
+        assert_eq!((f.started, f.gres.as_str()), (None, ""));
     }
 
     #[test]
