@@ -59,14 +59,14 @@ set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
 # First pass: the cluster without accounting, as many sites run it.
 YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast -- --include-ignored \
-    --skip accounting_live:: 2>&1 | tee target/test-all.log
+    --skip accounting_live:: --skip tiers_live:: 2>&1 | tee target/test-all.log
 status=${PIPESTATUS[0]}
 # Second pass: the same cluster with MariaDB + slurmdbd and a short MinJobAge,
 # so finished jobs leave slurmctld within seconds and only sacct knows them.
 echo "=== accounting on (ACCOUNTING=1 MIN_JOB_AGE=10)"
 if ACCOUNTING=1 MIN_JOB_AGE=10 bash slurm/cluster.sh up; then
     YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --test integration --no-fail-fast -- --include-ignored \
-        accounting_live:: 2>&1 | tee -a target/test-all.log
+        accounting_live:: tiers_live:: 2>&1 | tee -a target/test-all.log
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
 else
     echo "test-all: the cluster did not come up with accounting" >&2

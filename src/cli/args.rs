@@ -28,3 +28,36 @@ pub struct NvmlLibArg {
     #[arg(long = "nvml-lib", value_name = "PATH")]
     pub path: Option<PathBuf>,
 }
+
+/// Whose runs to find through Slurm (`list`): by account or user, as far as
+/// Slurm lets the caller see (`PrivateData`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct WhoArgs {
+    /// The runs of this Slurm account's jobs that Slurm shows you (a
+    /// coordinator sees the account's, an operator everyone's).
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// The runs of this user's jobs that Slurm shows you.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// With --account, --user or --all-users: how far back accounting is
+    /// searched: `7d`, `24h`, a local `2026-11-29T08:00`, or RFC 3339.
+    #[arg(long, value_name = "WHEN", default_value = "7d")]
+    pub since: String,
+}
+
+/// A name handed to squeue/sacct as one filter value: one name, no list.
+pub fn check_name(flag: &str, value: &Option<String>) -> anyhow::Result<Option<String>> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    let bad = v.is_empty()
+        || v.chars()
+            .any(|c| c == ',' || c.is_whitespace() || c.is_control());
+    if bad {
+        return Err(crate::error::invalid(format!(
+            "{flag} {v:?}: expected one name without commas, spaces or control characters"
+        )));
+    }
+    Ok(Some(v.clone()))
+}

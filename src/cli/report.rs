@@ -68,26 +68,14 @@ pub struct ReportArgs {
     #[arg(long = "section", value_name = "NAME")]
     pub sections: Vec<String>,
 
-    /// Run manifests to read (default: $XDG_STATE_HOME/yolo-sched/runs).
+    /// Run manifests to read (default: $XDG_STATE_HOME/yolo-sched/runs; with
+    /// --account or --user, the runs Slurm shows you, found by the run id in
+    /// each job's comment).
     #[arg(long, value_name = "DIR", env = "YOLO_SCHED_RUNS_DIR")]
     pub runs_dir: Option<PathBuf>,
 }
 
-/// A name handed to squeue/sacct as one filter value: one name, no list.
-fn check_name(flag: &str, value: &Option<String>) -> Result<Option<String>> {
-    let Some(v) = value else {
-        return Ok(None);
-    };
-    let bad = v.is_empty()
-        || v.chars()
-            .any(|c| c == ',' || c.is_whitespace() || c.is_control());
-    if bad {
-        return Err(invalid(format!(
-            "{flag} {v:?}: expected one name without commas, spaces or control characters"
-        )));
-    }
-    Ok(Some(v.clone()))
-}
+use super::args::check_name;
 
 pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
     let format = if args.json.json {
@@ -114,6 +102,8 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
             .clone()
             .or_else(|| crate::run::manifest::index_dir().ok()),
         leaderboard: format == Format::Html,
+        runs_through_slurm: args.runs_dir.is_none()
+            && (args.user.is_some() || args.account.is_some()),
     };
     let data = report::gather(&ctx.slurm, &options).with_context(|| match &args.output {
         Some(path) => format!("no report written; {} was left as it was", path.display()),

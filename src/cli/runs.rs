@@ -21,7 +21,10 @@ Examples:
   yolo-sched cancel RUN --dry-run      # say what would be cancelled
 
 Cancels every job of the run still queued or running, in one scancel call.
-Cancelling a run that has nothing left to cancel succeeds and says so.")]
+Cancelling a run that has nothing left to cancel succeeds and says so.
+A run that is not yours is found through Slurm by its id; Slurm decides who may
+cancel it (its owner, a coordinator of its account, an operator or admin).
+A refusal is exit status 1 and says what was and was not cancelled.")]
 pub struct CancelArgs {
     #[command(flatten)]
     pub target: RunArg,
@@ -143,7 +146,12 @@ struct CancelOut {
 }
 
 pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
-    let manifest = query::find_run(&args.target.run)?;
+    // A team member's run is found through Slurm; Slurm decides whether
+    // the caller may cancel it.
+    let manifest = match crate::run::team::locate(&ctx.slurm, &args.target.run)? {
+        crate::run::team::Located::Own(m) => m,
+        crate::run::team::Located::Team(run) => run.manifest,
+    };
     audit::Trail::from_site(ctx.site()?)?;
     let slurm = ctx.slurm.clone();
     let mut audit = Vec::new();

@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 
-use super::args::{JsonArg, RunArg};
+use super::args::{check_name, JsonArg, RunArg, WhoArgs};
 use super::output;
 use super::Context;
 use crate::run::query;
@@ -35,16 +35,29 @@ pub struct StatusArgs {
 #[command(after_help = "\
 Examples:
   yolo-sched list
-  yolo-sched list --json | jq -r '.[] | select(.state==\"failed\") | .run_id'")]
+  yolo-sched list --json | jq -r '.[] | select(.state==\"failed\") | .run_id'
+  yolo-sched list --account vision          # a team lead: the team's runs
+  yolo-sched list --user alice --since 30d
+  yolo-sched list --all-users               # every run Slurm shows you
+
+Without --account, --user or --all-users: your own runs, from your run index.
+With them, runs are found through Slurm: one squeue and one sacct, by the run id
+in each job's comment. Slurm decides what you see (PrivateData): your own jobs,
+those of the accounts you coordinate, or all of them for operators and admins.
+Where you cannot read a run's directory, its row comes from Slurm's data alone
+(stages, states, times, slices). Without accounting only runs with a job still
+in the queue are found.")]
 pub struct ListArgs {
     #[command(flatten)]
     pub output: JsonArg,
     /// At most this many runs, newest first.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,
-    /// Every local user's runs whose index you can read (for admins).
+    /// Every run Slurm shows you, whoever submitted it.
     #[arg(long)]
     pub all_users: bool,
+    #[command(flatten)]
+    pub who: WhoArgs,
 }
 
 fn stage_summary(s: &StageStatus) -> String {
@@ -239,9 +252,60 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
     Ok(())
 }
 
+/// `status --json` of a run found through Slurm: the run's status, and
+/// whose it is and where its facts come from.
+#[derive(Debug, Serialize)]
+struct TeamStatus<'a> {
+    #[serde(flatten)]
+    status: &'a RunStatus,
+    user: &'a str,
+    account: &'a str,
+    submitted_at: chrono::DateTime<chrono::Utc>,
+    started_at: Option<chrono::DateTime<chrono::Utc>>,
+    ended_at: Option<chrono::DateTime<chrono::Utc>>,
+    facts: &'a crate::run::team::Facts,
+}
+
 pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
-    let manifest = query::find_run(&args.target.run)?;
-    let (st, error) = query::run_status(&ctx.slurm, &manifest);
+    let (st, error) = match crate::run::team::locate(&ctx.slurm, &args.target.run)? {
+        crate::run::team::Located::Own(manifest) => query::run_status(&ctx.slurm, &manifest),
+        crate::run::team::Located::Team(run) => {
+            // Found through Slurm just now: its status is already computed.
+            let t = &run;
+            if args.output.json {
+                output::print_json(&TeamStatus {
+                    status: &t.status,
+                    user: &t.user,
+                    account: &t.account,
+                    submitted_at: t.submitted_at,
+                    started_at: t.started_at,
+                    ended_at: t.ended_at,
+                    facts: &t.facts,
+                })?;
+            } else {
+                print_status(&t.status, args.tasks, ctx.color())?;
+                let when = |d: Option<chrono::DateTime<chrono::Utc>>| {
+                    d.map_or("-".to_string(), |d| {
+                        d.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+                    })
+                };
+                output::println(format!(
+                    "user {}, account {}; submitted {}, started {}, ended {}",
+                    t.user,
+                    t.account,
+                    when(Some(t.submitted_at)),
+                    when(t.started_at),
+                    when(t.ended_at)
+                ))?;
+                if let crate::run::team::Facts::Slurm { why } = &t.facts {
+                    output::println(format!(
+                        "from Slurm's data only: the run directory cannot be read ({why})"
+                    ))?;
+                }
+            }
+            return Ok(0);
+        }
+    };
     if args.output.json {
         output::print_json(&st)?;
     } else {
@@ -276,6 +340,13 @@ pub struct ListRow {
     /// The first stage that has not completed.
     pub current_stage: Option<String>,
     pub workdir: String,
+    /// The Slurm account of the run's jobs (runs found through Slurm).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// Where the row's facts come from (runs found through Slurm): the
+    /// run's manifest, or Slurm's data alone when it cannot be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facts: Option<crate::run::team::Facts>,
 }
 
 impl ListRow {
@@ -299,16 +370,21 @@ impl ListRow {
                 .find(|s| s.state != TaskState::Completed)
                 .map(|s| s.stage.clone()),
             workdir: m.workdir.display().to_string(),
+            account: None,
+            facts: None,
         }
     }
 }
 
 pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
-    let index = if args.all_users {
-        query::index_entries_all_users()?
-    } else {
-        query::index_entries()?
+    let who = crate::slurm::squeue::Who {
+        account: check_name("--account", &args.who.account)?,
+        user: check_name("--user", &args.who.user)?,
     };
+    if args.all_users || who != crate::slurm::squeue::Who::default() {
+        return list_through_slurm(ctx, args, &who);
+    }
+    let index = query::index_entries()?;
     for w in &index.unreadable {
         ctx.printer.warn(w);
     }
@@ -353,28 +429,23 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
     } else if rows.is_empty() {
         output::println("no runs yet: submit one with `yolo-sched submit spec.toml`")?;
     } else {
-        let mut headers = vec![
+        let headers = vec![
             "run id",
             "name",
             "submitted (UTC)",
             "state",
             "current stage",
         ];
-        if args.all_users {
-            headers.insert(1, "user");
-        }
+
         let mut table = output::new_table(&headers);
         for r in &rows {
-            let mut row = vec![
+            let row = vec![
                 r.run_id.clone(),
                 r.name.clone(),
                 r.submitted_at.format("%Y-%m-%d %H:%M").to_string(),
                 r.description.clone(),
                 r.current_stage.clone().unwrap_or_default(),
             ];
-            if args.all_users {
-                row.insert(1, r.user.clone());
-            }
             table.add_row(row);
         }
         output::println(&table)?;
@@ -384,6 +455,84 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
             "Slurm could not be asked; states are the last the jobs recorded: {e}"
         ));
         return Ok(1);
+    }
+    Ok(0)
+}
+
+/// `list --account/--user/--all-users`: the runs Slurm shows the caller.
+fn list_through_slurm(
+    ctx: &mut Context,
+    args: &ListArgs,
+    who: &crate::slurm::squeue::Who,
+) -> Result<i32> {
+    let since = crate::report::window::since_utc(&args.who.since, chrono::Utc::now())
+        .map_err(crate::error::invalid)?;
+    let team = crate::run::team::find(&ctx.slurm, who, since)?;
+    if team.accounting_off {
+        ctx.printer.note(
+            "yolo-sched: Slurm keeps no job accounting here: only runs with a job still in the queue are listed",
+        );
+    }
+    let rows: Vec<ListRow> = team
+        .runs
+        .iter()
+        .take(args.limit)
+        .map(|r| {
+            let mut row = ListRow::new(&r.manifest, r.submitted_at, &r.status);
+            row.user = r.user.clone();
+            row.account = Some(r.account.clone());
+            row.facts = Some(r.facts.clone());
+            row
+        })
+        .collect();
+    if args.output.json {
+        output::print_json(&rows)?;
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        let whose = match (&who.account, &who.user) {
+            (Some(a), Some(u)) => format!("of user {u} in account {a} "),
+            (Some(a), None) => format!("of account {a} "),
+            (None, Some(u)) => format!("of user {u} "),
+            (None, None) => String::new(),
+        };
+        output::println(format!(
+            "no runs {whose}that Slurm shows you since {} (Slurm shows you your own jobs, those of the accounts you coordinate, or all jobs if you are an operator)",
+            since.format("%Y-%m-%d %H:%M UTC")
+        ))?;
+        return Ok(0);
+    }
+    let mut table = output::new_table(&[
+        "run id",
+        "user",
+        "account",
+        "name",
+        "submitted (UTC)",
+        "state",
+        "current stage",
+    ]);
+    let mut from_slurm = 0;
+    for r in &rows {
+        let mut id = r.run_id.clone();
+        if matches!(r.facts, Some(crate::run::team::Facts::Slurm { .. })) {
+            from_slurm += 1;
+            id.push_str(" *");
+        }
+        table.add_row(vec![
+            id,
+            r.user.clone(),
+            r.account.clone().unwrap_or_default(),
+            r.name.clone(),
+            r.submitted_at.format("%Y-%m-%d %H:%M").to_string(),
+            r.description.clone(),
+            r.current_stage.clone().unwrap_or_default(),
+        ]);
+    }
+    output::println(&table)?;
+    if from_slurm > 0 {
+        output::println(format!(
+            "* {from_slurm} run(s) whose run directory you cannot read: shown from Slurm's data (stages, states, times, slices)"
+        ))?;
     }
     Ok(0)
 }

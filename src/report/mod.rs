@@ -50,6 +50,10 @@ pub struct Options {
     /// Also build the runs' leaderboard and training curves (`--format html`);
     /// needs the runs section.
     pub leaderboard: bool,
+    /// Find the runs through Slurm (`--account`/`--user` without
+    /// `--runs-dir`): every run of the filter's account or user that Slurm
+    /// shows the caller, not only the caller's own index.
+    pub runs_through_slurm: bool,
 }
 
 /// A local time as RFC 3339 with the offset in force then.
@@ -96,8 +100,27 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
 
     // The runs and their jobs' lines, picked out before the listing is dropped.
     let manifests_needed = sel.has(Section::Runs) || sel.has(Section::RightSizing);
-    let (run_manifests, unreadable) = match (&opts.runs_dir, manifests_needed) {
-        (Some(dir), true) => runs::load(dir),
+    // Runs through Slurm: one more squeue and one sacct, whatever their number.
+    let team = if opts.runs_through_slurm && manifests_needed {
+        let who = crate::slurm::squeue::Who {
+            account: opts.filter.account.clone(),
+            user: opts.filter.user.clone(),
+        };
+        let since = Local
+            .from_local_datetime(&opts.since)
+            .earliest()
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .unwrap_or_else(chrono::Utc::now);
+        Some(
+            crate::run::team::find(slurm, &who, since)
+                .context("cannot find the runs through Slurm")?,
+        )
+    } else {
+        None
+    };
+    let (run_manifests, unreadable) = match (&team, &opts.runs_dir, manifests_needed) {
+        (Some(t), _, true) => (t.runs.iter().map(|r| r.manifest.clone()).collect(), vec![]),
+        (None, Some(dir), true) => runs::load(dir),
         _ => (Vec::new(), Vec::new()),
     };
     let run_ids = runs::job_ids(&run_manifests);
@@ -145,12 +168,17 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         crate::run::query::note_accounting_off();
     }
     let gone = runs::missing(&run_ids, &run_rows);
-    let acct = if gone.is_empty() || !sel.has(Section::Runs) {
-        Vec::new()
-    } else {
-        crate::run::query::sacct_rows(slurm, &gone)
+    let statuses = match &team {
+        Some(t) => t.runs.iter().map(|r| r.status.clone()).collect(),
+        None => {
+            let acct = if gone.is_empty() || !sel.has(Section::Runs) {
+                Vec::new()
+            } else {
+                crate::run::query::sacct_rows(slurm, &gone)
+            };
+            runs::statuses(&run_manifests, &run_rows, &acct)
+        }
     };
-    let statuses = runs::statuses(&run_manifests, &run_rows, &acct);
     let manifests: Vec<runs::Manifest> = run_manifests
         .iter()
         .zip(&statuses)
@@ -162,7 +190,10 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         (None, Vec::new(), 0)
     };
     let runs = sel.has(Section::Runs).then(|| {
-        let dir = opts.runs_dir.clone().unwrap_or_default();
+        let dir = match &team {
+            Some(_) => PathBuf::from("slurm"),
+            None => opts.runs_dir.clone().unwrap_or_default(),
+        };
         runs::summarise(&dir, &manifests, unreadable)
     });
     let right_sizing = sel.has(Section::RightSizing).then(|| {

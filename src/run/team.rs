@@ -289,6 +289,63 @@ pub fn matching<'a>(team: &'a Team, id: &str) -> Vec<&'a TeamRun> {
         .collect()
 }
 
+/// A run named on the command line: the caller's own (index or run
+/// directory), or one of someone else's that Slurm shows them.
+#[derive(Debug)]
+pub enum Located {
+    Own(Manifest),
+    /// Found through Slurm (a team member's run, for a coordinator).
+    Team(Box<TeamRun>),
+}
+
+impl Located {
+    pub fn manifest(&self) -> &Manifest {
+        match self {
+            Located::Own(m) => m,
+            Located::Team(r) => &r.manifest,
+        }
+    }
+}
+
+/// How far back a run named by id is looked for in accounting.
+pub const LOOKUP_DAYS: i64 = 30;
+
+/// Find a run by id: in the caller's index first; a run id the index does
+/// not have is looked for among the jobs Slurm shows the caller (one
+/// `squeue`, one `sacct` over the last `LOOKUP_DAYS` days). When neither
+/// has it, the index's error (with its suggestions) is the answer.
+pub fn locate(slurm: &Slurm, id: &str) -> Result<Located> {
+    let own = super::query::find_run(id);
+    let err = match own {
+        Ok(m) => return Ok(Located::Own(m)),
+        Err(e) => e,
+    };
+    let by_id = crate::error::kind_of(&err) == Some(crate::error::Kind::InvalidInput)
+        && !id.trim().is_empty()
+        && !id.contains('/')
+        && !err.to_string().contains("matches several runs");
+    if !by_id {
+        return Err(err);
+    }
+    let since = Utc::now() - chrono::Duration::days(LOOKUP_DAYS);
+    // Slurm not answering leaves the index's answer standing.
+    let Ok(team) = find(slurm, &Who::default(), since) else {
+        return Err(err);
+    };
+    match matching(&team, id).as_slice() {
+        [one] => Ok(Located::Team(Box::new((*one).clone()))),
+        [] => Err(err),
+        many => Err(crate::error::invalid(format!(
+            "`{id}` matches several runs Slurm shows you: {}",
+            many.iter()
+                .take(5)
+                .map(|r| r.manifest.run_id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,5 +46,6 @@ mod slurm_env;
 mod spec_corpus;
 mod standin_args;
 mod syslog_live;
+mod tiers_live;
 mod trainer_live;
 mod ultralytics_table;

@@ -1,0 +1,367 @@
+//! Permission tiers from Slurm, live: three Unix users in two accounts on the
+//! cluster with accounting and `PrivateData=jobs` (slurm.conf and
+//! slurmdbd.conf): `ys-alice` and `ys-bob` in `vision`, alice its
+//! coordinator; `ys-carol` in `robots`, a Slurm operator. Each sees what
+//! Slurm lets them see; the coordinator cancels a team member's run; a plain
+//! user's attempt is refused and nothing is cancelled; a run whose directory
+//! the team lead cannot read is shown from Slurm's data.
+//!
+//! `slurm/test-all.sh` runs these in its accounting pass.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{self, *};
+
+const NEEDS: &str = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)";
+
+const ALICE: &str = "ys-alice";
+const BOB: &str = "ys-bob";
+const CAROL: &str = "ys-carol";
+
+fn sh(cmd: &str) -> Output {
+    Command::new("bash").args(["-c", cmd]).output().unwrap()
+}
+
+/// The users, accounts, coordinator and operator, made idempotently.
+fn setup_tiers() {
+    let conf = String::from_utf8_lossy(
+        &Command::new("scontrol")
+            .args(["show", "config"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    assert!(
+        conf.lines()
+            .any(|l| l.starts_with("PrivateData") && l.contains("jobs")),
+        "this test {NEEDS} (PrivateData=jobs)"
+    );
+    for u in [ALICE, BOB, CAROL] {
+        let out = sh(&format!(
+            "id {u} >/dev/null 2>&1 || useradd -m -s /bin/bash {u}"
+        ));
+        assert!(out.status.success(), "useradd {u}: {out:?}");
+        // Homes are private, as on a real cluster.
+        sh(&format!("chmod 0700 /home/{u}"));
+    }
+    for cmd in [
+        "sacctmgr -i add account vision Description=vision Organization=tests",
+        "sacctmgr -i add account robots Description=robots Organization=tests",
+        "sacctmgr -i add user ys-alice Account=vision",
+        "sacctmgr -i add user ys-bob Account=vision",
+        "sacctmgr -i add user ys-carol Account=robots",
+        "sacctmgr -i add coordinator account=vision names=ys-alice",
+        "sacctmgr -i modify user ys-carol set AdminLevel=Operator",
+    ] {
+        let out = sh(cmd);
+        // "Nothing new added" is success too; a refusal is not.
+        assert!(
+            out.status.success() || out.status.code() == Some(1),
+            "{cmd}: {out:?}"
+        );
+    }
+    let users = String::from_utf8_lossy(
+        &sh("sacctmgr -n -P show user ys-alice,ys-carol withcoord format=User,AdminLevel,Coordinators").stdout,
+    )
+    .to_string();
+    assert!(users.contains("ys-alice|None|vision"), "{users}");
+    assert!(users.contains("ys-carol|Operator|"), "{users}");
+}
+
+struct Tiers {
+    dir: tempfile::TempDir,
+    standin: PathBuf,
+    bin: PathBuf,
+}
+
+impl Tiers {
+    fn new() -> Tiers {
+        let dir = shared_tempdir();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pcb");
+        copy_dir(&src.join("dataset"), &dir.path().join("dataset"));
+        let standin = copy_for_everyone(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo"),
+            dir.path(),
+        );
+        Tiers {
+            dir,
+            standin,
+            bin: bin_for_everyone(),
+        }
+    }
+
+    /// yolo-sched run as `user`, with their own home and state.
+    fn cmd(&self, user: &str) -> Command {
+        let mut c = Command::new("runuser");
+        c.args(["-u", user, "--", "env"])
+            .arg(format!("HOME=/home/{user}"))
+            .arg("XDG_STATE_HOME=")
+            .arg(format!("YOLO_SCHED_YOLO={}", self.standin.display()))
+            .arg("YOLO_STANDIN_EPOCH_SECONDS=2")
+            .arg("NO_COLOR=1")
+            .arg(&self.bin);
+        c
+    }
+
+    fn yolo(&self, user: &str, args: &[&str]) -> Output {
+        run(self.cmd(user).args(args))
+    }
+
+    fn json(&self, user: &str, args: &[&str]) -> Value {
+        let out = self.yolo(user, args);
+        assert_eq!(out.status.code(), Some(0), "{user} {args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{user} {args:?}: {e}: {out:?}"))
+    }
+
+    /// A long run (40 epochs of 2 s) of `user` in `account`, its run
+    /// directory at `workdir`; the run id.
+    fn submit(&self, user: &str, account: &str, name: &str, workdir: &Path) -> String {
+        let spec = format!(
+            "version = 1\n[run]\nname = \"{name}\"\naccount = \"{account}\"\npartition = \"gpu\"\nworkdir = \"{}\"\n\
+             [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nepochs = 40\nimgsz = 64\nbatch = 8\nworkers = 1\n\
+             [stages.prepare]\npartition = \"cpu\"\n[stages.export]\npartition = \"cpu\"\nformats = [\"onnx\"]\n",
+            workdir.display(),
+            self.dir.path().join("dataset/data.yaml").display()
+        );
+        let path = self.dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, spec).unwrap();
+        let v = self.json(user, &["submit", "--json", path.to_str().unwrap()]);
+        v["run_id"].as_str().unwrap().to_string()
+    }
+}
+
+/// Root's view of a run's jobs: (job id, state) from `squeue -t all`.
+fn jobs_of(run_id: &str) -> Vec<(String, String)> {
+    let out = Command::new("squeue")
+        .args(["-h", "-t", "all", "-O", "JobID:|,State:|,Comment:|"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("yolo-sched:{run_id}:")))
+        .map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            (f[0].trim().to_string(), f[1].trim().to_string())
+        })
+        .collect()
+}
+
+fn active(run_id: &str) -> usize {
+    jobs_of(run_id)
+        .iter()
+        .filter(|(_, s)| s == "PENDING" || s == "RUNNING")
+        .count()
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "{what} not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn run_ids(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn row<'a>(list: &'a Value, run_id: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == run_id)
+        .unwrap_or_else(|| panic!("{run_id} not in {list}"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)"]
+fn each_tier_sees_and_cancels_what_slurm_allows() {
+    let _cluster = common::cluster(module_path!());
+    setup_tiers();
+    let t = Tiers::new();
+    let tag = format!(
+        "{}-{}",
+        std::process::id(),
+        t.dir.path().file_name().unwrap().to_string_lossy()
+    );
+    // bob's run lives in his private home: alice cannot read it.
+    let bob_dir = PathBuf::from(format!("/home/{BOB}/tiers-{tag}/run"));
+    let bob_run = t.submit(BOB, "vision", "tiers-bob", &bob_dir);
+    // alice's run is in a directory everyone can read.
+    let alice_run = t.submit(
+        ALICE,
+        "vision",
+        "tiers-alice",
+        &t.dir.path().join("alice-run"),
+    );
+    let carol_run = t.submit(
+        CAROL,
+        "robots",
+        "tiers-carol",
+        &t.dir.path().join("carol-run"),
+    );
+    for r in [&bob_run, &alice_run, &carol_run] {
+        assert!(active(r) > 0, "{r} is queued: {:?}", jobs_of(r));
+    }
+
+    // The coordinator sees the account's runs, bob's from Slurm's data alone.
+    let list = t.json(ALICE, &["list", "--account", "vision", "--json"]);
+    let ids = run_ids(&list);
+    assert!(ids.contains(&bob_run) && ids.contains(&alice_run), "{list}");
+    assert!(!ids.contains(&carol_run), "{list}");
+    let b = row(&list, &bob_run);
+    assert_eq!(b["user"], BOB, "{b}");
+    assert_eq!(b["account"], "vision", "{b}");
+    assert_eq!(b["facts"]["kind"], "slurm", "bob's home is private: {b}");
+    assert_eq!(b["workdir"], bob_dir.display().to_string(), "{b}");
+    assert!(
+        ["pending", "running"].contains(&b["state"].as_str().unwrap()),
+        "{b}"
+    );
+    let a = row(&list, &alice_run);
+    assert_eq!(a["facts"]["kind"], "manifest", "{a}");
+    assert_eq!(a["name"], "tiers-alice", "{a}");
+    // Text output marks the run shown from Slurm's data.
+    let out = t.yolo(ALICE, &["list", "--account", "vision"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let table = text(&out);
+    assert!(table.contains(&format!("{bob_run} *")), "{table}");
+    assert!(
+        table.contains("cannot read: shown from Slurm's data"),
+        "{table}"
+    );
+
+    // --all-users: the coordinator sees vision only; the operator sees all.
+    let all = run_ids(&t.json(ALICE, &["list", "--all-users", "--json"]));
+    assert!(
+        all.contains(&bob_run) && !all.contains(&carol_run),
+        "{all:?}"
+    );
+    let all = run_ids(&t.json(CAROL, &["list", "--all-users", "--json"]));
+    for r in [&bob_run, &alice_run, &carol_run] {
+        assert!(all.contains(r), "the operator sees {r}: {all:?}");
+    }
+    // A plain user sees their own jobs only, whatever they ask for.
+    let mine = run_ids(&t.json(BOB, &["list", "--account", "vision", "--json"]));
+    assert!(
+        mine.contains(&bob_run) && !mine.contains(&alice_run),
+        "{mine:?}"
+    );
+    let none = t.json(BOB, &["list", "--account", "robots", "--json"]);
+    assert_eq!(none, serde_json::json!([]));
+    let out = t.yolo(BOB, &["list", "--account", "robots"]);
+    assert!(
+        text(&out).contains("no runs of account robots that Slurm shows you"),
+        "{out:?}"
+    );
+
+    // status of a team member's run, found through Slurm by its id.
+    let st = t.json(ALICE, &["status", "--json", &bob_run]);
+    assert_eq!(st["run_id"], bob_run.as_str(), "{st}");
+    assert_eq!(st["user"], BOB, "{st}");
+    assert_eq!(st["facts"]["kind"], "slurm", "{st}");
+    let stages: Vec<&str> = st["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["prepare", "train", "export"], "{st}");
+    assert_eq!(st["stages"][1]["gres"], "gpu:1g.5gb:1", "the slice: {st}");
+    let out = t.yolo(ALICE, &["status", &bob_run]);
+    assert!(text(&out).contains("from Slurm's data only"), "{out:?}");
+    // bob cannot even see alice's run by id (PrivateData): invalid input, nothing done.
+    let out = t.yolo(BOB, &["status", &alice_run]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
+    // A plain user's cancel of a run he can read but not act on: Slurm's
+    // refusal in plain words, exit 1, nothing cancelled.
+    let before = active(&alice_run);
+    let out = t.yolo(
+        BOB,
+        &["cancel", t.dir.path().join("alice-run").to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = text(&out);
+    assert!(said.contains("Slurm refused to cancel"), "{said}");
+    assert!(said.contains("permission denied"), "{said}");
+    assert!(
+        said.contains(&format!("nothing of run {alice_run} was cancelled")),
+        "{said}"
+    );
+    assert!(said.contains("coordinator"), "{said}");
+    assert_eq!(
+        active(&alice_run),
+        before,
+        "nothing of alice's run was cancelled"
+    );
+
+    // The coordinator cancels a team member's run.
+    let out = t.yolo(ALICE, &["cancel", "--json", &bob_run]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!c["cancelled"].as_array().unwrap().is_empty(), "{c}");
+    wait_for("bob's run cancelled", Duration::from_secs(30), || {
+        active(&bob_run) == 0
+    });
+    assert!(
+        jobs_of(&bob_run).iter().any(|(_, s)| s == "CANCELLED"),
+        "{:?}",
+        jobs_of(&bob_run)
+    );
+    // The operator cancels anyone's run.
+    let out = t.yolo(CAROL, &["cancel", &alice_run]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    wait_for("alice's run cancelled", Duration::from_secs(30), || {
+        active(&alice_run) == 0
+    });
+    // report --account: the team's runs through Slurm, in the one run model.
+    let rep = t.json(
+        ALICE,
+        &[
+            "report",
+            "--account",
+            "vision",
+            "--section",
+            "runs",
+            "--json",
+        ],
+    );
+    let by_run = rep["runs"]["by_run"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{rep}"));
+    for r in [&bob_run, &alice_run] {
+        let one = by_run
+            .iter()
+            .find(|x| x["run_id"] == r.as_str())
+            .unwrap_or_else(|| panic!("{r} in {rep}"));
+        assert_eq!(one["state"], "cancelled", "{one}");
+    }
+    assert!(
+        !by_run.iter().any(|x| x["run_id"] == carol_run.as_str()),
+        "{rep}"
+    );
+    let ids: Vec<String> = jobs_of(&carol_run).into_iter().map(|(id, _)| id).collect();
+    if !ids.is_empty() {
+        let _ = Command::new("scancel").args(&ids).output();
+    }
+    let _ = std::fs::remove_dir_all(format!("/home/{BOB}/tiers-{tag}"));
+}
