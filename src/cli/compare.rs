@@ -28,22 +28,31 @@ exported ONNX model when the export stage validated it, else of best.pt).
 
 Runs are grouped by the content fingerprint of their dataset, which the prepare stage
 records; rows are ranked only within a group, so runs on different data are never ranked
-together. Without RUN, the runs in your run index (with --user, every index you can read).
+together. Without RUN, the runs in your run index; with --user or --account, the runs
+Slurm shows you (your own, your coordinated accounts', or everyone's for operators),
+of which those whose run directory you can read are compared.
 One squeue call and at most one sacct call, whatever the number of runs.
 
 Examples:
   yolo-sched compare
   yolo-sched compare --data pcb --sort map50 --since 7d
   yolo-sched compare pcb-20261130T150000-1a2b --json | jq '.groups[0].rows[0]'
-  yolo-sched compare --user alice --format csv > board.csv")]
+  yolo-sched compare --user alice --format csv > board.csv
+  yolo-sched compare --account vision --since 30d")]
 pub struct CompareArgs {
     /// Runs to compare (ids, unique prefixes or run directories; default: all in the index).
     #[arg(value_name = "RUN")]
     pub runs: Vec<String>,
 
-    /// Only this user's runs (reads every run index you may read).
+    /// Only this user's runs: found through Slurm (the runs of their jobs
+    /// that Slurm shows you), read where you can read their run directory.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
+
+    /// Only runs of this Slurm account's jobs (a coordinator sees the
+    /// account's runs), found through Slurm like --user.
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
 
     /// Only runs on this dataset: its YAML path, file or directory name, or a fingerprint prefix.
     #[arg(long, value_name = "DATASET")]
@@ -86,12 +95,41 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
         .map(|s| crate::report::window::since_utc(s, Utc::now()))
         .transpose()
         .map_err(crate::error::invalid)?;
+    let user = super::args::check_name("--user", &args.user)?;
+    let account = super::args::check_name("--account", &args.account)?;
+    let through_slurm =
+        args.runs.is_empty() && args.runs_dir.is_none() && (user.is_some() || account.is_some());
     let manifests = if !args.runs.is_empty() {
         let mut out = Vec::new();
         for id in &args.runs {
-            out.push(query::find_run(id)?);
+            out.push(match crate::run::team::locate(&ctx.slurm, id)? {
+                crate::run::team::Located::Own(m) => m,
+                crate::run::team::Located::Team(r) => r.manifest,
+            });
         }
         out
+    } else if through_slurm {
+        let who = crate::slurm::squeue::Who { account, user };
+        let from = since
+            .unwrap_or_else(|| Utc::now() - chrono::Duration::days(crate::run::team::LOOKUP_DAYS));
+        let team = crate::run::team::find(&ctx.slurm, &who, from)?;
+        let (readable, unreadable): (Vec<_>, Vec<_>) = team
+            .runs
+            .into_iter()
+            .partition(|r| r.facts == crate::run::team::Facts::Manifest);
+        if !unreadable.is_empty() {
+            ctx.printer.note(format!(
+                "{} run(s) whose run directory you cannot read are left out (their metrics are there): {}",
+                unreadable.len(),
+                unreadable
+                    .iter()
+                    .take(5)
+                    .map(|r| r.manifest.run_id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        readable.into_iter().map(|r| r.manifest).collect()
     } else {
         let (manifests, unreadable) = match &args.runs_dir {
             Some(dir) => {
@@ -103,11 +141,7 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
                 (m, bad)
             }
             None => {
-                let index = if args.user.is_some() {
-                    query::index_entries_all_users()?
-                } else {
-                    query::index_entries()?
-                };
+                let index = query::index_entries()?;
                 let (m, mut bad) = compare::facts::load_manifests(&index.entries);
                 bad.extend(index.unreadable);
                 (m, bad)

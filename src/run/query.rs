@@ -33,34 +33,6 @@ pub fn index_entries() -> Result<Index> {
     Ok(index)
 }
 
-/// The runs of every local user whose index the caller may read (admins):
-/// `<home>/.local/state/yolo-sched/runs` of each account in /etc/passwd, and
-/// the caller's own index.
-pub fn index_entries_all_users() -> Result<Index> {
-    let mut dirs = vec![index_dir()?];
-    if let Ok(passwd) = crate::fsutil::read_regular(std::path::Path::new("/etc/passwd"), 64 << 20) {
-        for line in passwd.lines() {
-            if let Some(home) = line.split(':').nth(5).filter(|h| !h.is_empty()) {
-                let dir =
-                    super::manifest::state_dir_in_home(std::path::Path::new(home)).join("runs");
-                if !dirs.contains(&dir) {
-                    dirs.push(dir);
-                }
-            }
-        }
-    }
-    let mut all = Index::default();
-    for d in &dirs {
-        let one = read_index(d);
-        all.entries.extend(one.entries);
-        all.unreadable.extend(one.unreadable);
-    }
-    all.entries.sort_by(|a, b| a.run_id.cmp(&b.run_id));
-    all.entries.dedup_by(|a, b| a.run_id == b.run_id);
-    sort_newest_first(&mut all.entries);
-    Ok(all)
-}
-
 fn sort_newest_first(entries: &mut [IndexEntry]) {
     entries.sort_by(|a, b| {
         b.submitted_at
