@@ -352,3 +352,36 @@ fn yolo_points_home_and_xdg_at_the_test_s_own_directory() {
     assert_ne!(other, home);
     assert_eq!(test_home(), home);
 }
+
+/// The environment variable that rewrites snapshots instead of comparing them.
+pub const UPDATE_SNAPSHOTS_ENV: &str = "UPDATE_SNAPSHOTS";
+
+/// Compare `actual` with the file `tests/snapshots/<name>`, or write the file
+/// when `UPDATE_SNAPSHOTS=1`. A mismatch fails with a unified diff (snapshot →
+/// actual); review the change and rerun with `UPDATE_SNAPSHOTS=1` to accept it.
+pub fn assert_snapshot(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(name);
+    if std::env::var(UPDATE_SNAPSHOTS_ENV).is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().expect("a snapshot directory")).unwrap();
+        std::fs::write(&path, actual).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "snapshot {}: {e}; run with {UPDATE_SNAPSHOTS_ENV}=1 to write it",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let mut diff = yolo_sched::gres::unified_diff(&expected, actual, name, "actual");
+        if !diff.contains("@@") {
+            diff.push_str("(only line endings or the final newline differ)\n");
+        }
+        panic!(
+            "output differs from the snapshot {}:\n{diff}\nif the change is intended, rerun with {UPDATE_SNAPSHOTS_ENV}=1 and commit the file",
+            path.display()
+        );
+    }
+}
