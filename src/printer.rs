@@ -59,6 +59,7 @@ pub struct Printer {
     color_out: bool,
     color_err: bool,
     out_terminal: bool,
+    err_terminal: bool,
     sink: Sink,
 }
 
@@ -68,6 +69,7 @@ impl Printer {
             color_out: choice.enabled_for_stdout(),
             color_err: choice.enabled_for_stderr(),
             out_terminal: std::io::stdout().is_terminal(),
+            err_terminal: std::io::stderr().is_terminal(),
             sink: Sink::Stderr,
         }
     }
@@ -79,6 +81,7 @@ impl Printer {
             color_out: false,
             color_err: false,
             out_terminal: false,
+            err_terminal: false,
             sink: Sink::Capture(buffer.clone()),
         };
         (printer, buffer)
@@ -89,9 +92,15 @@ impl Printer {
         self.color_out
     }
 
-    /// Stdout is a terminal (tables fit its width; progress bars may draw).
+    /// Stdout is a terminal (tables fit its width).
     pub fn out_is_terminal(&self) -> bool {
         self.out_terminal
+    }
+
+    /// Stderr is a terminal, and stderr messages are not captured: progress
+    /// bars may draw there.
+    pub fn err_is_terminal(&self) -> bool {
+        self.err_terminal && matches!(self.sink, Sink::Stderr)
     }
 
     /// A line on stdout (a broken pipe becomes an error that ends quietly).

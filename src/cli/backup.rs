@@ -10,7 +10,6 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::args::{JsonArg, RunArg};
-use super::output;
 use super::Context;
 use crate::backup::{self, Backup, BackupEvent};
 use crate::error::invalid;
@@ -114,7 +113,7 @@ pub fn run(ctx: &mut Context, args: &BackupArgs) -> Result<i32> {
     match &args.action {
         Action::Sync(a) => sync(ctx, a),
         Action::Restore(a) => restore(ctx, a),
-        Action::Status(a) => status(a),
+        Action::Status(a) => status(ctx, a),
     }
 }
 
@@ -144,7 +143,7 @@ fn say(ctx: &Context, event: &BackupEvent) {
             event.to_string().trim_start_matches("warning: ")
         ));
     } else {
-        let _ = output::println(line);
+        let _ = ctx.printer.line(line);
     }
 }
 
@@ -161,7 +160,7 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
     let save_dir = check_save_dir(&args.save_dir)?;
     let Some((settings, url)) = backup::sync::settings_for(&save_dir)? else {
         if args.output.json {
-            output::print_json(&SyncOut {
+            ctx.printer.json(&SyncOut {
                 url: None,
                 dry_run: args.dry_run,
                 uploaded: vec![],
@@ -180,7 +179,7 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
             .unwrap_or_default();
         let view = backup::record::view("", &save_dir, &record, SystemTime::now());
         if args.output.json {
-            output::print_json(&SyncOut {
+            ctx.printer.json(&SyncOut {
                 url: Some(url.to_string()),
                 dry_run: true,
                 uploaded: vec![],
@@ -188,10 +187,12 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
                 warnings: vec![],
             })?;
         } else if view.behind.is_empty() {
-            output::println(format!("{url}: in sync; nothing to upload"))?;
+            ctx.printer
+                .line(format!("{url}: in sync; nothing to upload"))?;
         } else {
             for f in view.behind {
-                output::println(format!("would upload {f} to {}", url.key(&f)))?;
+                ctx.printer
+                    .line(format!("would upload {f} to {}", url.key(&f)))?;
             }
         }
         return Ok(0);
@@ -221,7 +222,7 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
             .map(|e| e.to_string())
             .collect();
         if args.output.json {
-            output::print_json(&SyncOut {
+            ctx.printer.json(&SyncOut {
                 url: Some(url.to_string()),
                 dry_run: false,
                 uploaded: events
@@ -239,13 +240,13 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
                 say(ctx, e);
             }
             if events.is_empty() {
-                output::println(format!("{url}: in sync"))?;
+                ctx.printer.line(format!("{url}: in sync"))?;
             }
         }
         return Ok(if failed.is_empty() { 0 } else { 1 });
     }
     let interval = Duration::from_secs(args.interval.unwrap_or(settings.interval));
-    output::println(format!(
+    ctx.printer.line(format!(
         "yolo-sched: backup: watching {} every {} s, to {url}",
         save_dir.display(),
         interval.as_secs()
@@ -260,7 +261,8 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
                 for e in b.sync_now(settle, Duration::from_secs(300)) {
                     say(ctx, &e);
                 }
-                output::println("yolo-sched: backup: the trainer has exited; last pass done")?;
+                ctx.printer
+                    .line("yolo-sched: backup: the trainer has exited; last pass done")?;
                 return Ok(0);
             }
         }
@@ -288,7 +290,7 @@ fn restore(ctx: &mut Context, args: &RestoreArgs) -> Result<i32> {
     match backup::restore(&save_dir, args.dry_run)? {
         None => {
             if args.output.json {
-                output::print_json(&serde_json::json!({ "url": null }))?;
+                ctx.printer.json(&serde_json::json!({ "url": null }))?;
             } else {
                 ctx.printer
                     .note("this run has no checkpoint backup; nothing to restore");
@@ -296,19 +298,21 @@ fn restore(ctx: &mut Context, args: &RestoreArgs) -> Result<i32> {
         }
         Some(out) => {
             if args.output.json {
-                output::print_json(&out)?;
+                ctx.printer.json(&out)?;
             } else if args.dry_run {
                 if out.restored.is_empty() {
-                    output::println(format!("nothing to restore from {}", out.url))?;
+                    ctx.printer
+                        .line(format!("nothing to restore from {}", out.url))?;
                 }
                 for f in &out.restored {
-                    output::println(format!("would restore {f} from {}", out.url))?;
+                    ctx.printer
+                        .line(format!("would restore {f} from {}", out.url))?;
                 }
             } else {
                 for line in out.lines() {
                     match line.strip_prefix("warning: ") {
                         Some(w) => ctx.printer.warn(format!("backup: {w}")),
-                        None => output::println(format!("yolo-sched: backup: {line}"))?,
+                        None => ctx.printer.line(format!("yolo-sched: backup: {line}"))?,
                     }
                 }
             }
@@ -324,12 +328,12 @@ struct StatusOut {
     dirs: Vec<backup::BackupView>,
 }
 
-fn status(args: &StatusArgs) -> Result<i32> {
+fn status(ctx: &Context, args: &StatusArgs) -> Result<i32> {
     let manifest = crate::run::query::find_run(&args.target.run)?;
     let settings = backup::RunBackup::load(&manifest.workdir)?;
     let dirs = backup::views(&manifest.workdir, SystemTime::now());
     if args.output.json {
-        output::print_json(&StatusOut {
+        ctx.printer.json(&StatusOut {
             run_id: manifest.run_id.clone(),
             url: settings.map(|s| s.url.to_string()),
             dirs,
@@ -337,15 +341,18 @@ fn status(args: &StatusArgs) -> Result<i32> {
         return Ok(0);
     }
     match settings {
-        None => output::println(format!("run {}: no checkpoint backup", manifest.run_id))?,
+        None => ctx
+            .printer
+            .line(format!("run {}: no checkpoint backup", manifest.run_id))?,
         Some(s) => {
-            output::println(format!("run {}: backup to {}", manifest.run_id, s.url))?;
+            ctx.printer
+                .line(format!("run {}: backup to {}", manifest.run_id, s.url))?;
             if dirs.is_empty() {
-                output::println("nothing backed up yet")?;
+                ctx.printer.line("nothing backed up yet")?;
             }
             let now = chrono::Utc::now();
             for d in dirs {
-                output::println(d.line(now))?;
+                ctx.printer.line(d.line(now))?;
             }
         }
     }

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::args::JsonArg;
-use super::output;
+use super::Context;
 use crate::error::invalid;
 use crate::run::checkpoint;
 
@@ -30,7 +30,7 @@ pub struct CheckpointArgs {
     pub output: JsonArg,
 }
 
-pub fn run(args: &CheckpointArgs) -> Result<i32> {
+pub fn run(ctx: &Context, args: &CheckpointArgs) -> Result<i32> {
     if !args.run_dir.is_dir() {
         return Err(invalid(format!(
             "{} is not a directory (expected an Ultralytics run directory such as <workdir>/train)",
@@ -39,9 +39,9 @@ pub fn run(args: &CheckpointArgs) -> Result<i32> {
     }
     let state = checkpoint::state(&args.run_dir);
     if args.output.json {
-        output::print_json(&state)?;
+        ctx.printer.json(&state)?;
     } else {
-        output::println(state.line())?;
+        ctx.printer.line(state.line())?;
     }
     Ok(0)
 }

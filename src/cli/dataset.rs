@@ -6,7 +6,6 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 
 use super::args::JsonArg;
-use super::output;
 use super::Context;
 use crate::dataset::{self, CheckOptions, Report, Severity};
 use crate::error::exit;
@@ -101,7 +100,7 @@ fn run_check(ctx: &Context, args: &CheckArgs) -> Result<i32> {
         crate::fsutil::write_atomic(path, &json, 0o644)?;
     }
     if args.output.json {
-        output::print_json(&report)?;
+        ctx.printer.json(&report)?;
     } else {
         print_report(ctx, &report)?;
     }
@@ -118,15 +117,14 @@ fn run_check(ctx: &Context, args: &CheckArgs) -> Result<i32> {
 }
 
 fn print_report(ctx: &Context, r: &Report) -> Result<()> {
-    let color = ctx.color();
-    output::println(format!(
+    ctx.printer.line(format!(
         "dataset {} (root {}), {} class{}",
         r.data,
         r.root,
         r.nc,
         if r.nc == 1 { "" } else { "es" }
     ))?;
-    let mut splits = output::new_table(&[
+    let mut splits = ctx.printer.table(&[
         "split",
         "images",
         "labelled",
@@ -146,11 +144,11 @@ fn print_report(ctx: &Context, r: &Report) -> Result<()> {
             dataset::human_bytes(s.bytes),
         ]);
     }
-    output::println(&splits)?;
+    ctx.printer.line(&splits)?;
     let mut headers = vec!["class".to_string()];
     headers.extend(r.splits.keys().cloned());
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-    let mut classes = output::new_table(&headers);
+    let mut classes = ctx.printer.table(&headers);
     for (id, name) in r.names.iter().enumerate() {
         let mut row = vec![format!("{id} {name}")];
         for s in r.splits.values() {
@@ -159,7 +157,7 @@ fn print_report(ctx: &Context, r: &Report) -> Result<()> {
         }
         classes.add_row(row);
     }
-    output::println(&classes)?;
+    ctx.printer.line(&classes)?;
     for (sev, word, code) in [
         (Severity::Error, "error", "31"),
         (Severity::Warning, "warning", "33"),
@@ -178,28 +176,28 @@ fn print_report(ctx: &Context, r: &Report) -> Result<()> {
                 Some(l) => format!("{file}:{l}"),
                 None => file,
             };
-            output::println(format!(
+            ctx.printer.line(format!(
                 "{}: {place}: {}",
-                output::paint(word, code, color),
+                ctx.printer.paint(word, code),
                 crate::text::shown(&f.message, 4096)
             ))?;
         }
         if total > SHOWN_FINDINGS {
-            output::println(format!(
+            ctx.printer.line(format!(
                 "… and {} more {word}s (all counted in --json / --summary)",
                 total - SHOWN_FINDINGS
             ))?;
         }
     }
     if r.ok {
-        output::println(format!(
+        ctx.printer.line(format!(
             "ok: the dataset can be trained on ({} warning{})",
             r.warnings,
             if r.warnings == 1 { "" } else { "s" }
         ))?;
     }
     if let Some(c) = &r.cache {
-        output::println(format!(
+        ctx.printer.line(format!(
             "{} {}",
             if c.copied {
                 "cached a copy in"
@@ -209,7 +207,7 @@ fn print_report(ctx: &Context, r: &Report) -> Result<()> {
             c.dir
         ))?;
         // Last line: the YAML to train from (scripts read it with `tail -n 1`).
-        output::println(&c.data)?;
+        ctx.printer.line(&c.data)?;
     }
     Ok(())
 }

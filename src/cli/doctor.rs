@@ -6,7 +6,6 @@ use clap::Args;
 use comfy_table::{Cell, Color};
 
 use super::args::{JsonArg, NvmlLibArg};
-use super::output;
 use super::Context;
 use crate::doctor::{self, Status};
 
@@ -29,7 +28,7 @@ pub struct DoctorArgs {
 pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
     let report = doctor::gather(&ctx.slurm, args.nvml_lib.path.as_ref());
     if args.output.json {
-        output::print_json(&report)?;
+        ctx.printer.json(&report)?;
     } else {
         let color = ctx.color();
         if !ctx.printer.out_is_terminal() {
@@ -52,7 +51,7 @@ pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
             })?;
             return Ok(if report.usable { 0 } else { 1 });
         }
-        let mut table = output::new_table(&["check", "status", "detail"]);
+        let mut table = ctx.printer.table(&["check", "status", "detail"]);
         if color {
             table.enforce_styling();
         }
@@ -71,8 +70,8 @@ pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
             };
             table.add_row(vec![Cell::new(&c.name), status, Cell::new(&c.detail)]);
         }
-        output::println(&table)?;
-        output::println(if report.usable {
+        ctx.printer.line(&table)?;
+        ctx.printer.line(if report.usable {
             "usable: yes"
         } else {
             "usable: no (see the FAIL rows)"

@@ -61,7 +61,7 @@ pub struct GlobalArgs {
         default_value = "auto",
         env = "YOLO_SCHED_COLOR"
     )]
-    pub color: output::ColorChoice,
+    pub color: crate::printer::ColorChoice,
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,7 +159,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Submit(args) => submit::run(&mut ctx, &args),
         Command::Validate(args) => validate::run(&mut ctx, &args),
         Command::Dataset(args) => dataset::run(&mut ctx, &args),
-        Command::Checkpoint(args) => checkpoint::run(&args),
+        Command::Checkpoint(args) => checkpoint::run(&ctx, &args),
         Command::Status(args) => status::run(&mut ctx, &args),
         Command::Watch(args) => watch::run(&mut ctx, &args),
         Command::List(args) => status::list(&mut ctx, &args),

@@ -9,11 +9,12 @@ use clap::Args;
 use serde::Serialize;
 
 use super::args::{JsonArg, NvmlLibArg};
-use super::{output, Context};
+use super::Context;
 use crate::error::invalid;
 use crate::mig::named_layouts;
 use crate::nodesetup::{self, Applied, Options, Prepared};
 use crate::nvml::Topology;
+use crate::printer::Printer;
 use crate::run::audit::AuditRecord;
 
 use crate::nodesetup::site::{
@@ -142,7 +143,7 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     if !acting {
         let nvml = nodesetup::open_nvml(&lib)?;
         let topology = Topology::read(&nvml).context("reading the GPUs through NVML")?;
-        return show(&topology, args.output.json, ctx.color());
+        return show(&ctx.printer, &topology, args.output.json);
     }
     let Some(layout_arg) = &args.layout else {
         return Err(invalid(
@@ -176,16 +177,16 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
         }
         let applied = result?;
         if args.output.json {
-            output::print_json(&applied)?;
+            ctx.printer.json(&applied)?;
             return Ok(0);
         }
         return match applied {
             Applied::AlreadyApplied => {
-                output::println("already applied")?;
+                ctx.printer.line("already applied")?;
                 Ok(0)
             }
             Applied::Changed { summary } => {
-                output::println(format!("applied: {summary}"))?;
+                ctx.printer.line(format!("applied: {summary}"))?;
                 Ok(0)
             }
         };
@@ -194,24 +195,24 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     if args.check {
         let diffs = nodesetup::differences(&prepared, &opts, &ctx.slurm)?;
         if args.output.json {
-            output::print_json(&serde_json::json!({
+            ctx.printer.json(&serde_json::json!({
                 "node": prepared.node,
                 "layout": layout.name,
                 "matches": diffs.is_empty(),
                 "differences": diffs,
             }))?;
         } else if diffs.is_empty() {
-            output::println(format!(
+            ctx.printer.line(format!(
                 "{} matches layout `{}`",
                 prepared.node, layout.name
             ))?;
         } else {
-            output::println(format!(
+            ctx.printer.line(format!(
                 "{} does not match layout `{}`:",
                 prepared.node, layout.name
             ))?;
             for d in &diffs {
-                output::println(format!("  {d}"))?;
+                ctx.printer.line(format!("  {d}"))?;
             }
         }
         return Ok(if diffs.is_empty() { 0 } else { 1 });
@@ -270,12 +271,12 @@ fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> 
     })
 }
 
-fn show(topology: &Topology, json: bool, color: bool) -> Result<i32> {
+fn show(printer: &Printer, topology: &Topology, json: bool) -> Result<i32> {
     if json {
-        output::print_json(topology)?;
+        printer.json(topology)?;
         return Ok(0);
     }
-    let mut table = output::new_table(&[
+    let mut table = printer.table(&[
         "GPU",
         "name",
         "minor",
@@ -325,14 +326,14 @@ fn show(topology: &Topology, json: bool, color: bool) -> Result<i32> {
             g.processes.len().to_string(),
         ]);
     }
-    output::println(table)?;
+    printer.line(table)?;
     if let Some(v) = &topology.driver_version {
-        output::println(output::paint(&format!("driver {v}"), "2", color))?;
+        printer.line(printer.paint(&format!("driver {v}"), "2"))?;
     }
     Ok(0)
 }
 
-fn dry_run(printer: &crate::printer::Printer, prepared: &Prepared, json: bool) -> Result<i32> {
+fn dry_run(printer: &Printer, prepared: &Prepared, json: bool) -> Result<i32> {
     let path = prepared.gres_conf.display().to_string();
     let diff = match &prepared.new_text {
         Ok(new) => crate::gres::diff::unified_diff(
@@ -345,21 +346,21 @@ fn dry_run(printer: &crate::printer::Printer, prepared: &Prepared, json: bool) -
     };
     let slurm_conf = prepared.slurm_lines.to_string();
     if json {
-        output::print_json(&DryRunOut {
+        printer.json(&DryRunOut {
             prepared,
             gres_conf_diff: diff,
             slurm_conf,
         })?;
         return Ok(0);
     }
-    output::println(format!(
+    printer.line(format!(
         "Plan for {} (layout `{}`), dry run: nothing is changed",
         prepared.node, prepared.decision.layout
     ))?;
     for g in &prepared.decision.gpus {
-        output::println(format!("  {}", nodesetup::describe_gpu(g)))?;
+        printer.line(format!("  {}", nodesetup::describe_gpu(g)))?;
         for p in &g.busy {
-            output::println(format!(
+            printer.line(format!(
                 "    busy: pid {} ({} MiB) would block this change (--force to override)",
                 p.pid,
                 p.used_memory_mib.unwrap_or(0)
@@ -371,7 +372,7 @@ fn dry_run(printer: &crate::printer::Printer, prepared: &Prepared, json: bool) -
     }
     if let Some(auto) = &prepared.auto {
         for line in nodesetup::describe_auto(auto) {
-            output::println(format!("  {line}"))?;
+            printer.line(format!("  {line}"))?;
         }
         for s in auto.unserved() {
             printer.warn(format!(
@@ -381,15 +382,15 @@ fn dry_run(printer: &crate::printer::Printer, prepared: &Prepared, json: bool) -
             ));
         }
     }
-    output::println("")?;
+    printer.line("")?;
     if diff.is_empty() {
-        output::println(format!("{path}: unchanged"))?;
+        printer.line(format!("{path}: unchanged"))?;
     } else {
-        output::println(format!("{path} would change:"))?;
-        output::println(diff.trim_end())?;
+        printer.line(format!("{path} would change:"))?;
+        printer.line(diff.trim_end())?;
     }
-    output::println("")?;
-    output::println("slurm.conf lines (GPU instance ids of new instances are predicted):")?;
-    output::println(slurm_conf.trim_end())?;
+    printer.line("")?;
+    printer.line("slurm.conf lines (GPU instance ids of new instances are predicted):")?;
+    printer.line(slurm_conf.trim_end())?;
     Ok(0)
 }

@@ -1,11 +1,14 @@
-//! Terminal output for the subcommands: thin wrappers over `crate::printer`,
-//! kept for the call sites that print without a `Context` at hand.
+//! Thin wrappers over `crate::printer` for the call sites not yet moved to
+//! `Context::printer`: `status`/`list` (`cli/status.rs`) and `cancel`
+//! (`cli/runs.rs`), which are being reworked elsewhere. New code prints
+//! through the `Printer`; delete this file once those callers do too.
 
 use anyhow::Result;
 use comfy_table::Table;
 use serde::Serialize;
 
-pub use crate::printer::{paint, ColorChoice};
+pub use crate::printer::paint;
+use crate::printer::ColorChoice;
 
 /// A table styled for stdout (fits a terminal, plain ASCII when piped).
 pub fn new_table(headers: &[&str]) -> Table {

@@ -267,7 +267,7 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
         result?
     };
     if args.output.json {
-        output::print_json(&ResumeOut {
+        ctx.printer.json(&ResumeOut {
             run_id: manifest.run_id.clone(),
             dry_run: args.dry_run,
             stages: plan.stages.clone(),
@@ -278,7 +278,7 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
         return Ok(0);
     }
     if let Some(change) = &gpu {
-        output::println(format!(
+        ctx.printer.line(format!(
             "training {} on {} instead of {} ({} CPUs, {} memory)",
             if args.dry_run { "would run" } else { "runs" },
             change.gres,
@@ -295,7 +295,7 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
         None => String::new(),
     };
     if args.dry_run {
-        output::println(format!(
+        ctx.printer.line(format!(
             "run {}: would resubmit {}{variants}",
             manifest.run_id,
             plan.stages.join(" → ")
@@ -305,7 +305,7 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
             .iter()
             .map(|j| format!("{} {}", crate::plan::stage_name(j.stage), j.job_id))
             .collect();
-        output::println(format!(
+        ctx.printer.line(format!(
             "run {}: resubmitted {}{variants} as attempt {}",
             manifest.run_id,
             ids.join(", "),
@@ -362,10 +362,10 @@ pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
         .filter(|r| since.is_none_or(|t| r.time >= t))
         .collect();
     if args.output.json {
-        output::print_json(&selected)?;
+        ctx.printer.json(&selected)?;
         return Ok(0);
     }
-    let mut table = output::new_table(&[
+    let mut table = ctx.printer.table(&[
         "time (UTC)",
         "user",
         "host",
@@ -389,6 +389,8 @@ pub fn audit_cmd(ctx: &mut Context, args: &AuditArgs) -> Result<i32> {
             r.outcome.clone(),
         ]);
     }
-    output::println(&table).with_context(|| "printing the audit log")?;
+    ctx.printer
+        .line(&table)
+        .with_context(|| "printing the audit log")?;
     Ok(0)
 }

@@ -7,7 +7,6 @@ use clap::Args;
 use serde::Serialize;
 
 use super::args::JsonArg;
-use super::output;
 use super::Context as CliContext;
 use crate::plan::{stage_name, Plan};
 use crate::run::submit::Request;
@@ -151,24 +150,24 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
 
 fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut) -> Result<i32> {
     if args.output.json {
-        output::print_json(&out)?;
+        ctx.printer.json(&out)?;
         return Ok(0);
     }
-    let color = ctx.color();
     if args.explain || args.dry_run {
-        output::println("GPU choice:")?;
+        ctx.printer.line("GPU choice:")?;
         for line in &out.gpu {
-            output::println(format!("  {line}"))?;
+            ctx.printer.line(format!("  {line}"))?;
         }
-        output::println("CPUs and memory (the slice's share of the node unless set):")?;
+        ctx.printer
+            .line("CPUs and memory (the slice's share of the node unless set):")?;
         for line in &out.resources {
-            output::println(format!("  {line}"))?;
+            ctx.printer.line(format!("  {line}"))?;
         }
     }
     for w in &out.warnings {
         ctx.printer.warn(w);
     }
-    let mut table = output::new_table(&[
+    let mut table = ctx.printer.table(&[
         "stage",
         "job id",
         "array",
@@ -192,26 +191,27 @@ fn print_result(ctx: &CliContext, args: &SubmitArgs, plan: &Plan, out: SubmitOut
             j.dependency.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
-    output::println(&table)?;
+    ctx.printer.line(&table)?;
     if out.dry_run {
-        output::println(format!(
+        ctx.printer.line(format!(
             "dry run: scripts written to {}/scripts; nothing submitted. sbatch lines:",
             out.workdir
         ))?;
         for j in &out.jobs {
             if let Some(line) = &j.sbatch {
-                output::println(format!("  {line}"))?;
+                ctx.printer.line(format!("  {line}"))?;
             }
         }
     } else {
-        let id = output::paint(&out.run_id, "1", color);
-        output::println(format!(
+        let id = ctx.printer.paint(&out.run_id, "1");
+        ctx.printer.line(format!(
             "submitted run {id}: {} stage(s), {} variant(s), in {}",
             out.jobs.len(),
             plan.variants,
             out.workdir
         ))?;
-        output::println(format!("follow it with: yolo-sched watch {}", out.run_id))?;
+        ctx.printer
+            .line(format!("follow it with: yolo-sched watch {}", out.run_id))?;
     }
     Ok(0)
 }

@@ -7,7 +7,6 @@ use clap::Args;
 use serde_json::json;
 
 use super::args::JsonArg;
-use super::output;
 use super::Context;
 use crate::error::{self, exit};
 use crate::spec::{self, SpecError};
@@ -87,7 +86,7 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
             let stages = spec.stages();
             let variants = spec.variant_count();
             if args.output.json {
-                output::print_json(&json!({
+                ctx.printer.json(&json!({
                     "ok": true,
                     "file": spec.origin.file,
                     "run": spec.run.name,
@@ -108,7 +107,7 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
                          `submit` will check it"
                     ));
                 }
-                output::println(format!(
+                ctx.printer.line(format!(
                     "ok: {}, {} stage{} ({}), {} variant{}{}",
                     spec.run.name,
                     stages.len(),
@@ -130,7 +129,7 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
             Ok(exit::OK)
         }
         Err(errors) if args.output.json => {
-            output::print_json(&json!({
+            ctx.printer.json(&json!({
                 "ok": false,
                 "file": errors.file,
                 "errors": errors.errors,

@@ -1,7 +1,6 @@
 //! `yolo-sched watch`: follow a run until it ends.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -9,7 +8,6 @@ use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::args::RunArg;
-use super::output;
 use super::Context;
 use crate::run::query;
 use crate::run::status::{RunState, RunStatus, StageStatus, TaskState};
@@ -112,7 +110,7 @@ fn bar_of(s: &StageStatus) -> (u64, u64, Look) {
 
 pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
     let manifest = query::find_run(&args.target.run)?;
-    let tty = std::io::stderr().is_terminal();
+    let tty = ctx.printer.err_is_terminal();
     let multi = MultiProgress::with_draw_target(if tty {
         ProgressDrawTarget::stderr()
     } else {
@@ -166,7 +164,8 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
             let now = chrono::Local::now().format("%H:%M:%S");
             for (stage, line) in &lines {
                 if !last.iter().any(|(k, l)| k == stage && l == line) {
-                    output::println(format!("{now} {} {stage}: {line}", st.run_id))?;
+                    ctx.printer
+                        .line(format!("{now} {} {stage}: {line}", st.run_id))?;
                 }
             }
         }
@@ -179,7 +178,8 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
             for b in bars.values() {
                 b.abandon();
             }
-            output::println(format!("run {}: {}", st.run_id, st.state.describe()))?;
+            ctx.printer
+                .line(format!("run {}: {}", st.run_id, st.state.describe()))?;
             return Ok(if st.state == RunState::Completed {
                 0
             } else {

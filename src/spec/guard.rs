@@ -3,7 +3,7 @@
 //! default and `[guard.limits]` how far a spec may loosen it
 //! (`agent::policy::GuardPolicy::resolve` checks that at submission).
 //!
-//! This file only reads the table; `parse.rs` calls `read` and turns the
+//! This file only reads the table; `parse/root.rs` calls `read` and turns the
 //! problems into spec errors with positions.
 
 use std::ops::Range;

@@ -126,7 +126,7 @@ fn out_of_range_durations_from_flags_and_environment_are_invalid_input_not_panic
         (&["audit", "--since", "99999999999d"], &[]),
     ];
     for (args, env) in cases {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_yolo-sched"));
+        let mut cmd = crate::common::yolo();
         cmd.args(*args).env_remove("YOLO_SCHED_SLURM_TIMEOUT");
         for (k, v) in *env {
             cmd.env(k, v);

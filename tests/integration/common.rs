@@ -14,16 +14,55 @@ pub fn bin() -> PathBuf {
 }
 
 /// A `yolo-sched` command with a clean environment for settings: no
-/// `YOLO_SCHED_*` variable of the developer's shell leaks in.
+/// `YOLO_SCHED_*` variable of the developer's shell leaks in, and `HOME`,
+/// `XDG_STATE_HOME` and `XDG_CONFIG_HOME` point into this test's own scratch
+/// directory (`test_home`), so no test reads or writes the real
+/// `~/.local/state`. A test that wants other places sets them after this.
 pub fn yolo() -> Command {
     let mut cmd = Command::new(bin());
+    isolate(&mut cmd);
+    cmd
+}
+
+/// What `yolo()` does to a command: every `YOLO_SCHED_*` variable removed,
+/// `HOME` and the XDG directories in `test_home()`, no colour. For commands
+/// that run the binary some other way (under `sh -c`, `runuser`).
+pub fn isolate(cmd: &mut Command) -> &mut Command {
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("YOLO_SCHED_") {
             cmd.env_remove(&name);
         }
     }
-    cmd.env("NO_COLOR", "1");
-    cmd
+    let home = test_home();
+    cmd.env("HOME", &home)
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("NO_COLOR", "1")
+}
+
+thread_local! {
+    static TEST_HOME: std::cell::OnceCell<tempfile::TempDir> = const { std::cell::OnceCell::new() };
+}
+
+/// This test's stand-in home directory, made on first use and removed when the
+/// test ends. libtest runs each test on its own thread, so "per thread" is "per
+/// test"; a helper thread a test spawns gets a home of its own. Mode 1777 like
+/// `shared_tempdir`: a command run as another user (`runuser`) may write there.
+pub fn test_home() -> PathBuf {
+    TEST_HOME.with(|home| {
+        home.get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = tempfile::Builder::new()
+                .prefix("yolo-sched-home-")
+                .tempdir()
+                .expect("a test home directory");
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777))
+                .expect("opening the test home to every user");
+            dir
+        })
+        .path()
+        .to_path_buf()
+    })
 }
 
 /// Run with a time limit; `None` when it had to be killed.
@@ -284,4 +323,65 @@ pub fn epochs_in(results: &Path) -> Vec<u32> {
         .filter_map(|l| l.split(',').next()?.trim().parse::<f64>().ok())
         .map(|e| e as u32)
         .collect()
+}
+
+#[test]
+fn yolo_points_home_and_xdg_at_the_test_s_own_directory() {
+    let env_of = |cmd: &Command, key: &str| {
+        cmd.get_envs()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.map(PathBuf::from))
+    };
+    let cmd = yolo();
+    let home = test_home();
+    assert!(home.is_dir() && home.starts_with(std::env::temp_dir()));
+    assert_eq!(env_of(&cmd, "HOME"), Some(home.clone()));
+    for key in ["XDG_STATE_HOME", "XDG_CONFIG_HOME"] {
+        assert!(
+            env_of(&cmd, key).is_some_and(|p| p.starts_with(&home)),
+            "{key}"
+        );
+    }
+    for (name, value) in cmd.get_envs() {
+        if name.to_string_lossy().starts_with("YOLO_SCHED_") {
+            assert_eq!(value, None, "{name:?} leaks in");
+        }
+    }
+    // Another test (thread) gets another home; this one keeps its own.
+    let other = std::thread::spawn(test_home).join().unwrap();
+    assert_ne!(other, home);
+    assert_eq!(test_home(), home);
+}
+
+/// The environment variable that rewrites snapshots instead of comparing them.
+pub const UPDATE_SNAPSHOTS_ENV: &str = "UPDATE_SNAPSHOTS";
+
+/// Compare `actual` with the file `tests/snapshots/<name>`, or write the file
+/// when `UPDATE_SNAPSHOTS=1`. A mismatch fails with a unified diff (snapshot →
+/// actual); review the change and rerun with `UPDATE_SNAPSHOTS=1` to accept it.
+pub fn assert_snapshot(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(name);
+    if std::env::var(UPDATE_SNAPSHOTS_ENV).is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().expect("a snapshot directory")).unwrap();
+        std::fs::write(&path, actual).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "snapshot {}: {e}; run with {UPDATE_SNAPSHOTS_ENV}=1 to write it",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let mut diff = yolo_sched::gres::unified_diff(&expected, actual, name, "actual");
+        if !diff.contains("@@") {
+            diff.push_str("(only line endings or the final newline differ)\n");
+        }
+        panic!(
+            "output differs from the snapshot {}:\n{diff}\nif the change is intended, rerun with {UPDATE_SNAPSHOTS_ENV}=1 and commit the file",
+            path.display()
+        );
+    }
 }

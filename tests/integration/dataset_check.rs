@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use yolo_sched::dataset::image::encode_png_gray;
 
 fn yolo_sched(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_yolo-sched"))
+    crate::common::yolo()
         .current_dir(dir)
         .args(args)
         .env("NO_COLOR", "1")
@@ -303,7 +303,7 @@ fn concurrent_caches_of_one_dataset_leave_one_copy() {
     let cache = dir.path().join("cache");
     let children: Vec<_> = (0..4)
         .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_yolo-sched"))
+            crate::common::yolo()
                 .current_dir(&root)
                 .args([
                     "dataset",

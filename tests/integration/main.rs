@@ -43,6 +43,7 @@ mod runs_agree;
 mod runs_agree_live;
 mod runs_live;
 mod slurm_env;
+mod snapshots;
 mod spec_corpus;
 mod standin_args;
 mod syslog_live;

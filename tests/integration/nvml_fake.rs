@@ -546,7 +546,7 @@ fn concurrent_library_instances_never_lose_an_instance() {
 #[test]
 fn a_yolo_sched_subprocess_finds_the_node_through_the_environment() {
     let node = FakeNode::new("h200-partitioned-busy.json");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_yolo-sched"));
+    let mut cmd = crate::common::yolo();
     cmd.args(["doctor", "--json"]).env("NO_COLOR", "1");
     node.apply_env(&mut cmd);
     let out = cmd.output().unwrap();

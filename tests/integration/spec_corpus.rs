@@ -3,14 +3,14 @@
 //! every spec in `tests/specs/good/` must pass.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn specs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/specs")
 }
 
 fn validate(dir: &Path, spec: &str, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_yolo-sched"))
+    crate::common::yolo()
         .current_dir(dir)
         .arg("validate")
         // The corpus is about the spec alone; fitting the cluster is tested live.

@@ -1,0 +1,615 @@
+//! `plan`: the stage graph of a spec against the cluster's offer and the
+//! site policy, every error pointing into the spec.
+
+use std::path::Path;
+
+use super::graph::{stage_name, ArraySpec, DepKind, Dependency, Plan, PlannedStage};
+use super::shape::shape_stage;
+use super::{gpu, policy, Estimate, GpuChoice, Offer, Policy};
+use crate::slurm::cluster::Cluster;
+use crate::spec::{GpuRequest, Spec, SpecError, SpecErrors, StageKind};
+
+/// Build the plan against the cluster's shape. `workdir` is already
+/// absolute. Errors point into the spec; a plan that comes back is one every
+/// stage of which some node can run.
+pub fn plan(
+    spec: &Spec,
+    workdir: &Path,
+    cluster: &Cluster,
+    policy: &Policy,
+) -> Result<Plan, SpecErrors> {
+    let mut errors: Vec<SpecError> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let variants = usize::try_from(spec.variant_count()).unwrap_or(usize::MAX);
+    // Where the train stage goes when that is known before the GPU choice:
+    // then only that partition's GPUs are candidates.
+    let known_partition = spec
+        .run
+        .partition
+        .clone()
+        .or_else(|| policy.defaults.gpu_partition.clone());
+    // `auto` picks among the GPUs of the train stage's partition when it is
+    // known; a GPU the spec names is checked cluster-wide here, and against
+    // its partition by the fit check (which names the partitions that have it).
+    let auto_offer = Offer::from_cluster(cluster, known_partition.as_deref(), policy);
+    let offer = &Offer::from_cluster(cluster, None, policy);
+
+    // Array size: Slurm refuses indices at or above MaxArraySize.
+    let mut array_limit: Option<(u64, String)> = cluster
+        .max_array_size
+        .map(|m| (m, format!("the cluster's MaxArraySize is {m}")));
+    if let Some(site_max) = policy.limits.max_array_size {
+        if array_limit.as_ref().is_none_or(|(m, _)| site_max < *m) {
+            array_limit = Some((
+                site_max,
+                format!("the site limit `limits.max_array_size` is {site_max}"),
+            ));
+        }
+    }
+    if let Some((max, why)) = &array_limit {
+        if variants as u64 > *max {
+            errors.push(spec.error_at(
+                "sweep",
+                format!(
+                    "the sweep makes {variants} variants, more than one job array can hold ({why})"
+                ),
+                Some("sweep fewer values, or split the sweep into several specs".into()),
+            ));
+        }
+    }
+
+    let imgsz = spec.train.imgsz.or(policy.defaults.imgsz).unwrap_or(640);
+    let batch_images: Option<u32> = match spec.train.batch {
+        Some(crate::spec::Batch::Images(n)) => Some(n),
+        Some(_) => None,
+        None => Some(policy.defaults.batch.unwrap_or(16)),
+    };
+    // A sweep over batch or imgsz sizes the slice for the largest variant.
+    let (max_batch, max_imgsz) = sweep_maxima(spec, batch_images, imgsz);
+
+    let mut estimate = None;
+    let gpu = match &spec.resources.gpu {
+        GpuRequest::Auto => {
+            let est = Estimate::new(&spec.train.model, max_imgsz, max_batch);
+            let choice = gpu::choose_auto(
+                &est,
+                &auto_offer,
+                policy.defaults.memory_warning.unwrap_or(0.8),
+            );
+            estimate = Some(est);
+            match choice {
+                Ok(c) => c,
+                Err(nofit) => {
+                    // Point at what drove the estimate when `gpu` was left to its default.
+                    let key = if spec.location("resources.gpu").is_some() {
+                        "resources.gpu"
+                    } else {
+                        "train.model"
+                    };
+                    errors.push(spec.error_at(key, nofit.message, Some(nofit.help)));
+                    GpuChoice {
+                        gres: None,
+                        kind: None,
+                        pool_partition: None,
+                        usable_gib: None,
+                        explanation: vec![],
+                        warnings: vec![],
+                    }
+                }
+            }
+        }
+        GpuRequest::Mig(t) | GpuRequest::Type(t) => {
+            if let Err(nofit) = gpu::check_explicit(t, false, offer) {
+                errors.push(spec.error_at("resources.gpu", nofit.message, Some(nofit.help)));
+            }
+            explicit_choice(format!("gpu:{t}:1"), t, offer, "named in the spec")
+        }
+        GpuRequest::Shard(n) => {
+            if let Err(nofit) = gpu::check_explicit("shard", true, offer) {
+                errors.push(spec.error_at("resources.gpu", nofit.message, Some(nofit.help)));
+            }
+            explicit_choice(format!("shard:{n}"), "shard", offer, "named in the spec")
+        }
+        GpuRequest::None => GpuChoice {
+            gres: None,
+            kind: None,
+            pool_partition: None,
+            usable_gib: None,
+            explanation: vec!["no GPU: training runs on CPU (`device=cpu`)".into()],
+            warnings: vec![],
+        },
+    };
+    warnings.extend(gpu.warnings.iter().cloned());
+
+    // Time limits: the site's maximum applies to every stage.
+    let train_time = spec
+        .resources
+        .time
+        .as_ref()
+        .map(|t| (t.text.clone(), t.seconds))
+        .unwrap_or_else(|| policy.defaults.time_or("08:00:00"));
+    if let Some((max_text, max_secs)) = policy.limits.max_time() {
+        if train_time.1 > max_secs {
+            errors.push(spec.error_at(
+                "resources.time",
+                format!("time limit {} is longer than the site's maximum {max_text} (`limits.max_time`)", train_time.0),
+                Some(format!("ask for at most {max_text}; training resumes from last.pt when requeued")),
+            ));
+        }
+    }
+
+    let gpu_partition = spec
+        .run
+        .partition
+        .clone()
+        .or_else(|| gpu.pool_partition.clone())
+        .or_else(|| policy.defaults.gpu_partition.clone());
+    let cpu_partition_default = policy.defaults.cpu_partition.clone();
+    let name = &spec.run.name;
+    let array = (variants > 1).then_some(ArraySpec {
+        tasks: variants,
+        max_parallel: spec.sweep.max_parallel,
+    });
+    let mut stages = Vec::new();
+
+    if let Some(prep) = &spec.stages.prepare {
+        let defaults = StageDefaults {
+            time: "01:00:00",
+            partition: cpu_partition_default.clone(),
+        };
+        let stage = side_stage(
+            spec,
+            policy,
+            StageKind::Prepare,
+            &prep.resources,
+            defaults,
+            None,
+            None,
+            vec![],
+            &mut errors,
+        );
+        stages.push(stage);
+    }
+    let mut train_deps = Vec::new();
+    if spec.stages.prepare.is_some() {
+        train_deps.push(Dependency {
+            stage: StageKind::Prepare,
+            kind: DepKind::AfterOk,
+        });
+    }
+    stages.push(PlannedStage {
+        kind: StageKind::Train,
+        job_name: format!("{name}.train"),
+        partition: gpu_partition.clone(),
+        account: spec.run.account.clone(),
+        qos: spec.run.qos.clone(),
+        time: train_time.0.clone(),
+        cpus: 0,
+        mem: String::new(),
+        cpus_from_slurm: false,
+        mem_from_slurm: false,
+        workers: None,
+        gres: gpu.gres.clone(),
+        array: array.clone(),
+        depends_on: train_deps,
+        shaping: String::new(),
+    });
+    let per_task = if array.is_some() {
+        DepKind::AfterCorr
+    } else {
+        DepKind::AfterOk
+    };
+    let mut last = StageKind::Train;
+    if let Some(val) = &spec.stages.val {
+        let gres = match &val.gpu {
+            None | Some(GpuRequest::Auto) => gpu.gres.clone(),
+            Some(GpuRequest::None) => None,
+            Some(GpuRequest::Mig(t)) | Some(GpuRequest::Type(t)) => Some(format!("gpu:{t}:1")),
+            Some(GpuRequest::Shard(n)) => Some(format!("shard:{n}")),
+        };
+        let defaults = StageDefaults {
+            time: "01:00:00",
+            partition: gpu_partition.clone(),
+        };
+        let deps = vec![Dependency {
+            stage: StageKind::Train,
+            kind: per_task,
+        }];
+        let stage = side_stage(
+            spec,
+            policy,
+            StageKind::Val,
+            &val.resources,
+            defaults,
+            gres,
+            array.clone(),
+            deps,
+            &mut errors,
+        );
+        stages.push(stage);
+        last = StageKind::Val;
+    }
+    if let Some(export) = &spec.stages.export {
+        let defaults = StageDefaults {
+            time: "00:30:00",
+            partition: cpu_partition_default.clone(),
+        };
+        let deps = vec![Dependency {
+            stage: last,
+            kind: per_task,
+        }];
+        let stage = side_stage(
+            spec,
+            policy,
+            StageKind::Export,
+            &export.resources,
+            defaults,
+            None,
+            array.clone(),
+            deps,
+            &mut errors,
+        );
+        stages.push(stage);
+    }
+
+    // CPUs and memory, shaped to the nodes each stage can run on, and the
+    // check that one of them can ever run it. A GPU choice that already
+    // failed has nothing to shape.
+    if errors.is_empty() {
+        for stage in &mut stages {
+            shape_stage(spec, policy, cluster, stage, &mut errors, &mut warnings);
+        }
+    }
+
+    if !errors.is_empty() {
+        return Err(SpecErrors::new(&spec.origin.file, errors));
+    }
+    Ok(Plan {
+        run_name: name.clone(),
+        workdir: workdir.to_path_buf(),
+        variants,
+        stages,
+        gpu,
+        estimate,
+        batch_default: if spec.train.batch.is_none() {
+            policy.defaults.batch
+        } else {
+            None
+        },
+        imgsz_default: if spec.train.imgsz.is_none() {
+            policy.defaults.imgsz
+        } else {
+            None
+        },
+        warnings,
+    })
+}
+
+/// What a stage other than train gets when its `[stages.X]` table leaves a value out.
+struct StageDefaults {
+    time: &'static str,
+    partition: Option<String>,
+}
+
+/// A stage other than train: its own resources over the defaults, its time
+/// checked against the site's limit. CPUs and memory come from `shape_stage`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a stage is described by this many independent values"
+)]
+fn side_stage(
+    spec: &Spec,
+    policy: &Policy,
+    kind: StageKind,
+    res: &crate::spec::StageResources,
+    defaults: StageDefaults,
+    gres: Option<String>,
+    array: Option<ArraySpec>,
+    depends_on: Vec<Dependency>,
+    errors: &mut Vec<SpecError>,
+) -> PlannedStage {
+    let name = stage_name(kind);
+    let (time, secs) = match &res.time {
+        Some(t) => (t.text.clone(), t.seconds),
+        None => (
+            defaults.time.to_string(),
+            policy::parse_slurm_time(defaults.time).unwrap_or(0),
+        ),
+    };
+    check_time(
+        spec,
+        policy,
+        &format!("stages.{name}.time"),
+        &time,
+        secs,
+        errors,
+    );
+    PlannedStage {
+        kind,
+        job_name: format!("{}.{name}", spec.run.name),
+        partition: res.partition.clone().or(defaults.partition),
+        account: spec.run.account.clone(),
+        qos: spec.run.qos.clone(),
+        time,
+        cpus: 0,
+        mem: String::new(),
+        cpus_from_slurm: false,
+        mem_from_slurm: false,
+        workers: None,
+        gres,
+        array,
+        depends_on,
+        shaping: String::new(),
+    }
+}
+
+fn check_time(
+    spec: &Spec,
+    policy: &Policy,
+    key: &str,
+    text: &str,
+    secs: u64,
+    errors: &mut Vec<SpecError>,
+) {
+    if let Some((max_text, max_secs)) = policy.limits.max_time() {
+        if secs > max_secs {
+            errors.push(spec.error_at(
+                key,
+                format!("time limit {text} is longer than the site's maximum {max_text} (`limits.max_time`)"),
+                Some(format!("ask for at most {max_text}")),
+            ));
+        }
+    }
+}
+
+fn explicit_choice(gres: String, kind: &str, offer: &Offer, why: &str) -> GpuChoice {
+    GpuChoice {
+        gres: Some(gres.clone()),
+        kind: Some(kind.to_string()),
+        pool_partition: None,
+        usable_gib: offer.usable_gib(kind),
+        explanation: vec![format!("--gres={gres}: {why}")],
+        warnings: vec![],
+    }
+}
+
+/// The largest batch (None = AutoBatch) and imgsz over all sweep variants.
+fn sweep_maxima(spec: &Spec, batch: Option<u32>, imgsz: u32) -> (Option<u32>, u32) {
+    use crate::spec::ArgValue;
+    let mut max_batch = batch;
+    let mut max_imgsz = imgsz;
+    for axis in &spec.sweep.axes {
+        for v in &axis.values {
+            match (axis.key.as_str(), v) {
+                ("batch", ArgValue::Int(n)) if *n > 0 => {
+                    let n = u32::try_from(*n).unwrap_or(u32::MAX);
+                    max_batch = Some(max_batch.map_or(n, |b| b.max(n)));
+                }
+                ("imgsz", ArgValue::Int(n)) if *n > 0 => {
+                    max_imgsz = max_imgsz.max(u32::try_from(*n).unwrap_or(u32::MAX));
+                }
+                _ => {}
+            }
+        }
+    }
+    (max_batch, max_imgsz)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> Spec {
+        let dir = std::env::temp_dir();
+        let text = format!(
+            "version = 1\n[run]\nname = \"t\"\n[train]\nmodel = \"yolov8s.pt\"\ndata = \"d.yaml\"\n{extra}"
+        );
+        crate::spec::parse(&text, &dir.join("spec.toml").display().to_string()).unwrap()
+    }
+
+    /// The local test cluster as recorded from `scontrol` (two nodes, 16 CPUs,
+    /// 64000 MB, gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1, shard:8; cpu and gpu).
+    fn cluster(max_array_size: Option<u64>) -> Cluster {
+        let mut c =
+            crate::slurm::cluster::parse(include_str!("../../tests/data/scontrol-shape-22.05.txt"))
+                .unwrap();
+        c.max_array_size = max_array_size;
+        c
+    }
+
+    fn plan_of(s: &Spec, policy: &Policy, max_array_size: Option<u64>) -> Result<Plan, SpecErrors> {
+        plan(s, Path::new("/w"), &cluster(max_array_size), policy)
+    }
+
+    #[test]
+    fn a_spec_without_cpus_or_mem_gets_the_slice_share_and_matching_workers() {
+        let p = plan_of(&spec(""), &Policy::default(), None).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!((train.cpus, train.mem.as_str()), (1, "4133M"));
+        assert_eq!(train.workers, Some(0));
+        assert!(!train.cpus_from_slurm && !train.mem_from_slurm);
+        assert!(
+            train.shaping.starts_with(
+                "train: node1: 16 CPUs, 62.5 GiB, 15 GPU units; 1g.5gb = 1/15 → 1 CPU"
+            ) && train.shaping.ends_with("workers=0"),
+            "{}",
+            train.shaping
+        );
+        assert!(
+            !p.warnings.iter().any(|w| w.contains("such job(s)")),
+            "the share fills every slice: {:?}",
+            p.warnings
+        );
+        let prep = p.stage(StageKind::Prepare).unwrap();
+        assert_eq!(
+            (prep.cpus, prep.mem.as_str(), prep.workers),
+            (2, "4G", None)
+        );
+    }
+
+    #[test]
+    fn explicit_values_win_are_checked_and_warn_when_they_leave_slices_idle() {
+        let s = spec("workers = 8\n[resources]\nmem = \"16G\"\n");
+        let p = plan_of(&s, &Policy::default(), None).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(
+            (train.cpus, train.mem.as_str(), train.workers),
+            (9, "16G", None)
+        );
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("can run only 1 such job(s) at once on its 4 1g.5gb slice(s)")),
+            "{:?}",
+            p.warnings
+        );
+        let s = spec("workers = 20\n");
+        let err = plan_of(&s, &Policy::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`train.workers`: train asks 21 CPUs"), "{err}");
+        let s = spec("[resources]\nmem = \"100G\"\n[stages.prepare]\ncpus = 64\n");
+        let err = plan_of(&s, &Policy::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`resources.mem`: train asks 100.0 GiB"),
+            "{err}"
+        );
+        assert!(
+            err.contains("`stages.prepare.cpus`: prepare asks 64 CPUs"),
+            "{err}"
+        );
+        assert!(err.contains("has 2 errors"), "every error at once: {err}");
+    }
+
+    #[test]
+    fn the_site_sets_a_profile_s_resources_and_slurm_defaults_come_after_it() {
+        let mut policy = Policy::default();
+        policy.resources.insert(
+            "1g.5gb".into(),
+            policy::SiteResources {
+                cpus: Some(2),
+                mem: Some("6G".into()),
+            },
+        );
+        let p = plan_of(&spec(""), &policy, None).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(
+            (train.cpus, train.mem.as_str(), train.workers),
+            (2, "6G", Some(1))
+        );
+
+        let mut c = cluster(None);
+        c.job_defaults =
+            crate::slurm::cluster::JobDefaults::parse("DefCpuPerGPU=3,DefMemPerGPU=5000");
+        let p = plan(&spec(""), Path::new("/w"), &c, &Policy::default()).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert!(train.cpus_from_slurm && train.mem_from_slurm);
+        assert_eq!((train.cpus, train.workers), (3, Some(2)));
+        let p = plan(&spec(""), Path::new("/w"), &c, &policy).unwrap();
+        assert!(
+            !p.stage(StageKind::Train).unwrap().cpus_from_slurm,
+            "the site file wins"
+        );
+    }
+
+    #[test]
+    fn the_default_graph_is_prepare_train_export_chained_afterok() {
+        let p = plan_of(&spec(""), &Policy::default(), None).unwrap();
+        let kinds: Vec<StageKind> = p.stages.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![StageKind::Prepare, StageKind::Train, StageKind::Export]
+        );
+        assert_eq!(p.stages[1].gres.as_deref(), Some("gpu:1g.5gb:1"));
+        assert_eq!(p.stages[1].depends_on[0].stage, StageKind::Prepare);
+        assert_eq!(p.stages[2].depends_on[0].kind, DepKind::AfterOk);
+        assert!(
+            p.stages[0].gres.is_none() && p.stages[2].gres.is_none(),
+            "CPU stages hold no GPU"
+        );
+        assert_eq!(p.stages[1].job_name, "t.train");
+    }
+
+    #[test]
+    fn a_sweep_makes_arrays_that_wait_per_task() {
+        let s = spec("[stages.val]\n[sweep]\nlr0 = [0.1, 0.01, 0.001]\nmax_parallel = 2\n");
+        let p = plan_of(&s, &Policy::default(), None).unwrap();
+        assert!(
+            p.stage(StageKind::Prepare).unwrap().array.is_none(),
+            "prepare runs once"
+        );
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(train.array.as_ref().unwrap().slurm_value(), "0-2%2");
+        let val = p.stage(StageKind::Val).unwrap();
+        assert_eq!(val.depends_on[0].kind, DepKind::AfterCorr);
+        assert_eq!(val.gres.as_deref(), Some("gpu:1g.5gb:1"));
+        let export = p.stage(StageKind::Export).unwrap();
+        assert_eq!(export.depends_on[0].stage, StageKind::Val);
+        assert_eq!(export.depends_on[0].kind, DepKind::AfterCorr);
+    }
+
+    #[test]
+    fn a_sweep_larger_than_max_array_size_is_refused_at_the_sweep() {
+        let values: Vec<String> = (0..12).map(|i| format!("0.{i:02}1")).collect();
+        let s = spec(&format!("[sweep]\nlr0 = [{}]\n", values.join(", ")));
+        let err = plan_of(&s, &Policy::default(), Some(10)).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("12 variants") && text.contains("MaxArraySize is 10"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spec.toml:7:1: `sweep`"),
+            "points at the [sweep] line: {text}"
+        );
+    }
+
+    #[test]
+    fn site_limits_are_named_when_broken() {
+        let mut policy = Policy::default();
+        policy.limits.max_time = Some("04:00:00".into());
+        policy.limits.max_array_size = Some(2);
+        let s = spec("[resources]\ntime = \"08:00:00\"\n[sweep]\nlr0 = [0.1, 0.01, 0.001]\n");
+        let text = plan_of(&s, &policy, Some(1001)).unwrap_err().to_string();
+        assert!(
+            text.contains("longer than the site's maximum 04:00:00 (`limits.max_time`)"),
+            "{text}"
+        );
+        assert!(text.contains("`limits.max_array_size` is 2"), "{text}");
+    }
+
+    #[test]
+    fn site_defaults_fill_what_the_spec_leaves_out() {
+        let mut policy = Policy::default();
+        policy.defaults.batch = Some(8);
+        policy.defaults.imgsz = Some(640);
+        policy.defaults.gpu_partition = Some("gpu".into());
+        policy.defaults.cpu_partition = Some("cpu".into());
+        let p = plan_of(&spec(""), &policy, None).unwrap();
+        assert_eq!(p.batch_default, Some(8));
+        assert_eq!(
+            p.stage(StageKind::Train).unwrap().partition.as_deref(),
+            Some("gpu")
+        );
+        assert_eq!(
+            p.stage(StageKind::Prepare).unwrap().partition.as_deref(),
+            Some("cpu")
+        );
+        // yolov8s at batch 8: about 2.5 GiB with headroom.
+        assert!(p.estimate.as_ref().unwrap().needed_gib < 3.0);
+    }
+
+    #[test]
+    fn a_gpu_the_cluster_lacks_is_refused_with_what_it_has() {
+        let s = spec("[resources]\ngpu = \"3g.20gb\"\n");
+        let text = plan_of(&s, &Policy::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("no GPU of type `3g.20gb`") && text.contains("1g.5gb ×8"),
+            "{text}"
+        );
+    }
+}
