@@ -236,6 +236,29 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
             Accounting::Unknown => (Status::Warn, "could not tell whether accounting works".to_string()),
         };
         check(&mut checks, "accounting", status, detail);
+        if let (Accounting::Slurmdbd, Some(ctl)) = (accounting, &ctl) {
+            // Runs are found through Slurm by the run id in each job's comment (docs/teams.md).
+            let (status, detail) = if ctl.stores_job_comment() {
+                let seen = if ctl.private_jobs() {
+                    "PrivateData=jobs: users see their own runs, coordinators their accounts', operators all"
+                } else {
+                    "PrivateData does not hide jobs: every user sees every run's jobs"
+                };
+                (
+                    Status::Ok,
+                    format!("sacct keeps job comments: list --account finds finished runs; {seen}"),
+                )
+            } else {
+                (
+                    Status::Warn,
+                    "AccountingStoreFlags lacks job_comment: sacct does not keep the run id, so `list --account`, \
+                     `status` of a team member's run and `report --account` find only runs still in the queue; \
+                     add AccountingStoreFlags=job_comment to slurm.conf"
+                        .to_string(),
+                )
+            };
+            check(&mut checks, "job_comments", status, detail);
+        }
 
         if let Some(ctl) = &ctl {
             if let Some(plugin_dir) = ctl.get("PluginDir") {

@@ -49,6 +49,19 @@ impl ControllerConfig {
             .is_some_and(|t| !t.ends_with("/none") && !t.is_empty())
     }
 
+    /// True when slurmdbd keeps each job's `--comment` (`AccountingStoreFlags=job_comment`),
+    /// which names the run, so `sacct` finds runs after they left the queue.
+    pub fn stores_job_comment(&self) -> bool {
+        self.get("AccountingStoreFlags")
+            .is_some_and(|f| f.split(',').any(|x| x.trim() == "job_comment"))
+    }
+
+    /// True when `PrivateData` hides other users' jobs from each user.
+    pub fn private_jobs(&self) -> bool {
+        self.get("PrivateData")
+            .is_some_and(|f| f.split(',').any(|x| x.trim() == "jobs"))
+    }
+
     /// True when completed jobs are logged by jobcomp (so `sacct -c` works).
     pub fn has_jobcomp(&self) -> bool {
         self.get("JobCompType")
@@ -73,12 +86,17 @@ mod tests {
             JobCompType             = jobcomp/filetxt\n\
             MaxArraySize            = 1001\n\
             MinJobAge               = 1800 sec\n\
+            AccountingStoreFlags    = job_comment,job_env\n\
+            PrivateData             = accounts,jobs\n\
             SLURM_VERSION           = 22.05.8\n";
         let c = ControllerConfig::parse(text);
         assert_eq!(c.max_array_size(), Some(1001));
         assert_eq!(c.min_job_age(), Some(1800));
         assert!(!c.has_accounting_storage());
         assert!(c.has_jobcomp());
+        assert!(c.stores_job_comment() && c.private_jobs());
+        let bare = ControllerConfig::parse("PrivateData = none\n");
+        assert!(!bare.stores_job_comment() && !bare.private_jobs());
         assert_eq!(c.get("SLURM_VERSION"), Some("22.05.8"));
     }
 }

@@ -72,6 +72,20 @@ fn doctor_sees_accounting_with_job_comments() {
         .find(|c| c["name"] == "accounting")
         .unwrap_or_else(|| panic!("no accounting check in {v}"));
     assert_eq!(check["status"], "ok", "{check}");
+    let comments = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "job_comments")
+        .unwrap_or_else(|| panic!("no job_comments check in {v}"));
+    assert_eq!(comments["status"], "ok", "{comments}");
+    assert!(
+        comments["detail"]
+            .as_str()
+            .unwrap()
+            .contains("PrivateData=jobs"),
+        "{comments}"
+    );
 }
 
 #[test]
