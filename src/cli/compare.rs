@@ -103,7 +103,7 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
         let mut out = Vec::new();
         for id in &args.runs {
             out.push(match crate::run::team::locate(&ctx.slurm, id)? {
-                crate::run::team::Located::Own(m) => m,
+                crate::run::team::Located::Own(m) => *m,
                 crate::run::team::Located::Team(r) => r.manifest,
             });
         }

@@ -149,7 +149,7 @@ pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
     // A team member's run is found through Slurm; Slurm decides whether
     // the caller may cancel it.
     let manifest = match crate::run::team::locate(&ctx.slurm, &args.target.run)? {
-        crate::run::team::Located::Own(m) => m,
+        crate::run::team::Located::Own(m) => *m,
         crate::run::team::Located::Team(run) => run.manifest,
     };
     audit::Trail::from_site(ctx.site()?)?;

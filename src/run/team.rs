@@ -293,7 +293,7 @@ pub fn matching<'a>(team: &'a Team, id: &str) -> Vec<&'a TeamRun> {
 /// directory), or one of someone else's that Slurm shows them.
 #[derive(Debug)]
 pub enum Located {
-    Own(Manifest),
+    Own(Box<Manifest>),
     /// Found through Slurm (a team member's run, for a coordinator).
     Team(Box<TeamRun>),
 }
@@ -317,7 +317,7 @@ pub const LOOKUP_DAYS: i64 = 30;
 pub fn locate(slurm: &Slurm, id: &str) -> Result<Located> {
     let own = super::query::find_run(id);
     let err = match own {
-        Ok(m) => return Ok(Located::Own(m)),
+        Ok(m) => return Ok(Located::Own(Box::new(m))),
         Err(e) => e,
     };
     let by_id = crate::error::kind_of(&err) == Some(crate::error::Kind::InvalidInput)
