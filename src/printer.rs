@@ -110,6 +110,15 @@ impl Printer {
         Ok(())
     }
 
+    /// Text already laid out (a report, CSV, a man page) on stdout, as is,
+    /// flushed (a broken pipe becomes an error that ends quietly).
+    pub fn text(&self, text: &str) -> Result<()> {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.flush()?;
+        Ok(())
+    }
+
     /// A value as pretty JSON on stdout.
     pub fn json<T: Serialize>(&self, value: &T) -> Result<()> {
         // Serialize first so that a closed pipe surfaces as an io::Error.

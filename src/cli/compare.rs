@@ -178,9 +178,7 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
         CompareFormat::Json => ctx.printer.json(&board)?,
         CompareFormat::Csv => {
             let text = render::csv(&board);
-            let mut out = std::io::stdout().lock();
-            std::io::Write::write_all(&mut out, text.as_bytes())?;
-            std::io::Write::flush(&mut out)?;
+            ctx.printer.text(&text)?;
         }
         CompareFormat::Table => {
             if board.groups.is_empty() {

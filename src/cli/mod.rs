@@ -10,7 +10,6 @@ pub mod doctor;
 pub mod gc;
 pub mod generate;
 pub mod node_setup;
-pub mod output;
 pub mod report;
 pub mod runs;
 pub mod status;

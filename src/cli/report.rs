@@ -1,6 +1,5 @@
 //! `yolo-sched report`.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
@@ -117,11 +116,9 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
                 .with_context(|| format!("writing the report to {}", path.display()))?;
         }
         None => {
-            let terminal = std::io::stdout().is_terminal();
+            let terminal = ctx.printer.out_is_terminal();
             let text = report::render(&data, format, &selection, terminal, ctx.color())?;
-            let mut out = std::io::stdout().lock();
-            std::io::Write::write_all(&mut out, text.as_bytes())?;
-            std::io::Write::flush(&mut out)?;
+            ctx.printer.text(&text)?;
         }
     }
     Ok(0)

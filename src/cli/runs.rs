@@ -8,7 +8,6 @@ use clap::Args;
 use serde::Serialize;
 
 use super::args::{JsonArg, RunArg};
-use super::output;
 use super::Context;
 use crate::error::invalid;
 use crate::run::audit::{self, AuditRecord};
@@ -163,13 +162,13 @@ pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
     }
     let done = result?;
     if args.output.json {
-        output::print_json(&CancelOut {
+        ctx.printer.json(&CancelOut {
             run_id: done.run_id.clone(),
             cancelled: done.job_ids.clone(),
             dry_run: done.dry_run,
         })?;
     } else if done.job_ids.is_empty() {
-        output::println(format!(
+        ctx.printer.line(format!(
             "run {}: nothing to cancel ({})",
             done.run_id, done.state
         ))?;
@@ -180,7 +179,7 @@ pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
         } else {
             "cancelled"
         };
-        output::println(format!(
+        ctx.printer.line(format!(
             "run {}: {verb} job(s) {} ({})",
             done.run_id,
             list.join(", "),

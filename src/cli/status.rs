@@ -5,7 +5,6 @@ use clap::Args;
 use serde::Serialize;
 
 use super::args::{check_name, JsonArg, RunArg, WhoArgs};
-use super::output;
 use super::Context;
 use crate::run::query;
 use crate::run::status::{RunStatus, StageStatus, TaskState};
@@ -125,16 +124,20 @@ fn progress_text(s: &StageStatus) -> Option<String> {
     }
 }
 
-pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()> {
+pub fn print_status(
+    printer: &crate::printer::Printer,
+    st: &RunStatus,
+    show_tasks: bool,
+) -> Result<()> {
     let state = st.state.describe();
     let painted = match &st.state {
-        crate::run::status::RunState::Completed => output::paint(&state, "32", color),
+        crate::run::status::RunState::Completed => printer.paint(&state, "32"),
         crate::run::status::RunState::Failed { .. }
         | crate::run::status::RunState::Cancelled { .. }
-        | crate::run::status::RunState::NeverRuns { .. } => output::paint(&state, "31", color),
-        _ => output::paint(&state, "33", color),
+        | crate::run::status::RunState::NeverRuns { .. } => printer.paint(&state, "31"),
+        _ => printer.paint(&state, "33"),
     };
-    output::println(format!(
+    printer.line(format!(
         "run {} ({}): {painted}{}",
         st.run_id,
         st.name,
@@ -144,7 +147,7 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
             ""
         }
     ))?;
-    let mut table = output::new_table(&[
+    let mut table = printer.table(&[
         "stage",
         "attempt",
         "job",
@@ -225,7 +228,7 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
             ]);
         }
     }
-    output::println(&table)?;
+    printer.line(&table)?;
     // A stage that moved to another slice on resume: each attempt and its slice.
     for s in &st.stages {
         let moved = s.attempts.windows(2).any(|w| w[0].gres != w[1].gres);
@@ -242,12 +245,12 @@ pub fn print_status(st: &RunStatus, show_tasks: bool, color: bool) -> Result<()>
                     )
                 })
                 .collect();
-            output::println(format!("{}: {}", s.stage, list.join(", ")))?;
+            printer.line(format!("{}: {}", s.stage, list.join(", ")))?;
         }
     }
     let now = chrono::Utc::now();
     for b in &st.backup {
-        output::println(format!("backup {}", b.line(now)))?;
+        printer.line(format!("backup {}", b.line(now)))?;
     }
     Ok(())
 }
@@ -273,7 +276,7 @@ pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
             // Found through Slurm just now: its status is already computed.
             let t = &run;
             if args.output.json {
-                output::print_json(&TeamStatus {
+                ctx.printer.json(&TeamStatus {
                     status: &t.status,
                     user: &t.user,
                     account: &t.account,
@@ -283,13 +286,13 @@ pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
                     facts: &t.facts,
                 })?;
             } else {
-                print_status(&t.status, args.tasks, ctx.color())?;
+                print_status(&ctx.printer, &t.status, args.tasks)?;
                 let when = |d: Option<chrono::DateTime<chrono::Utc>>| {
                     d.map_or("-".to_string(), |d| {
                         d.format("%Y-%m-%d %H:%M:%S UTC").to_string()
                     })
                 };
-                output::println(format!(
+                ctx.printer.line(format!(
                     "user {}, account {}; submitted {}, started {}, ended {}",
                     t.user,
                     t.account,
@@ -298,7 +301,7 @@ pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
                     when(t.ended_at)
                 ))?;
                 if let crate::run::team::Facts::Slurm { why } = &t.facts {
-                    output::println(format!(
+                    ctx.printer.line(format!(
                         "from Slurm's data only: the run directory cannot be read ({why})"
                     ))?;
                 }
@@ -307,9 +310,9 @@ pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
         }
     };
     if args.output.json {
-        output::print_json(&st)?;
+        ctx.printer.json(&st)?;
     } else {
-        print_status(&st, args.tasks, ctx.color())?;
+        print_status(&ctx.printer, &st, args.tasks)?;
     }
     if let Some(e) = error {
         ctx.printer.error_line(format!(
@@ -425,9 +428,10 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
         })
         .collect();
     if args.output.json {
-        output::print_json(&rows)?;
+        ctx.printer.json(&rows)?;
     } else if rows.is_empty() {
-        output::println("no runs yet: submit one with `yolo-sched submit spec.toml`")?;
+        ctx.printer
+            .line("no runs yet: submit one with `yolo-sched submit spec.toml`")?;
     } else {
         let headers = vec![
             "run id",
@@ -437,7 +441,7 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
             "current stage",
         ];
 
-        let mut table = output::new_table(&headers);
+        let mut table = ctx.printer.table(&headers);
         for r in &rows {
             let row = vec![
                 r.run_id.clone(),
@@ -448,7 +452,7 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
             ];
             table.add_row(row);
         }
-        output::println(&table)?;
+        ctx.printer.line(&table)?;
     }
     if let Some(e) = view.error {
         ctx.printer.error_line(format!(
@@ -486,7 +490,7 @@ fn list_through_slurm(
         })
         .collect();
     if args.output.json {
-        output::print_json(&rows)?;
+        ctx.printer.json(&rows)?;
         return Ok(0);
     }
     if rows.is_empty() {
@@ -496,13 +500,13 @@ fn list_through_slurm(
             (None, Some(u)) => format!("of user {u} "),
             (None, None) => String::new(),
         };
-        output::println(format!(
+        ctx.printer.line(format!(
             "no runs {whose}that Slurm shows you since {} (Slurm shows you your own jobs, those of the accounts you coordinate, or all jobs if you are an operator)",
             since.format("%Y-%m-%d %H:%M UTC")
         ))?;
         return Ok(0);
     }
-    let mut table = output::new_table(&[
+    let mut table = ctx.printer.table(&[
         "run id",
         "user",
         "account",
@@ -528,9 +532,9 @@ fn list_through_slurm(
             r.current_stage.clone().unwrap_or_default(),
         ]);
     }
-    output::println(&table)?;
+    ctx.printer.line(&table)?;
     if from_slurm > 0 {
-        output::println(format!(
+        ctx.printer.line(format!(
             "* {from_slurm} run(s) whose run directory you cannot read: shown from Slurm's data (stages, states, times, slices)"
         ))?;
     }
