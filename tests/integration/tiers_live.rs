@@ -97,8 +97,17 @@ impl Tiers {
 
     /// yolo-sched run as `user`, with their own home and state.
     fn cmd(&self, user: &str) -> Command {
+        self.cmd_with(user, &[])
+    }
+
+    /// `cmd` with more variables.
+    fn cmd_with(&self, user: &str, vars: &[(&str, &str)]) -> Command {
         let mut c = Command::new("runuser");
-        c.args(["-u", user, "--", "env"])
+        c.args(["-u", user, "--", "env"]);
+        for (k, v) in vars {
+            c.arg(format!("{k}={v}"));
+        }
+        c
             .arg(format!("HOME=/home/{user}"))
             .arg("XDG_STATE_HOME=")
             .arg(format!("YOLO_SCHED_YOLO={}", self.standin.display()))
@@ -239,6 +248,18 @@ fn each_tier_sees_and_cancels_what_slurm_allows() {
     let a = row(&list, &alice_run);
     assert_eq!(a["facts"]["kind"], "manifest", "{a}");
     assert_eq!(a["name"], "tiers-alice", "{a}");
+    // One squeue and one sacct, whatever the number of runs.
+    let trace = t.dir.path().join("list-trace");
+    let out = run(t
+        .cmd_with(ALICE, &[("YOLO_SCHED_SLURM_TRACE", trace.to_str().unwrap())])
+        .args(["list", "--account", "vision", "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let calls = read(&trace);
+    let programs: Vec<&str> = calls
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(programs, ["squeue", "sacct"], "{calls}");
     // Text output marks the run shown from Slurm's data.
     let out = t.yolo(ALICE, &["list", "--account", "vision"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
