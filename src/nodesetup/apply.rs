@@ -11,10 +11,12 @@ use super::prepare::{read_minors, read_text};
 use super::steps::{pause_point, Log, STEPS};
 use super::{
     describe_auto, describe_gpu, differences, include_text, lock, plan, prepare, slurm,
-    DifferenceKind, ModeAction, NodeDecision, Options,
+    DifferenceKind, ModeAction, NodeDecision, Options, Prepared,
 };
 use crate::gres::minors::MigMinors;
-use crate::gres::render::{check_written, render_block, replace_block, slurm_conf_lines};
+use crate::gres::render::{
+    check_written, render_block, replace_block, slurm_conf_lines, NodeGres, SlurmConfLines,
+};
 use crate::mig::{GpuTarget, Layout};
 use crate::nvml::apply::{create_instance, set_mig_mode};
 use crate::nvml::topology::{Placement, Topology};
@@ -129,6 +131,73 @@ fn apply_locked(
     pause_point(log.printer, "topology");
 
     log.step("plan", &format!("planning layout `{}`", layout.name));
+    show_plan(log, &prepared);
+    let found = differences(&prepared, opts, slurm)?;
+    if found.iter().all(|d| d.what == DifferenceKind::LeftDrained) {
+        if !found.is_empty() {
+            resume_if_left_drained(log.printer, opts, slurm)?;
+        }
+        log.printer.note(format!(
+            "node-setup: already applied: the node matches layout `{}`",
+            layout.name
+        ));
+        return Ok(Applied::AlreadyApplied);
+    }
+    pause_point(log.printer, "plan");
+
+    log.step("processes", "looking for processes on GPUs to change");
+    check_processes(log, opts, &prepared.decision)?;
+    pause_point(log.printer, "processes");
+
+    drain_and_wait(log, opts, layout, slurm, &prepared.decision, drained)?;
+
+    log.step("destroy", "destroying instances the layout does not keep");
+    destroy_unwanted(log, nvml, &prepared.decision)?;
+    pause_point(log.printer, "destroy");
+
+    log.step("mode", "setting MIG mode");
+    let mode_changed = set_modes(log, nvml, opts, &prepared.decision)?;
+    pause_point(log.printer, "mode");
+
+    // After a mode change the GPU's placements and instances are new: decide again.
+    let decision = if mode_changed {
+        let topology = Topology::read(nvml).context("re-reading the GPUs after the mode change")?;
+        plan::decide(
+            &topology,
+            &fixed_layout(&topology, &prepared.decision),
+            &plans_of(&prepared.decision),
+        )?
+    } else {
+        prepared.decision.clone()
+    };
+
+    log.step("create", "creating the planned instances");
+    create_planned(log, nvml, &decision)?;
+    pause_point(log.printer, "create");
+
+    log.step("verify", "re-reading the GPUs and comparing with the plan");
+    let topology = verify(log, nvml, &decision)?;
+    pause_point(log.printer, "verify");
+
+    log.step("gres", &format!("writing {}", opts.gres_conf.display()));
+    let gres = write_gres(log, opts, &topology)?;
+    pause_point(log.printer, "gres");
+
+    log.step("include", "writing the slurm.conf include");
+    let lines = write_include(log, opts, &gres)?;
+    pause_point(log.printer, "include");
+
+    reconfigure_and_resume(log, opts, slurm, drained)?;
+    let summary = lines.node_line();
+    log.printer.note(format!(
+        "node-setup: applied layout `{}`: {summary}",
+        layout.name
+    ));
+    Ok(Applied::Changed { summary })
+}
+
+/// The plan step's log: each GPU's decision, warnings, and how `auto` serves the queue.
+fn show_plan(log: &Log<'_>, prepared: &Prepared) {
     for g in &prepared.decision.gpus {
         log.printer
             .note(format!("node-setup:   {}", describe_gpu(g)));
@@ -148,21 +217,11 @@ fn apply_locked(
             ));
         }
     }
-    let found = differences(&prepared, opts, slurm)?;
-    if found.iter().all(|d| d.what == DifferenceKind::LeftDrained) {
-        if !found.is_empty() {
-            resume_if_left_drained(log.printer, opts, slurm)?;
-        }
-        log.printer.note(format!(
-            "node-setup: already applied: the node matches layout `{}`",
-            layout.name
-        ));
-        return Ok(Applied::AlreadyApplied);
-    }
-    pause_point(log.printer, "plan");
+}
 
-    log.step("processes", "looking for processes on GPUs to change");
-    let busy = prepared.decision.busy();
+/// Processes on GPUs to change stop the apply unless `--force`.
+fn check_processes(log: &mut Log<'_>, opts: &Options, decision: &NodeDecision) -> Result<()> {
+    let busy = decision.busy();
     if !busy.is_empty() {
         let list: Vec<String> = busy
             .iter()
@@ -190,9 +249,20 @@ fn apply_locked(
     } else {
         log.did("no process in the way");
     }
-    pause_point(log.printer, "processes");
+    Ok(())
+}
 
-    let mig_changes = !prepared.decision.unchanged();
+/// The drain and jobs steps: drain the node and wait for its jobs (only when
+/// MIG changes and Slurm is used); a timeout resumes the node and gives up.
+fn drain_and_wait(
+    log: &mut Log<'_>,
+    opts: &Options,
+    layout: &Layout,
+    slurm: &Slurm,
+    decision: &NodeDecision,
+    drained: &mut bool,
+) -> Result<()> {
+    let mig_changes = !decision.unchanged();
     if opts.use_slurm && mig_changes {
         log.step("drain", &format!("draining {} in Slurm", opts.node));
         let reason = format!("{}: applying layout {}", slurm::REASON_PREFIX, layout.name);
@@ -217,20 +287,30 @@ fn apply_locked(
         log.step("drain", "skipped (no MIG change, or --no-slurm)");
         log.step("jobs", "skipped");
     }
+    Ok(())
+}
 
-    log.step("destroy", "destroying instances the layout does not keep");
-    for g in &prepared.decision.gpus {
+/// Destroy the GPU instances the layout does not keep.
+fn destroy_unwanted(log: &mut Log<'_>, nvml: &Nvml, decision: &NodeDecision) -> Result<()> {
+    for g in &decision.gpus {
         let ids: Vec<u32> = g.destroy.iter().map(|d| d.gi_id).collect();
         if !ids.is_empty() {
             let n = crate::nvml::destroy::destroy_instances(nvml, g.index, &ids)?;
             log.did(format!("GPU {}: destroyed {n} GPU instance(s)", g.index));
         }
     }
-    pause_point(log.printer, "destroy");
+    Ok(())
+}
 
-    log.step("mode", "setting MIG mode");
+/// Set each GPU's MIG mode (resetting where the change is pending); whether any changed.
+fn set_modes(
+    log: &mut Log<'_>,
+    nvml: &Nvml,
+    opts: &Options,
+    decision: &NodeDecision,
+) -> Result<bool> {
     let mut mode_changed = false;
-    for g in &prepared.decision.gpus {
+    for g in &decision.gpus {
         let on = match g.mode {
             ModeAction::Keep => continue,
             ModeAction::Switch { on } | ModeAction::AwaitReset { on } => on,
@@ -252,21 +332,11 @@ fn apply_locked(
             reset_gpu(nvml, opts, g.index, on, log)?;
         }
     }
-    pause_point(log.printer, "mode");
+    Ok(mode_changed)
+}
 
-    // After a mode change the GPU's placements and instances are new: decide again.
-    let decision = if mode_changed {
-        let topology = Topology::read(nvml).context("re-reading the GPUs after the mode change")?;
-        plan::decide(
-            &topology,
-            &fixed_layout(&topology, &prepared.decision),
-            &plans_of(&prepared.decision),
-        )?
-    } else {
-        prepared.decision.clone()
-    };
-
-    log.step("create", "creating the planned instances");
+/// Create the planned instances (destroying first what the new decision drops).
+fn create_planned(log: &mut Log<'_>, nvml: &Nvml, decision: &NodeDecision) -> Result<()> {
     let mut created = 0;
     for g in &decision.gpus {
         let ids: Vec<u32> = g.destroy.iter().map(|d| d.gi_id).collect();
@@ -289,14 +359,16 @@ fn apply_locked(
             }
         }
     }
-    pause_point(log.printer, "create");
+    Ok(())
+}
 
-    log.step("verify", "re-reading the GPUs and comparing with the plan");
+/// Re-read the GPUs and fail unless they match `decision`; the topology read.
+fn verify(log: &mut Log<'_>, nvml: &Nvml, decision: &NodeDecision) -> Result<Topology> {
     let topology = Topology::read(nvml).context("re-reading the GPUs")?;
     let check = plan::decide(
         &topology,
-        &fixed_layout(&topology, &decision),
-        &plans_of(&decision),
+        &fixed_layout(&topology, decision),
+        &plans_of(decision),
     )?;
     if !check.unchanged() {
         let left: Vec<String> = check
@@ -311,10 +383,12 @@ fn apply_locked(
         );
     }
     log.did("every GPU matches the plan");
-    pause_point(log.printer, "verify");
+    Ok(topology)
+}
 
-    log.step("gres", &format!("writing {}", opts.gres_conf.display()));
-    let gres = plan::gres_now(&opts.node, &topology);
+/// Write this node's gres.conf block for the GPUs as they now are.
+fn write_gres(log: &mut Log<'_>, opts: &Options, topology: &Topology) -> Result<NodeGres> {
+    let gres = plan::gres_now(&opts.node, topology);
     let minors = if topology.gpus.iter().any(|g| g.mig_enabled()) {
         read_minors(&opts.sysroot)?
     } else {
@@ -328,17 +402,28 @@ fn apply_locked(
             check_written(b, &gres, &block)
         })?;
     log.did(format!("{}: {outcome:?}", opts.gres_conf.display()));
-    pause_point(log.printer, "gres");
+    Ok(gres)
+}
 
-    log.step("include", "writing the slurm.conf include");
-    let lines = slurm_conf_lines(&gres);
+/// Show the slurm.conf lines, and write them to `--slurm-include` when given.
+fn write_include(log: &mut Log<'_>, opts: &Options, gres: &NodeGres) -> Result<SlurmConfLines> {
+    let lines = slurm_conf_lines(gres);
     eprint!("{}", indent(&lines.to_string()));
     if let Some(path) = &opts.slurm_include {
         crate::fsutil::write_atomic(path, include_text(&lines).as_bytes(), 0o644)?;
         log.did(format!("wrote {}", path.display()));
     }
-    pause_point(log.printer, "include");
+    Ok(lines)
+}
 
+/// The reconfigure and resume steps (with Slurm): a node is resumed if this
+/// run drained it or an earlier node-setup left it drained.
+fn reconfigure_and_resume(
+    log: &mut Log<'_>,
+    opts: &Options,
+    slurm: &Slurm,
+    drained: &mut bool,
+) -> Result<()> {
     if opts.use_slurm {
         log.step(
             "reconfigure",
@@ -364,12 +449,7 @@ fn apply_locked(
         log.step("reconfigure", "skipped (--no-slurm)");
         log.step("resume", "skipped (--no-slurm)");
     }
-    let summary = lines.node_line();
-    log.printer.note(format!(
-        "node-setup: applied layout `{}`: {summary}",
-        layout.name
-    ));
-    Ok(Applied::Changed { summary })
+    Ok(())
 }
 
 /// A layout that pins each GPU to the target already decided (for re-deciding
