@@ -10,9 +10,14 @@
 //! - `record`: the manifest object in the bucket and the record `status` reads.
 //!
 //! Effects: network (the store), files in the run directory; nothing printed.
+//!
+//! `preflight` checks the store before a submission (`preflight`,
+//! `check_store`); `restore` (the function here) restores a run's training
+//! directory through its saved settings (`restore::restore_run`).
 
 pub mod config;
 pub mod duty;
+mod preflight;
 pub mod record;
 pub mod restore;
 pub mod store;
@@ -22,76 +27,10 @@ pub mod url;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
-
-use anyhow::Result;
-
 pub use config::{RunBackup, SiteBackup};
+pub use preflight::{check_store, preflight};
 pub use record::{views, BackupView};
-pub use restore::RestoreOutcome;
+pub use restore::{restore_run as restore, RestoreOutcome};
 pub use store::{Credentials, Store};
 pub use sync::{Backup, BackupEvent};
 pub use url::BackupUrl;
-
-use crate::config::Site;
-use crate::error::{invalid, with_hint};
-use crate::spec::Spec;
-
-/// The run's backup settings from the site and the spec, with the store
-/// checked when `probe` (submission, not `--dry-run`): credentials present,
-/// and a small object written, read back and deleted under the run's prefix.
-/// Refused credentials or no credentials are invalid input (exit 2); a store
-/// that cannot be reached is a runtime failure (exit 1). Nothing is
-/// submitted in either case.
-pub fn preflight(site: &Site, spec: &Spec, run_id: &str, probe: bool) -> Result<Option<RunBackup>> {
-    let site_backup = SiteBackup::from_site(site)?;
-    let Some(run) = config::resolve(&site_backup, spec, run_id)? else {
-        return Ok(None);
-    };
-    if probe {
-        check_store(&run.url, &Credentials::from_process())?;
-    }
-    Ok(Some(run))
-}
-
-/// Write, read back and delete a probe object under `url`.
-pub fn check_store(url: &BackupUrl, creds: &Credentials) -> Result<()> {
-    let hint = "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), AWS_ENDPOINT_URL and AWS_REGION for the store, or turn the backup off with `[backup] enabled = false` in the spec (docs/backup.md)";
-    let store = Store::s3(url, creds)
-        .map_err(|e| with_hint(invalid(format!("checkpoint backup to {url}: {e:#}")), hint))?;
-    let key = url.key(".yolo-sched-preflight");
-    let body = b"yolo-sched preflight\n".to_vec();
-    let outcome = store
-        .put_bytes(&key, body.clone())
-        .and_then(|()| store.get_bytes(&key, 1024))
-        .and_then(|got| {
-            if got.as_deref() == Some(body.as_slice()) {
-                Ok(())
-            } else {
-                Err(anyhow::anyhow!(
-                    "{} returned other bytes than were written",
-                    store.name
-                ))
-            }
-        });
-    let _ = store.delete(&key);
-    outcome.map_err(|e| {
-        let refused = e.downcast_ref::<store::Refused>().is_some();
-        let message = format!("checkpoint backup to {url}: the store check failed: {e:#}");
-        if refused {
-            with_hint(invalid(message), hint)
-        } else {
-            with_hint(anyhow::anyhow!(message), hint)
-        }
-    })
-}
-
-/// Restore `save_dir` from its run's backup (or with `dry_run` say what would
-/// be restored); `None` when the run has no backup.
-pub fn restore(save_dir: &Path, dry_run: bool) -> Result<Option<RestoreOutcome>> {
-    let Some((_, url)) = sync::settings_for(save_dir)? else {
-        return Ok(None);
-    };
-    let store = Store::s3(&url, &Credentials::from_process())?;
-    restore::restore_with(save_dir, &url, &store, dry_run).map(Some)
-}

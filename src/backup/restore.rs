@@ -170,6 +170,16 @@ pub fn restore_with(
     Ok(out)
 }
 
+/// Restore `save_dir` from its run's backup (or with `dry_run` say what would
+/// be restored); `None` when the run has no backup.
+pub fn restore_run(save_dir: &Path, dry_run: bool) -> Result<Option<RestoreOutcome>> {
+    let Some((_, url)) = super::sync::settings_for(save_dir)? else {
+        return Ok(None);
+    };
+    let store = Store::s3(&url, &super::store::Credentials::from_process())?;
+    restore_with(save_dir, &url, &store, dry_run).map(Some)
+}
+
 /// The object of `rel`, only if its size and SHA-256 are the manifest's.
 fn fetch_checked(
     store: &Store,

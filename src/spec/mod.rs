@@ -4,220 +4,28 @@
 //! parses it and checks that the files it names exist. Checks that need the
 //! cluster (array size against `MaxArraySize`, GPU types that exist) belong to the
 //! planner, which reports them with `Spec::error_at` so they look the same.
+//!
+//! The reader is in `parse/`; `load` holds `parse`, `load` and `read_checked`;
+//! `paths` resolves and checks the paths a spec names (`check_paths`,
+//! `resolve_weights`, `Spec::resolve`).
 
 pub(crate) mod args;
 pub mod error;
 pub mod guard;
+mod load;
 mod parse;
-
+mod paths;
 pub mod types;
 pub mod ultralytics;
 pub mod values;
 
-use std::path::{Path, PathBuf};
-
 pub use crate::suggest::closest;
 pub use error::{Location, SpecError, SpecErrors};
+pub use load::{load, parse, read_checked, MAX_SPEC_BYTES};
 pub use parse::backup::SpecBackup;
 pub use parse::{DEFAULT_EXPORT_FORMATS, MAX_VARIANTS};
+pub use paths::{check_paths, resolve_weights, WeightsSource};
 pub use types::*;
-
-/// Parse and validate spec text. `file_name` names the spec in messages, and its
-/// directory is the base for the spec's relative paths.
-pub fn parse(text: &str, file_name: &str) -> Result<Spec, SpecErrors> {
-    let base_dir = Path::new(file_name)
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    parse::parse_spec(text, file_name, base_dir)
-}
-
-/// Read, parse and validate a spec file, and check that the dataset YAML (and a
-/// model given as a path) exist. Errors are `crate::error::invalid` (exit 2) with
-/// every problem listed.
-/// The largest spec read: far above any real spec (a few KB), far below what
-/// would make validation slow.
-pub const MAX_SPEC_BYTES: u64 = 16 << 20;
-
-pub fn load(path: &Path) -> anyhow::Result<Spec> {
-    read_checked(path)?.map_err(|errors| crate::error::invalid(errors.to_string()))
-}
-
-/// Like `load`, but the spec's problems come back as data (for `--json`); only a
-/// file that cannot be read is an `Err` (exit 2).
-pub fn read_checked(path: &Path) -> anyhow::Result<Result<Spec, SpecErrors>> {
-    let name = path.display().to_string();
-    let text = crate::fsutil::read_regular(path, MAX_SPEC_BYTES)
-        .map_err(|e| crate::error::invalid(format!("cannot read spec {name}: {e:#}")))?;
-    let spec = match parse(&text, &name) {
-        Ok(spec) => spec,
-        Err(errors) => return Ok(Err(errors)),
-    };
-    let missing = check_paths(&spec);
-    if missing.is_empty() {
-        Ok(Ok(spec))
-    } else {
-        Ok(Err(SpecErrors::new(&name, missing)))
-    }
-}
-
-/// Files the spec names that do not exist: `train.data`, and `train.model` (also
-/// swept ones) when it is a path (contains '/'; bare names such as
-/// `yolov8n.pt` are resolved by Ultralytics).
-pub fn check_paths(spec: &Spec) -> Vec<SpecError> {
-    let mut out = Vec::new();
-    let base = match spec.origin.base_dir.display().to_string() {
-        dot if dot == "." => "the current directory".to_string(),
-        dir => dir,
-    };
-    let help = Some(format!(
-        "relative paths are relative to the spec's directory ({base})"
-    ));
-    let data = spec.resolve(&spec.train.data);
-    if !data.is_file() {
-        out.push(spec.error_at(
-            "train.data",
-            format!("dataset YAML {} does not exist", data.display()),
-            help.clone(),
-        ));
-    }
-    let mut models: Vec<(String, String)> = vec![("train.model".into(), spec.train.model.clone())];
-    for axis in spec.sweep.axes.iter().filter(|a| a.key == "model") {
-        for (i, v) in axis.values.iter().enumerate() {
-            if let ArgValue::Str(s) = v {
-                models.push((format!("sweep.model[{i}]"), s.clone()));
-            }
-        }
-    }
-    for (key, model) in models {
-        if model.contains('/') {
-            let path = spec.resolve(&model);
-            if !path.is_file() {
-                let loc_key = if key.starts_with("sweep.") {
-                    "sweep.model"
-                } else {
-                    key.as_str()
-                };
-                let mut e = spec.error_at(
-                    loc_key,
-                    format!("model file {} does not exist", path.display()),
-                    help.clone(),
-                );
-                e.key = key;
-                out.push(e);
-            }
-        }
-    }
-    out
-}
-
-/// Where pretrained weights a spec names by bare file name (`yolov8n.pt`) may
-/// come from: Ultralytics would download such a name at run time, which fails
-/// on the offline compute nodes most clusters have.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct WeightsSource<'a> {
-    /// The site's shared weights directory (`[paths] weights`).
-    pub cache: Option<&'a Path>,
-    /// The site says compute nodes reach the internet (`[defaults] download_weights`).
-    pub downloads_allowed: bool,
-}
-
-/// Make every model the jobs will load a path they can open: a path with a
-/// `/` absolute (jobs run in the workdir, not the spec's directory), and a
-/// bare `*.pt` name the file beside the spec or in the site's weights
-/// directory. A bare `.pt` found in neither is an error, unless the site
-/// allows downloads. Bare `.yaml` names are Ultralytics' own model configs
-/// (training from scratch) and stay as they are.
-pub fn resolve_weights(spec: &mut Spec, source: &WeightsSource<'_>) -> Vec<SpecError> {
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let mut errors = Vec::new();
-    let mut resolve = |spec: &Spec, key: &str, model: &str| -> Option<String> {
-        if model.contains('/') {
-            let p = spec.resolve(model);
-            return Some(
-                if p.is_absolute() { p } else { cwd.join(p) }
-                    .display()
-                    .to_string(),
-            );
-        }
-        if !model.to_ascii_lowercase().ends_with(".pt") {
-            return None;
-        }
-        let beside = spec.resolve(model);
-        if beside.is_file() {
-            let abs = if beside.is_absolute() {
-                beside
-            } else {
-                cwd.join(beside)
-            };
-            return Some(abs.display().to_string());
-        }
-        if let Some(cached) = source.cache.map(|c| c.join(model)).filter(|p| p.is_file()) {
-            return Some(cached.display().to_string());
-        }
-        if !source.downloads_allowed {
-            let mut e = spec.error_at(
-                if key.starts_with("sweep.") { "sweep.model" } else { key },
-                format!(
-                    "pretrained weights {model} are neither beside the spec nor in the site's weights directory{}; \
-                     Ultralytics would download them at run time, which fails on offline compute nodes",
-                    source
-                        .cache
-                        .map(|c| format!(" ({})", c.display()))
-                        .unwrap_or_default()
-                ),
-                Some(format!(
-                    "give the weights' path (model = \"/shared/weights/{model}\"), ask your administrator to put {model} in \
-                     [paths] weights, or train from scratch with model = \"{}.yaml\"",
-                    model.trim_end_matches(".pt")
-                )),
-            );
-            e.key = key.to_string();
-            errors.push(e);
-        }
-        None
-    };
-    if let Some(m) = resolve(spec, "train.model", &spec.train.model.clone()) {
-        spec.train.model = m;
-    }
-    let mut replaced = Vec::new();
-    for (a, axis) in spec
-        .sweep
-        .axes
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.key == "model")
-    {
-        for (i, v) in axis.values.iter().enumerate() {
-            if let ArgValue::Str(s) = v {
-                if let Some(m) = resolve(spec, &format!("sweep.model[{i}]"), s) {
-                    replaced.push((a, i, m));
-                }
-            }
-        }
-    }
-    for (a, i, m) in replaced {
-        spec.sweep.axes[a].values[i] = ArgValue::Str(m);
-    }
-    errors
-}
-
-impl Spec {
-    /// A path from the spec, resolved against the spec's directory when relative.
-    pub fn resolve(&self, path: &str) -> PathBuf {
-        let p = Path::new(path);
-        if p.is_absolute() || self.origin.base_dir == Path::new(".") {
-            p.to_path_buf()
-        } else {
-            self.origin.base_dir.join(p)
-        }
-    }
-
-    /// `train.data` resolved against the spec's directory.
-    pub fn data_path(&self) -> PathBuf {
-        self.resolve(&self.train.data)
-    }
-}
 
 #[cfg(test)]
 mod tests;

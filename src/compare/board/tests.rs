@@ -1,4 +1,5 @@
 use super::*;
+use crate::compare::render;
 
 fn row(id: &str, fp: Option<&str>, data: &str, map: Option<f64>) -> Row {
     Row {

@@ -1,0 +1,88 @@
+//! The clap definitions: the top-level command, the global options, the subcommands.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use super::{
+    agent, backup, checkpoint, compare, dataset, doctor, gc, generate, node_setup, report, runs,
+    status, submit, validate, watch,
+};
+
+const AFTER_HELP: &str = "\
+Exit status: 0 success, 1 runtime failure, 2 invalid input (nothing was changed).
+See docs/exit-codes.md.
+
+Settings: flags > YOLO_SCHED_* environment > site file (/etc/yolo-sched/site.toml) > defaults.";
+
+/// Turn one YOLO training spec into a graph of Slurm jobs on the smallest MIG
+/// slice that fits, and set up MIG GPU nodes for Slurm.
+#[derive(Debug, Parser)]
+#[command(name = "yolo-sched", version, about, after_help = AFTER_HELP)]
+#[command(propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand accepts.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Site file to read instead of /etc/yolo-sched/site.toml.
+    #[arg(long, global = true, env = "YOLO_SCHED_SITE", value_name = "FILE")]
+    pub site: Option<PathBuf>,
+
+    /// When to colour output: auto (a terminal without NO_COLOR), always or never.
+    #[arg(
+        long,
+        global = true,
+        value_name = "WHEN",
+        default_value = "auto",
+        env = "YOLO_SCHED_COLOR"
+    )]
+    pub color: crate::printer::ColorChoice,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Submit a training spec as a chain of Slurm jobs.
+    Submit(submit::SubmitArgs),
+    /// Check a training spec without submitting anything.
+    Validate(validate::ValidateArgs),
+    /// Check an Ultralytics dataset (images, labels) and copy it to local storage.
+    Dataset(dataset::DatasetArgs),
+    /// Say whether an Ultralytics run directory can be resumed.
+    Checkpoint(checkpoint::CheckpointArgs),
+    /// Show the stages of a run.
+    Status(status::StatusArgs),
+    /// Follow a run until it ends.
+    Watch(watch::WatchArgs),
+    /// List your runs.
+    List(status::ListArgs),
+    /// Cancel every job of a run.
+    Cancel(runs::CancelArgs),
+    /// Resubmit a run from its first failed stage.
+    Resume(runs::ResumeArgs),
+    /// Print a stage's Slurm output.
+    Logs(runs::LogsArgs),
+    /// Print the audit trail.
+    Audit(runs::AuditArgs),
+    /// Undo submissions that were interrupted half-way (held jobs, manifests).
+    Gc(gc::GcArgs),
+    /// Read GPUs through NVML, apply a MIG layout, write gres.conf (admins, as root).
+    NodeSetup(node_setup::NodeSetupArgs),
+    /// Queue and MIG-slice usage reports (table, JSON, CSV, Prometheus).
+    Report(report::ReportArgs),
+    /// A leaderboard of training runs: mAP, precision, recall, time, GPU-hours, ms per image.
+    Compare(compare::CompareArgs),
+    /// Check the Slurm, accounting and NVML environment.
+    Doctor(doctor::DoctorArgs),
+    /// Shell completions and the man page.
+    Generate(generate::GenerateArgs),
+    /// The job agent beside a GPU stage's trainer: memory guard and metrics (started by the stage script).
+    Agent(agent::AgentArgs),
+    /// Back up checkpoints to S3-compatible storage, restore them, show the last backup.
+    Backup(backup::BackupArgs),
+}

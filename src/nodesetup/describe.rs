@@ -1,0 +1,105 @@
+//! Text for people and for the include file: one line per GPU decision, how
+//! `auto` serves the queue, the `--slurm-include` file.
+
+use super::{GpuDecision, ModeAction};
+use crate::gres::render::SlurmConfLines;
+use crate::mig::AutoPlan;
+
+/// One line per GPU for logs and dry runs.
+pub fn describe_gpu(g: &GpuDecision) -> String {
+    let mut parts = Vec::new();
+    match g.mode {
+        ModeAction::Keep => {}
+        ModeAction::Switch { on } => {
+            parts.push(format!("MIG mode → {}", if on { "on" } else { "off" }))
+        }
+        ModeAction::AwaitReset { on } => parts.push(format!(
+            "MIG mode {} pending (needs a GPU reset)",
+            if on { "on" } else { "off" }
+        )),
+    }
+    if !g.destroy.is_empty() {
+        parts.push(format!(
+            "destroy {}",
+            g.destroy
+                .iter()
+                .map(|d| format!("{}@{} (GI {})", d.profile, d.start, d.gi_id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !g.keep.is_empty() {
+        parts.push(format!(
+            "keep {}",
+            g.keep
+                .iter()
+                .map(|d| format!("{}@{}", d.profile, d.start))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !g.create.is_empty() {
+        parts.push(format!(
+            "create {}",
+            g.create
+                .iter()
+                .map(|c| format!("{}@{}", c.profile, c.start))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let what = if g.unchanged() {
+        "unchanged".to_string()
+    } else {
+        parts.join("; ")
+    };
+    let notes = if g.notes.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", g.notes.join("; "))
+    };
+    format!("GPU {} ({}): {what}{notes}", g.index, g.name)
+}
+
+/// The include file written by `--slurm-include`: the node's `Gres=` line and the
+/// cluster-wide settings as comments (merge those with other nodes' by hand).
+pub fn include_text(lines: &SlurmConfLines) -> String {
+    format!(
+        "# Written by `yolo-sched node-setup` for {}; replaced on every run.\n# {}\n# {}\n{}\n",
+        lines.node,
+        lines.gres_types_line(),
+        lines.accounting_line(),
+        lines.node_line()
+    )
+}
+
+/// How `auto`'s choice serves the queue, one line per demanded type.
+pub fn describe_auto(auto: &AutoPlan) -> Vec<String> {
+    let hours = |s: u64| format!("{:.1} h", s as f64 / 3600.0);
+    let mut lines = vec![format!(
+        "auto: {} pending job(s) never start, {} of waiting in all (simulated, in queue order)",
+        auto.cost.never_start,
+        hours(u64::try_from(auto.cost.wait_s).unwrap_or(u64::MAX))
+    )];
+    for s in &auto.served {
+        lines.push(format!(
+            "  {}: {} pending, {} instance(s) here, {} elsewhere, mean wait {}{}",
+            s.kind,
+            s.jobs,
+            s.instances,
+            s.elsewhere,
+            hours(s.mean_wait_s),
+            if s.never_start > 0 {
+                format!(", {} never start", s.never_start)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    for (kind, n) in &auto.not_offered {
+        lines.push(format!(
+            "  {kind}: {n} pending, not a type these GPUs offer"
+        ));
+    }
+    lines
+}

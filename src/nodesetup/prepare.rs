@@ -1,0 +1,228 @@
+//! Reading the node and deciding: the topology, `auto`'s demand, the decision,
+//! and the gres.conf text before and after. Nothing here changes the node.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::{plan, slurm, NodeDecision, Options};
+use crate::gres::minors::{mig_minors_path, MigMinors};
+use crate::gres::render::{
+    gpu_type_name, render_block, replace_block, slurm_conf_lines, NodeGres, SlurmConfLines,
+};
+use crate::mig::{plan_auto, AutoPlan, Demand, GpuTarget, Layout, LayoutCatalog};
+use crate::nvml::topology::Topology;
+use crate::nvml::Nvml;
+use crate::slurm::Slurm;
+
+/// The node as read, its decision, and the gres.conf text before and after.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prepared {
+    pub node: String,
+    pub topology: Topology,
+    pub decision: NodeDecision,
+    /// What `auto` chose and how it serves the queue, when it was used.
+    pub auto: Option<AutoPlan>,
+    pub gres_conf: PathBuf,
+    #[serde(skip)]
+    pub old_text: String,
+    /// The whole new gres.conf, or why it cannot be rendered yet.
+    #[serde(skip)]
+    pub new_text: std::result::Result<String, String>,
+    pub planned_gres: NodeGres,
+    pub slurm_lines: SlurmConfLines,
+    /// The node's block in gres.conf already says what it will say.
+    pub gres_matches: bool,
+    /// Things the admin should know (gres.conf lines outside the block for this node).
+    pub warnings: Vec<String>,
+}
+
+/// Load NVML, turning a missing driver into a clear message.
+pub fn open_nvml(lib: &OsString) -> Result<Nvml> {
+    crate::nvml::open(lib)
+}
+
+/// The layout to apply: `auto` is resolved against the node later.
+pub fn resolve_layout(arg: &str, named: &BTreeMap<String, Layout>) -> Result<Layout> {
+    crate::mig::resolve_layout_arg(arg, named)
+}
+
+pub(super) fn read_text(path: &Path) -> Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+pub(super) fn read_minors(sysroot: &Path) -> Result<MigMinors> {
+    let path = mig_minors_path(sysroot);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {} (the driver's MIG capability minors; is the nvidia-caps module loaded?)",
+            path.display()
+        )
+    })?;
+    MigMinors::parse(&text, &path.display().to_string())
+}
+
+/// Largest demand file read (`--demand`): 200,000 lines of a few dozen bytes.
+const DEMAND_FILE_LIMIT: u64 = 16 << 20;
+
+/// Targets by GPU index for the `auto` GPUs, and the plan they come from.
+type AutoTargets = (Vec<(u32, GpuTarget)>, Option<AutoPlan>);
+
+/// Plans for `auto` GPUs from the demand. Nothing to plan from is an error that says so.
+fn auto_plans(topology: &Topology, layout: &Layout, demand: &Demand) -> Result<AutoTargets> {
+    let mut indices = Vec::new();
+    let mut catalogs = Vec::new();
+    for gpu in &topology.gpus {
+        if layout.for_gpu(gpu.index, &gpu.name)? == Some(&crate::mig::GpuLayout::Auto)
+            && gpu.mig_mode.is_some()
+        {
+            indices.push(gpu.index);
+            catalogs.push(
+                LayoutCatalog::build(&plan::geometry(gpu)?)
+                    .with_whole_type(Some(gpu_type_name(&gpu.name))),
+            );
+        }
+    }
+    if indices.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let refs: Vec<&LayoutCatalog> = catalogs.iter().collect();
+    let plan = plan_auto(&refs, demand).ok_or_else(|| {
+        let offered: std::collections::BTreeSet<String> = catalogs
+            .iter()
+            .flat_map(|c| {
+                c.geometry()
+                    .profile_names()
+                    .into_iter()
+                    .map(str::to_string)
+                    .chain(c.whole_type().map(str::to_string))
+            })
+            .collect();
+        crate::error::invalid(format!(
+            "layout `auto`: no pending job asks for a GPU type these GPUs can offer \
+             (demand seen: {}; offered: {}); give a layout such as `balanced` or `all-1g`, \
+             or plan from a representative queue with `--demand FILE`",
+            if demand.is_empty() {
+                "none".to_string()
+            } else {
+                demand
+                    .iter()
+                    .map(|(p, n)| format!("{p} ×{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            offered.into_iter().collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    Ok((
+        indices.into_iter().zip(plan.gpus.clone()).collect(),
+        Some(plan),
+    ))
+}
+
+/// The demand `auto` plans from: the live queue, or `--demand FILE`, and the
+/// other nodes' instances (unless `--no-slurm` with a demand file: then the
+/// plan uses no Slurm at all).
+fn read_demand(opts: &Options, slurm: &Slurm) -> Result<Demand> {
+    let from_file = match &opts.demand_file {
+        Some(path) => {
+            let text = crate::fsutil::read_regular(path, DEMAND_FILE_LIMIT)
+                .map_err(|e| crate::error::invalid(format!("--demand: {e:#}")))?;
+            Some(
+                Demand::parse_file(&text, &path.display().to_string())
+                    .map_err(crate::error::invalid)?,
+            )
+        }
+        None => None,
+    };
+    match from_file {
+        Some(d) if !opts.use_slurm => Ok(d),
+        pending => slurm::demand(slurm, &opts.node, pending)
+            .context("reading job demand for `auto` (squeue, scontrol)"),
+    }
+}
+
+/// Read the node, decide every GPU, render the gres.conf it should have.
+pub fn prepare(nvml: &Nvml, opts: &Options, layout: &Layout, slurm: &Slurm) -> Result<Prepared> {
+    let topology = Topology::read(nvml).context("reading the GPUs through NVML")?;
+    let uses_auto = layout
+        .entries
+        .iter()
+        .any(|e| e.gpu == crate::mig::GpuLayout::Auto);
+    let (plans, auto) = if uses_auto {
+        let demand = read_demand(opts, slurm)?;
+        auto_plans(&topology, layout, &demand)?
+    } else {
+        (Vec::new(), None)
+    };
+    let decision = plan::decide(&topology, layout, &plans)?;
+    prepared_from(opts, topology, decision, auto)
+}
+
+fn prepared_from(
+    opts: &Options,
+    topology: Topology,
+    decision: NodeDecision,
+    auto: Option<AutoPlan>,
+) -> Result<Prepared> {
+    let planned_gres = plan::gres_planned(&opts.node, &topology, &decision);
+    let old_text = read_text(&opts.gres_conf)?;
+    let (new_text, warnings) = match render_file(opts, &planned_gres, &old_text) {
+        Ok((text, warnings)) => (Ok(text), warnings),
+        Err(e) => (Err(e), Vec::new()),
+    };
+    let gres_matches = matches!(&new_text, Ok(t) if *t == old_text);
+    Ok(Prepared {
+        node: opts.node.clone(),
+        slurm_lines: slurm_conf_lines(&planned_gres),
+        topology,
+        decision,
+        auto,
+        gres_conf: opts.gres_conf.clone(),
+        old_text,
+        new_text,
+        planned_gres,
+        gres_matches,
+        warnings,
+    })
+}
+
+/// The whole new gres.conf for `gres`, or why it cannot be rendered.
+/// With it, the warnings about gres.conf lines outside the block that also
+/// configure this node's GPUs.
+fn render_file(
+    opts: &Options,
+    gres: &NodeGres,
+    old_text: &str,
+) -> std::result::Result<(String, Vec<String>), String> {
+    let has_mig = gres
+        .gpus
+        .iter()
+        .any(|g| matches!(g.usage, crate::gres::render::GpuUsage::Mig { .. }));
+    let minors = if has_mig {
+        read_minors(&opts.sysroot).map_err(|e| format!("{e:#}"))?
+    } else {
+        MigMinors::default()
+    };
+    let block =
+        render_block(gres, &minors, &opts.render_options()).map_err(|e| format!("{e:#}"))?;
+    let edit = replace_block(old_text, &gres.node, &block).map_err(|e| format!("{e:#}"))?;
+    let warnings = edit
+        .conflicts
+        .iter()
+        .map(|(line, text)| {
+            format!(
+                "gres.conf line {line} also configures GPUs for {}: {text}",
+                gres.node
+            )
+        })
+        .collect();
+    Ok((edit.text, warnings))
+}

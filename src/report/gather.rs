@@ -1,0 +1,240 @@
+//! The one part of `report` with effects: the Slurm commands, the manifests, the clock.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use chrono::{Local, NaiveDateTime, TimeZone};
+
+use super::leaderboard::leaderboard;
+use super::model::{self, AccountingState, AccountingStatus, Report, Section};
+use super::nodes::{into_text, read_nodes};
+use super::render::Selection;
+use super::squeue::{self, Filter};
+use super::usage::usage_rows;
+use super::{inventory, queue, rightsizing, runs, sacct};
+use crate::slurm::Slurm;
+
+/// What to report on.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub selection: Selection,
+    pub filter: Filter,
+    /// Start of the usage window, cluster local time.
+    pub since: NaiveDateTime,
+    /// Where run manifests are; `None`: there is no state directory.
+    pub runs_dir: Option<PathBuf>,
+    /// Also build the runs' leaderboard and training curves (`--format html`);
+    /// needs the runs section.
+    pub leaderboard: bool,
+    /// Find the runs through Slurm (`--account`/`--user` without
+    /// `--runs-dir`): every run of the filter's account or user that Slurm
+    /// shows the caller, not only the caller's own index.
+    pub runs_through_slurm: bool,
+}
+
+/// A local time as RFC 3339 with the offset in force then.
+fn rfc3339(local: NaiveDateTime) -> String {
+    Local
+        .from_local_datetime(&local)
+        .earliest()
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_else(|| local.format("%Y-%m-%dT%H:%M:%S").to_string())
+}
+
+/// Run the Slurm commands the selection needs and build the report. Fails
+/// (without side effects) when `sinfo` or `squeue` cannot be run; a failing
+/// `sacct` only makes slice-hours unavailable.
+pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
+    let started = Local::now();
+    let now = started.naive_local();
+    let sel = &opts.selection;
+
+    // The three commands run side by side: each waits on a daemon (slurmctld,
+    // slurmdbd), and the report takes as long as the slowest instead of the sum.
+    // No retries: a report runs every few minutes, and a busy controller is
+    // better served by the next run than by repeated queries now.
+    let squeue_args = squeue::args(&opts.filter);
+    let squeue_args: Vec<&str> = squeue_args.iter().map(String::as_str).collect();
+    let (nodes, listing, accounting) = std::thread::scope(|scope| {
+        let accounting = sel
+            .has(Section::Usage)
+            .then(|| scope.spawn(|| slice_hours(slurm, opts, now)));
+        let listing = scope.spawn(|| slurm.run("squeue", &squeue_args));
+        let nodes = read_nodes(slurm);
+        let listing = listing.join();
+        let accounting = accounting.map(|h| h.join());
+        (nodes, listing, accounting)
+    });
+    let nodes = nodes.context("cannot read the nodes from Slurm")?;
+    let listing = listing
+        .map_err(|_| anyhow::anyhow!("the squeue reader panicked"))?
+        .context("cannot read the job queue from Slurm")?;
+    let listing = into_text(listing);
+    let accounting = accounting
+        .transpose()
+        .map_err(|_| anyhow::anyhow!("the sacct reader panicked"))?;
+
+    // The runs and their jobs' lines, picked out before the listing is dropped.
+    let manifests_needed = sel.has(Section::Runs) || sel.has(Section::RightSizing);
+    // Runs through Slurm: one more squeue and one sacct, whatever their number.
+    let team = if opts.runs_through_slurm && manifests_needed {
+        let who = crate::slurm::squeue::Who {
+            account: opts.filter.account.clone(),
+            user: opts.filter.user.clone(),
+        };
+        let since = Local
+            .from_local_datetime(&opts.since)
+            .earliest()
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .unwrap_or_else(chrono::Utc::now);
+        Some(
+            crate::run::team::find(slurm, &who, since)
+                .context("cannot find the runs through Slurm")?,
+        )
+    } else {
+        None
+    };
+    let (run_manifests, unreadable) = match (&team, &opts.runs_dir, manifests_needed) {
+        (Some(t), _, true) => (t.runs.iter().map(|r| r.manifest.clone()).collect(), vec![]),
+        (None, Some(dir), true) => runs::load(dir),
+        _ => (Vec::new(), Vec::new()),
+    };
+    let run_ids = runs::job_ids(&run_manifests);
+    let run_rows = runs::queue_rows(&listing, &run_ids);
+
+    let mut aggregator = queue::QueueAggregator::new(now, opts.filter.clone());
+    aggregator.add_text(&listing);
+    drop(listing);
+    let (queue, held, _) = aggregator.finish();
+
+    let inventory = inventory::build(&nodes, opts.filter.partition.as_deref());
+
+    let usage = accounting.map(|(accounting, parsed)| {
+        let series = parsed.as_ref().map(|p| model::UsageSeries {
+            bucket_seconds: p.bucket_seconds,
+            buckets: sacct::SERIES_BUCKETS,
+            by_type: p
+                .series
+                .iter()
+                .map(|(kind, secs)| model::TypeSeries {
+                    kind: kind.clone(),
+                    slices: secs
+                        .iter()
+                        .map(|s| (s / p.bucket_seconds as f64 * 100.0).round() / 100.0)
+                        .collect(),
+                })
+                .collect(),
+        });
+        let mut u = usage_rows(
+            accounting,
+            parsed.map(|p| p.hours),
+            held,
+            (now - opts.since).num_seconds(),
+        );
+        u.series = series;
+        u
+    });
+
+    // Run jobs that left the queue: one `sacct -j`, as `status` asks it,
+    // unless the usage query just found that there is no accounting.
+    if usage
+        .as_ref()
+        .is_some_and(|u| u.accounting.status == AccountingStatus::Disabled)
+    {
+        crate::run::query::note_accounting_off();
+    }
+    let gone = runs::missing(&run_ids, &run_rows);
+    let statuses = match &team {
+        Some(t) => t.runs.iter().map(|r| r.status.clone()).collect(),
+        None => {
+            let acct = if gone.is_empty() || !sel.has(Section::Runs) {
+                Vec::new()
+            } else {
+                crate::run::query::sacct_rows(slurm, &gone)
+            };
+            runs::statuses(&run_manifests, &run_rows, &acct)
+        }
+    };
+    let manifests: Vec<runs::Manifest> = run_manifests
+        .iter()
+        .zip(&statuses)
+        .map(|(m, st)| runs::view(m, st))
+        .collect();
+    let (leaderboard, curves, curves_omitted) = if opts.leaderboard && sel.has(Section::Runs) {
+        leaderboard(&run_manifests, &statuses)?
+    } else {
+        (None, Vec::new(), 0)
+    };
+    let runs = sel.has(Section::Runs).then(|| {
+        let dir = match &team {
+            Some(_) => PathBuf::from("slurm"),
+            None => opts.runs_dir.clone().unwrap_or_default(),
+        };
+        runs::summarise(&dir, &manifests, unreadable)
+    });
+    let right_sizing = sel.has(Section::RightSizing).then(|| {
+        let types: Vec<String> = inventory
+            .totals
+            .iter()
+            .filter_map(|t| t.kind.strip_prefix("gpu:").map(str::to_string))
+            .collect();
+        rightsizing::hints(&manifests, &types)
+    });
+
+    Ok(Report {
+        schema_version: model::SCHEMA_VERSION,
+        generated_at: started.to_rfc3339(),
+        generated_unix: started.timestamp(),
+        filters: model::Filters {
+            partition: opts.filter.partition.clone(),
+            user: opts.filter.user.clone(),
+            account: opts.filter.account.clone(),
+            since: rfc3339(opts.since),
+            window_seconds: (now - opts.since).num_seconds(),
+        },
+        inventory: sel.has(Section::Inventory).then_some(inventory),
+        queue: sel.has(Section::Queue).then_some(queue),
+        usage,
+        runs,
+        right_sizing,
+        leaderboard,
+        curves,
+        curves_omitted,
+    })
+}
+
+/// The one `sacct` call; its failure is reported, not raised.
+fn slice_hours(
+    slurm: &Slurm,
+    opts: &Options,
+    now: NaiveDateTime,
+) -> (AccountingState, Option<sacct::Parsed>) {
+    let args = sacct::args(opts.since, &opts.filter);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match slurm.run_raw("sacct", &args) {
+        Ok(out) if out.status.success() => {
+            let parsed = sacct::parse(&into_text(out), opts.since, now, &opts.filter);
+            let message = (parsed.unparsed_lines > 0)
+                .then(|| format!("{} sacct line(s) could not be read", parsed.unparsed_lines));
+            let state = AccountingState {
+                status: AccountingStatus::Ok,
+                message,
+            };
+            (state, Some(parsed))
+        }
+        Ok(out) => (
+            sacct::failure_state(
+                &out.stderr_str(),
+                &crate::process::describe_status(&out.status),
+            ),
+            None,
+        ),
+        Err(err) => (
+            AccountingState {
+                status: AccountingStatus::Failed,
+                message: Some(format!("{err:#}")),
+            },
+            None,
+        ),
+    }
+}
