@@ -426,6 +426,17 @@ fn squeue_field(job: u64, field: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// The node's state as sinfo words it (`idle`, `down*`: `*` while it does not answer).
+fn node_state(node: &str) -> Option<String> {
+    let out = Command::new("sinfo")
+        .args(["-h", "-N", "-n", node, "-o", "%t"])
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.lines().next().map(|l| l.trim().to_string())
+}
+
 /// Start the node's slurmd again as `cluster.sh up` does, and resume the node.
 fn bring_back(node: &str) -> Duration {
     let start = Instant::now();
@@ -439,10 +450,17 @@ fn bring_back(node: &str) -> Duration {
             .expect("starting slurmd");
         assert!(status.success(), "slurmd -N {node}: {status}");
     }
-    let _ = Command::new("scontrol")
-        .args(["update", &format!("nodename={node}"), "state=resume"])
-        .stdin(Stdio::null())
-        .status();
+    // With ReturnToService=2 a node that registers again returns by itself;
+    // one that stays down is resumed as an administrator would.
+    let _ = wait_until(Duration::from_secs(30), "the node registers", || {
+        node_state(node).is_some_and(|s| !s.contains('*'))
+    });
+    if node_state(node).is_some_and(|s| s.starts_with("down") || s.starts_with("drain")) {
+        let _ = Command::new("scontrol")
+            .args(["update", &format!("nodename={node}"), "state=resume"])
+            .stdin(Stdio::null())
+            .output();
+    }
     wait_until(Duration::from_secs(90), "the node takes jobs again", || {
         let s = Command::new("sinfo")
             .args(["-h", "-N", "-n", node, "-o", "%t"])
@@ -541,6 +559,20 @@ fn slurmd_killed_during_training_the_run_goes_on_from_its_checkpoint() {
     let back = bring_back(&node);
 
     let requeued = decided == "PENDING" || decided == "CONFIGURING" || decided == "REQUEUED";
+    // Slurm holds a requeued job until a begin time (reason BeginTime,
+    // about two minutes on): that wait also keeps the kill of the old
+    // incarnation, queued for the dead node, from reaching the new one when
+    // the node returns. (Moving the begin time to now lets that stale kill
+    // cancel the requeued job "due to node failure".)
+    let held_for = if requeued {
+        format!(
+            "reason {}, begin time {}",
+            squeue_field(train, "%r"),
+            squeue_field(train, "%S")
+        )
+    } else {
+        String::new()
+    };
     if !requeued {
         // Slurm failed it: the run failed in train, and resume continues it.
         let (_, st, _, _) = status_json(&f, &run_id);
@@ -584,9 +616,11 @@ fn slurmd_killed_during_training_the_run_goes_on_from_its_checkpoint() {
         "the second start resumed from last.pt:\n{log}"
     );
     eprintln!(
-        "FIGURES slurmd: killed at epoch {}, Slurm said {decided} after {decision:?}, \
-         node back in {back:?}, run completed {done:?} after the kill",
-        reached.len()
+        "FIGURES slurmd: killed at epoch {}, Slurm said {decided} after {decision:?} \
+         ({held_for}, killed at {}), node back in {back:?}, run completed {done:?} after the kill",
+        reached.len(),
+        (chrono::Utc::now() - chrono::Duration::from_std(done).unwrap())
+            .format("%Y-%m-%dT%H:%M:%S")
     );
 }
 
