@@ -158,6 +158,12 @@ fn bounded(cmd: &mut Command, limit: Duration) -> Output {
     out
 }
 
+/// The workdir an index entry names.
+fn index_workdir(index: &Path, run_id: &str) -> PathBuf {
+    let v: Value = serde_json::from_str(&read(&index.join(format!("{run_id}.json")))).unwrap();
+    PathBuf::from(v["workdir"].as_str().unwrap())
+}
+
 fn status_json(f: &RunFixture, run_id: &str) -> (Option<i32>, Value, String, Duration) {
     let start = Instant::now();
     let out = bounded(
@@ -852,7 +858,8 @@ fn four_submitters_at_once_record_every_run_once_while_readers_loop() {
             let first_id = &first_id;
             s.spawn(move || {
                 let mut reads: Vec<(String, Output, Duration)> = Vec::new();
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                // While the submitters run, and at least five rounds.
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads.len() < 15 {
                     for args in [
                         vec!["status", "--json", first_id.as_str()],
                         vec!["list", "--json", "--limit", "100"],
@@ -954,13 +961,37 @@ fn four_submitters_at_once_record_every_run_once_while_readers_loop() {
         .map(|l| l.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "journal entries left: {left:?}");
+    // Each run's manifest holds its own three jobs, and Slurm knows no job
+    // of a run that its manifest does not name (no stage submitted twice).
+    // Finished jobs may already have left squeue (MinJobAge), so only that
+    // direction is checked there.
+    let queued = jobs_of_name("many");
+    let mut every_job = Vec::new();
     for id in &unique {
-        let jobs = jobs_of_name("many")
-            .into_iter()
+        let m: Value =
+            serde_json::from_str(&read(&index_workdir(&index, id).join("manifest.json"))).unwrap();
+        let mine: Vec<u64> = m["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["attempts"].as_array().unwrap().iter())
+            .map(|a| a["job_id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(mine.len(), 3, "run {id}: {mine:?}");
+        let tagged: Vec<u64> = queued
+            .iter()
             .filter(|(_, c)| c.starts_with(&format!("yolo-sched:{id}:")))
-            .count();
-        assert_eq!(jobs, 3, "run {id} has its three jobs");
+            .map(|(j, _)| *j)
+            .collect();
+        assert!(
+            tagged.iter().all(|j| mine.contains(j)),
+            "run {id}: Slurm has {tagged:?}, the manifest {mine:?}"
+        );
+        every_job.extend(mine);
     }
+    every_job.sort();
+    every_job.dedup();
+    assert_eq!(every_job.len(), 3 * total, "no job shared by two runs");
     cancel_ids(&all_ids);
     eprintln!(
         "FIGURES submitters: {} submits by {SUBMITTERS} processes in {took:?}, \
