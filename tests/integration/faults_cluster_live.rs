@@ -707,19 +707,20 @@ impl Drop for SmallDisk {
     }
 }
 
-#[test]
-#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
-fn a_full_workdir_filesystem_fails_submit_cleanly_at_every_write() {
-    let _cluster = common::cluster(module_path!());
-    let _turn = disrupt();
-    let f = RunFixture::new();
-    let disk = SmallDisk::new(f.path().join("disk"), "1m");
-    let workdir = disk.at.join("run");
-    let name = "diskfull";
-    let spec = spec(&f, name, &workdir, 2);
+/// Submit into a workdir on `disk` filled to 0, 1, 2, … free pages until one
+/// fits; `state_home` is XDG_STATE_HOME (on the disk too, or not). Returns
+/// the refusals, the page count that fits, and the first line of each message.
+fn disk_full_sweep(
+    f: &RunFixture,
+    disk: &SmallDisk,
+    state_home: &Path,
+    name: &str,
+) -> (u32, u64, Vec<String>) {
+    let workdir = disk.at.join(format!("run-{name}"));
+    let spec = spec(f, name, &workdir, 2);
     let page = 4096;
-    let index = f.path().join("state/yolo-sched/runs");
-    let journal = f.path().join("state/yolo-sched/submissions");
+    let index = state_home.join("yolo-sched/runs");
+    let journal = state_home.join("yolo-sched/submissions");
     let entries = |dir: &Path| -> Vec<String> {
         std::fs::read_dir(dir)
             .map(|l| {
@@ -729,23 +730,28 @@ fn a_full_workdir_filesystem_fails_submit_cleanly_at_every_write() {
             })
             .unwrap_or_default()
     };
+    let submit = || {
+        bounded(
+            f.cmd()
+                .env("XDG_STATE_HOME", state_home)
+                .args(["submit", "--json"])
+                .arg(&spec),
+            Duration::from_secs(120),
+        )
+    };
     let mut failures = 0;
-    let mut fits_at = None;
     let mut messages = Vec::new();
     // From no free page up: every submit either fails cleanly or succeeds.
     for pages in 0..64u64 {
         disk.clear();
         disk.fill(pages * page);
         let before: Vec<u64> = jobs_of_name(name).into_iter().map(|(id, _)| id).collect();
-        let out = bounded(
-            f.cmd().args(["submit", "--json"]).arg(&spec),
-            Duration::from_secs(120),
-        );
+        let out = submit();
         if out.status.code() == Some(0) {
-            fits_at = Some(pages);
-            let v = json(&out);
-            cancel_ids(&submitted_ids(&v));
-            break;
+            cancel_ids(&submitted_ids(&json(&out)));
+            assert!(failures >= 2, "the disk was full for several writes");
+            messages.dedup();
+            return (failures, pages, messages);
         }
         failures += 1;
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -755,7 +761,7 @@ fn a_full_workdir_filesystem_fails_submit_cleanly_at_every_write() {
             "the message says the disk is full: {err}"
         );
         assert!(
-            err.contains(&workdir.display().to_string()),
+            err.contains(&disk.at.display().to_string()),
             "the message says where: {err}"
         );
         messages.push(err.lines().next().unwrap_or("").to_string());
@@ -765,9 +771,9 @@ fn a_full_workdir_filesystem_fails_submit_cleanly_at_every_write() {
             .filter(|(id, _)| !before.contains(id))
             .collect();
         assert!(jobs.is_empty(), "{pages} free pages: jobs left {jobs:?}");
-        let files = files_under(&workdir);
+        let files = files_under(&disk.at);
         assert!(
-            !files.iter().any(|p| p == "manifest.json"),
+            !files.iter().any(|p| p.ends_with("manifest.json")),
             "{pages} pages: a manifest is left: {files:?}"
         );
         assert!(
@@ -786,10 +792,7 @@ fn a_full_workdir_filesystem_fails_submit_cleanly_at_every_write() {
         );
         // Freeing space is all it takes to submit that workdir.
         std::fs::remove_file(disk.at.join("filler")).unwrap();
-        let again = bounded(
-            f.cmd().args(["submit", "--json"]).arg(&spec),
-            Duration::from_secs(120),
-        );
+        let again = submit();
         assert_eq!(again.status.code(), Some(0), "after freeing space");
         let v = json(&again);
         let run_id = v["run_id"].as_str().unwrap().to_string();
@@ -797,12 +800,29 @@ fn a_full_workdir_filesystem_fails_submit_cleanly_at_every_write() {
         assert_eq!(entries(&index), vec![format!("{run_id}.json")]);
         std::fs::remove_file(index.join(format!("{run_id}.json"))).unwrap();
     }
-    let fits_at = fits_at.expect("a submit fits in 64 free pages");
-    assert!(failures >= 2, "the disk was full for several writes");
-    messages.dedup();
+    panic!("no submit fitted in 64 free pages");
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
+fn a_full_workdir_filesystem_fails_submit_cleanly_at_every_write() {
+    let _cluster = common::cluster(module_path!());
+    let _turn = disrupt();
+    let f = RunFixture::new();
+    let disk = SmallDisk::new(f.path().join("disk"), "1m");
+    // The workdir on the full disk, the state directory elsewhere …
+    let (refused, fits, messages) = disk_full_sweep(&f, &disk, &f.path().join("state"), "diskfull");
     eprintln!(
-        "FIGURES disk full: {failures} submits refused (0..{fits_at} free pages), \
-         the first that fits at {fits_at} pages; messages: {messages:#?}"
+        "FIGURES disk full (workdir): {refused} submits refused (0..{fits} free pages), \
+         the first that fits at {fits} pages; messages: {messages:#?}"
+    );
+    // … and both on it: the journal, index entry and audit line cannot be
+    // written either.
+    let (refused, fits, messages) =
+        disk_full_sweep(&f, &disk, &disk.at.join("state"), "diskfullstate");
+    eprintln!(
+        "FIGURES disk full (workdir and state): {refused} submits refused (0..{fits} free pages), \
+         the first that fits at {fits} pages; messages: {messages:#?}"
     );
 }
 
