@@ -709,13 +709,14 @@ impl Drop for SmallDisk {
 
 /// Submit into a workdir on `disk` filled to 0, 1, 2, … free pages until one
 /// fits; `state_home` is XDG_STATE_HOME (on the disk too, or not). Returns
-/// the refusals, the page count that fits, and the first line of each message.
+/// the free page count that fits (every count below it was refused) and the
+/// first line of each message.
 fn disk_full_sweep(
     f: &RunFixture,
     disk: &SmallDisk,
     state_home: &Path,
     name: &str,
-) -> (u32, u64, Vec<String>) {
+) -> (u64, Vec<String>) {
     let workdir = disk.at.join(format!("run-{name}"));
     let spec = spec(f, name, &workdir, 2);
     let page = 4096;
@@ -739,7 +740,6 @@ fn disk_full_sweep(
             Duration::from_secs(120),
         )
     };
-    let mut failures = 0;
     let mut messages = Vec::new();
     // From no free page up: every submit either fails cleanly or succeeds.
     for pages in 0..64u64 {
@@ -749,11 +749,10 @@ fn disk_full_sweep(
         let out = submit();
         if out.status.code() == Some(0) {
             cancel_ids(&submitted_ids(&json(&out)));
-            assert!(failures >= 2, "the disk was full for several writes");
+            assert!(pages >= 2, "the disk was full for several writes");
             messages.dedup();
-            return (failures, pages, messages);
+            return (pages, messages);
         }
-        failures += 1;
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(1), "a full disk is exit 1: {err}");
         assert!(
@@ -811,17 +810,16 @@ fn a_full_workdir_filesystem_fails_submit_cleanly_at_every_write() {
     let f = RunFixture::new();
     let disk = SmallDisk::new(f.path().join("disk"), "1m");
     // The workdir on the full disk, the state directory elsewhere …
-    let (refused, fits, messages) = disk_full_sweep(&f, &disk, &f.path().join("state"), "diskfull");
+    let (fits, messages) = disk_full_sweep(&f, &disk, &f.path().join("state"), "diskfull");
     eprintln!(
-        "FIGURES disk full (workdir): {refused} submits refused (0..{fits} free pages), \
+        "FIGURES disk full (workdir): {fits} submits refused (0..{fits} free pages), \
          the first that fits at {fits} pages; messages: {messages:#?}"
     );
     // … and both on it: the journal, index entry and audit line cannot be
     // written either.
-    let (refused, fits, messages) =
-        disk_full_sweep(&f, &disk, &disk.at.join("state"), "diskfullstate");
+    let (fits, messages) = disk_full_sweep(&f, &disk, &disk.at.join("state"), "diskfullstate");
     eprintln!(
-        "FIGURES disk full (workdir and state): {refused} submits refused (0..{fits} free pages), \
+        "FIGURES disk full (workdir and state): {fits} submits refused (0..{fits} free pages), \
          the first that fits at {fits} pages; messages: {messages:#?}"
     );
 }
