@@ -13,8 +13,9 @@
 #   slurm/cluster.sh mig-down  MIG_NODE=0 + reload: remove mig1, its gres.conf block and include
 #
 # Settings (environment):
-#   NODES=N           slurmd instances on this host (node1..nodeN, default 1; a running
-#                     cluster keeps its NODES, ACCOUNTING and MIN_JOB_AGE unless given)
+#   NODES=N           slurmd instances on this host (node1..nodeN, default 1; a cluster
+#                     that is up, or whose daemons stopped without `down`, keeps its
+#                     NODES, ACCOUNTING and MIN_JOB_AGE unless given)
 #   ACCOUNTING=0|1    MariaDB + slurmdbd so that sacct works (default 0; jobcomp/filetxt is always on)
 #   MIN_JOB_AGE=S     seconds slurmctld keeps finished jobs (default 1800; see docs/local-cluster.md)
 #   IDLE_TIMEOUT=S    how long up waits for the nodes to become idle (default 60)
@@ -67,7 +68,9 @@ readonly TEST_USER=researcher
 # A running cluster keeps its settings unless they are given again: `up`
 # without NODES must not shrink a two-node cluster someone else started.
 readonly SETTINGS_FILE=/run/yolo-slurm/settings
-if [ -r "$SETTINGS_FILE" ] && [ -s /run/yolo-slurm/slurmctld.pid ]; then
+# The file outlives a stopped slurmctld (which removes its pid file) and is
+# removed by `down`: an `up` that restarts a stopped slurmctld keeps NODES.
+if [ -r "$SETTINGS_FILE" ]; then
     while IFS='=' read -r key value; do
         case "$key" in
         NODES) NODES=${NODES:-$value} ;;

@@ -168,7 +168,7 @@ where
     let (tmp_path, mut tmp) = create_temp(&dir, &name)?;
     let result = (|| -> Result<()> {
         tmp.write_all(bytes)
-            .with_context(|| format!("writing {}", tmp_path.display()))?;
+            .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
         tmp.set_permissions(fs::Permissions::from_mode(mode))
             .with_context(|| format!("setting mode {mode:o} on {}", tmp_path.display()))?;
         if let Some((uid, gid)) = old_owner {
@@ -180,7 +180,7 @@ where
             }
         }
         tmp.sync_all()
-            .with_context(|| format!("syncing {}", tmp_path.display()))?;
+            .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
         let mut written = Vec::with_capacity(bytes.len());
         File::open(&tmp_path)
             .and_then(|mut f| f.read_to_end(&mut written))
@@ -293,12 +293,88 @@ fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
             Ok(f) => return Ok((path, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("creating a temporary file in {}", dir.display()))
+                return Err(io_error(
+                    e,
+                    format!("creating a temporary file in {}", dir.display()),
+                    dir,
+                ))
             }
         }
     }
     bail!("could not create a temporary file in {}", dir.display())
+}
+
+/// An I/O error with what was being done; a full filesystem (or quota) is
+/// said in plain words with the directory it happened in, since the OS's
+/// "No space left on device" names neither.
+pub fn io_error(err: std::io::Error, doing: String, dir: &Path) -> anyhow::Error {
+    let full = matches!(
+        err.raw_os_error(),
+        Some(code) if code == nix::errno::Errno::ENOSPC as i32
+            || code == nix::errno::Errno::EDQUOT as i32
+    );
+    if full {
+        anyhow::Error::new(err).context(format!(
+            "{doing}: the disk is full (no space left on the filesystem of {})",
+            dir.display()
+        ))
+    } else {
+        anyhow::Error::new(err).context(doing)
+    }
+}
+
+/// Refuse before a change of several steps (a submission: jobs, then files)
+/// when a filesystem has no room for what it will write. `wants` lists
+/// directories (existing or to be made) and the sizes of the files to be
+/// written in each; files on one filesystem add up, each rounded up to whole
+/// blocks. Free space is what this user may use (root: the reserve too). A
+/// filesystem filled between this check and the write is still caught by the
+/// write itself; this only spares the steps before it.
+pub fn ensure_room(wants: &[(&Path, &[u64])]) -> Result<()> {
+    // (device, directory shown, blocks wanted, blocks free, block size)
+    let mut per_fs: Vec<(u64, PathBuf, u64, u64, u64)> = Vec::new();
+    for (dir, sizes) in wants {
+        let mut at: &Path = dir;
+        while !at.exists() {
+            match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => at = p,
+                _ => break,
+            }
+        }
+        let dev = fs::metadata(at)
+            .with_context(|| format!("reading {}", at.display()))?
+            .dev();
+        let st = nix::sys::statvfs::statvfs(at)
+            .with_context(|| format!("asking for the free space of {}", at.display()))?;
+        let block = (st.fragment_size() as u64).max(1);
+        let blocks: u64 = sizes.iter().map(|s| s.div_ceil(block).max(1)).sum();
+        match per_fs.iter_mut().find(|f| f.0 == dev) {
+            Some(f) => f.2 += blocks,
+            None => {
+                let free = if nix::unistd::geteuid().is_root() {
+                    st.blocks_free()
+                } else {
+                    st.blocks_available()
+                } as u64;
+                per_fs.push((dev, dir.to_path_buf(), blocks, free, block));
+            }
+        }
+    }
+    for (_, dir, wanted, free, block) in per_fs {
+        if free < wanted {
+            return Err(io_error(
+                std::io::Error::from_raw_os_error(nix::errno::Errno::ENOSPC as i32),
+                format!(
+                    "{} KiB are needed in {}, {} KiB are free",
+                    (wanted * block).div_ceil(1024),
+                    dir.display(),
+                    (free * block) / 1024
+                ),
+                &dir,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// fsync a directory so a rename in it survives a crash.
@@ -311,6 +387,17 @@ fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ensure_room_refuses_what_does_not_fit_and_says_the_disk_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let below = dir.path().join("not/made/yet");
+        ensure_room(&[(below.as_path(), &[1, 4096])]).unwrap();
+        let err = ensure_room(&[(below.as_path(), &[u64::MAX / 2, u64::MAX / 4])]).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("the disk is full"), "{text}");
+        assert!(text.contains(&below.display().to_string()), "{text}");
+    }
 
     fn leftovers(dir: &Path) -> Vec<String> {
         fs::read_dir(dir)

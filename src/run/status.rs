@@ -690,7 +690,14 @@ pub fn compute(
                 t.source = Source::Sacct;
                 t
             } else {
-                task_from_files(job_id, task, attempt.job_id, file)
+                let mut t = task_from_files(job_id, task, attempt.job_id, file);
+                if !slurm_reachable && t.state == TaskState::Lost {
+                    // Slurm was not asked, so it did not say it forgot the job:
+                    // started with no end record is running as last known (the
+                    // status is marked stale), not lost and so not failed.
+                    t.state = TaskState::Running;
+                }
+                t
             };
             if let Some(r) = guards
                 .get(&(stage.stage.clone(), task))
@@ -1126,6 +1133,27 @@ mod tests {
         );
         assert_eq!(s.stage("train").unwrap().tasks[0].state, TaskState::Unknown);
         assert!(s.stale);
+    }
+
+    #[test]
+    fn a_started_task_is_running_not_lost_when_slurm_could_not_be_asked() {
+        let m = manifest(vec![stage("prepare", 1, 30), stage("train", 1, 31)]);
+        let mut files = JobFiles::new();
+        let rec = |code: Option<i32>| JobFileRecord {
+            array_job_id: "31".into(),
+            exit_code: code,
+            ..Default::default()
+        };
+        files.insert(("train".into(), None), (Some(rec(None)), None));
+        // slurmctld down: the last known state, marked stale.
+        let s = compute(&m, &[], &[], &files, false);
+        assert_eq!(s.stage("train").unwrap().state, TaskState::Running);
+        assert!(s.stale);
+        assert!(!matches!(s.state, RunState::Failed { .. }), "{:?}", s.state);
+        // Slurm answered and no longer knows the job: lost, the run failed.
+        let s = compute(&m, &[], &[], &files, true);
+        assert_eq!(s.stage("train").unwrap().tasks[0].state, TaskState::Lost);
+        assert!(matches!(s.state, RunState::Failed { .. }), "{:?}", s.state);
     }
 
     #[test]

@@ -136,8 +136,10 @@ pub fn submit(
     )?;
 
     for sub in ["scripts", "logs", "state"] {
-        std::fs::create_dir_all(workdir.join(sub))
-            .with_context(|| format!("creating {}", workdir.join(sub).display()))?;
+        let dir = workdir.join(sub);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            crate::fsutil::io_error(e, format!("creating {}", dir.display()), &workdir)
+        })?;
     }
     let script_paths: Vec<PathBuf> = scripts
         .iter()
@@ -176,6 +178,37 @@ pub fn submit(
             jobs,
         });
     }
+
+    // A full disk is found before anything is submitted: the manifest (its
+    // size with the longest job ids), and in the state directory the journal
+    // entry (and its rewrite), the index entry and the audit line.
+    let placeholder: Vec<SubmittedJob> = plan
+        .stages
+        .iter()
+        .map(|s| SubmittedJob {
+            stage: s.kind,
+            job_id: u64::MAX,
+            array: None,
+            dependency: Some(format!("afterok:{}", u64::MAX)),
+            depends_on: vec![u64::MAX; s.depends_on.len()],
+        })
+        .collect();
+    let manifest_len = serde_json::to_vec_pretty(&build_manifest(
+        req.spec,
+        &spec,
+        &plan,
+        &run_id,
+        &workdir,
+        &placeholder,
+        now,
+    )?)?
+    .len() as u64;
+    let state = manifest::state_dir()?;
+    crate::fsutil::ensure_room(&[
+        (workdir.as_path(), &[manifest_len]),
+        (state.as_path(), &[4096, 4096, 4096, 4096]),
+    ])
+    .context("nothing was submitted: the run's files would not fit")?;
 
     let mut journal = Journal::begin(Purpose::Submit, &run_id, &workdir)?;
     let submitted = match chain::submit_held(slurm, &requests, &mut journal) {

@@ -25,6 +25,7 @@ mod compare_live;
 mod compare_recorded;
 mod dataset_check;
 mod escalate_live;
+mod faults_cluster_live;
 mod faults_live;
 mod gres_slurmd;
 mod hostile_inputs;
