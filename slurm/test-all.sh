@@ -58,8 +58,10 @@ python3 -m unittest discover -s bench/replay -p 'test_*.py' 2>&1 | tail -n 3
 set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
 # First pass: the cluster without accounting, as many sites run it.
+# Four test threads on two cores: most live tests wait on Slurm, and a test
+# waiting for its module's turn on the cluster holds a thread while it waits.
 YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast -- --include-ignored \
-    --skip accounting_live:: --skip tiers_live:: 2>&1 | tee target/test-all.log
+    --test-threads=4 --skip accounting_live:: --skip tiers_live:: 2>&1 | tee target/test-all.log
 status=${PIPESTATUS[0]}
 # Second pass: the same cluster with MariaDB + slurmdbd and a short MinJobAge,
 # so finished jobs leave slurmctld within seconds and only sacct knows them.

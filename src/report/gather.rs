@@ -76,6 +76,13 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
 
     // The runs and their jobs' lines, picked out before the listing is dropped.
     let manifests_needed = sel.has(Section::Runs) || sel.has(Section::RightSizing);
+    // No accounting (the usage query found out): sacct is not asked again.
+    if accounting
+        .as_ref()
+        .is_some_and(|(a, _)| a.status == AccountingStatus::Disabled)
+    {
+        crate::run::query::note_accounting_off();
+    }
     // Runs through Slurm: one more squeue and one sacct, whatever their number.
     let team = if opts.runs_through_slurm && manifests_needed {
         let who = crate::slurm::squeue::Who {

@@ -566,7 +566,7 @@ fn slurmd_killed_during_training_the_run_goes_on_from_its_checkpoint() {
 
     let requeued = decided == "PENDING" || decided == "CONFIGURING" || decided == "REQUEUED";
     // Slurm holds a requeued job until a begin time (reason BeginTime,
-    // about two minutes on): that wait also keeps the kill of the old
+    // cred_expire + 1 s on, 31 s with the test cluster's AuthInfo): that wait also keeps the kill of the old
     // incarnation, queued for the dead node, from reaching the new one when
     // the node returns. (Moving the begin time to now lets that stale kill
     // cancel the requeued job "due to node failure".)

@@ -107,8 +107,7 @@ impl Tiers {
         for (k, v) in vars {
             c.arg(format!("{k}={v}"));
         }
-        c
-            .arg(format!("HOME=/home/{user}"))
+        c.arg(format!("HOME=/home/{user}"))
             .arg("XDG_STATE_HOME=")
             .arg(format!("YOLO_SCHED_YOLO={}", self.standin.display()))
             .arg("YOLO_STANDIN_EPOCH_SECONDS=2")
@@ -251,7 +250,10 @@ fn each_tier_sees_and_cancels_what_slurm_allows() {
     // One squeue and one sacct, whatever the number of runs.
     let trace = t.dir.path().join("list-trace");
     let out = run(t
-        .cmd_with(ALICE, &[("YOLO_SCHED_SLURM_TRACE", trace.to_str().unwrap())])
+        .cmd_with(
+            ALICE,
+            &[("YOLO_SCHED_SLURM_TRACE", trace.to_str().unwrap())],
+        )
         .args(["list", "--account", "vision", "--json"]));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let calls = read(&trace);
