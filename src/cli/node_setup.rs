@@ -246,22 +246,49 @@ fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> 
             .or_else(|| section.reset_command.clone())
             .unwrap_or_else(|| DEFAULT_RESET.to_string())
     });
+    let gres_conf = args
+        .gres_conf
+        .clone()
+        .or_else(|| section.gres_conf.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_GRES_CONF));
+    let reconfigure_cmd = args
+        .reconfigure_cmd
+        .clone()
+        .or_else(|| section.reconfigure_command.clone())
+        .unwrap_or_else(|| DEFAULT_RECONFIGURE.to_string());
+    // Every other input is checked here too, before step 1: a file that
+    // cannot be written, or a command that cannot be run, would otherwise be
+    // found only after MIG mode changed.
+    let what_gres = if args.gres_conf.is_some() {
+        "--gres-conf"
+    } else {
+        "[node_setup] gres_conf"
+    };
+    crate::fsutil::check_target(&gres_conf, what_gres).map_err(invalid)?;
+    if let Some(p) = &args.slurm_include {
+        crate::fsutil::check_target(p, "--slurm-include").map_err(invalid)?;
+    }
+    for (flag, cmd) in [
+        ("--reset-cmd", reset_cmd.as_deref()),
+        ("--reconfigure-cmd", Some(reconfigure_cmd.as_str())),
+    ] {
+        if let Some(c) = cmd {
+            if c.trim().is_empty() || c.chars().any(|ch| ch.is_control() && ch != '\t') {
+                return Err(invalid(format!(
+                    "{flag} {:?}: expected a command line (not empty, no control characters)",
+                    crate::text::clip(c)
+                )));
+            }
+        }
+    }
     Ok(Options {
         nvml_lib: crate::nvml::library_path(args.nvml_lib.path.as_ref()),
         sysroot: args.sysroot.clone().unwrap_or_else(|| PathBuf::from("/")),
-        gres_conf: args
-            .gres_conf
-            .clone()
-            .or_else(|| section.gres_conf.clone())
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_GRES_CONF)),
+        gres_conf,
         node,
         slurm_include: args.slurm_include.clone(),
         use_slurm: !args.no_slurm,
-        reconfigure_cmd: args
-            .reconfigure_cmd
-            .clone()
-            .or_else(|| section.reconfigure_command.clone())
-            .unwrap_or_else(|| DEFAULT_RECONFIGURE.to_string()),
+        reconfigure_cmd,
         reset_cmd,
         force: args.force,
         drain_timeout: Duration::from_secs(

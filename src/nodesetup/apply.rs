@@ -408,7 +408,10 @@ fn write_gres(log: &mut Log<'_>, opts: &Options, topology: &Topology) -> Result<
 /// Show the slurm.conf lines, and write them to `--slurm-include` when given.
 fn write_include(log: &mut Log<'_>, opts: &Options, gres: &NodeGres) -> Result<SlurmConfLines> {
     let lines = slurm_conf_lines(gres);
-    eprint!("{}", indent(&lines.to_string()));
+    // Through the printer, as the step log is: the library never prints.
+    for line in indent(&lines.to_string()).lines() {
+        log.printer.note(line);
+    }
     if let Some(path) = &opts.slurm_include {
         crate::fsutil::write_atomic(path, include_text(&lines).as_bytes(), 0o644)?;
         log.did(format!("wrote {}", path.display()));

@@ -89,7 +89,7 @@ impl Node {
     /// Instances per GPU as `profile@start`, from the fake's state through `--show --json`.
     fn instances(&self) -> Vec<Vec<String>> {
         let out = self.run(&["--show", "--json"]);
-        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["gpus"]
             .as_array()
@@ -908,4 +908,116 @@ fn a_bad_node_name_is_refused_before_the_first_change() {
         (node.instances(), node.fake.state(), node.gres_text()),
         before
     );
+}
+
+/// Every other input of `--apply` is checked before the first change too
+/// (issue 13, class 6): a bad path, count, layout, demand file or command
+/// exits 2 (or 1 where the input is fine but the machine refuses) with the
+/// MIG mode, the instances and gres.conf as they were.
+#[test]
+fn every_bad_input_of_apply_is_refused_before_the_first_change() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let dir = node.fake.dir.path().to_path_buf();
+    let fifo = dir.join("a-fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let subdir = dir.join("a-dir");
+    std::fs::create_dir_all(&subdir).unwrap();
+    let before = (node.instances(), node.fake.state(), node.gres_text());
+    let gres = node.gres.display().to_string();
+    let d = |p: &Path| p.display().to_string();
+    // (what, the flags that replace the defaults, the exit status)
+    let cases: Vec<(&str, Vec<String>, i32)> = vec![
+        (
+            "gres.conf is a directory",
+            vec!["--gres-conf".into(), d(&subdir)],
+            2,
+        ),
+        (
+            "gres.conf is a FIFO",
+            vec!["--gres-conf".into(), d(&fifo)],
+            2,
+        ),
+        (
+            "gres.conf in a missing directory",
+            vec!["--gres-conf".into(), d(&dir.join("missing/gres.conf"))],
+            2,
+        ),
+        (
+            "the include is a directory",
+            vec!["--slurm-include".into(), d(&subdir)],
+            2,
+        ),
+        (
+            "an infinite drain timeout",
+            vec!["--drain-timeout".into(), "inf".into()],
+            2,
+        ),
+        (
+            "a negative drain timeout",
+            vec!["--drain-timeout".into(), "-1".into()],
+            2,
+        ),
+        (
+            "a layout that does not fit",
+            vec!["--layout".into(), "1g.5gb*99".into()],
+            2,
+        ),
+        (
+            "a layout that is no layout",
+            vec!["--layout".into(), "nonsense".into()],
+            2,
+        ),
+        (
+            "a missing demand file",
+            vec![
+                "--layout".into(),
+                "auto".into(),
+                "--demand".into(),
+                d(&dir.join("no-such-demand.json")),
+            ],
+            2,
+        ),
+        (
+            "a demand file that is a FIFO",
+            vec![
+                "--layout".into(),
+                "auto".into(),
+                "--demand".into(),
+                d(&fifo),
+            ],
+            2,
+        ),
+        (
+            "an empty reset command",
+            vec!["--reset".into(), "--reset-cmd".into(), "".into()],
+            2,
+        ),
+    ];
+    for (what, flags, expected) in cases {
+        let has = |f: &str| flags.iter().any(|x| x == f);
+        let mut cmd = common::yolo();
+        node.fake.apply_env(&mut cmd);
+        cmd.env("YOLO_SCHED_SITE", &node.site)
+            .env_remove(PAUSE)
+            .args(["node-setup", "--apply", "--node", "fake1", "--no-slurm"]);
+        if !has("--layout") {
+            cmd.args(["--layout", "1g.5gb*7"]);
+        }
+        if !has("--gres-conf") {
+            cmd.args(["--gres-conf", &gres]);
+        }
+        cmd.arg("--sysroot").arg(&node.fake.sysroot);
+        cmd.args(&flags);
+        let out = common::run_bounded(&mut cmd, std::time::Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("{what}: node-setup did not end"));
+        let err = stderr(&out);
+        assert_eq!(code(&out), expected, "{what}: {err}");
+        assert!(!err.contains("panicked"), "{what}: {err}");
+        assert!(
+            (node.instances(), node.fake.state(), node.gres_text()) == before,
+            "{what}: the node changed: {err}"
+        );
+    }
+    assert!(!dir.join("missing").exists(), "no directory was made");
 }
