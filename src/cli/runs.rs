@@ -315,7 +315,21 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
 }
 
 pub fn logs(ctx: &mut Context, args: &LogsArgs) -> Result<i32> {
-    let manifest = query::find_run(&args.target.run)?;
+    // A team member's run too, where its run directory can be read (an
+    // administrator reads every log).
+    let manifest = match crate::run::team::locate(&ctx.slurm, &args.target.run)? {
+        crate::run::team::Located::Own(m) => *m,
+        crate::run::team::Located::Team(r) => {
+            if let crate::run::team::Facts::Slurm { why } = &r.facts {
+                return Err(anyhow::anyhow!(
+                    "run {} is {}'s and its run directory cannot be read ({why}): its logs are there",
+                    r.manifest.run_id,
+                    r.user
+                ));
+            }
+            r.manifest
+        }
+    };
     let mut out = std::io::stdout().lock();
     crate::run::logs::show(
         &ctx.slurm,

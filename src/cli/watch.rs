@@ -109,7 +109,12 @@ fn bar_of(s: &StageStatus) -> (u64, u64, Look) {
 }
 
 pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
-    let manifest = query::find_run(&args.target.run)?;
+    // A team member's run (found through Slurm) is watched the same way:
+    // its job ids are known, and Slurm shows the caller their states.
+    let manifest = match crate::run::team::locate(&ctx.slurm, &args.target.run)? {
+        crate::run::team::Located::Own(m) => *m,
+        crate::run::team::Located::Team(r) => r.manifest,
+    };
     let tty = ctx.printer.err_is_terminal();
     let multi = MultiProgress::with_draw_target(if tty {
         ProgressDrawTarget::stderr()

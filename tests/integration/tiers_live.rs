@@ -350,6 +350,19 @@ fn each_tier_sees_and_cancels_what_slurm_allows() {
         "{:?}",
         jobs_of(&bob_run)
     );
+    // The coordinator watches it end (found through Slurm, as status is).
+    let out = run_bounded(
+        t.cmd_with(ALICE, &[("YOLO_SCHED_WATCH_INTERVAL", "0.5")])
+            .args(["watch", &bob_run]),
+        Duration::from_secs(60),
+    )
+    .expect("watch ended");
+    assert_eq!(out.status.code(), Some(1), "a cancelled run: {out:?}");
+    assert!(text(&out).contains("cancelled"), "{out:?}");
+    // Its logs are in bob's private directory: said so, exit 1.
+    let out = t.yolo(ALICE, &["logs", &bob_run]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out).contains("cannot be read"), "{out:?}");
     // The operator cancels anyone's run.
     let out = t.yolo(CAROL, &["cancel", &alice_run]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
