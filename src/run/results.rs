@@ -12,7 +12,7 @@ pub const RESULTS_LIMIT: u64 = 16 << 20;
 
 /// One epoch as Ultralytics wrote it. A column the file does not have (a
 /// segmentation run, an older Ultralytics) is `None`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Epoch {
     pub epoch: u32,
     pub box_loss: Option<f64>,

@@ -476,7 +476,11 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
 
 /// Read `results.csv` (through `run::results`): the last epoch and the best mAP so far.
 pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainProgress> {
-    let rows = super::results::read(results_csv)?;
+    progress_of(&super::results::read(results_csv)?, epochs)
+}
+
+/// The last epoch and the best mAP so far of a training's epochs.
+pub fn progress_of(rows: &[super::results::Epoch], epochs: Option<u32>) -> Option<TrainProgress> {
     let best_of =
         |f: fn(&super::results::Epoch) -> Option<f64>| rows.iter().filter_map(f).reduce(f64::max);
     Some(TrainProgress {
@@ -573,6 +577,49 @@ fn task_from_files(
     }
 }
 
+/// What `compute` reads of a run directory besides the job records: the
+/// training's `results.csv`, the tail of a stage's log, the memory guard's
+/// records. One seam, so the state logic is pure: `of_run` reads the disk
+/// (`OnDisk`), tests give what they want (`Nothing`, or their own).
+pub trait RunDir {
+    /// `<dir>/results.csv` (`dir` is `train` or `train-<task>`), parsed.
+    fn results(&self, dir: &str) -> Option<Vec<super::results::Epoch>>;
+    /// The last 256 KiB of `logs/<log>`.
+    fn log_tail(&self, log: &str) -> Option<String>;
+    /// The memory guard's records (`state/<key>.guard.json`).
+    fn guards(&self) -> BTreeMap<(String, Option<u32>), super::guard::GuardRecord>;
+}
+
+/// A run directory on disk.
+pub struct OnDisk<'a>(pub &'a Path);
+
+impl RunDir for OnDisk<'_> {
+    fn results(&self, dir: &str) -> Option<Vec<super::results::Epoch>> {
+        super::results::read(&self.0.join(dir).join("results.csv"))
+    }
+    fn log_tail(&self, log: &str) -> Option<String> {
+        read_tail(&self.0.join("logs").join(log), 256 << 10)
+    }
+    fn guards(&self) -> BTreeMap<(String, Option<u32>), super::guard::GuardRecord> {
+        super::guard::read_records(self.0)
+    }
+}
+
+/// A run directory with nothing in it (or none that can be read).
+pub struct Nothing;
+
+impl RunDir for Nothing {
+    fn results(&self, _: &str) -> Option<Vec<super::results::Epoch>> {
+        None
+    }
+    fn log_tail(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn guards(&self) -> BTreeMap<(String, Option<u32>), super::guard::GuardRecord> {
+        BTreeMap::new()
+    }
+}
+
 /// The status of one run from what Slurm said (`rows`, `acct`) and the job
 /// files in its workdir: what `status`, `watch`, `list` and `report` all use.
 pub fn of_run(
@@ -586,6 +633,7 @@ pub fn of_run(
         rows,
         acct,
         &read_job_files(&manifest.workdir),
+        &OnDisk(&manifest.workdir),
         slurm_reachable,
     );
     status.backup = crate::backup::views(&manifest.workdir, std::time::SystemTime::now());
@@ -599,11 +647,12 @@ pub fn compute(
     rows: &[QueueRow],
     acct: &[AcctRow],
     files: &JobFiles,
+    dir: &dyn RunDir,
     slurm_reachable: bool,
 ) -> RunStatus {
     let mut stages = Vec::new();
     // The memory guard's records (state/<key>.guard.json), read like results.csv.
-    let guards = super::guard::read_records(&manifest.workdir);
+    let guards = dir.guards();
     let stage_names: Vec<&str> = manifest.stages.iter().map(|s| s.stage.as_str()).collect();
     for (si, stage) in manifest.stages.iter().enumerate() {
         // The stages this one waits for: its recorded dependencies, else the one before it.
@@ -725,7 +774,7 @@ pub fn compute(
             tasks
                 .iter()
                 .filter_map(|t| {
-                    let dir = match t.task {
+                    let train_dir = match t.task {
                         Some(i) => format!("train-{i}"),
                         None => "train".to_string(),
                     };
@@ -733,14 +782,10 @@ pub fn compute(
                         Some(i) => format!("train-{i}.out"),
                         None => "train.out".to_string(),
                     };
-                    train_progress(&manifest.workdir.join(dir).join("results.csv"), epochs).map(
-                        |mut p| {
-                            p.final_validation =
-                                read_tail(&manifest.workdir.join("logs").join(log), 256 << 10)
-                                    .and_then(|l| final_validation(&l));
-                            (t.task, p)
-                        },
-                    )
+                    progress_of(&dir.results(&train_dir)?, epochs).map(|mut p| {
+                        p.final_validation = dir.log_tail(&log).and_then(|l| final_validation(&l));
+                        (t.task, p)
+                    })
                 })
                 .collect()
         } else {
@@ -754,7 +799,7 @@ pub fn compute(
                         Some(i) => format!("export-{i}.out"),
                         None => "export.out".to_string(),
                     };
-                    read_tail(&manifest.workdir.join("logs").join(log), 256 << 10)
+                    dir.log_tail(&log)
                         .and_then(|l| validation_summary(&l))
                         .map(|v| (t.task, v))
                 })
@@ -976,7 +1021,7 @@ mod tests {
             row("11", 11, "", "PENDING", "DependencyNeverSatisfied"),
             row("12", 12, "", "PENDING", "Dependency"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
         assert_eq!(
             s.state,
             RunState::Failed {
@@ -1007,7 +1052,7 @@ mod tests {
             row("11", 11, "", "PENDING", "BadConstraints"),
             row("12", 12, "", "PENDING", "Dependency"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
         assert_eq!(
             s.state,
             RunState::NeverRuns {
@@ -1032,19 +1077,70 @@ mod tests {
             ),
             row("12", 12, "", "PENDING", "Dependency"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
         assert_eq!(s.state, RunState::Pending);
         let rows = vec![
             row("10", 10, "", "COMPLETED", ""),
             row("11", 11, "", "PENDING", "MaxMemPerLimit"),
             row("12", 12, "", "PENDING", "Dependency"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
         assert!(
             matches!(s.state, RunState::NeverRuns { .. }),
             "{:?}",
             s.state
         );
+    }
+
+    /// A run directory in memory: `compute` reads only through `RunDir`.
+    struct InMemory {
+        epochs: Vec<crate::run::results::Epoch>,
+        logs: BTreeMap<String, String>,
+    }
+
+    impl RunDir for InMemory {
+        fn results(&self, dir: &str) -> Option<Vec<crate::run::results::Epoch>> {
+            (dir == "train").then(|| self.epochs.clone())
+        }
+        fn log_tail(&self, log: &str) -> Option<String> {
+            self.logs.get(log).cloned()
+        }
+        fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::run::guard::GuardRecord> {
+            BTreeMap::new()
+        }
+    }
+
+    #[test]
+    fn progress_and_the_exported_validation_come_through_the_run_dir_without_a_disk() {
+        let m = manifest(vec![stage("train", 1, 60), stage("export", 1, 61)]);
+        let epoch = |e: u32, map: f64| crate::run::results::Epoch {
+            epoch: e,
+            map50_95: Some(map),
+            ..Default::default()
+        };
+        let val = "Validating /w/export/best.onnx...\n\
+                   Class     Images  Instances      Box(P          R      mAP50  mAP50-95)\n\
+                   all         12         19      0.25      0.5     0.375    0.125\n\
+                   Speed: 0.1ms preprocess, 7.5ms inference, 0.0ms loss, 0.2ms postprocess per image\n";
+        let dir = InMemory {
+            epochs: vec![epoch(1, 0.1), epoch(2, 0.3), epoch(3, 0.2)],
+            logs: BTreeMap::from([("export.out".to_string(), val.to_string())]),
+        };
+        let rows = vec![
+            row("60", 60, "", "COMPLETED", ""),
+            row("61", 61, "", "COMPLETED", ""),
+        ];
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &dir, true);
+        let train = s.stage("train").unwrap();
+        let (_, p) = &train.progress[0];
+        assert_eq!((p.epoch, p.best_map50_95), (3, Some(0.3)));
+        let export = s.stage("export").unwrap();
+        let (_, v) = &export.exported_validation[0];
+        assert_eq!(v.inference_ms_per_image, Some(7.5));
+        // The same run with nothing in its directory: states only.
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
+        assert!(s.stage("train").unwrap().progress.is_empty());
+        assert_eq!(s.state, RunState::Completed);
     }
 
     #[test]
@@ -1093,7 +1189,7 @@ mod tests {
             row("20_1", 20, "1", "RUNNING", ""),
             row("20", 20, "2-3%2", "PENDING", "JobArrayTaskLimit"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
         let t = s.stage("train").unwrap();
         assert_eq!(t.tasks.len(), 4);
         assert_eq!(t.counts.get("pending"), Some(&2));
@@ -1125,7 +1221,7 @@ mod tests {
             ("train".into(), None),
             (Some(rec("5", None)), Some(rec("5", Some(1)))),
         );
-        let s = compute(&m, &[], &[], &files, false);
+        let s = compute(&m, &[], &[], &files, &Nothing, false);
         assert_eq!(s.stage("prepare").unwrap().state, TaskState::Completed);
         assert_eq!(
             s.stage("prepare").unwrap().tasks[0].source,
@@ -1146,12 +1242,12 @@ mod tests {
         };
         files.insert(("train".into(), None), (Some(rec(None)), None));
         // slurmctld down: the last known state, marked stale.
-        let s = compute(&m, &[], &[], &files, false);
+        let s = compute(&m, &[], &[], &files, &Nothing, false);
         assert_eq!(s.stage("train").unwrap().state, TaskState::Running);
         assert!(s.stale);
         assert!(!matches!(s.state, RunState::Failed { .. }), "{:?}", s.state);
         // Slurm answered and no longer knows the job: lost, the run failed.
-        let s = compute(&m, &[], &[], &files, true);
+        let s = compute(&m, &[], &[], &files, &Nothing, true);
         assert_eq!(s.stage("train").unwrap().tasks[0].state, TaskState::Lost);
         assert!(matches!(s.state, RunState::Failed { .. }), "{:?}", s.state);
     }
@@ -1176,7 +1272,7 @@ mod tests {
             row("50", 50, "", "COMPLETED", ""),
             row("51", 51, "", "FAILED", "NonZeroExitCode"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &OnDisk(dir.path()), true);
         assert_eq!(
             s.state,
             RunState::Failed {
@@ -1190,7 +1286,7 @@ mod tests {
         assert_eq!(t.guard_stop(), Some(msg));
         // A record of an earlier attempt says nothing about this one.
         crate::run::guard::write_record(&path, &record("7")).unwrap();
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &OnDisk(dir.path()), true);
         assert_eq!(s.state.describe(), "failed (train)");
     }
 
@@ -1202,7 +1298,7 @@ mod tests {
             row("41", 41, "", "COMPLETED", ""),
         ];
         assert_eq!(
-            compute(&m, &done, &[], &JobFiles::new(), true).state,
+            compute(&m, &done, &[], &JobFiles::new(), &Nothing, true).state,
             RunState::Completed
         );
         let cancelled = vec![
@@ -1210,7 +1306,7 @@ mod tests {
             row("41", 41, "", "CANCELLED", ""),
         ];
         assert_eq!(
-            compute(&m, &cancelled, &[], &JobFiles::new(), true).state,
+            compute(&m, &cancelled, &[], &JobFiles::new(), &Nothing, true).state,
             RunState::Cancelled {
                 stage: "train".into()
             }
@@ -1230,7 +1326,7 @@ mod tests {
             row("51", 51, "", "PENDING", "Dependency"),
             row("52", 52, "", "PENDING", "Dependency"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
         assert_eq!(s.state, RunState::Pending);
         assert_eq!(
             s.stage("train").unwrap().tasks[0].reason_text.as_deref(),
@@ -1245,7 +1341,7 @@ mod tests {
             row("51", 51, "", "SUSPENDED", ""),
             row("52", 52, "", "PENDING", "Dependency"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
         assert_eq!(
             s.state,
             RunState::Running {
@@ -1258,7 +1354,7 @@ mod tests {
             row("51", 51, "", "DEADLINE", ""),
             row("52", 52, "", "CANCELLED", "Dependency"),
         ];
-        let s = compute(&m, &rows, &[], &JobFiles::new(), true);
+        let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
         assert_eq!((s.state.word(), s.state.stage()), ("failed", Some("train")));
     }
 
