@@ -139,12 +139,27 @@ fn cluster_answers() -> bool {
 struct Turn {
     owner: Option<&'static str>,
     active: usize,
+    /// When the owner took its turn (for `YOLO_SCHED_TEST_TURNS`).
+    since: Option<Instant>,
 }
 
 static TURN: std::sync::Mutex<Turn> = std::sync::Mutex::new(Turn {
     owner: None,
     active: 0,
+    since: None,
 });
+
+/// With `YOLO_SCHED_TEST_TURNS=FILE`, each module's turn on the cluster is
+/// appended to FILE (`<module> <seconds>`): where the suite's time goes.
+fn note_turn(module: &str, since: Option<Instant>) {
+    let (Some(path), Some(since)) = (std::env::var_os("YOLO_SCHED_TEST_TURNS"), since) else {
+        return;
+    };
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(f, "{module} {:.1}", since.elapsed().as_secs_f64());
+    }
+}
 static TURN_CHANGED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// A live test's hold on the cluster; released when dropped (also on panic).
@@ -155,7 +170,9 @@ impl Drop for ClusterGuard {
         let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         turn.active -= 1;
         if turn.active == 0 {
-            turn.owner = None;
+            if let Some(owner) = turn.owner.take() {
+                note_turn(owner, turn.since.take());
+            }
         }
         TURN_CHANGED.notify_all();
     }
@@ -176,6 +193,9 @@ pub fn cluster(module: &'static str) -> ClusterGuard {
     let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     while turn.owner.is_some_and(|o| o != module) {
         turn = TURN_CHANGED.wait(turn).unwrap_or_else(|e| e.into_inner());
+    }
+    if turn.owner.is_none() {
+        turn.since = Some(Instant::now());
     }
     turn.owner = Some(module);
     turn.active += 1;
