@@ -188,12 +188,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                 }
                 let unhealthy: Vec<String> = nodes
                     .iter()
-                    .filter(|n| {
-                        let s = n.display_state();
-                        ["down", "drain", "inval", "fail", "not_responding"]
-                            .iter()
-                            .any(|b| s.contains(b))
-                    })
+                    .filter(|n| n.is_unhealthy())
                     .map(|n| {
                         if n.reason.is_empty() {
                             format!("{} ({})", n.name, n.display_state())

@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 
+use crate::slurm::node::Node;
 use crate::slurm::{sinfo, Slurm};
 
 /// A command's stdout as text without copying it (a lossy copy only when it
@@ -21,7 +22,7 @@ struct JsonErrors {
 }
 
 /// The nodes from one `sinfo --json`, failing on errors inside the document.
-pub fn read_nodes(slurm: &Slurm) -> Result<Vec<sinfo::Node>> {
+pub fn read_nodes(slurm: &Slurm) -> Result<Vec<Node>> {
     let text = into_text(slurm.run("sinfo", &["--json"])?);
     check_json_errors(&text, "sinfo --json")?;
     sinfo::parse_nodes(&text)

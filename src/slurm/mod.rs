@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod config;
 pub mod gres;
+pub mod node;
 pub mod reasons;
 pub mod runner;
 pub mod sacct;
