@@ -74,10 +74,51 @@ pub fn parse_nodes(json: &str) -> Result<Vec<Node>> {
     Ok(doc.nodes.into_iter().map(Node::from).collect())
 }
 
-/// Ask Slurm for every node.
+/// Ask Slurm for every node (retried while the controller is busy).
 pub fn nodes(slurm: &Slurm) -> Result<Vec<Node>> {
     let out = slurm.stdout("sinfo", &["--json"])?;
     parse_nodes(&out)
+}
+
+/// Every node from one `sinfo --json`, not retried (a report runs again
+/// soon), failing on any error inside the document, even beside nodes.
+pub fn nodes_once(slurm: &Slurm) -> Result<Vec<Node>> {
+    let text = slurm.run("sinfo", &["--json"])?.into_text();
+    check_json_errors(&text, "sinfo --json")?;
+    parse_nodes(&text)
+}
+
+/// Errors a Slurm JSON document reports inside itself. Without a controller
+/// 22.05 exits 0 with `"errors": [{"error": "Unspecified error", "errno": -1}]`
+/// and no nodes, which must not pass for an empty cluster.
+#[derive(Deserialize)]
+struct JsonErrors {
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
+}
+
+/// Fail when a Slurm JSON document carries errors.
+pub fn check_json_errors(text: &str, command: &str) -> Result<()> {
+    let doc: JsonErrors =
+        serde_json::from_str(text).with_context(|| format!("parsing `{command}` output"))?;
+    if doc.errors.is_empty() {
+        return Ok(());
+    }
+    let described: Vec<String> = doc
+        .errors
+        .iter()
+        .map(|e| {
+            let what = e.get("error").and_then(|v| v.as_str()).unwrap_or("error");
+            match e.get("errno") {
+                Some(n) => format!("{what} (errno {n})"),
+                None => what.to_string(),
+            }
+        })
+        .collect();
+    anyhow::bail!(
+        "`{command}` reported: {} (is slurmctld up? try `scontrol ping`)",
+        described.join("; ")
+    )
 }
 
 /// The partitions of these nodes, sorted.
@@ -159,5 +200,18 @@ mod tests {
             ..Node::default()
         };
         assert_eq!(n.display_state(), "idle+drain");
+    }
+
+    #[test]
+    fn errors_inside_sinfo_json_fail() {
+        let unreachable =
+            r#"{"meta":{},"errors":[{"error":"Unspecified error","errno":-1}],"nodes":[]}"#;
+        let err = check_json_errors(unreachable, "sinfo --json").unwrap_err();
+        assert!(
+            err.to_string().contains("Unspecified error (errno -1)"),
+            "{err}"
+        );
+        assert!(check_json_errors(r#"{"errors":[],"nodes":[]}"#, "sinfo --json").is_ok());
+        assert!(check_json_errors(r#"{"nodes":[]}"#, "sinfo --json").is_ok());
     }
 }
