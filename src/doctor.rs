@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::nvml::{self, NvmlProbe};
-use crate::slurm::{config, sinfo, version, Slurm};
+use crate::slurm::{config, sacct, sinfo, version, Slurm};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -94,7 +94,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
     }
 
     let mut slurm_version = None;
-    match slurm.stdout("sinfo", &["--version"]) {
+    match version::client(slurm) {
         Ok(out) => match version::parse(&out) {
             Some(v) => {
                 slurm_version = Some(v.to_string());
@@ -129,7 +129,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
 
     let mut ctld_up = false;
     if !required_missing.contains(&"scontrol") {
-        match slurm.run_raw("scontrol", &["ping"]) {
+        match config::ping(slurm) {
             Ok(out) if out.stdout_str().contains("is UP") => {
                 ctld_up = true;
                 check(
@@ -188,12 +188,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                 }
                 let unhealthy: Vec<String> = nodes
                     .iter()
-                    .filter(|n| {
-                        let s = n.display_state();
-                        ["down", "drain", "inval", "fail", "not_responding"]
-                            .iter()
-                            .any(|b| s.contains(b))
-                    })
+                    .filter(|n| n.is_unhealthy())
                     .map(|n| {
                         if n.reason.is_empty() {
                             format!("{} ({})", n.name, n.display_state())
@@ -326,11 +321,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
 }
 
 fn accounting_state(slurm: &Slurm, ctl: Option<&config::ControllerConfig>) -> Accounting {
-    let sacct_ok = slurm
-        .run_raw("sacct", &["-n", "-X", "-S", "now-1minutes", "-o", "JobID"])
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if sacct_ok {
+    if sacct::probe(slurm) {
         return Accounting::Slurmdbd;
     }
     match ctl {

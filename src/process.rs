@@ -29,6 +29,12 @@ impl Captured {
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
+    /// Stdout as text without copying it (a lossy copy only when it is not
+    /// UTF-8): a report's listing can be many megabytes.
+    pub fn into_text(self) -> String {
+        String::from_utf8(self.stdout)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
 }
 
 /// Why a command could not be run to completion.

@@ -107,7 +107,7 @@ pub fn demand_for(
         .iter()
         .find(|n| n.name == node)
         .map(|n| n.partitions.as_slice());
-    let shares = |other: &crate::slurm::cluster::Node| {
+    let shares = |other: &crate::slurm::node::Node| {
         mine.is_none_or(|parts| other.partitions.iter().any(|p| parts.contains(p)))
     };
     for other in cluster

@@ -17,8 +17,9 @@
 
 use serde::Serialize;
 
-use crate::slurm::cluster::{Cluster, Node, Partition};
+use crate::slurm::cluster::{Cluster, Partition};
 use crate::slurm::gres::GresItem;
+use crate::slurm::node::Node;
 
 use super::gpu::parse_mig_profile;
 
@@ -635,10 +636,12 @@ mod tests {
         Node {
             name: name.into(),
             cpus,
+            real_memory_mib: mem,
             memory_mib: mem,
             gres: crate::slurm::gres::parse_list(gres),
             state: "IDLE".into(),
             partitions: parts.split(',').map(str::to_string).collect(),
+            ..Node::default()
         }
     }
 

@@ -7,9 +7,8 @@ use chrono::{Local, NaiveDateTime, TimeZone};
 
 use super::leaderboard::leaderboard;
 use super::model::{self, AccountingState, AccountingStatus, Report, Section};
-use super::nodes::{into_text, read_nodes};
 use super::render::Selection;
-use super::squeue::{self, Filter};
+use super::squeue::Filter;
 use super::usage::usage_rows;
 use super::{inventory, queue, rightsizing, runs, sacct};
 use crate::slurm::Slurm;
@@ -53,14 +52,12 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     // slurmdbd), and the report takes as long as the slowest instead of the sum.
     // No retries: a report runs every few minutes, and a busy controller is
     // better served by the next run than by repeated queries now.
-    let squeue_args = squeue::args(&opts.filter);
-    let squeue_args: Vec<&str> = squeue_args.iter().map(String::as_str).collect();
     let (nodes, listing, accounting) = std::thread::scope(|scope| {
         let accounting = sel
             .has(Section::Usage)
             .then(|| scope.spawn(|| slice_hours(slurm, opts, now)));
-        let listing = scope.spawn(|| slurm.run("squeue", &squeue_args));
-        let nodes = read_nodes(slurm);
+        let listing = scope.spawn(|| crate::slurm::squeue::listing(slurm, &opts.filter));
+        let nodes = crate::slurm::sinfo::nodes_once(slurm);
         let listing = listing.join();
         let accounting = accounting.map(|h| h.join());
         (nodes, listing, accounting)
@@ -69,7 +66,6 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let listing = listing
         .map_err(|_| anyhow::anyhow!("the squeue reader panicked"))?
         .context("cannot read the job queue from Slurm")?;
-    let listing = into_text(listing);
     let accounting = accounting
         .transpose()
         .map_err(|_| anyhow::anyhow!("the sacct reader panicked"))?;
@@ -216,11 +212,9 @@ fn slice_hours(
     opts: &Options,
     now: NaiveDateTime,
 ) -> (AccountingState, Option<sacct::Parsed>) {
-    let args = sacct::args(opts.since, &opts.filter);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match slurm.run_raw("sacct", &args) {
+    match crate::slurm::sacct::usage(slurm, opts.since, &opts.filter) {
         Ok(out) if out.status.success() => {
-            let parsed = sacct::parse(&into_text(out), opts.since, now, &opts.filter);
+            let parsed = sacct::parse(&out.into_text(), opts.since, now, &opts.filter);
             let message = (parsed.unparsed_lines > 0)
                 .then(|| format!("{} sacct line(s) could not be read", parsed.unparsed_lines));
             let state = AccountingState {

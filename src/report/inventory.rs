@@ -3,37 +3,14 @@
 use std::collections::BTreeMap;
 
 use super::model::{GresCount, Inventory, NodeRow, TypeTotal};
-use crate::slurm::sinfo::Node;
+use crate::slurm::node::Node;
 
-/// A node state in words people use: `drained` (drain flag, nothing running),
-/// `draining` (drain flag, jobs still running), else Slurm's base state.
+/// A node state in words people use (`drained`, `draining`, …).
 pub fn node_state(node: &Node) -> String {
-    let base = node.state.to_lowercase();
-    let flags: Vec<String> = node.state_flags.iter().map(|f| f.to_lowercase()).collect();
-    let has = |f: &str| flags.iter().any(|x| x == f) || base.contains(f);
-    if has("drain") {
-        return if matches!(base.as_str(), "mixed" | "allocated" | "completing") {
-            "draining".to_string()
-        } else if base == "down" {
-            "down+drain".to_string()
-        } else {
-            "drained".to_string()
-        };
-    }
-    let mut state = base;
-    for f in ["not_responding", "maint", "reserved", "fail", "invalid"] {
-        if flags.iter().any(|x| x == f) {
-            state.push('+');
-            state.push_str(f);
-        }
-    }
-    state
+    node.state_in_words()
 }
 
-/// True when the scheduler can start jobs on a node in this state.
-pub fn accepts_jobs(state: &str) -> bool {
-    matches!(state, "idle" | "mixed" | "allocated" | "completing")
-}
+pub use crate::slurm::node::accepts_jobs;
 
 /// Build the inventory of these nodes; `partition` keeps only its nodes.
 pub fn build(nodes: &[Node], partition: Option<&str>) -> Inventory {
@@ -46,12 +23,12 @@ pub fn build(nodes: &[Node], partition: Option<&str>) -> Inventory {
         let state = node_state(node);
         let usable = accepts_jobs(&state);
         let mut used: BTreeMap<String, u64> = BTreeMap::new();
-        for item in node.gres_used_items() {
+        for item in &node.gres_used {
             let u = used.entry(item.key()).or_default();
             *u = u.saturating_add(item.count);
         }
         let mut gres = Vec::new();
-        for item in node.gres_items() {
+        for item in &node.gres {
             // `shard:1g.5gb:0`: Slurm lists a zero for types without shards.
             if item.count == 0 {
                 continue;
@@ -136,15 +113,16 @@ mod tests {
     fn counts_and_partition_filter() {
         let mut a = node("mixed", &[]);
         a.partitions = vec!["gpu".into()];
-        a.gres = "gpu:1g.5gb:4,gpu:a100:1,shard:1g.5gb:0,shard:a100:8".into();
-        a.gres_used =
-            "gpu:1g.5gb:3(IDX:0-2),gpu:a100:0(IDX:N/A),shard:1g.5gb:0(IDX:N/A),shard:a100:2(IDX:6)"
-                .into();
+        a.gres =
+            crate::slurm::gres::parse_list("gpu:1g.5gb:4,gpu:a100:1,shard:1g.5gb:0,shard:a100:8");
+        a.gres_used = crate::slurm::gres::parse_list(
+            "gpu:1g.5gb:3(IDX:0-2),gpu:a100:0(IDX:N/A),shard:1g.5gb:0(IDX:N/A),shard:a100:2(IDX:6)",
+        );
         let mut b = node("idle", &["DRAIN"]);
         b.name = "n2".into();
         b.partitions = vec!["gpu".into(), "cpu".into()];
         b.reason = "bad fan".into();
-        b.gres = "gpu:1g.5gb:4".into();
+        b.gres = crate::slurm::gres::parse_list("gpu:1g.5gb:4");
         let inv = build(&[b.clone(), a.clone()], None);
         assert_eq!(inv.nodes[0].node, "n1");
         assert_eq!(

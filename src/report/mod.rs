@@ -6,8 +6,8 @@
 //! `inventory`, `sacct`, `runs`, `rightsizing`) and rendering (`render`) are
 //! pure functions tested on recorded and synthetic output.
 //!
-//! `gather` runs the commands and builds the `Report`; `nodes` reads
-//! `sinfo --json`; `usage` merges held slices with slice-hours;
+//! `gather` runs the commands (through `slurm::{sinfo, squeue, sacct}`) and
+//! builds the `Report`; `usage` merges held slices with slice-hours;
 //! `leaderboard` builds the HTML page's board and curves; `format` picks the
 //! renderer for a `Format`.
 
@@ -16,7 +16,6 @@ mod gather;
 pub mod inventory;
 mod leaderboard;
 pub mod model;
-mod nodes;
 pub mod queue;
 pub use crate::slurm::reasons;
 pub mod render;
@@ -30,5 +29,4 @@ pub mod window;
 pub use format::{render, Format};
 pub use gather::{gather, Options};
 pub use leaderboard::{CURVES_MAX, CURVES_PER_DATASET};
-pub use nodes::{check_json_errors, read_nodes};
 pub use usage::usage_rows;

@@ -12,63 +12,12 @@ use chrono::{NaiveDate, NaiveDateTime};
 
 use crate::slurm::gres::{self, GresItem};
 
-/// The column separator: no Slurm name, state, GRES or time contains it.
-pub const SEPARATOR: char = '\u{1f}';
-
-/// The `--Format` fields, in the order `parse_line` reads them.
-pub const FIELDS: [&str; 14] = [
-    "JobArrayID",
-    "State",
-    "Partition",
-    "UserName",
-    "Account",
-    "SubmitTime",
-    "NumNodes",
-    "NumTasks",
-    "tres-per-node",
-    "tres-per-job",
-    "tres-per-task",
-    "tres-alloc",
-    "Dependency",
-    "Reason",
-];
+// The listing's fields, separator and filter live beside the `squeue` call
+// in `slurm::squeue`; the names stay here for the parser and its users.
+pub use crate::slurm::squeue::{Filter, LISTING_FIELDS as FIELDS, LISTING_SEPARATOR as SEPARATOR};
 
 /// Slurm's NO_VAL and INFINITE for 32-bit counts (printed for unset values).
 const NO_VAL32: u64 = 0xffff_fffe;
-
-/// The `--Format=` argument: every field with the separator as its suffix and
-/// no width, so nothing is padded or cut.
-pub fn format_arg() -> String {
-    let fields: Vec<String> = FIELDS.iter().map(|f| format!("{f}:{SEPARATOR}")).collect();
-    format!("--Format={}", fields.join(","))
-}
-
-/// Filters passed to `squeue` so that slurmctld sends less (a single user
-/// makes squeue ask for that user's jobs only). The parser filters again,
-/// because older clients or stand-ins may ignore them.
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    pub user: Option<String>,
-    pub partition: Option<String>,
-    pub account: Option<String>,
-}
-
-/// The whole `squeue` argument list. `-t all`: every job slurmctld holds,
-/// classified here; `-a`: hidden partitions too; `-h`: no header.
-pub fn args(filter: &Filter) -> Vec<String> {
-    let mut args = vec!["-h".into(), "-a".into(), "-t".into(), "all".into()];
-    args.push(format_arg());
-    if let Some(user) = &filter.user {
-        args.push(format!("--user={user}"));
-    }
-    if let Some(partition) = &filter.partition {
-        args.push(format!("--partition={partition}"));
-    }
-    if let Some(account) = &filter.account {
-        args.push(format!("--account={account}"));
-    }
-    args
-}
 
 /// Where a job stands, as far as slices are concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,28 +271,6 @@ mod tests {
             s.push(SEPARATOR);
         }
         s
-    }
-
-    #[test]
-    fn format_argument_names_every_field_with_the_separator() {
-        let arg = format_arg();
-        assert!(arg.starts_with("--Format=JobArrayID:\u{1f},State:\u{1f},"));
-        assert!(arg.ends_with(",Reason:\u{1f}"));
-        assert_eq!(arg.matches(',').count(), FIELDS.len() - 1);
-    }
-
-    #[test]
-    fn filters_become_arguments() {
-        let f = Filter {
-            user: Some("alice".into()),
-            partition: Some("gpu".into()),
-            account: None,
-        };
-        let a = args(&f);
-        assert_eq!(&a[..4], ["-h", "-a", "-t", "all"]);
-        assert!(a.contains(&"--user=alice".to_string()));
-        assert!(a.contains(&"--partition=gpu".to_string()));
-        assert!(!a.iter().any(|x| x.starts_with("--account")));
     }
 
     #[test]

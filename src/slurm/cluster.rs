@@ -1,4 +1,4 @@
-//! The cluster's shape: nodes (CPUs, memory, GRES, state, partitions),
+//! The cluster's shape: nodes ([`Node`]: CPUs, memory, GRES, state, partitions),
 //! partitions (limits, job defaults) and the controller's defaults, from one
 //! `scontrol` process that is asked three questions on stdin
 //! (`show partition`, `show node`, `show config`, one-liner output).
@@ -10,7 +10,8 @@
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use super::gres::{self, GresItem};
+use super::gres;
+use super::node::Node;
 use super::Slurm;
 
 /// What `scontrol` is asked, in order.
@@ -43,56 +44,6 @@ impl JobDefaults {
             cpu_per_gpu: self.cpu_per_gpu.or(fallback.cpu_per_gpu),
             mem_per_gpu_mib: self.mem_per_gpu_mib.or(fallback.mem_per_gpu_mib),
         }
-    }
-}
-
-/// One node as the controller describes it.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Node {
-    pub name: String,
-    /// CPUs jobs can use (`CPUEfctv`: configured minus specialised cores).
-    pub cpus: u32,
-    /// Memory jobs can use, MiB (`RealMemory` minus `MemSpecLimit`).
-    pub memory_mib: u64,
-    #[serde(skip)]
-    pub gres: Vec<GresItem>,
-    /// `IDLE`, `MIXED+DRAIN`, `DOWN*`, …
-    pub state: String,
-    pub partitions: Vec<String>,
-}
-
-impl Node {
-    /// Whether jobs can be placed on it now or once it frees up: not down,
-    /// drained, failed, not responding or a future node.
-    pub fn is_available(&self) -> bool {
-        let s = self.state.to_ascii_uppercase();
-        if s.ends_with('*') {
-            return false; // not responding
-        }
-        !s.split('+').any(|f| {
-            matches!(
-                f,
-                "DOWN"
-                    | "DRAIN"
-                    | "DRAINED"
-                    | "DRAINING"
-                    | "FAIL"
-                    | "FAILING"
-                    | "FUTURE"
-                    | "INVAL"
-                    | "NOT_RESPONDING"
-                    | "UNKNOWN"
-            )
-        })
-    }
-
-    /// How many GRES `name[:kind]` the node has.
-    pub fn gres_count(&self, name: &str, kind: Option<&str>) -> u64 {
-        self.gres
-            .iter()
-            .filter(|g| g.name == name && (kind.is_none() || g.kind.as_deref() == kind))
-            .map(|g| g.count)
-            .sum()
     }
 }
 
@@ -144,10 +95,12 @@ impl Cluster {
                 .map(|i| Node {
                     name: format!("{prefix}{i}"),
                     cpus,
+                    real_memory_mib: memory_mib,
                     memory_mib,
                     gres: gres::parse_list(gres),
                     state: "IDLE".into(),
                     partitions: partitions.iter().map(|p| p.to_string()).collect(),
+                    ..Node::default()
                 })
                 .collect(),
             partitions: partitions
@@ -286,12 +239,20 @@ fn parse_node(pairs: &[(&str, String)]) -> Node {
     Node {
         name: get(pairs, "NodeName").unwrap_or_default().to_string(),
         cpus,
+        alloc_cpus: get(pairs, "CPUAlloc")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        real_memory_mib: real,
         memory_mib: real.saturating_sub(spec_limit),
         gres: gres::parse_list(gres_text),
         state: get(pairs, "State").unwrap_or("UNKNOWN").to_string(),
+        // scontrol folds the flags into `State`.
+        state_flags: Vec::new(),
         partitions: limited(get(pairs, "Partitions"))
             .map(|p| p.split(',').map(str::to_string).collect())
             .unwrap_or_default(),
+        gres_used: Vec::new(),
+        reason: limited(get(pairs, "Reason")).unwrap_or("").to_string(),
     }
 }
 

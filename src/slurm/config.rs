@@ -69,6 +69,13 @@ impl ControllerConfig {
     }
 }
 
+/// `scontrol ping`: whether the controller answers. The exit status and
+/// text are handed back as they are; the caller reads `is UP`.
+pub fn ping(slurm: &Slurm) -> Result<crate::process::Captured> {
+    slurm.run_raw("scontrol", &["ping"])
+}
+
+/// The running controller's settings (`scontrol show config`).
 pub fn fetch(slurm: &Slurm) -> Result<ControllerConfig> {
     Ok(ControllerConfig::parse(
         &slurm.stdout("scontrol", &["show", "config"])?,

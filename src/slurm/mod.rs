@@ -3,11 +3,14 @@
 //! `runner` runs a client (`sinfo`, `squeue`, `sbatch`, …) with a timeout and
 //! turns failures into errors that name the command and what it printed. The
 //! other modules parse one command's output each, as pure functions, so they
-//! are tested on recorded output as well as on the live cluster.
+//! are tested on recorded output as well as on the live cluster. `node`
+//! holds the one model of a node that both node readers (`cluster`,
+//! `sinfo`) fill.
 
 pub mod cluster;
 pub mod config;
 pub mod gres;
+pub mod node;
 pub mod reasons;
 pub mod runner;
 pub mod sacct;

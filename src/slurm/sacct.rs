@@ -9,10 +9,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 
-use super::squeue::{parse_slurm_time, JobFacts, Who};
+use super::squeue::{parse_slurm_time, Filter, JobFacts, Who};
 use super::Slurm;
+use crate::process::Captured;
 
 /// A finished job as `sacct` describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +206,52 @@ pub fn parse_who(text: &str) -> Vec<(AcctRow, JobFacts)> {
         .collect()
 }
 
+/// The fields the report's usage query asks for, in the order
+/// `report::sacct::parse` reads them.
+pub const USAGE_FIELDS: &str = "JobID,User,Account,Partition,State,Start,End,AllocTRES";
+
+/// `sacct` arguments for jobs that held an allocation at any time between
+/// `since` and now (both cluster local time), allocations only.
+pub fn usage_args(since: NaiveDateTime, filter: &Filter) -> Vec<String> {
+    let mut args = vec![
+        "-X".to_string(),
+        "--noheader".into(),
+        "--parsable2".into(),
+        format!("--starttime={}", since.format("%Y-%m-%dT%H:%M:%S")),
+        "--endtime=now".into(),
+        format!("--format={USAGE_FIELDS}"),
+    ];
+    match &filter.user {
+        Some(user) => args.push(format!("--user={user}")),
+        None => args.push("--allusers".into()),
+    }
+    if let Some(partition) = &filter.partition {
+        args.push(format!("--partition={partition}"));
+    }
+    if let Some(account) = &filter.account {
+        args.push(format!("--accounts={account}"));
+    }
+    args
+}
+
+/// The report's usage query, one `sacct`, not retried; a non-zero exit is
+/// handed back, not raised, because the caller words what it means
+/// (accounting off, slurmdbd down).
+pub fn usage(slurm: &Slurm, since: NaiveDateTime, filter: &Filter) -> Result<Captured> {
+    let args = usage_args(since, filter);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    slurm.run_raw("sacct", &args)
+}
+
+/// Whether `sacct` answers at all (slurmdbd is there): a query for the last
+/// minute's allocations, whose rows are not read.
+pub fn probe(slurm: &Slurm) -> bool {
+    slurm
+        .run_raw("sacct", &["-n", "-X", "-S", "now-1minutes", "-o", "JobID"])
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +299,19 @@ short|line
         );
         assert_eq!(gres_of_tres("cpu=1,gres/shard=2"), "shard:2");
         assert_eq!(gres_of_tres("cpu=1,mem=1G"), "");
+    }
+
+    #[test]
+    fn usage_arguments() {
+        let t = |s: &str| NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S").unwrap();
+        let a = usage_args(t("2026-11-29T15:00:00"), &Filter::default());
+        assert!(a.contains(&"--starttime=2026-11-29T15:00:00".to_string()));
+        assert!(a.contains(&"--allusers".to_string()));
+        assert!(a.contains(&"-X".to_string()));
+        let f = Filter {
+            user: Some("alice".into()),
+            ..Filter::default()
+        };
+        assert!(usage_args(t("2026-11-29T15:00:00"), &f).contains(&"--user=alice".to_string()));
     }
 }

@@ -1,54 +1,54 @@
-//! Nodes, partitions and GRES from `sinfo --json`.
+//! Nodes ([`Node`]), partitions and GRES from `sinfo --json`.
 
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
-use super::gres::{self, GresItem};
+use super::gres;
+use super::node::Node;
 use super::Slurm;
 
-/// One node as `sinfo --json` describes it (22.05 field names; unknown fields ignored).
-#[derive(Debug, Clone, Deserialize, Default)]
+/// One node as `sinfo --json` spells it (22.05 field names; unknown fields
+/// ignored), before it becomes a [`Node`].
+#[derive(Debug, Deserialize, Default)]
 #[serde(default)]
-pub struct Node {
-    pub name: String,
-    pub state: String,
-    pub state_flags: Vec<String>,
-    pub partitions: Vec<String>,
-    pub gres: String,
-    pub gres_used: String,
-    pub reason: String,
-    pub cpus: u64,
-    pub alloc_cpus: u64,
-    pub real_memory: u64,
+struct SinfoNode {
+    name: String,
+    state: String,
+    state_flags: Vec<String>,
+    partitions: Vec<String>,
+    gres: String,
+    gres_used: String,
+    reason: String,
+    cpus: u32,
+    alloc_cpus: u32,
+    real_memory: u64,
 }
 
-impl Node {
-    pub fn gres_items(&self) -> Vec<GresItem> {
-        gres::parse_list(&self.gres)
-    }
-    pub fn gres_used_items(&self) -> Vec<GresItem> {
-        gres::parse_list(&self.gres_used)
-    }
-    /// `drained`, `idle`, `mixed` … with flags such as DRAIN folded in.
-    pub fn display_state(&self) -> String {
-        let mut s = self.state.to_lowercase();
-        for flag in &self.state_flags {
-            let flag = flag.to_lowercase();
-            if !s.contains(&flag) {
-                s.push('+');
-                s.push_str(&flag);
-            }
+impl From<SinfoNode> for Node {
+    fn from(n: SinfoNode) -> Node {
+        Node {
+            name: n.name,
+            state: n.state,
+            state_flags: n.state_flags,
+            partitions: n.partitions,
+            gres: gres::parse_list(&n.gres),
+            gres_used: gres::parse_list(&n.gres_used),
+            cpus: n.cpus,
+            alloc_cpus: n.alloc_cpus,
+            real_memory_mib: n.real_memory,
+            // sinfo gives no MemSpecLimit: all of it counts as usable.
+            memory_mib: n.real_memory,
+            reason: n.reason,
         }
-        s
     }
 }
 
 #[derive(Debug, Deserialize)]
 struct SinfoJson {
     #[serde(default)]
-    nodes: Vec<Node>,
+    nodes: Vec<SinfoNode>,
     #[serde(default)]
     errors: Vec<serde_json::Value>,
 }
@@ -71,13 +71,54 @@ pub fn parse_nodes(json: &str) -> Result<Vec<Node>> {
             messages.join("; ")
         );
     }
-    Ok(doc.nodes)
+    Ok(doc.nodes.into_iter().map(Node::from).collect())
 }
 
-/// Ask Slurm for every node.
+/// Ask Slurm for every node (retried while the controller is busy).
 pub fn nodes(slurm: &Slurm) -> Result<Vec<Node>> {
     let out = slurm.stdout("sinfo", &["--json"])?;
     parse_nodes(&out)
+}
+
+/// Every node from one `sinfo --json`, not retried (a report runs again
+/// soon), failing on any error inside the document, even beside nodes.
+pub fn nodes_once(slurm: &Slurm) -> Result<Vec<Node>> {
+    let text = slurm.run("sinfo", &["--json"])?.into_text();
+    check_json_errors(&text, "sinfo --json")?;
+    parse_nodes(&text)
+}
+
+/// Errors a Slurm JSON document reports inside itself. Without a controller
+/// 22.05 exits 0 with `"errors": [{"error": "Unspecified error", "errno": -1}]`
+/// and no nodes, which must not pass for an empty cluster.
+#[derive(Deserialize)]
+struct JsonErrors {
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
+}
+
+/// Fail when a Slurm JSON document carries errors.
+pub fn check_json_errors(text: &str, command: &str) -> Result<()> {
+    let doc: JsonErrors =
+        serde_json::from_str(text).with_context(|| format!("parsing `{command}` output"))?;
+    if doc.errors.is_empty() {
+        return Ok(());
+    }
+    let described: Vec<String> = doc
+        .errors
+        .iter()
+        .map(|e| {
+            let what = e.get("error").and_then(|v| v.as_str()).unwrap_or("error");
+            match e.get("errno") {
+                Some(n) => format!("{what} (errno {n})"),
+                None => what.to_string(),
+            }
+        })
+        .collect();
+    anyhow::bail!(
+        "`{command}` reported: {} (is slurmctld up? try `scontrol ping`)",
+        described.join("; ")
+    )
 }
 
 /// The partitions of these nodes, sorted.
@@ -95,7 +136,7 @@ pub fn partitions(nodes: &[Node]) -> Vec<String> {
 pub fn gres_totals(nodes: &[Node]) -> BTreeMap<String, u64> {
     let mut totals = BTreeMap::new();
     for node in nodes {
-        for item in node.gres_items() {
+        for item in &node.gres {
             if item.count > 0 {
                 *totals.entry(item.key()).or_insert(0) += item.count;
             }
@@ -137,7 +178,7 @@ mod tests {
         let nodes =
             parse_nodes(r#"{"nodes":[{"name":"n","future_field":{"x":1}}],"extra":1}"#).unwrap();
         assert_eq!(nodes[0].name, "n");
-        assert!(nodes[0].gres_items().is_empty());
+        assert!(nodes[0].gres.is_empty());
     }
 
     #[test]
@@ -159,5 +200,18 @@ mod tests {
             ..Node::default()
         };
         assert_eq!(n.display_state(), "idle+drain");
+    }
+
+    #[test]
+    fn errors_inside_sinfo_json_fail() {
+        let unreachable =
+            r#"{"meta":{},"errors":[{"error":"Unspecified error","errno":-1}],"nodes":[]}"#;
+        let err = check_json_errors(unreachable, "sinfo --json").unwrap_err();
+        assert!(
+            err.to_string().contains("Unspecified error (errno -1)"),
+            "{err}"
+        );
+        assert!(check_json_errors(r#"{"errors":[],"nodes":[]}"#, "sinfo --json").is_ok());
+        assert!(check_json_errors(r#"{"nodes":[]}"#, "sinfo --json").is_ok());
     }
 }

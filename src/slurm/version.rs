@@ -23,6 +23,11 @@ pub const MIG_SAFE: Version = Version {
     micro: 4,
 };
 
+/// What `sinfo --version` prints (`slurm 22.05.8`), for [`parse`].
+pub fn client(slurm: &super::Slurm) -> anyhow::Result<String> {
+    slurm.stdout("sinfo", &["--version"])
+}
+
 /// Parse the output of `sinfo --version`: `slurm-wlm 22.05.8`, `slurm 23.11.4`,
 /// `slurm 24.05.0-0rc1`.
 pub fn parse(output: &str) -> Option<Version> {
