@@ -148,54 +148,17 @@ pub fn demand_for(
 /// Read the queue (one `squeue` call) and, unless `no_others`, the other
 /// nodes (one `scontrol` call); `pending` replaces the queue's pending jobs.
 pub fn demand(slurm: &Slurm, node: &str, pending: Option<Demand>) -> Result<Demand> {
-    let out = slurm.stdout(
-        "squeue",
-        &[
-            "-h",
-            "-a",
-            "-r",
-            "-t",
-            "PD,R",
-            "--sort=-p,i",
-            "-O",
-            QUEUE_FORMAT,
-        ],
-    )?;
+    let out = crate::slurm::control::queue_for_demand(slurm, QUEUE_FORMAT)?;
     let queue = parse_queue(&out);
     let cluster = crate::slurm::cluster::fetch(slurm)?;
     Ok(demand_for(node, &queue, pending, Some(&cluster)))
 }
 
-/// Drain `node` with `reason`.
-pub fn drain(slurm: &Slurm, node: &str, reason: &str) -> Result<()> {
-    let name = format!("NodeName={node}");
-    let reason = format!("Reason={reason}");
-    slurm.run_retrying("scontrol", &["update", &name, "State=DRAIN", &reason])?;
-    Ok(())
-}
-
-/// Change the reason of a drained node (after a failure part-way).
-pub fn set_reason(slurm: &Slurm, node: &str, reason: &str) -> Result<()> {
-    drain(slurm, node, reason)
-}
-
-/// Resume `node`.
-pub fn resume(slurm: &Slurm, node: &str) -> Result<()> {
-    let name = format!("NodeName={node}");
-    slurm.run_retrying("scontrol", &["update", &name, "State=RESUME"])?;
-    Ok(())
-}
-
-/// Job ids running or completing on `node`.
-pub fn jobs_on(slurm: &Slurm, node: &str) -> Result<Vec<String>> {
-    let out = slurm.stdout("squeue", &["-h", "-w", node, "-t", "R,CG", "-o", "%A"])?;
-    Ok(out
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect())
-}
+// The node's Slurm commands live in `slurm::control`; node-setup names them here.
+pub use crate::slurm::control::{
+    drain_node as drain, drain_node as set_reason, jobs_on,
+    node_state_and_reason as state_and_reason, resume_node as resume,
+};
 
 /// Poll until no job runs on `node`, backing off from 1 s to 10 s. On timeout
 /// the error lists the jobs still there.
@@ -228,19 +191,6 @@ pub fn wait_for_jobs(
         std::thread::sleep(pause.min(left).max(Duration::from_millis(100)));
         pause = (pause * 2).min(Duration::from_secs(10));
     }
-}
-
-/// The node's state and reason (`sinfo -h -N -n <node> -o '%T|%E'`), e.g.
-/// `("drained", "yolo-sched node-setup: …")`; `None` when Slurm does not know it.
-pub fn state_and_reason(slurm: &Slurm, node: &str) -> Result<Option<(String, String)>> {
-    let out = slurm.stdout("sinfo", &["-h", "-N", "-n", node, "-o", "%T|%E"])?;
-    Ok(parse_state_line(&out))
-}
-
-fn parse_state_line(out: &str) -> Option<(String, String)> {
-    let line = out.lines().find(|l| !l.trim().is_empty())?;
-    let (state, reason) = line.split_once('|')?;
-    Some((state.trim().to_string(), reason.trim().to_string()))
 }
 
 #[cfg(test)]
@@ -293,14 +243,5 @@ mod tests {
         assert_eq!(d.jobs("1g.5gb"), 0);
         assert_eq!(d.jobs("3g.20gb"), 1);
         assert_eq!(d.elsewhere("1g.5gb").len(), 4);
-    }
-
-    #[test]
-    fn state_line_splits_state_and_reason() {
-        assert_eq!(
-            parse_state_line("drained|yolo-sched node-setup: failed\n"),
-            Some(("drained".into(), "yolo-sched node-setup: failed".into()))
-        );
-        assert_eq!(parse_state_line(""), None);
     }
 }

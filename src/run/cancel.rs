@@ -72,12 +72,9 @@ pub fn cancel(
         }
     }
     if !job_ids.is_empty() && !dry_run {
-        let list: Vec<String> = job_ids.iter().map(u64::to_string).collect();
         // Jobs Slurm showed are cancelled quietly if they just ended; hidden
         // ones are asked loudly, so a job already gone is told from a refusal.
-        let mut argv = if hidden { vec![] } else { vec!["--quiet"] };
-        argv.extend(list.iter().map(String::as_str));
-        let result = slurm.run_raw("scancel", &argv);
+        let result = crate::slurm::control::cancel_answer(slurm, &job_ids, !hidden);
         let mut refusal = match &result {
             Ok(out) if out.status.success() => None,
             Ok(out) => Some(Refusal::of(&out.stderr_str(), &job_ids)),

@@ -115,9 +115,8 @@ pub fn roll_back(slurm: &Slurm, jobs: &[SubmittedJob]) -> String {
         return "nothing had been submitted".to_string();
     }
     let ids: Vec<String> = jobs.iter().map(|j| j.job_id.to_string()).collect();
-    let mut args = vec!["--quiet"];
-    args.extend(ids.iter().map(String::as_str));
-    match slurm.run_retrying("scancel", &args) {
+    let numbers: Vec<u64> = jobs.iter().map(|j| j.job_id).collect();
+    match crate::slurm::control::cancel(slurm, &numbers) {
         Ok(_) => format!(
             "cancelled the {} job(s) already submitted ({})",
             ids.len(),
@@ -210,12 +209,8 @@ pub fn any_left(slurm: &Slurm, journal: &Journal) -> Result<bool> {
 
 /// Release a held chain in one call; on failure cancel it.
 pub fn release(slurm: &Slurm, jobs: &[SubmittedJob]) -> Result<()> {
-    let ids: Vec<String> = jobs.iter().map(|j| j.job_id.to_string()).collect();
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let list = ids.join(",");
-    if let Err(e) = slurm.run_retrying("scontrol", &["release", &list]) {
+    let ids: Vec<u64> = jobs.iter().map(|j| j.job_id).collect();
+    if let Err(e) = crate::slurm::control::release(slurm, &ids) {
         let undo = roll_back(slurm, jobs);
         return Err(e.context(format!("releasing the held jobs failed; {undo}")));
     }

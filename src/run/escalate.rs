@@ -233,10 +233,7 @@ pub fn prepare_from_job(
         }
     }
     if !waiting.is_empty() {
-        let ids: Vec<String> = waiting.iter().map(u64::to_string).collect();
-        let mut args = vec!["--quiet"];
-        args.extend(ids.iter().map(String::as_str));
-        slurm.run_retrying("scancel", &args)?;
+        crate::slurm::control::cancel(slurm, &waiting)?;
     }
     status.state = super::status::RunState::Failed {
         stage: "train".into(),

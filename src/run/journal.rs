@@ -362,17 +362,13 @@ fn recover_one(
     };
     if release_began {
         if !held.is_empty() && !dry_run {
-            let list: Vec<String> = held.iter().map(u64::to_string).collect();
-            slurm.run_retrying("scontrol", &["release", &list.join(",")])?;
+            crate::slurm::control::release(slurm, &held)?;
         }
         done.released = held;
         return Ok(done);
     }
     if !held.is_empty() && !dry_run {
-        let list: Vec<String> = held.iter().map(u64::to_string).collect();
-        let mut args = vec!["--quiet"];
-        args.extend(list.iter().map(String::as_str));
-        slurm.run_retrying("scancel", &args)?;
+        crate::slurm::control::cancel(slurm, &held)?;
     }
     done.cancelled = held;
     if entry.purpose == Purpose::Submit {

@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod control;
 pub mod gres;
 pub mod node;
 pub mod reasons;

@@ -156,7 +156,11 @@ fn note_turn(module: &str, since: Option<Instant>) {
         return;
     };
     use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
         let _ = writeln!(f, "{module} {:.1}", since.elapsed().as_secs_f64());
     }
 }

@@ -235,7 +235,11 @@ fn killed_submit(fault: Fault, name: &str) {
     if released {
         assert_eq!(r["cancelled"].as_array().unwrap().len(), 0, "{v}");
         let all = all_jobs_with_token(&token);
-        assert_eq!(all.len() as u32, stages, "a released chain goes on: {all:?}");
+        assert_eq!(
+            all.len() as u32,
+            stages,
+            "a released chain goes on: {all:?}"
+        );
         assert!(manifest.exists());
         // The run is a real run: status knows it, cancel stops it.
         let st = run(f.cmd().args(["status", "--json", &run_id]));
