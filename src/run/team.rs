@@ -84,29 +84,24 @@ pub fn assemble(
     let mut rows = Vec::new();
     let mut acct = Vec::new();
     let mut by_run: BTreeMap<String, Vec<JobFacts>> = BTreeMap::new();
-    for (row, facts) in queued {
-        let Some(tag) = parse_comment(&facts.comment) else {
-            continue;
+    // A yolo-sched job joins its run (named in its comment); others are not ours.
+    let mut join = |facts: JobFacts| -> bool {
+        let Some(run_id) = parse_comment(&facts.comment).map(|t| t.run_id.to_string()) else {
+            return false;
         };
-        by_run
-            .entry(tag.run_id.to_string())
-            .or_default()
-            .push(facts);
-        rows.push(row);
+        by_run.entry(run_id).or_default().push(facts);
+        true
+    };
+    for (row, facts) in queued {
+        if join(facts) {
+            rows.push(row);
+        }
     }
     for (row, facts) in accounted {
         // squeue speaks for the jobs it still has.
-        if in_queue.contains(&facts.array_job_id) {
-            continue;
+        if !in_queue.contains(&facts.array_job_id) && join(facts) {
+            acct.push(row);
         }
-        let Some(tag) = parse_comment(&facts.comment) else {
-            continue;
-        };
-        by_run
-            .entry(tag.run_id.to_string())
-            .or_default()
-            .push(facts);
-        acct.push(row);
     }
     let mut runs: Vec<TeamRun> = by_run
         .into_iter()
