@@ -76,8 +76,8 @@ pub fn cancel(
         // ones are asked loudly, so a job already gone is told from a refusal.
         let result = crate::slurm::control::cancel_answer(slurm, &job_ids, !hidden);
         let mut refusal = match &result {
-            Ok(out) if out.status.success() => None,
-            Ok(out) => Some(Refusal::of(&out.stderr_str(), &job_ids)),
+            Ok(None) => None,
+            Ok(Some(said)) => Some(Refusal::of(said, &job_ids)),
             Err(e) => Some(Refusal {
                 refused: job_ids.clone(),
                 gone: vec![],

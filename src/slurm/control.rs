@@ -5,7 +5,6 @@
 use anyhow::Result;
 
 use super::Slurm;
-use crate::process::Captured;
 
 fn id_list(ids: &[u64]) -> Vec<String> {
     ids.iter().map(u64::to_string).collect()
@@ -24,15 +23,22 @@ pub fn cancel(slurm: &Slurm, ids: &[u64]) -> Result<()> {
     Ok(())
 }
 
-/// Cancel jobs in one call and return what `scancel` said, whatever its
-/// exit status: the caller reads the per-job refusals (`Access/permission
-/// denied`). `quiet` leaves out jobs that already ended; without it they
-/// are named (`Invalid job id specified`).
-pub fn cancel_answer(slurm: &Slurm, ids: &[u64], quiet: bool) -> Result<Captured> {
+/// Cancel jobs in one call (retried on transient errors, as `cancel` is)
+/// and say what `scancel` complained of: `None` when it took every job,
+/// else its stderr, where the caller reads the per-job refusals
+/// (`Access/permission denied`). `quiet` leaves out jobs that already
+/// ended; without it they are named (`Invalid job id specified`).
+pub fn cancel_answer(slurm: &Slurm, ids: &[u64], quiet: bool) -> Result<Option<String>> {
     let ids = id_list(ids);
     let mut args: Vec<&str> = if quiet { vec!["--quiet"] } else { vec![] };
     args.extend(ids.iter().map(String::as_str));
-    slurm.run_raw("scancel", &args)
+    match slurm.run_retrying("scancel", &args) {
+        Ok(_) => Ok(None),
+        Err(e) => match e.downcast_ref::<super::CommandFailed>() {
+            Some(failed) => Ok(Some(failed.stderr.clone())),
+            None => Err(e),
+        },
+    }
 }
 
 /// Release held jobs in one call.
