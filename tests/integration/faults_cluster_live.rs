@@ -274,6 +274,21 @@ fn nix_kill(pid: i32, signal: &str) {
         .status();
 }
 
+/// Submit `spec` with one-second stand-in epochs: the run id and job ids.
+fn submit_one_second_epochs(f: &RunFixture, spec: &Path) -> (String, Vec<u64>) {
+    let out = bounded(
+        f.cmd()
+            .env("YOLO_STANDIN_EPOCH_SECONDS", "1")
+            .args(["submit", "--json"])
+            .arg(spec),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let submitted = json(&out);
+    let run_id = submitted["run_id"].as_str().unwrap().to_string();
+    (run_id, submitted_ids(&submitted))
+}
+
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
 fn slurmctld_restarted_under_a_running_chain_the_chain_completes() {
@@ -283,17 +298,7 @@ fn slurmctld_restarted_under_a_running_chain_the_chain_completes() {
     let f = RunFixture::new();
     let workdir = f.path().join("run");
     let spec = spec(&f, "ctldrestart", &workdir, 20);
-    let out = bounded(
-        f.cmd()
-            .env("YOLO_STANDIN_EPOCH_SECONDS", "1")
-            .args(["submit", "--json"])
-            .arg(&spec),
-        Duration::from_secs(120),
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let submitted = json(&out);
-    let run_id = submitted["run_id"].as_str().unwrap().to_string();
-    let ids = submitted_ids(&submitted);
+    let (run_id, ids) = submit_one_second_epochs(&f, &spec);
     let results = workdir.join("train/results.csv");
     wait_until(Duration::from_secs(120), "two epochs of training", || {
         epochs_in(&results).len() >= 2
@@ -491,17 +496,7 @@ fn slurmd_killed_during_training_the_run_goes_on_from_its_checkpoint() {
     let workdir = f.path().join("run");
     let epochs = 25;
     let spec = spec(&f, "slurmdkill", &workdir, epochs);
-    let out = bounded(
-        f.cmd()
-            .env("YOLO_STANDIN_EPOCH_SECONDS", "1")
-            .args(["submit", "--json"])
-            .arg(&spec),
-        Duration::from_secs(120),
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let submitted = json(&out);
-    let run_id = submitted["run_id"].as_str().unwrap().to_string();
-    let ids = submitted_ids(&submitted);
+    let (run_id, ids) = submit_one_second_epochs(&f, &spec);
     let train = ids[1];
     let results = workdir.join("train/results.csv");
     wait_until(Duration::from_secs(120), "three epochs of training", || {

@@ -97,17 +97,6 @@ fn stage<'a>(status: &'a Value, name: &str) -> &'a Value {
         .unwrap()
 }
 
-/// The epochs `results.csv` records (first column), in order.
-fn epochs_in(results: &Path) -> Vec<u32> {
-    std::fs::read_to_string(results)
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split(',').next()?.trim().parse::<f64>().ok())
-        .map(|e| e as u32)
-        .collect()
-}
-
 /// Nothing of the traps: no default training on coco8, no ./runs/detect.
 fn assert_no_stray_training(f: &Fixture, workdir: &Path) {
     assert!(
