@@ -8,8 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 export NODES="${NODES:-2}"
+# Each phase's start, in seconds since the script began, so a slow phase shows.
+phase() { echo "=== test-all: $* (at ${SECONDS} s)" >&2; }
+
+phase "packages"
 
 bash slurm/deps.sh
+phase "trainer venv"
 # The real Ultralytics trainer for the live training tests (reused when present).
 YOLO_TRAINER_VENV=$(bash slurm/trainer.sh install | tail -n 1)
 export YOLO_TRAINER_VENV YOLO_SCHED_EXPECT_TRAINER=1
@@ -39,6 +44,7 @@ finish() {
 started_pids=""
 trap finish EXIT
 
+phase "s3 and cluster up"
 # The S3-compatible server of the checkpoint-backup tests (SeaweedFS on 127.0.0.1).
 bash slurm/s3.sh up
 bash slurm/s3.sh up # twice: must be a no-op
@@ -51,10 +57,15 @@ if [ "$(daemon_pids)" != "$started_pids" ]; then
     exit 1
 fi
 
+phase "fmt and clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+phase "replay unit tests"
 # The trace replay's pure parts (trace format, generator, metrics).
 python3 -m unittest discover -s bench/replay -p 'test_*.py' 2>&1 | tail -n 3
+phase "cargo test build"
+cargo test --workspace --no-run --quiet
+phase "cargo test, accounting off"
 set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
 # First pass: the cluster without accounting, as many sites run it.
@@ -65,7 +76,7 @@ YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast -- --include-i
 status=${PIPESTATUS[0]}
 # Second pass: the same cluster with MariaDB + slurmdbd and a short MinJobAge,
 # so finished jobs leave slurmctld within seconds and only sacct knows them.
-echo "=== accounting on (ACCOUNTING=1 MIN_JOB_AGE=10)"
+phase "accounting on (ACCOUNTING=1 MIN_JOB_AGE=10)"
 if ACCOUNTING=1 MIN_JOB_AGE=10 bash slurm/cluster.sh up; then
     YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --test integration --no-fail-fast -- --include-ignored \
         accounting_live:: tiers_live:: 2>&1 | tee -a target/test-all.log
@@ -75,6 +86,6 @@ else
     status=1
 fi
 set -e
-echo "=== test summary"
+phase "test summary"
 grep -E '^test result:' target/test-all.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "passed %d, failed %d, ignored %d in %d test binaries\n", p, f, i, NR}'
 exit "$status"
