@@ -153,3 +153,88 @@ fn the_issue_examples_never_execute() {
         "{words:?}"
     );
 }
+
+/// The tasks of a sweep start together on one node and all copy the site's
+/// font into the run's Ultralytics directory: none may fail or leave a
+/// half-written font or a temporary file behind (a plain `cp` of two tasks
+/// to one new name fails one of them with "File exists").
+#[test]
+fn sweep_tasks_starting_together_copy_the_font_once_and_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("data.yaml"), "names: [a]\n").unwrap();
+    let font = d.join("site-font.ttf");
+    let font_bytes: Vec<u8> = (0..16_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&font, &font_bytes).unwrap();
+    let spec_text = "version = 1\n[run]\nname = \"fonts\"\n[train]\nmodel = \"yolov8n.pt\"\n\
+        data = \"data.yaml\"\nepochs = 1\n[resources]\ngpu = \"1g.5gb\"\n[stages.prepare]\nenabled = false\n\
+        [sweep]\nlr0 = [0.01, 0.02, 0.03, 0.04]\n";
+    let spec = yolo_sched::spec::parse(spec_text, d.join("spec.toml").to_str().unwrap()).unwrap();
+    let workdir = d.join("run");
+    let plan = plan::plan(&spec, &workdir, &cluster(), &Policy::default()).unwrap();
+    let yolo = d.join("yolo");
+    // The trainer starts right after the copy: it must find the whole font.
+    std::fs::write(
+        &yolo,
+        format!(
+            "#!/bin/sh\ncmp \"$YOLO_CONFIG_DIR/Ultralytics/Arial.ttf\" '{}'\n",
+            font.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&yolo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scripts = render_all(
+        &Templates::new(None).unwrap(),
+        &RenderInput {
+            spec: &spec,
+            plan: &plan,
+            run_id: "fonts-1",
+            yolo_sched: Path::new("/bin/false"),
+            yolo: yolo.to_str().unwrap(),
+            base_dir: d,
+            font: Some(&font),
+        },
+    )
+    .unwrap();
+    let train = scripts.iter().find(|s| s.file_name == "train.sh").unwrap();
+    let script = d.join("train.sh");
+    std::fs::write(&script, &train.text).unwrap();
+    let fonts = workdir.join(".ultralytics/Ultralytics");
+    for round in 0..5 {
+        let _ = std::fs::remove_dir_all(&workdir);
+        std::fs::create_dir_all(&workdir).unwrap();
+        let children: Vec<_> = (0..4)
+            .map(|task| {
+                Command::new("bash")
+                    .arg(&script)
+                    .env("SLURM_JOB_ID", format!("{}", 10 + task))
+                    .env("SLURM_ARRAY_JOB_ID", "9")
+                    .env("SLURM_ARRAY_TASK_ID", task.to_string())
+                    .current_dir(d)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: a task failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            std::fs::read(fonts.join("Arial.ttf")).unwrap() == font_bytes,
+            "round {round}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&fonts)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "Arial.ttf")
+            .collect();
+        assert!(left.is_empty(), "round {round}: left behind: {left:?}");
+    }
+}
