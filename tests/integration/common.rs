@@ -150,7 +150,8 @@ static TURN: std::sync::Mutex<Turn> = std::sync::Mutex::new(Turn {
 });
 
 /// With `YOLO_SCHED_TEST_TURNS=FILE`, each module's turn on the cluster is
-/// appended to FILE (`<module> <seconds>`): where the suite's time goes.
+/// appended to FILE (`<module> <seconds>`), and each test's time on it
+/// (`test <name> <seconds>`): where the suite's time goes.
 fn note_turn(module: &str, since: Option<Instant>) {
     let (Some(path), Some(since)) = (std::env::var_os("YOLO_SCHED_TEST_TURNS"), since) else {
         return;
@@ -167,10 +168,16 @@ fn note_turn(module: &str, since: Option<Instant>) {
 static TURN_CHANGED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// A live test's hold on the cluster; released when dropped (also on panic).
-pub struct ClusterGuard;
+pub struct ClusterGuard {
+    /// When this test got the cluster (for `YOLO_SCHED_TEST_TURNS`).
+    since: Instant,
+}
 
 impl Drop for ClusterGuard {
     fn drop(&mut self) {
+        // libtest names each test's thread after the test.
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        note_turn(&format!("test {test}"), Some(self.since));
         let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         turn.active -= 1;
         if turn.active == 0 {
@@ -203,7 +210,9 @@ pub fn cluster(module: &'static str) -> ClusterGuard {
     }
     turn.owner = Some(module);
     turn.active += 1;
-    ClusterGuard
+    ClusterGuard {
+        since: Instant::now(),
+    }
 }
 
 /// A job's state from `squeue -t all` (finished jobs stay listed for MinJobAge).
