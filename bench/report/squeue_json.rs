@@ -12,7 +12,8 @@ use std::io::Read;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use yolo_sched::report::queue::QueueAggregator;
-use yolo_sched::report::squeue::{self, Filter, QueueLine};
+use yolo_sched::report::Filter;
+use yolo_sched::slurm::listing::{self, QueueLine};
 
 /// The fields the report uses, by their 22.05 names; all others are skipped.
 #[derive(Deserialize, Default)]
@@ -93,10 +94,10 @@ fn add(agg: &mut QueueAggregator, job: &Job) {
     let submitted = chrono::DateTime::from_timestamp(job.submit_time, 0)
         .map(|t| t.with_timezone(&chrono::Local).naive_local());
     let line = QueueLine {
-        jobs: squeue::array_task_count(&id).unwrap_or(1),
+        jobs: listing::array_task_count(&id).unwrap_or(1),
         job_id: &id,
         state: &job.job_state,
-        phase: squeue::phase_of(&job.job_state),
+        phase: listing::phase_of(&job.job_state),
         partition: &job.partition,
         user: &job.user_name,
         account: &job.account,

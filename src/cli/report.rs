@@ -9,7 +9,7 @@ use clap::Args;
 use super::args::JsonArg;
 use super::Context;
 use crate::error::invalid;
-use crate::report::{self, render::Selection, squeue::Filter, window, Format};
+use crate::report::{self, render::Selection, window, Filter, Format};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\

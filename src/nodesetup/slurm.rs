@@ -10,73 +10,11 @@ use std::collections::BTreeMap;
 use crate::mig::demand::MAX_JOBS;
 use crate::mig::Demand;
 use crate::slurm::cluster::Cluster;
-use crate::slurm::gres::parse_list;
+use crate::slurm::queue::QueuedJob;
 use crate::slurm::Slurm;
 
 /// Every drain reason node-setup writes starts with this.
 pub const REASON_PREFIX: &str = "yolo-sched node-setup";
-
-/// The queue as `auto` reads it: one `squeue` line per job (arrays expanded),
-/// highest priority first.
-pub const QUEUE_FORMAT: &str = "State:|,NodeList:|,tres-per-node:|,TimeLimit:|,TimeLeft:|";
-
-/// A job without a usable time limit (`UNLIMITED`) counts as this long.
-pub const UNLIMITED_S: u64 = 86_400;
-
-/// One job of the queue: what it asks per node and for how long.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueuedJob {
-    pub running: bool,
-    /// Nodes of a running job (hostlist expanded).
-    pub nodes: Vec<String>,
-    /// Typed `gpu` requests per node: (type, count).
-    pub gpus: Vec<(String, u32)>,
-    pub limit_s: u64,
-    /// Seconds left of a running job's time limit.
-    pub left_s: u64,
-}
-
-/// Parse `squeue -h -O QUEUE_FORMAT` output. Jobs without a typed `gpu`
-/// request are left out; an untyped `gpu:N` fits any type and so leaves the
-/// choice of layout alone.
-pub fn parse_queue(out: &str) -> Vec<QueuedJob> {
-    let mut jobs = Vec::new();
-    for line in out.lines().filter(|l| !l.trim().is_empty()) {
-        let f: Vec<&str> = line.split('|').map(str::trim).collect();
-        if f.len() < 5 {
-            continue;
-        }
-        let gpus: Vec<(String, u32)> = parse_list(f[2])
-            .into_iter()
-            .filter(|i| i.name == "gpu")
-            .filter_map(|i| {
-                let kind = i.kind?;
-                let count = u32::try_from(i.count).ok()?;
-                Some((kind, count))
-            })
-            .collect();
-        if gpus.is_empty() {
-            continue;
-        }
-        let time = |t: &str| crate::plan::policy::parse_slurm_time(t);
-        let running = f[0] == "RUNNING";
-        jobs.push(QueuedJob {
-            running,
-            nodes: if running {
-                crate::gres::hostlist::expand(f[1]).unwrap_or_default()
-            } else {
-                Vec::new()
-            },
-            gpus,
-            limit_s: time(f[3]).filter(|&s| s > 0).unwrap_or(UNLIMITED_S),
-            left_s: time(f[4]).unwrap_or(UNLIMITED_S),
-        });
-        if jobs.len() as u64 >= MAX_JOBS {
-            break;
-        }
-    }
-    jobs
-}
 
 /// The demand `auto` plans `node` for: the pending jobs of `queue` (or
 /// `pending`, from a demand file, instead), and every typed GPU instance of the
@@ -148,8 +86,8 @@ pub fn demand_for(
 /// Read the queue (one `squeue` call) and, unless `no_others`, the other
 /// nodes (one `scontrol` call); `pending` replaces the queue's pending jobs.
 pub fn demand(slurm: &Slurm, node: &str, pending: Option<Demand>) -> Result<Demand> {
-    let out = crate::slurm::control::queue_for_demand(slurm, QUEUE_FORMAT)?;
-    let queue = parse_queue(&out);
+    let out = crate::slurm::queue::fetch(slurm)?;
+    let queue = crate::slurm::queue::parse(&out, MAX_JOBS);
     let cluster = crate::slurm::cluster::fetch(slurm)?;
     Ok(demand_for(node, &queue, pending, Some(&cluster)))
 }
@@ -198,24 +136,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queue_lines_keep_typed_gpu_requests_with_their_times() {
-        let out = "PENDING|(null)|gres:gpu:1g.5gb:1|1:00:00|1:00:00|\n\
-                   PENDING|(null)|N/A|10:00|10:00|\n\
-                   PENDING|(null)|gres:gpu:3g.20gb:2,gres:shard:2|UNLIMITED|UNLIMITED|\n\
-                   PENDING|(null)|gres:gpu:2|1:00|1:00|\n\
-                   RUNNING|node[2-3]|gres:gpu:a100:1|2:00:00|30:00|\n";
-        let q = parse_queue(out);
-        assert_eq!(q.len(), 3, "{q:?}");
-        assert_eq!(q[0].gpus, [("1g.5gb".to_string(), 1)]);
-        assert_eq!(q[0].limit_s, 3600);
-        assert_eq!(q[1].gpus, [("3g.20gb".to_string(), 2)]);
-        assert_eq!(q[1].limit_s, UNLIMITED_S);
-        assert!(q[2].running);
-        assert_eq!(q[2].nodes, ["node2", "node3"]);
-        assert_eq!(q[2].left_s, 1800);
-    }
-
-    #[test]
     fn demand_counts_pending_here_and_offers_of_other_nodes() {
         use crate::slurm::cluster::Cluster;
         let out = "PENDING|(null)|gres:gpu:1g.5gb:1|1:00:00|1:00:00|\n\
@@ -223,7 +143,7 @@ mod tests {
                    RUNNING|node2|gres:gpu:1g.5gb:1|2:00:00|30:00|\n\
                    RUNNING|node1|gres:gpu:1g.5gb:1|2:00:00|30:00|\n\
                    RUNNING|down1|gres:gpu:1g.5gb:1|2:00:00|30:00|\n";
-        let q = parse_queue(out);
+        let q = crate::slurm::queue::parse(out, MAX_JOBS);
         let mut cluster =
             Cluster::uniform("node", 3, 16, 64000, "gpu:1g.5gb:4,gpu:a100:1", &["gpu"]);
         cluster.nodes[2].name = "down1".into();

@@ -8,9 +8,9 @@ use chrono::{Local, NaiveDateTime, TimeZone};
 use super::leaderboard::leaderboard;
 use super::model::{self, AccountingState, AccountingStatus, Report, Section};
 use super::render::Selection;
-use super::squeue::Filter;
 use super::usage::usage_rows;
 use super::{inventory, queue, rightsizing, runs, sacct};
+use crate::slurm::squeue::Filter;
 use crate::slurm::Slurm;
 
 /// What to report on.
@@ -56,7 +56,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         let accounting = sel
             .has(Section::Usage)
             .then(|| scope.spawn(|| slice_hours(slurm, opts, now)));
-        let listing = scope.spawn(|| crate::slurm::squeue::listing(slurm, &opts.filter));
+        let listing = scope.spawn(|| crate::slurm::listing::fetch(slurm, &opts.filter));
         let nodes = crate::slurm::sinfo::nodes_once(slurm);
         let listing = listing.join();
         let accounting = accounting.map(|h| h.join());

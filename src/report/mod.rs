@@ -2,11 +2,11 @@
 //! `squeue` and at most one `sacct` call, plus run manifests.
 //!
 //! `gather` is the only part with effects (Slurm commands, the manifest
-//! directory, the clock); parsing and aggregation (`squeue`, `queue`,
-//! `inventory`, `sacct`, `runs`, `rightsizing`) and rendering (`render`) are
+//! directory, the clock); aggregation (`queue`, `inventory`, `sacct`, `runs`,
+//! `rightsizing`; Slurm's output is parsed in `slurm::{listing, sinfo, sacct}`) and rendering (`render`) are
 //! pure functions tested on recorded and synthetic output.
 //!
-//! `gather` runs the commands (through `slurm::{sinfo, squeue, sacct}`) and
+//! `gather` runs the commands (through `slurm::{sinfo, listing, sacct}`) and
 //! builds the `Report`; `usage` merges held slices with slice-hours;
 //! `leaderboard` builds the HTML page's board and curves; `format` picks the
 //! renderer for a `Format`.
@@ -22,7 +22,6 @@ pub mod render;
 pub mod rightsizing;
 pub mod runs;
 pub mod sacct;
-pub mod squeue;
 mod usage;
 pub mod window;
 
@@ -30,3 +29,6 @@ pub use format::{render, Format};
 pub use gather::{gather, Options};
 pub use leaderboard::{CURVES_MAX, CURVES_PER_DATASET};
 pub use usage::usage_rows;
+
+/// What a report is about (user, partition, account), as Slurm filters it.
+pub use crate::slurm::squeue::Filter;

@@ -10,7 +10,8 @@ use chrono::NaiveDateTime;
 
 use super::model::{PendingJob, Queue, QueueRow, ReasonCount, StuckJob, TypeWait};
 use super::reasons;
-use super::squeue::{self, Filter, Phase, QueueLine};
+use crate::slurm::listing::{self, Phase, QueueLine};
+use crate::slurm::squeue::Filter;
 
 /// The type key of jobs that ask for no GRES.
 pub const NO_GRES: &str = "none";
@@ -112,7 +113,7 @@ impl QueueAggregator {
         if line.trim().is_empty() {
             return;
         }
-        match squeue::parse_line(line) {
+        match listing::parse_line(line) {
             Ok(q) => self.add(&q),
             Err(err) => {
                 self.unparsed += 1;
@@ -162,7 +163,7 @@ impl QueueAggregator {
         }
     }
 
-    /// `squeue::slices_per_job`, or `none` for jobs without GRES, remembered
+    /// `listing::slices_per_job`, or `none` for jobs without GRES, remembered
     /// per request shape.
     fn slices(&mut self, q: &QueueLine<'_>) -> Rc<[(String, u64)]> {
         use std::fmt::Write as _;
@@ -180,13 +181,13 @@ impl QueueAggregator {
             q.tasks
         );
         for part in [q.tres_per_node, q.tres_per_job, q.tres_per_task, alloc] {
-            self.key.push(squeue::SEPARATOR);
+            self.key.push(listing::SEPARATOR);
             self.key.push_str(part);
         }
         if let Some(hit) = self.slice_cache.get(self.key.as_str()) {
             return Rc::clone(hit);
         }
-        let mut slices = squeue::slices_per_job(q);
+        let mut slices = listing::slices_per_job(q);
         if slices.is_empty() {
             slices.push((NO_GRES.to_string(), 0));
         }
@@ -201,7 +202,7 @@ impl QueueAggregator {
     fn row(&mut self, partition: &str, kind: &str) -> &mut RowCounts {
         self.key.clear();
         self.key.push_str(partition);
-        self.key.push(squeue::SEPARATOR);
+        self.key.push(listing::SEPARATOR);
         self.key.push_str(kind);
         if !self.rows.contains_key(self.key.as_str()) {
             self.rows.insert(self.key.clone(), RowCounts::default());
@@ -225,7 +226,7 @@ impl QueueAggregator {
             self.key.clear();
             for part in [q.user, q.account, kind.as_str()] {
                 self.key.push_str(part);
-                self.key.push(squeue::SEPARATOR);
+                self.key.push(listing::SEPARATOR);
             }
             match self.held.get_mut(self.key.as_str()) {
                 Some(n) => *n = n.saturating_add(count.saturating_mul(q.jobs)),
@@ -315,7 +316,7 @@ impl QueueAggregator {
             .rows
             .iter()
             .map(|(key, c)| {
-                let (partition, kind) = key.split_once(squeue::SEPARATOR).unwrap_or((key, ""));
+                let (partition, kind) = key.split_once(listing::SEPARATOR).unwrap_or((key, ""));
                 QueueRow {
                     partition: partition.to_string(),
                     kind: kind.to_string(),
@@ -366,7 +367,7 @@ impl QueueAggregator {
             .held
             .into_iter()
             .map(|(key, slices)| {
-                let mut parts = key.split(squeue::SEPARATOR);
+                let mut parts = key.split(listing::SEPARATOR);
                 let mut next = || parts.next().unwrap_or("").to_string();
                 Held {
                     user: next(),
@@ -463,7 +464,7 @@ mod tests {
             let mut s = String::new();
             for c in cols {
                 s.push_str(c);
-                s.push(crate::report::squeue::SEPARATOR);
+                s.push(crate::slurm::listing::SEPARATOR);
             }
             s
         };

@@ -18,9 +18,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::model::{RunRow, Runs, StageFailures, StateCount, Unreadable};
-use super::squeue::{parse_line, QueueLine, SEPARATOR};
 use crate::run::manifest::{IndexEntry, Manifest as RunManifest};
 use crate::run::status::{AcctRow, RunStatus, TaskState};
+use crate::slurm::listing::{parse_line, QueueLine, SEPARATOR};
 use crate::slurm::squeue::{parse_task_list, QueueRow};
 
 /// One stage as far as the report cares.

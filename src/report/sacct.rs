@@ -1,15 +1,13 @@
-//! Slice-hours per user, account and type in a time window, from one `sacct`
-//! call (`--parsable2`, allocations only).
+//! Slice-hours per user, account and type in a time window, from the rows of
+//! one `sacct` call (`slurm::sacct::usage_rows`, allocations only).
 
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::NaiveDateTime;
 
 use super::model::{AccountingState, AccountingStatus};
-use super::squeue::{gres_in_tres, parse_time, Filter, SEPARATOR};
-
-/// The columns `parse` reads: `slurm::sacct::USAGE_FIELDS`, in order.
-const COLUMNS: usize = 8;
+use crate::slurm::listing::{gres_in_tres, SEPARATOR};
+use crate::slurm::squeue::Filter;
 
 /// What a failed `sacct` means for the report.
 pub fn failure_state(stderr: &str, status: &str) -> AccountingState {
@@ -79,32 +77,25 @@ pub fn parse(text: &str, since: NaiveDateTime, now: NaiveDateTime, filter: &Filt
     let mut types_of: HashMap<&str, Vec<(String, u64)>> = HashMap::new();
     let mut hours_by_key: HashMap<String, f64> = HashMap::new();
     let mut key = String::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let mut cols = line.splitn(COLUMNS, '|');
-        let mut found = 0;
-        let c: [&str; COLUMNS] = std::array::from_fn(|_| {
-            let col = cols.next();
-            found += usize::from(col.is_some());
-            col.unwrap_or("")
-        });
-        if found != COLUMNS {
+    for row in crate::slurm::sacct::usage_rows(text) {
+        let Some(row) = row else {
             out.unparsed_lines += 1;
             continue;
-        }
-        let (user, account, partition, start, end, tres) = (c[1], c[2], c[3], c[5], c[6], c[7]);
+        };
+        let (user, account, tres) = (row.user, row.account, row.tres);
         if filter.user.as_deref().is_some_and(|u| u != user)
             || filter.account.as_deref().is_some_and(|a| a != account)
             || filter
                 .partition
                 .as_deref()
-                .is_some_and(|p| !partition.split(',').any(|x| x == p))
+                .is_some_and(|p| !row.partition.split(',').any(|x| x == p))
         {
             continue;
         }
-        let Some(start) = parse_time(start) else {
+        let Some(start) = row.start else {
             continue;
         };
-        let end = parse_time(end).unwrap_or(now).min(now);
+        let end = row.end.unwrap_or(now).min(now);
         let from = start.max(since);
         if end <= from {
             continue;
@@ -160,15 +151,7 @@ mod tests {
     use super::*;
 
     fn t(s: &str) -> NaiveDateTime {
-        parse_time(s).unwrap()
-    }
-
-    #[test]
-    fn the_asked_fields_are_the_parsed_columns() {
-        assert_eq!(
-            crate::slurm::sacct::USAGE_FIELDS.split(',').count(),
-            COLUMNS
-        );
+        crate::slurm::listing::parse_time(s).unwrap()
     }
 
     #[test]

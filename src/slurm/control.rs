@@ -89,15 +89,6 @@ fn parse_state_line(out: &str) -> Option<(String, String)> {
     Some((state.trim().to_string(), reason.trim().to_string()))
 }
 
-/// Every pending and running job of every user, highest priority first,
-/// with `format` (`squeue -O`): what node-setup's `auto` layout plans for.
-pub fn queue_for_demand(slurm: &Slurm, format: &str) -> Result<String> {
-    slurm.stdout(
-        "squeue",
-        &["-h", "-a", "-r", "-t", "PD,R", "--sort=-p,i", "-O", format],
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

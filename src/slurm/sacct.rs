@@ -207,8 +207,49 @@ pub fn parse_who(text: &str) -> Vec<(AcctRow, JobFacts)> {
 }
 
 /// The fields the report's usage query asks for, in the order
-/// `report::sacct::parse` reads them.
+/// [`usage_rows`] reads them.
 pub const USAGE_FIELDS: &str = "JobID,User,Account,Partition,State,Start,End,AllocTRES";
+
+/// How many columns [`USAGE_FIELDS`] names.
+const USAGE_COLUMNS: usize = 8;
+
+/// One allocation of the usage query, borrowing from its output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageRow<'a> {
+    pub user: &'a str,
+    pub account: &'a str,
+    /// One partition, or a comma list.
+    pub partition: &'a str,
+    /// None when the job never started.
+    pub start: Option<NaiveDateTime>,
+    /// None while it still runs (`Unknown`).
+    pub end: Option<NaiveDateTime>,
+    /// `AllocTRES`: what it held.
+    pub tres: &'a str,
+}
+
+/// The rows of the usage query's `--parsable2` output, in order; `None` for
+/// a line without all [`USAGE_FIELDS`] (the caller counts those). The
+/// allocation's TRES comes last, so a `|` inside it cannot shift a column.
+pub fn usage_rows(text: &str) -> impl Iterator<Item = Option<UsageRow<'_>>> {
+    text.lines().filter(|l| !l.trim().is_empty()).map(|line| {
+        let mut cols = line.splitn(USAGE_COLUMNS, '|');
+        let mut found = 0;
+        let c: [&str; USAGE_COLUMNS] = std::array::from_fn(|_| {
+            let col = cols.next();
+            found += usize::from(col.is_some());
+            col.unwrap_or("")
+        });
+        (found == USAGE_COLUMNS).then(|| UsageRow {
+            user: c[1],
+            account: c[2],
+            partition: c[3],
+            start: super::listing::parse_time(c[5]),
+            end: super::listing::parse_time(c[6]),
+            tres: c[7],
+        })
+    })
+}
 
 /// `sacct` arguments for jobs that held an allocation at any time between
 /// `since` and now (both cluster local time), allocations only.
@@ -255,6 +296,28 @@ pub fn probe(slurm: &Slurm) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_asked_fields_are_the_usage_columns() {
+        assert_eq!(USAGE_FIELDS.split(',').count(), USAGE_COLUMNS);
+    }
+
+    #[test]
+    fn usage_rows_parse_and_short_lines_are_none() {
+        let text = "7|alice|vision|gpu,debug|COMPLETED|2026-11-30T10:00:00|Unknown|cpu=1,gres/gpu:1g.5gb=1\n\
+                    8|bob|vision|gpu\n\n";
+        let rows: Vec<_> = usage_rows(text).collect();
+        assert_eq!(rows.len(), 2);
+        let r = rows[0].as_ref().unwrap();
+        assert_eq!(
+            (r.user, r.account, r.partition),
+            ("alice", "vision", "gpu,debug")
+        );
+        assert!(r.start.is_some());
+        assert_eq!(r.end, None);
+        assert_eq!(r.tres, "cpu=1,gres/gpu:1g.5gb=1");
+        assert!(rows[1].is_none());
+    }
 
     #[test]
     fn rows_by_id_parse() {

@@ -1,6 +1,6 @@
 //! Jobs of a run from one `squeue -j <ids> --Format=…` call; the user's
-//! tagged jobs; an account's or user's jobs; and the report's listing of
-//! every job (`listing`, parsed by `report::squeue`).
+//! tagged jobs; an account's or user's jobs. The report's listing of every
+//! job is `slurm::listing`.
 //!
 //! In 22.05 `squeue --json` ignores `-j` and `-t` and prints every job with
 //! 111 fields; a delimited `--Format` honours both and costs the controller
@@ -11,40 +11,6 @@ use chrono::{DateTime, Utc};
 
 use super::Slurm;
 
-/// The column separator of the report's listing ([`listing`]): no Slurm
-/// name, state, GRES or time contains it.
-pub const LISTING_SEPARATOR: char = '\u{1f}';
-
-/// The report's `--Format` fields, in the order `report::squeue::parse_line`
-/// reads them. `Reason` comes last: it is the only column whose text Slurm
-/// does not fully control, so a stray separator inside it cannot shift the others.
-pub const LISTING_FIELDS: [&str; 14] = [
-    "JobArrayID",
-    "State",
-    "Partition",
-    "UserName",
-    "Account",
-    "SubmitTime",
-    "NumNodes",
-    "NumTasks",
-    "tres-per-node",
-    "tres-per-job",
-    "tres-per-task",
-    "tres-alloc",
-    "Dependency",
-    "Reason",
-];
-
-/// The listing's `--Format=` argument: every field with the separator as its
-/// suffix and no width, so nothing is padded or cut.
-pub fn listing_format() -> String {
-    let fields: Vec<String> = LISTING_FIELDS
-        .iter()
-        .map(|f| format!("{f}:{LISTING_SEPARATOR}"))
-        .collect();
-    format!("--Format={}", fields.join(","))
-}
-
 /// Filters passed to `squeue` (and the report's `sacct`) so that slurmctld
 /// sends less (a single user makes squeue ask for that user's jobs only).
 /// The parsers filter again, because older clients or stand-ins may ignore them.
@@ -53,32 +19,6 @@ pub struct Filter {
     pub user: Option<String>,
     pub partition: Option<String>,
     pub account: Option<String>,
-}
-
-/// The whole argument list of the report's listing. `-t all`: every job
-/// slurmctld holds, classified by the caller; `-a`: hidden partitions too;
-/// `-h`: no header.
-pub fn listing_args(filter: &Filter) -> Vec<String> {
-    let mut args = vec!["-h".into(), "-a".into(), "-t".into(), "all".into()];
-    args.push(listing_format());
-    if let Some(user) = &filter.user {
-        args.push(format!("--user={user}"));
-    }
-    if let Some(partition) = &filter.partition {
-        args.push(format!("--partition={partition}"));
-    }
-    if let Some(account) = &filter.account {
-        args.push(format!("--account={account}"));
-    }
-    args
-}
-
-/// The report's listing, one `squeue`, not retried: a report runs every few
-/// minutes, and a busy controller is better served by the next run.
-pub fn listing(slurm: &Slurm, filter: &Filter) -> Result<String> {
-    let args = listing_args(filter);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Ok(slurm.run("squeue", &args)?.into_text())
 }
 
 /// Fields asked for, in order. Each ends with `|`, which no field value contains
@@ -257,7 +197,7 @@ pub struct JobFacts {
 /// A Slurm time stamp (local time, no zone: `2026-12-01T17:26:20`); none
 /// for `Unknown`, `None`, `N/A` and anything else.
 pub fn parse_slurm_time(s: &str) -> Option<DateTime<Utc>> {
-    let t = chrono::NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%dT%H:%M:%S").ok()?;
+    let t = super::listing::parse_time(s.trim())?;
     t.and_local_timezone(chrono::Local)
         .earliest()
         .map(|t| t.with_timezone(&Utc))
@@ -418,27 +358,5 @@ mod tests {
         assert_eq!(parse_task_list("4-6%2"), vec![4, 5, 6]);
         assert_eq!(parse_task_list("[1,3,7-8]"), vec![1, 3, 7, 8]);
         assert_eq!(parse_task_list("N/A"), Vec::<u32>::new());
-    }
-
-    #[test]
-    fn listing_format_names_every_field_with_the_separator() {
-        let arg = super::listing_format();
-        assert!(arg.starts_with("--Format=JobArrayID:\u{1f},State:\u{1f},"));
-        assert!(arg.ends_with(",Reason:\u{1f}"));
-        assert_eq!(arg.matches(',').count(), super::LISTING_FIELDS.len() - 1);
-    }
-
-    #[test]
-    fn filters_become_arguments() {
-        let f = super::Filter {
-            user: Some("alice".into()),
-            partition: Some("gpu".into()),
-            account: None,
-        };
-        let a = super::listing_args(&f);
-        assert_eq!(&a[..4], ["-h", "-a", "-t", "all"]);
-        assert!(a.contains(&"--user=alice".to_string()));
-        assert!(a.contains(&"--partition=gpu".to_string()));
-        assert!(!a.iter().any(|x| x.starts_with("--account")));
     }
 }

@@ -7,8 +7,9 @@ use std::path::Path;
 use serde_json::Value;
 use yolo_sched::report::model::{AccountingStatus, GresCount, QueueRow, ReasonCount};
 use yolo_sched::report::queue::{QueueAggregator, NO_GRES};
-use yolo_sched::report::squeue::{self, Filter, Phase};
+use yolo_sched::report::Filter;
 use yolo_sched::report::{inventory, reasons, runs, sacct};
+use yolo_sched::slurm::listing::{self, Phase};
 use yolo_sched::slurm::sinfo;
 
 const COMPACT: &str = include_str!("../data/report/squeue-22.05-compact.txt");
@@ -18,7 +19,7 @@ const SINFO_DRAINED: &str = include_str!("../data/report/sinfo-22.05-node2-drain
 const SACCT_STDERR: &str = include_str!("../data/report/sacct-22.05-no-accounting.stderr");
 
 fn at(s: &str) -> chrono::NaiveDateTime {
-    squeue::parse_time(s).unwrap()
+    listing::parse_time(s).unwrap()
 }
 
 /// The moment the recordings were made (cluster local time).
@@ -185,7 +186,7 @@ fn json_recording_agrees_with_the_compact_listing() {
     }
     let mut seen = 0;
     for line in COMPACT.lines() {
-        let q = squeue::parse_line(line).unwrap();
+        let q = listing::parse_line(line).unwrap();
         let (state, reason, user, tres) = from_json
             .get(q.job_id)
             .unwrap_or_else(|| panic!("{} missing from the JSON", q.job_id));
@@ -330,7 +331,7 @@ fn recorded_run_manifest_reads_through_its_index() {
     assert_eq!(m.stages[1].profile, None, "export runs on CPU");
 
     // While Slurm still had the training job queued, the queue decides.
-    let sep = squeue::SEPARATOR;
+    let sep = listing::SEPARATOR;
     let listing = format!(
         "28{sep}RUNNING{sep}gpu{sep}root{sep}(null){sep}2026-11-30T15:15:40{sep}1{sep}1{sep}\
          gres:gpu:1g.5gb:1{sep}N/A{sep}N/A{sep}N/A{sep}(null){sep}None{sep}\n\
@@ -357,7 +358,7 @@ fn recorded_run_manifest_reads_through_its_index() {
 #[test]
 fn reason_words_cover_what_the_cluster_printed() {
     for line in COMPACT.lines() {
-        let q = squeue::parse_line(line).unwrap();
+        let q = listing::parse_line(line).unwrap();
         let code = reasons::code(q.reason);
         if q.phase == Phase::Pending {
             assert_ne!(reasons::describe(code), code, "no words for {code}");

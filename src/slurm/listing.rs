@@ -1,4 +1,5 @@
-//! The compact `squeue` listing the report asks for, and its line parser.
+//! The report's listing of every job: one compact `squeue`, its arguments,
+//! and its line parser.
 //!
 //! The report asks `squeue` for 14 named fields, each followed by the ASCII
 //! unit separator (0x1F), instead of `squeue --json`: about 130 bytes a job
@@ -8,13 +9,69 @@
 //! last: it is the only column whose text Slurm does not fully control, so a
 //! stray separator inside it cannot shift the other columns.
 
+use anyhow::Result;
 use chrono::{NaiveDate, NaiveDateTime};
 
-use crate::slurm::gres::{self, GresItem};
+use super::gres::{self, GresItem};
+use super::squeue::Filter;
+use super::Slurm;
 
-// The listing's fields, separator and filter live beside the `squeue` call
-// in `slurm::squeue`; the names stay here for the parser and its users.
-pub use crate::slurm::squeue::{Filter, LISTING_FIELDS as FIELDS, LISTING_SEPARATOR as SEPARATOR};
+/// The column separator of the report's listing ([`fetch`]): no Slurm
+/// name, state, GRES or time contains it.
+pub const SEPARATOR: char = '\u{1f}';
+
+/// The report's `--Format` fields, in the order [`parse_line`]
+/// reads them. `Reason` comes last: it is the only column whose text Slurm
+/// does not fully control, so a stray separator inside it cannot shift the others.
+pub const FIELDS: [&str; 14] = [
+    "JobArrayID",
+    "State",
+    "Partition",
+    "UserName",
+    "Account",
+    "SubmitTime",
+    "NumNodes",
+    "NumTasks",
+    "tres-per-node",
+    "tres-per-job",
+    "tres-per-task",
+    "tres-alloc",
+    "Dependency",
+    "Reason",
+];
+
+/// The listing's `--Format=` argument: every field with the separator as its
+/// suffix and no width, so nothing is padded or cut.
+pub fn format() -> String {
+    let fields: Vec<String> = FIELDS.iter().map(|f| format!("{f}:{SEPARATOR}")).collect();
+    format!("--Format={}", fields.join(","))
+}
+
+/// The whole argument list of the report's listing. `-t all`: every job
+/// slurmctld holds, classified by the caller; `-a`: hidden partitions too;
+/// `-h`: no header.
+pub fn args(filter: &Filter) -> Vec<String> {
+    let mut args = vec!["-h".into(), "-a".into(), "-t".into(), "all".into()];
+    args.push(format());
+    if let Some(user) = &filter.user {
+        args.push(format!("--user={user}"));
+    }
+    if let Some(partition) = &filter.partition {
+        args.push(format!("--partition={partition}"));
+    }
+    if let Some(account) = &filter.account {
+        args.push(format!("--account={account}"));
+    }
+    args
+}
+
+/// The report's listing, one `squeue`, not retried: a report runs every few
+/// minutes, and a busy controller is better served by the next run.
+pub fn fetch(slurm: &Slurm, filter: &Filter) -> Result<String> {
+    let args = args(filter);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Ok(slurm.run("squeue", &args)?.into_text())
+}
 
 /// Slurm's NO_VAL and INFINITE for 32-bit counts (printed for unset values).
 const NO_VAL32: u64 = 0xffff_fffe;
@@ -492,5 +549,27 @@ mod tests {
         assert_eq!(phase_of("SUSPENDED"), Phase::Running);
         assert_eq!(phase_of("COMPLETED"), Phase::Ended);
         assert_eq!(phase_of("SOME_FUTURE_STATE"), Phase::Ended);
+    }
+
+    #[test]
+    fn listing_format_names_every_field_with_the_separator() {
+        let arg = super::format();
+        assert!(arg.starts_with("--Format=JobArrayID:\u{1f},State:\u{1f},"));
+        assert!(arg.ends_with(",Reason:\u{1f}"));
+        assert_eq!(arg.matches(',').count(), super::FIELDS.len() - 1);
+    }
+
+    #[test]
+    fn filters_become_arguments() {
+        let f = super::Filter {
+            user: Some("alice".into()),
+            partition: Some("gpu".into()),
+            account: None,
+        };
+        let a = super::args(&f);
+        assert_eq!(&a[..4], ["-h", "-a", "-t", "all"]);
+        assert!(a.contains(&"--user=alice".to_string()));
+        assert!(a.contains(&"--partition=gpu".to_string()));
+        assert!(!a.iter().any(|x| x.starts_with("--account")));
     }
 }
