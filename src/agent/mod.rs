@@ -20,12 +20,12 @@
 
 mod check;
 mod duty;
-pub mod metrics;
-pub mod policy;
+pub(crate) mod metrics;
+pub(crate) mod policy;
 pub mod procs;
-pub mod run;
+pub(crate) mod run;
 pub mod series;
-pub mod site;
+pub(crate) mod site;
 
 pub use check::check_spec;
 pub use duty::{AgentDuty, Event};

@@ -78,7 +78,7 @@ impl Options {
 /// Why the agent ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Ended {
+pub enum EndReason {
     /// The trainer exited.
     TrainerGone,
     /// Its stdin closed: the train script is ending.
@@ -100,7 +100,7 @@ pub struct Outcome {
     pub samples: u64,
     pub read_errors: u64,
     pub decisions: Vec<Decision>,
-    pub ended: Ended,
+    pub ended: EndReason,
     pub policy: GuardPolicy,
 }
 
@@ -159,7 +159,7 @@ fn catch_signals() -> Option<SignalFd> {
 
 /// Wait up to `d`. `Some(ScriptEnded)` when stdin reached its end (only with
 /// `watch_stdin`), `Some(Signalled)` when a caught signal arrived.
-fn wait(d: Duration, watch_stdin: bool, signals: Option<&SignalFd>) -> Option<Ended> {
+fn wait(d: Duration, watch_stdin: bool, signals: Option<&SignalFd>) -> Option<EndReason> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let until = Instant::now() + d;
     let stdin = std::io::stdin();
@@ -195,16 +195,16 @@ fn wait(d: Duration, watch_stdin: bool, signals: Option<&SignalFd>) -> Option<En
                 if sig_at.is_some_and(ready) {
                     if let Some(sig) = signals {
                         if let Ok(Some(_)) = sig.read_signal() {
-                            return Some(Ended::Signalled);
+                            return Some(EndReason::Signalled);
                         }
                     }
                 }
                 if watch_stdin && ready(stdin_at) {
                     let mut buf = [0u8; 256];
                     match nix::unistd::read(stdin.as_fd(), &mut buf) {
-                        Ok(0) => return Some(Ended::ScriptEnded),
+                        Ok(0) => return Some(EndReason::ScriptEnded),
                         Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                        Err(_) => return Some(Ended::ScriptEnded),
+                        Err(_) => return Some(EndReason::ScriptEnded),
                     }
                 }
             }
@@ -317,7 +317,7 @@ pub fn run(
         samples: 0,
         read_errors: 0,
         decisions: vec![],
-        ended: Ended::TrainerGone,
+        ended: EndReason::TrainerGone,
         policy: p.clone(),
     };
     let mut last_error: Option<String> = None;
@@ -462,7 +462,7 @@ pub fn run(
             }
         }
         if stop_now {
-            outcome.ended = Ended::Stopped;
+            outcome.ended = EndReason::Stopped;
             match opts.pid {
                 Some(pid) => {
                     let how = procs::stop(pid, Duration::from_secs_f64(p.grace_s));
@@ -501,11 +501,11 @@ pub fn run(
             break;
         }
         if opts.max_samples.is_some_and(|m| outcome.samples >= m) {
-            outcome.ended = Ended::SampleLimit;
+            outcome.ended = EndReason::SampleLimit;
             break;
         }
         if opts.pid.is_some_and(|pid| !procs::alive(pid)) {
-            outcome.ended = Ended::TrainerGone;
+            outcome.ended = EndReason::TrainerGone;
             break;
         }
         if let Some(why) = wait(interval, opts.stop_on_stdin_eof, signals.as_ref()) {
@@ -548,7 +548,7 @@ fn duties_only(
             }
         }
         if opts.pid.is_some_and(|pid| !procs::alive(pid)) {
-            break Ended::TrainerGone;
+            break EndReason::TrainerGone;
         }
         if let Some(why) = wait(interval, opts.stop_on_stdin_eof, signals.as_ref()) {
             break why;

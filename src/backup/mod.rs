@@ -15,14 +15,14 @@
 //! `check_store`); `restore` (the function here) restores a run's training
 //! directory through its saved settings (`restore::restore_run`).
 
-pub mod config;
-pub mod duty;
+pub(crate) mod config;
+pub(crate) mod duty;
 mod preflight;
-pub mod record;
-pub mod restore;
-pub mod store;
-pub mod sync;
-pub mod url;
+pub(crate) mod record;
+pub(crate) mod restore;
+pub(crate) mod store;
+pub(crate) mod sync;
+pub(crate) mod url;
 
 #[cfg(test)]
 mod tests;

@@ -72,6 +72,7 @@ fn needs_restore(save_dir: &Path, rel: &str) -> bool {
 /// restored `last.pt` also its `results.csv` (so the epoch count agrees with
 /// the checkpoint) and a missing `args.yaml`. The state record is updated so
 /// the restored files are not uploaded again.
+#[cfg(test)]
 pub fn restore(save_dir: &Path, url: &BackupUrl, store: &Store) -> Result<RestoreOutcome> {
     restore_with(save_dir, url, store, false)
 }

@@ -31,7 +31,7 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// Site file to read instead of /etc/yolo-sched/site.toml.
-    #[arg(long, global = true, env = "YOLO_SCHED_SITE", value_name = "FILE")]
+    #[arg(long, global = true, env = crate::config::SITE_ENV, value_name = "FILE")]
     pub site: Option<PathBuf>,
 
     /// When to colour output: auto (a terminal without NO_COLOR), always or never.

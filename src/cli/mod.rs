@@ -4,26 +4,27 @@
 //! `context` what each subcommand is handed (`Context`), `dispatch` the entry
 //! point (`run_main`, `execute`); one file per subcommand.
 
-pub mod agent;
-pub mod args;
-pub mod backup;
-pub mod checkpoint;
+pub(crate) mod agent;
+pub(crate) mod args;
+pub(crate) mod backup;
+pub(crate) mod checkpoint;
 mod command;
-pub mod compare;
+pub(crate) mod compare;
 mod context;
-pub mod dataset;
+pub(crate) mod dataset;
 mod dispatch;
-pub mod doctor;
-pub mod gc;
-pub mod generate;
-pub mod node_setup;
-pub mod report;
-pub mod runs;
-pub mod status;
-pub mod submit;
-pub mod validate;
-pub mod watch;
+pub(crate) mod doctor;
+pub(crate) mod gc;
+pub(crate) mod generate;
+pub(crate) mod node_setup;
+pub(crate) mod report;
+pub(crate) mod runs;
+pub(crate) mod status;
+pub(crate) mod submit;
+pub(crate) mod validate;
+pub(crate) mod watch;
 
-pub use command::{Cli, Command, GlobalArgs};
-pub use context::Context;
-pub use dispatch::{execute, run_main};
+pub use command::Cli;
+pub(crate) use command::{Command, GlobalArgs};
+pub(crate) use context::Context;
+pub use dispatch::run_main;

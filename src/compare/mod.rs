@@ -16,10 +16,10 @@
 //! `render` writes a board's cells and CSV.
 
 mod board;
-pub mod facts;
-pub mod render;
+pub(crate) mod facts;
+pub(crate) mod render;
 mod row;
 
-pub use board::{board, dataset_name, Board, Group, Options, SortKey, SCHEMA_VERSION};
-pub use facts::{facts, Facts};
+pub use board::{board, Board, Group, Options, SortKey};
+pub use facts::facts;
 pub use row::Row;

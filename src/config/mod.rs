@@ -5,6 +5,6 @@
 //! clap resolves flags against the environment; this module supplies the
 //! layers below.
 
-pub mod site;
+pub(crate) mod site;
 
-pub use site::{Site, SITE_ENV, SITE_PATH};
+pub use site::{Site, SITE_ENV};

@@ -9,12 +9,12 @@
 //! `run` ties the parts together (`run_check`); `bytes` words sizes.
 
 mod bytes;
-pub mod cache;
-pub mod check;
-pub mod config;
-pub mod fingerprint;
+pub(crate) mod cache;
+pub(crate) mod check;
+pub(crate) mod config;
+pub(crate) mod fingerprint;
 pub mod image;
-pub mod labels;
+pub(crate) mod labels;
 mod run;
 
 pub use bytes::human_bytes;

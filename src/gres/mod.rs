@@ -5,11 +5,11 @@
 //! and writes with `fsutil::write_with_backup`, passing `render::check_written`
 //! as the parse-back check. See `docs/mig-layouts.md` §gres.conf.
 
-pub mod conf;
-pub mod diff;
-pub mod hostlist;
-pub mod minors;
-pub mod render;
+pub(crate) mod conf;
+pub(crate) mod diff;
+pub(crate) mod hostlist;
+pub(crate) mod minors;
+pub(crate) mod render;
 
 pub use conf::{parse, GresConf, GresLine};
 pub use diff::unified_diff;

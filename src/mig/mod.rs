@@ -3,13 +3,13 @@
 //! Nothing here touches NVML or files; `node-setup` feeds in what NVML reports
 //! and applies what comes out. See `docs/mig-layouts.md`.
 
-pub mod auto;
+pub(crate) mod auto;
 pub mod builtin;
-pub mod catalog;
-pub mod demand;
-pub mod layout;
-pub mod planner;
-pub mod profile;
+pub(crate) mod catalog;
+pub(crate) mod demand;
+pub(crate) mod layout;
+pub(crate) mod planner;
+pub(crate) mod profile;
 #[cfg(test)]
 mod properties;
 

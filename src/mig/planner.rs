@@ -19,7 +19,6 @@
 //! The search places the largest instances first and backtracks; it is complete,
 //! so "no arrangement" means none exists under these rules.
 
-use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use anyhow::Result;
@@ -539,15 +538,6 @@ fn need_vector(counts: &ProfileCounts, geometry: &GpuGeometry) -> Vec<u8> {
     need
 }
 
-/// Instances of a plan grouped by profile, for summaries: `{"1g.5gb": [0, 1]}` (starts).
-pub fn starts_by_profile(plan: &GpuPlan) -> BTreeMap<String, Vec<u8>> {
-    let mut out: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    for i in &plan.instances {
-        out.entry(i.profile.clone()).or_default().push(i.start);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,8 +583,13 @@ mod tests {
         let a = builtin::a100_40gb();
         let plan = check(&balanced(&a).unwrap(), &a).unwrap();
         assert_eq!(plan.used_memory_slices(), 8);
-        let by = starts_by_profile(&plan);
-        assert_eq!(by["3g.20gb"], [4]);
+        let three: Vec<u8> = plan
+            .instances
+            .iter()
+            .filter(|i| i.profile == "3g.20gb")
+            .map(|i| i.start)
+            .collect();
+        assert_eq!(three, [4]);
         assert_eq!(plan.instances[0].profile, "3g.20gb", "largest first");
     }
 

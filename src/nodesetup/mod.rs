@@ -10,12 +10,12 @@
 mod apply;
 mod check;
 mod describe;
-pub mod lock;
+pub(crate) mod lock;
 mod options;
 pub mod plan;
 mod prepare;
-pub mod site;
-pub mod slurm;
+pub(crate) mod site;
+pub(crate) mod slurm;
 mod steps;
 
 pub use apply::{apply, Applied};

@@ -8,10 +8,10 @@
 //! against the fake library built from `fake-nvml/` (docs/fake-nvml.md).
 
 pub mod apply;
-pub mod destroy;
+pub(crate) mod destroy;
 pub mod memory;
-pub mod probe;
-pub mod raw;
+pub(crate) mod probe;
+pub(crate) mod raw;
 pub mod topology;
 
 /// The library handle, named here so no module outside `src/nvml` imports nvml-wrapper.

@@ -180,21 +180,6 @@ pub fn possible_placements(device: &Device, profile_id: u32) -> Result<Vec<Place
         .collect())
 }
 
-/// How many more instances of a profile fit now.
-pub fn remaining_capacity(device: &Device, profile_id: u32) -> Result<u32, NvmlError> {
-    let sym = nvml_sym(
-        device
-            .nvml()
-            .lib()
-            .nvmlDeviceGetGpuInstanceRemainingCapacity
-            .as_ref(),
-    )?;
-    let mut count: c_uint = 0;
-    // SAFETY: valid device handle and a pointer to a local integer.
-    nvml_try(unsafe { sym(raw_device(device), profile_id, &mut count) })?;
-    Ok(count)
-}
-
 /// The GPU instances of one profile. `capacity` is the profile's instance count
 /// (NVML writes up to that many handles).
 pub fn gpu_instances<'nvml>(

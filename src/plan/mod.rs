@@ -9,7 +9,7 @@ mod build;
 pub mod estimate;
 pub mod gpu;
 mod graph;
-pub mod policy;
+pub(crate) mod policy;
 pub mod resources;
 mod shape;
 

@@ -18,12 +18,12 @@ mod leaderboard;
 pub mod model;
 pub mod queue;
 pub use crate::slurm::reasons;
-pub mod render;
-pub mod rightsizing;
+pub(crate) mod render;
+pub(crate) mod rightsizing;
 pub mod runs;
 pub mod sacct;
 mod usage;
-pub mod window;
+pub(crate) mod window;
 
 pub use format::{render, Format};
 pub use gather::{gather, Options};

@@ -1,21 +1,21 @@
 //! Runs after submission: manifests, the state index, and the effects of
 //! submitting a plan to Slurm.
 
-pub mod audit;
-pub mod cancel;
-pub mod chain;
+pub(crate) mod audit;
+pub(crate) mod cancel;
+pub(crate) mod chain;
 pub mod checkpoint;
-pub mod escalate;
-pub mod guard;
-pub mod journal;
-pub mod logs;
+pub(crate) mod escalate;
+pub(crate) mod guard;
+pub(crate) mod journal;
+pub(crate) mod logs;
 pub mod manifest;
-pub mod query;
-pub mod results;
-pub mod resume;
-pub mod status;
-pub mod submit;
-pub mod syslog;
-pub mod team;
+pub(crate) mod query;
+pub(crate) mod results;
+pub(crate) mod resume;
+pub(crate) mod status;
+pub(crate) mod submit;
+pub(crate) mod syslog;
+pub(crate) mod team;
 
 pub use manifest::{Manifest, StageRecord};

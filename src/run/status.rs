@@ -475,6 +475,7 @@ pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>)
 }
 
 /// Read `results.csv` (through `run::results`): the last epoch and the best mAP so far.
+#[cfg(test)]
 pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainProgress> {
     progress_of(&super::results::read(results_csv)?, epochs)
 }
@@ -606,8 +607,10 @@ impl RunDir for OnDisk<'_> {
 }
 
 /// A run directory with nothing in it (or none that can be read).
+#[cfg(test)]
 pub struct Nothing;
 
+#[cfg(test)]
 impl RunDir for Nothing {
     fn results(&self, _: &str) -> Option<Vec<super::results::Epoch>> {
         None

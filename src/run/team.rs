@@ -59,9 +59,6 @@ pub struct Team {
     pub runs: Vec<TeamRun>,
     /// No accounting: only runs with a job still in the queue were found.
     pub accounting_off: bool,
-    /// The queue rows and accounting rows the runs were computed from.
-    pub rows: Vec<QueueRow>,
-    pub acct: Vec<AcctRow>,
 }
 
 /// The runs of `who` (one `squeue`, one `sacct` since `since`, whatever
@@ -116,8 +113,6 @@ pub fn assemble(
     Team {
         runs,
         accounting_off,
-        rows,
-        acct,
     }
 }
 
@@ -291,15 +286,6 @@ pub enum Located {
     Own(Box<Manifest>),
     /// Found through Slurm (a team member's run, for a coordinator).
     Team(Box<TeamRun>),
-}
-
-impl Located {
-    pub fn manifest(&self) -> &Manifest {
-        match self {
-            Located::Own(m) => m,
-            Located::Team(r) => &r.manifest,
-        }
-    }
 }
 
 /// How far back a run named by id is looked for in accounting.

@@ -29,26 +29,6 @@ impl ControllerConfig {
         self.values.get(key).map(String::as_str)
     }
 
-    /// `MaxArraySize`: array indices must be below it.
-    pub fn max_array_size(&self) -> Option<u64> {
-        self.get("MaxArraySize")?.parse().ok()
-    }
-
-    /// `MinJobAge` in seconds.
-    pub fn min_job_age(&self) -> Option<u64> {
-        self.get("MinJobAge")?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    }
-
-    /// True when jobs go to slurmdbd, so `sacct` works.
-    pub fn has_accounting_storage(&self) -> bool {
-        self.get("AccountingStorageType")
-            .is_some_and(|t| !t.ends_with("/none") && !t.is_empty())
-    }
-
     /// True when slurmdbd keeps each job's `--comment` (`AccountingStoreFlags=job_comment`),
     /// which names the run, so `sacct` finds runs after they left the queue.
     pub fn stores_job_comment(&self) -> bool {
@@ -97,9 +77,8 @@ mod tests {
             PrivateData             = accounts,jobs\n\
             SLURM_VERSION           = 22.05.8\n";
         let c = ControllerConfig::parse(text);
-        assert_eq!(c.max_array_size(), Some(1001));
-        assert_eq!(c.min_job_age(), Some(1800));
-        assert!(!c.has_accounting_storage());
+        assert_eq!(c.get("MaxArraySize"), Some("1001"));
+        assert_eq!(c.get("MinJobAge"), Some("1800 sec"));
         assert!(c.has_jobcomp());
         assert!(c.stores_job_comment() && c.private_jobs());
         let bare = ControllerConfig::parse("PrivateData = none\n");

@@ -8,19 +8,19 @@
 //! `sinfo`) fill.
 
 pub mod cluster;
-pub mod config;
-pub mod control;
-pub mod gres;
+pub(crate) mod config;
+pub(crate) mod control;
+pub(crate) mod gres;
 pub mod listing;
-pub mod node;
-pub mod queue;
+pub(crate) mod node;
+pub(crate) mod queue;
 pub mod reasons;
-pub mod runner;
-pub mod sacct;
+pub(crate) mod runner;
+pub(crate) mod sacct;
 pub mod sbatch;
 pub mod sinfo;
 pub mod squeue;
-pub mod states;
-pub mod version;
+pub(crate) mod states;
+pub(crate) mod version;
 
 pub use runner::{CommandFailed, Slurm};

@@ -70,11 +70,6 @@ pub fn classify(state: &str) -> Class {
     }
 }
 
-/// True while a job holds its allocation (the report counts its slices as in use).
-pub fn holds_allocation(state: &str) -> bool {
-    classify(state) == Class::Running
-}
-
 /// True when `sacct`'s complaint means the cluster keeps no job accounting
 /// (no slurmdbd), not a passing failure: callers then stop asking it.
 pub fn accounting_off(stderr: &str) -> bool {
@@ -126,9 +121,7 @@ mod tests {
     #[test]
     fn suspended_is_neither_waiting_nor_finished() {
         assert_eq!(classify("SUSPENDED"), Class::Running);
-        assert!(holds_allocation("SUSPENDED"));
-        assert!(!holds_allocation("PENDING"));
-        assert!(!holds_allocation("COMPLETED"));
+        assert_eq!(classify("PENDING"), Class::Waiting);
     }
 
     #[test]

@@ -10,14 +10,14 @@
 //! `resolve_weights`, `Spec::resolve`).
 
 pub(crate) mod args;
-pub mod error;
-pub mod guard;
+pub(crate) mod error;
+pub(crate) mod guard;
 mod load;
 mod parse;
 mod paths;
-pub mod types;
+pub(crate) mod types;
 pub mod ultralytics;
-pub mod values;
+pub(crate) mod values;
 
 pub use crate::suggest::closest;
 pub use error::{Location, SpecError, SpecErrors};

@@ -17,8 +17,5 @@ mod text;
 
 pub use counts::ProfileCounts;
 pub use select::{GpuSelector, Layout, LayoutEntry};
-pub use site::{named_layouts, DevicesDef, GpuEntryDef, LayoutDef, LayoutDefs, MigDef};
-pub use text::{
-    is_profile_name, parse_gpu_layout, parse_gpu_layout_for, resolve_layout_arg, GpuLayout,
-    BUILTIN_WORDS, MAX_COUNT,
-};
+pub use site::{named_layouts, LayoutDef, LayoutDefs};
+pub use text::{parse_gpu_layout, parse_gpu_layout_for, resolve_layout_arg, GpuLayout};

@@ -5,12 +5,12 @@
 //! that `text` and `csv` print; `prometheus` and `html` render the report
 //! directly.
 
-pub mod csv;
-pub mod html;
-pub mod prometheus;
+pub(crate) mod csv;
+pub(crate) mod html;
+pub(crate) mod prometheus;
 mod selection;
 mod tables;
-pub mod text;
+pub(crate) mod text;
 
-pub use selection::{Selection, TABLES};
-pub use tables::{human_duration, tables, Style, TableData, USAGE_ROWS_SHOWN};
+pub use selection::Selection;
+pub use tables::{tables, Style, TableData};
