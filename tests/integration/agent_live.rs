@@ -96,7 +96,7 @@ impl Live {
 }
 
 fn ready() -> ClusterGuard {
-    let guard = cluster(module_path!());
+    let guard = cluster_shared(module_path!());
     assert!(
         crate::common::trainer_venv().join("bin/yolo").exists(),
         "the real trainer is needed but {} has none; run slurm/trainer.sh install",

@@ -192,7 +192,7 @@ fn assert_no_secret(workdir: &Path, secret: &str) {
 #[test]
 #[ignore = "needs the local Slurm cluster and the local S3 server (slurm/cluster.sh up, slurm/s3.sh up)"]
 fn a_store_outage_mid_run_is_a_warning_and_a_lag_and_training_goes_on() {
-    let _cluster = cluster(module_path!());
+    let _cluster = cluster_shared(module_path!());
     let s = s3();
     let relay = Relay::start(&s.get("AWS_ENDPOINT_URL"));
     let f = Fixture::new("outage", s.via(&relay.endpoint()));
@@ -269,7 +269,7 @@ fn a_store_outage_mid_run_is_a_warning_and_a_lag_and_training_goes_on() {
 #[test]
 #[ignore = "needs the local Slurm cluster and the local S3 server (slurm/cluster.sh up, slurm/s3.sh up)"]
 fn bad_credentials_are_refused_at_submission_and_nothing_runs() {
-    let _cluster = cluster(module_path!());
+    let _cluster = cluster_shared(module_path!());
     let s = s3();
     let mut bad = s.clone();
     for (k, v) in bad.vars.iter_mut() {
@@ -315,7 +315,7 @@ fn bad_credentials_are_refused_at_submission_and_nothing_runs() {
 #[test]
 #[ignore = "needs the local Slurm cluster, the real trainer and the local S3 server (slurm/cluster.sh up, slurm/trainer.sh install, slurm/s3.sh up)"]
 fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
-    let _cluster = cluster(module_path!());
+    let _cluster = cluster_shared(module_path!());
     assert!(
         crate::common::trainer_venv().join("bin/yolo").exists(),
         "the real trainer is needed; run slurm/trainer.sh install"
@@ -405,7 +405,7 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
 #[test]
 #[ignore = "needs the local Slurm cluster and the local S3 server (slurm/cluster.sh up, slurm/s3.sh up)"]
 fn each_task_of_a_sweep_is_backed_up_under_its_own_prefix() {
-    let _cluster = cluster(module_path!());
+    let _cluster = cluster_shared(module_path!());
     let f = Fixture::new("sweep", s3());
     let spec = f.spec("sweep", 3);
     let mut text = read(&spec);

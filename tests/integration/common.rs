@@ -135,25 +135,43 @@ fn cluster_answers() -> bool {
         .unwrap_or(false)
 }
 
-/// Which module's tests hold the cluster, and how many of them run.
+/// Which modules' tests hold the cluster, and how many of each run.
 struct Turn {
-    owner: Option<&'static str>,
+    holders: Vec<Holder>,
+}
+
+struct Holder {
+    module: &'static str,
+    /// Whether other shared modules may hold the cluster beside it.
+    shared: bool,
     active: usize,
-    /// When the owner took its turn (for `YOLO_SCHED_TEST_TURNS`).
-    since: Option<Instant>,
+    /// When the module took its turn (for `YOLO_SCHED_TEST_TURNS`).
+    since: Instant,
+}
+
+impl Turn {
+    /// May a test of `module` start now?
+    fn admits(&self, module: &str, shared: bool) -> bool {
+        if self.holders.iter().any(|h| h.module == module) {
+            return true;
+        }
+        if shared {
+            self.holders.iter().all(|h| h.shared)
+        } else {
+            self.holders.is_empty()
+        }
+    }
 }
 
 static TURN: std::sync::Mutex<Turn> = std::sync::Mutex::new(Turn {
-    owner: None,
-    active: 0,
-    since: None,
+    holders: Vec::new(),
 });
 
 /// With `YOLO_SCHED_TEST_TURNS=FILE`, each module's turn on the cluster is
 /// appended to FILE (`<module> <seconds>`), and each test's time on it
 /// (`test <name> <seconds>`): where the suite's time goes.
-fn note_turn(module: &str, since: Option<Instant>) {
-    let (Some(path), Some(since)) = (std::env::var_os("YOLO_SCHED_TEST_TURNS"), since) else {
+fn note_turn(module: &str, since: Instant) {
+    let Some(path) = std::env::var_os("YOLO_SCHED_TEST_TURNS") else {
         return;
     };
     use std::io::Write;
@@ -169,6 +187,7 @@ static TURN_CHANGED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// A live test's hold on the cluster; released when dropped (also on panic).
 pub struct ClusterGuard {
+    module: &'static str,
     /// When this test got the cluster (for `YOLO_SCHED_TEST_TURNS`).
     since: Instant,
 }
@@ -177,42 +196,59 @@ impl Drop for ClusterGuard {
     fn drop(&mut self) {
         // libtest names each test's thread after the test.
         let test = std::thread::current().name().unwrap_or("?").to_string();
-        note_turn(&format!("test {test}"), Some(self.since));
+        note_turn(&format!("test {test}"), self.since);
         let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-        turn.active -= 1;
-        if turn.active == 0 {
-            if let Some(owner) = turn.owner.take() {
-                note_turn(owner, turn.since.take());
+        if let Some(i) = turn.holders.iter().position(|h| h.module == self.module) {
+            turn.holders[i].active -= 1;
+            if turn.holders[i].active == 0 {
+                let done = turn.holders.remove(i);
+                note_turn(done.module, done.since);
             }
         }
         TURN_CHANGED.notify_all();
     }
 }
 
-/// The live cluster for a test of `module` (`module_path!()`). The tests of
-/// one module run side by side, as they did when each file was its own
-/// binary; modules take turns, so one module's jobs never meet another's
-/// (node-setup's test even reconfigures the cluster). Live tests are
-/// `#[ignore]`d, so this runs only when they were asked for: no cluster then
-/// is a failure, not a skip.
+/// The live cluster for a test of `module` (`module_path!()`), alone: the
+/// tests of one module run side by side, as they did when each file was its
+/// own binary, and no other module's test runs meanwhile. For modules that
+/// stop daemons, reconfigure the cluster, fill every slice or count every
+/// job in it. Live tests are `#[ignore]`d, so this runs only when they were
+/// asked for: no cluster then is a failure, not a skip.
 pub fn cluster(module: &'static str) -> ClusterGuard {
+    take_turn(module, false)
+}
+
+/// The live cluster for a test of `module`, beside other modules that share
+/// it: for modules that only submit their own runs and look only at those
+/// (jobs, run directories, their own stand-ins and relays), so another
+/// module's jobs on the nodes change nothing they check. `slurm/test-all.sh`
+/// runs the modules that take the cluster alone in a pass of their own.
+pub fn cluster_shared(module: &'static str) -> ClusterGuard {
+    take_turn(module, true)
+}
+
+fn take_turn(module: &'static str, shared: bool) -> ClusterGuard {
     assert!(
         cluster_answers(),
         "this test needs the local Slurm cluster but `scontrol ping` does not answer; \
          run `slurm/cluster.sh up`"
     );
     let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    while turn.owner.is_some_and(|o| o != module) {
+    while !turn.admits(module, shared) {
         turn = TURN_CHANGED.wait(turn).unwrap_or_else(|e| e.into_inner());
     }
-    if turn.owner.is_none() {
-        turn.since = Some(Instant::now());
+    let now = Instant::now();
+    match turn.holders.iter_mut().find(|h| h.module == module) {
+        Some(h) => h.active += 1,
+        None => turn.holders.push(Holder {
+            module,
+            shared,
+            active: 1,
+            since: now,
+        }),
     }
-    turn.owner = Some(module);
-    turn.active += 1;
-    ClusterGuard {
-        since: Instant::now(),
-    }
+    ClusterGuard { module, since: now }
 }
 
 /// A job's state from `squeue -t all` (finished jobs stay listed for MinJobAge).

@@ -78,7 +78,7 @@ fn num(v: &Value) -> f64 {
 #[test]
 #[ignore = "needs the local Slurm cluster and the real trainer (slurm/cluster.sh up, slurm/trainer.sh install): cargo test -- --include-ignored"]
 fn compare_ranks_a_real_sweep_and_keeps_other_data_apart_and_the_html_page_loads() {
-    let _cluster = cluster(module_path!());
+    let _cluster = cluster_shared(module_path!());
     assert!(
         crate::common::trainer_venv().join("bin/yolo").exists(),
         "the real trainer is needed but {} has none; run slurm/trainer.sh install",

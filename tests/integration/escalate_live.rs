@@ -65,7 +65,7 @@ fn spec(f: &RunFixture, name: &str, resources: &str) -> std::path::PathBuf {
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
 fn out_of_memory_on_1g_moves_training_to_2g_and_the_run_completes() {
-    let _cluster = common::cluster(module_path!());
+    let _cluster = common::cluster_shared(module_path!());
     let f = RunFixture::new();
     let spec = spec(&f, "oomup", "on_oom = \"resume-bigger\"\n");
     let mut cmd = f.cmd();
@@ -99,7 +99,7 @@ fn out_of_memory_on_1g_moves_training_to_2g_and_the_run_completes() {
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
 fn the_step_limit_stops_a_training_that_does_not_fit_the_next_slice_either() {
-    let _cluster = common::cluster(module_path!());
+    let _cluster = common::cluster_shared(module_path!());
     let f = RunFixture::new();
     let spec = spec(
         &f,
@@ -127,7 +127,7 @@ fn the_step_limit_stops_a_training_that_does_not_fit_the_next_slice_either() {
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
 fn resume_gpu_bigger_by_hand_after_an_out_of_memory_end() {
-    let _cluster = common::cluster(module_path!());
+    let _cluster = common::cluster_shared(module_path!());
     let f = RunFixture::new();
     let spec = spec(&f, "oomhand", "");
     let mut cmd = f.cmd();

@@ -20,7 +20,7 @@ mod backup_live;
 mod backup_s3;
 mod chromium;
 mod cli_help;
-mod cluster;
+mod cluster_live;
 mod compare_live;
 mod compare_recorded;
 mod dataset_check;

@@ -99,7 +99,7 @@ fn scontrol(args: &[&str]) {
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn list_status_and_report_agree_on_live_runs() {
-    let _cluster = common::cluster(module_path!());
+    let _cluster = common::cluster_shared(module_path!());
     let f = Fixture {
         dir: shared_tempdir(),
     };

@@ -165,7 +165,7 @@ fn an_unreadable_spec_is_invalid_input() {
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
 fn submit_refuses_every_spec_validate_refuses_with_the_same_message() {
-    let _cluster = crate::common::cluster(module_path!());
+    let _cluster = crate::common::cluster_shared(module_path!());
     let dir = specs_dir();
     let state = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();

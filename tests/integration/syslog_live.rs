@@ -90,7 +90,7 @@ impl Drop for Rsyslog {
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up) and rsyslogd"]
 fn every_state_changing_command_reaches_syslog_with_user_run_and_jobs() {
-    let _cluster = common::cluster(module_path!());
+    let _cluster = common::cluster_shared(module_path!());
     let f = RunFixture::new();
     let log = tempfile::tempdir().unwrap();
     let rsyslog = Rsyslog::start(log.path());

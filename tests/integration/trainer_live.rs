@@ -23,7 +23,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// The cluster's turn for this module, with the real trainer there (or the
 /// test fails: it is ignored unless asked for).
 fn ready() -> ClusterGuard {
-    let guard = cluster(module_path!());
+    let guard = cluster_shared(module_path!());
     assert!(
         crate::common::trainer_venv().join("bin/yolo").exists(),
         "the real trainer is needed but {} has none; run slurm/trainer.sh install",

@@ -148,3 +148,36 @@ fn two_concurrent_1g5gb_jobs_get_different_slices() {
         "two running jobs share one slice"
     );
 }
+
+/// `slurm/test-all.sh` runs the modules that take the cluster alone
+/// (`common::cluster`) in a pass after the others; its list must name
+/// exactly those modules, or one of them would hold up the shared pass (or
+/// a shared one would lose its place beside the others).
+#[test]
+fn the_test_command_knows_which_modules_take_the_cluster_alone() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = read(&root.join("slurm/test-all.sh"));
+    let list = |name: &str| -> Vec<String> {
+        let line = script
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}=(")))
+            .unwrap_or_else(|| panic!("no {name}=(…) in test-all.sh"));
+        let inner = &line[name.len() + 2..line.find(')').unwrap()];
+        inner.split_whitespace().map(String::from).collect()
+    };
+    let mut named: Vec<String> = list("alone");
+    named.extend(list("later"));
+    named.sort();
+    let mut alone = Vec::new();
+    for e in std::fs::read_dir(root.join("tests/integration")).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let uses = text.contains(concat!("common::cluster", "(module_path!())"))
+            || text.contains(concat!("= cluster", "(module_path!())"));
+        if uses {
+            alone.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    alone.sort();
+    assert_eq!(named, alone, "slurm/test-all.sh's alone=(…) and later=(…)");
+}
