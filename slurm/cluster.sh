@@ -246,9 +246,9 @@ write_slurm_conf() {
         echo "SlurmdUser=root"
         echo "AuthType=auth/munge"
         # A requeued job waits cred_expire (default 120 s) before it starts
-        # again; 30 s keeps the node-failure test short and is still far
-        # longer than a job launch takes on one host.
-        echo "AuthInfo=cred_expire=30"
+        # again; 10 s (Slurm refuses under 5) keeps the node-failure test
+        # short and is still far longer than a job launch takes on one host.
+        echo "AuthInfo=cred_expire=10"
         echo "StateSaveLocation=$SPOOL_DIR/ctld"
         echo "SlurmdSpoolDir=$SPOOL_DIR/d-%n"
         echo "SlurmctldPidFile=$RUN_DIR/slurmctld.pid"

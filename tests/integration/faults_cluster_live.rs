@@ -494,7 +494,7 @@ fn slurmd_killed_during_training_the_run_goes_on_from_its_checkpoint() {
     let _restore = Restore;
     let f = RunFixture::new();
     let workdir = f.path().join("run");
-    let epochs = 25;
+    let epochs = 15;
     let spec = spec(&f, "slurmdkill", &workdir, epochs);
     let (run_id, ids) = submit_one_second_epochs(&f, &spec);
     let train = ids[1];
@@ -561,7 +561,7 @@ fn slurmd_killed_during_training_the_run_goes_on_from_its_checkpoint() {
 
     let requeued = decided == "PENDING" || decided == "CONFIGURING" || decided == "REQUEUED";
     // Slurm holds a requeued job until a begin time (reason BeginTime,
-    // cred_expire + 1 s on, 31 s with the test cluster's AuthInfo): that wait also keeps the kill of the old
+    // cred_expire + 1 s on, 11 s with the test cluster's AuthInfo): that wait also keeps the kill of the old
     // incarnation, queued for the dead node, from reaching the new one when
     // the node returns. (Moving the begin time to now lets that stale kill
     // cancel the requeued job "due to node failure".)
