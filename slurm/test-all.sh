@@ -92,18 +92,19 @@ cat target/test-build.log
 phase "cargo test, accounting off: modules that share the cluster"
 set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
-# First pass: the cluster without accounting, as many sites run it. Four test
-# threads on two cores: most live tests wait on Slurm.
+# First pass: the cluster without accounting, as many sites run it.
 # The live modules that take the cluster alone (`common::cluster`: they stop
 # daemons, reconfigure, fill every slice or count every job) run after the
 # rest, one module at a time; the others (`common::cluster_shared`) run side
-# by side with each other and with the tests that need no cluster.
+# by side with each other and with the tests that need no cluster. Eight test
+# threads on two cores there, four for the modules alone: most live tests wait
+# on Slurm, and a test waiting for its module's turn holds a thread.
 alone=(cluster_live faults_cluster_live faults_live node_setup_slurm report_live resources_live runs_live)
 later=(accounting_live tiers_live) # the accounting pass below
 skips=()
 for m in "${alone[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
 YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast -- --include-ignored \
-    --test-threads=4 "${skips[@]}" 2>&1 | tee target/test-all.log
+    --test-threads=8 "${skips[@]}" 2>&1 | tee target/test-all.log
 status=${PIPESTATUS[0]}
 phase "cargo test, accounting off: modules that take the cluster alone"
 filters=()
