@@ -89,28 +89,31 @@ wait "$build_pid" || build_status=$?
 build_pid=""
 cat target/test-build.log
 [ "$build_status" = 0 ] || { echo "test-all: the test build failed" >&2; exit 1; }
-phase "cargo test, accounting off: modules that share the cluster"
+phase "cargo test, accounting off: the live modules that share the cluster"
 set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
-# First pass: the cluster without accounting, as many sites run it.
-# The live modules that take the cluster alone (`common::cluster`: they stop
-# daemons, reconfigure, fill every slice or count every job) run after the
-# rest, one module at a time; the others (`common::cluster_shared`) run side
-# by side with each other and with the tests that need no cluster. Eight test
-# threads on two cores there, four for the modules alone: most live tests wait
-# on Slurm, and a test waiting for its module's turn holds a thread.
+# First pass: the cluster without accounting, as many sites run it, in two parts.
+# The live modules that share the cluster (`common::cluster_shared`: each
+# looks only at its own runs) run side by side first; most of them train with
+# the real trainer, so this part keeps the two cores busy. Then the modules
+# that take the cluster alone (`common::cluster`: they stop daemons,
+# reconfigure, fill every slice or count every job), one module at a time,
+# and beside them, in the CPU time their waiting on Slurm leaves, every test
+# that needs no cluster. Threads are many because a test waiting for its
+# module's turn holds one; `common` lets at most four tests of a module run.
+shared=(agent_live backup_live compare_live escalate_live runs_agree_live spec_corpus syslog_live trainer_live)
 alone=(cluster_live faults_cluster_live faults_live node_setup_slurm report_live resources_live runs_live)
 later=(accounting_live tiers_live) # the accounting pass below
-skips=()
-for m in "${alone[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
-YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast -- --include-ignored \
-    --test-threads=8 "${skips[@]}" 2>&1 | tee target/test-all.log
-status=${PIPESTATUS[0]}
-phase "cargo test, accounting off: modules that take the cluster alone"
 filters=()
-for m in "${alone[@]}"; do filters+=("$m::"); done
+for m in "${shared[@]}"; do filters+=("$m::"); done
 YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --test integration --no-fail-fast -- --include-ignored \
-    --test-threads=4 "${filters[@]}" 2>&1 | tee -a target/test-all.log
+    --test-threads=8 "${filters[@]}" 2>&1 | tee target/test-all.log
+status=${PIPESTATUS[0]}
+phase "cargo test, accounting off: the modules alone, and the tests without a cluster"
+skips=()
+for m in "${shared[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
+YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast -- --include-ignored \
+    --test-threads=16 "${skips[@]}" 2>&1 | tee -a target/test-all.log
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 # Second pass: the same cluster with MariaDB + slurmdbd and a short MinJobAge,
 # so finished jobs leave slurmctld within seconds and only sacct knows them.

@@ -149,12 +149,12 @@ fn two_concurrent_1g5gb_jobs_get_different_slices() {
     );
 }
 
-/// `slurm/test-all.sh` runs the modules that take the cluster alone
-/// (`common::cluster`) in a pass after the others; its list must name
-/// exactly those modules, or one of them would hold up the shared pass (or
-/// a shared one would lose its place beside the others).
+/// `slurm/test-all.sh` runs the live modules that share the cluster
+/// (`common::cluster_shared`) first and those that take it alone
+/// (`common::cluster`) after them; its lists must name exactly those
+/// modules, or a module would run in the wrong part (or not at all).
 #[test]
-fn the_test_command_knows_which_modules_take_the_cluster_alone() {
+fn the_test_command_knows_which_modules_share_the_cluster() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = read(&root.join("slurm/test-all.sh"));
     let list = |name: &str| -> Vec<String> {
@@ -163,21 +163,32 @@ fn the_test_command_knows_which_modules_take_the_cluster_alone() {
             .find(|l| l.starts_with(&format!("{name}=(")))
             .unwrap_or_else(|| panic!("no {name}=(…) in test-all.sh"));
         let inner = &line[name.len() + 2..line.find(')').unwrap()];
-        inner.split_whitespace().map(String::from).collect()
+        let mut v: Vec<String> = inner.split_whitespace().map(String::from).collect();
+        v.sort();
+        v
     };
-    let mut named: Vec<String> = list("alone");
-    named.extend(list("later"));
-    named.sort();
-    let mut alone = Vec::new();
+    let mut alone_named = list("alone");
+    alone_named.extend(list("later"));
+    alone_named.sort();
+    let (mut alone, mut shared) = (Vec::new(), Vec::new());
     for e in std::fs::read_dir(root.join("tests/integration")).unwrap() {
         let path = e.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let uses = text.contains(concat!("common::cluster", "(module_path!())"))
-            || text.contains(concat!("= cluster", "(module_path!())"));
-        if uses {
-            alone.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if text.contains(concat!("common::cluster", "(module_path!())"))
+            || text.contains(concat!("= cluster", "(module_path!())"))
+        {
+            alone.push(name.clone());
+        }
+        if text.contains(concat!("cluster_shared", "(module_path!())")) {
+            shared.push(name);
         }
     }
     alone.sort();
-    assert_eq!(named, alone, "slurm/test-all.sh's alone=(…) and later=(…)");
+    shared.sort();
+    assert_eq!(
+        alone_named, alone,
+        "slurm/test-all.sh's alone=(…) and later=(…)"
+    );
+    assert_eq!(list("shared"), shared, "slurm/test-all.sh's shared=(…)");
 }

@@ -149,11 +149,16 @@ struct Holder {
     since: Instant,
 }
 
+/// At most this many tests of one module on the cluster at once, however many
+/// test threads there are (the test command runs many, so that tests that
+/// need no cluster are not held up by those waiting for their turn).
+const TESTS_PER_MODULE: usize = 4;
+
 impl Turn {
     /// May a test of `module` start now?
     fn admits(&self, module: &str, shared: bool) -> bool {
-        if self.holders.iter().any(|h| h.module == module) {
-            return true;
+        if let Some(h) = self.holders.iter().find(|h| h.module == module) {
+            return h.active < TESTS_PER_MODULE;
         }
         if shared {
             self.holders.iter().all(|h| h.shared)
