@@ -234,11 +234,6 @@ pub fn cluster_shared(module: &'static str) -> ClusterGuard {
 }
 
 fn take_turn(module: &'static str, shared: bool) -> ClusterGuard {
-    assert!(
-        cluster_answers(),
-        "this test needs the local Slurm cluster but `scontrol ping` does not answer; \
-         run `slurm/cluster.sh up`"
-    );
     let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     while !turn.admits(module, shared) {
         turn = TURN_CHANGED.wait(turn).unwrap_or_else(|e| e.into_inner());
@@ -253,7 +248,17 @@ fn take_turn(module: &'static str, shared: bool) -> ClusterGuard {
             since: now,
         }),
     }
-    ClusterGuard { module, since: now }
+    drop(turn);
+    // Asked only once the turn is ours: a module before may have had
+    // slurmctld stopped until the moment it gave the turn back. On failure
+    // the guard's drop gives the turn back.
+    let guard = ClusterGuard { module, since: now };
+    assert!(
+        cluster_answers(),
+        "this test needs the local Slurm cluster but `scontrol ping` does not answer; \
+         run `slurm/cluster.sh up`"
+    );
+    guard
 }
 
 /// A job's state from `squeue -t all` (finished jobs stay listed for MinJobAge).
