@@ -18,12 +18,17 @@ phase() { echo "=== test-all: $* (at ${SECONDS} s)" >&2; }
 # mostly wait on Slurm) leave idle; its verdict is awaited before the summary.
 mkdir -p target
 build_pid="" clippy_pid=""
+# Each runs in a process group of its own (setsid), so that stopping it stops
+# its compilers too; until `finish` takes over below, a failed set-up must
+# not leave them running.
+stop_builds() { for p in $build_pid $clippy_pid; do kill -- "-$p" 2>/dev/null || true; done; }
+trap stop_builds EXIT
 if command -v cargo >/dev/null 2>&1; then
     phase "test build and clippy (in the background)"
-    cargo test --workspace --no-run --quiet >target/test-build.log 2>&1 &
+    setsid cargo test --workspace --no-run --quiet >target/test-build.log 2>&1 </dev/null &
     build_pid=$!
-    CARGO_TARGET_DIR=target/clippy nice -n 19 ionice -c 3 \
-        cargo clippy --workspace --all-targets --quiet -- -D warnings >target/clippy.log 2>&1 &
+    CARGO_TARGET_DIR=target/clippy setsid nice -n 19 ionice -c 3 \
+        cargo clippy --workspace --all-targets --quiet -- -D warnings >target/clippy.log 2>&1 </dev/null &
     clippy_pid=$!
 fi
 
@@ -45,8 +50,7 @@ alive() { # pids still running (zombies count as gone)
 }
 finish() {
     local status=$?
-    # An early exit must not leave a build running behind it.
-    for p in $build_pid $clippy_pid; do kill "$p" 2>/dev/null || true; done
+    stop_builds # an early exit must not leave a build running behind it
     bash slurm/s3.sh down
     bash slurm/cluster.sh down
     bash slurm/cluster.sh down >/dev/null # twice: must be harmless
