@@ -18,16 +18,22 @@ phase() { echo "=== test-all: $* (at ${SECONDS} s)" >&2; }
 # mostly wait on Slurm) leave idle; its verdict is awaited before the summary.
 mkdir -p target
 build_pid="" clippy_pid=""
-# Each runs in a process group of its own (setsid), so that stopping it stops
-# its compilers too; until `finish` takes over below, a failed set-up must
-# not leave them running.
-stop_builds() { for p in $build_pid $clippy_pid; do kill -- "-$p" 2>/dev/null || true; done; }
+# They stay in this script's session: with the kernel's autogroup scheduling a
+# session of their own would get half the CPU whatever its nice value, and
+# the tests would lose it. Until `finish` takes over below, a failed set-up
+# stops them, compilers and all (`stop_tree`).
+stop_tree() {
+    local c
+    for c in $(pgrep -P "$1" 2>/dev/null); do stop_tree "$c"; done
+    kill "$1" 2>/dev/null || true
+}
+stop_builds() { for p in $build_pid $clippy_pid; do stop_tree "$p"; done; }
 trap stop_builds EXIT
 if command -v cargo >/dev/null 2>&1; then
     phase "test build and clippy (in the background)"
-    setsid cargo test --workspace --no-run --quiet >target/test-build.log 2>&1 </dev/null &
+    cargo test --workspace --no-run --quiet >target/test-build.log 2>&1 </dev/null &
     build_pid=$!
-    CARGO_TARGET_DIR=target/clippy setsid nice -n 19 ionice -c 3 \
+    CARGO_TARGET_DIR=target/clippy nice -n 19 ionice -c 3 \
         cargo clippy --workspace --all-targets --quiet -- -D warnings >target/clippy.log 2>&1 </dev/null &
     clippy_pid=$!
 fi
