@@ -33,6 +33,15 @@
 #                     without it gives the standard shape again.
 #   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0,bf_interval=1
 #                     (bench/replay names bf_interval=1 itself). Not kept either.
+#   INSTANCE=K        which cluster on this host (1..9, default 1). Instance K > 1 is a second
+#                     cluster beside the first, of the same shape, with everything of its own:
+#                     /etc/slurm-yoloK, /run/yolo-slurm-K, /var/spool/yolo-slurm-K,
+#                     /var/log/yolo-slurm-K, cluster name yoloK, slurmctld port 6817+10(K-1),
+#                     slurmd ports 17000+1000(K-1)+…, job ids from 1000000(K-1). Slurm commands
+#                     reach it with SLURM_CONF=/etc/slurm-yoloK/slurm.conf (`env` prints it). The
+#                     test command runs the live tests that stop daemons on instance 1 and the
+#                     real trainings on instance 2 at the same time. munged is shared; accounting
+#                     and the MIG node are instance 1's.
 #
 # Everything the script owns lives under these paths; down removes no file outside them.
 set -euo pipefail
@@ -53,21 +62,32 @@ remove_tmp_files() { [ "${#TMP_FILES[@]}" -eq 0 ] || rm -f "${TMP_FILES[@]}"; }
 trap remove_tmp_files EXIT
 
 readonly MARKER="# managed by yolo-sched slurm/cluster.sh"
-readonly CONF_DIR=/etc/slurm
-readonly RUN_DIR=/run/yolo-slurm
-readonly SPOOL_DIR=/var/spool/yolo-slurm
-readonly LOG_DIR=/var/log/yolo-slurm
+INSTANCE=${INSTANCE:-1}
+[[ "$INSTANCE" =~ ^[1-9]$ ]] || { printf 'cluster: error: INSTANCE must be 1..9, got %s\n' "'$INSTANCE'" >&2; exit 1; }
+if [ "$INSTANCE" = 1 ]; then
+    readonly CONF_DIR=/etc/slurm CLUSTER_NAME=yolo suffix=""
+else
+    readonly CONF_DIR=/etc/slurm-yolo$INSTANCE CLUSTER_NAME=yolo$INSTANCE suffix="-$INSTANCE"
+fi
+readonly RUN_DIR=/run/yolo-slurm$suffix
+readonly SPOOL_DIR=/var/spool/yolo-slurm$suffix
+readonly LOG_DIR=/var/log/yolo-slurm$suffix
+# Every Slurm command and daemon this script runs reads this instance's file.
+export SLURM_CONF=$CONF_DIR/slurm.conf
+# One set of fake devices serves every instance: they only name slices.
 readonly DEV_DIR=/dev/yolo-fakegpu
 # 240-254 is the Linux "local/experimental use" char major range: nothing pretends to be NVIDIA (195).
 readonly DEV_MAJOR=240
-readonly CLUSTER_NAME=yolo
-readonly CTLD_PORT=6817
-readonly SLURMD_BASE_PORT=17000
+readonly CTLD_PORT=$((6817 + 10 * (INSTANCE - 1)))
+readonly SLURMD_BASE_PORT=$((17000 + 1000 * (INSTANCE - 1)))
+# Job ids of different instances never meet (a test that looks for a job's
+# slurmstepd in /proc must not find another cluster's job of the same number).
+readonly FIRST_JOB_ID=$((1000000 * (INSTANCE - 1) + 1))
 readonly TEST_USER=researcher
 
 # A running cluster keeps its settings unless they are given again: `up`
 # without NODES must not shrink a two-node cluster someone else started.
-readonly SETTINGS_FILE=/run/yolo-slurm/settings
+readonly SETTINGS_FILE=$RUN_DIR/settings
 # The file outlives a stopped slurmctld (which removes its pid file) and is
 # removed by `down`: an `up` that restarts a stopped slurmctld keeps NODES.
 if [ -r "$SETTINGS_FILE" ]; then
@@ -88,8 +108,8 @@ MIG_NODE=${MIG_NODE:-0}
 NODE_GRES=${NODE_GRES:-}
 SCHED_PARAMS=${SCHED_PARAMS:-}
 readonly MIG_NODE_NAME=mig1
-readonly MIG_NODE_PORT=17100
-readonly MIG_INCLUDE=/etc/slurm/yolo-mig-node.conf
+readonly MIG_NODE_PORT=$((SLURMD_BASE_PORT + 100))
+readonly MIG_INCLUDE=$CONF_DIR/yolo-mig-node.conf
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
@@ -104,6 +124,10 @@ validate_settings() {
     [[ "$MIN_JOB_AGE" =~ ^[0-9]+$ ]] || die "MIN_JOB_AGE must be seconds, got '$MIN_JOB_AGE'"
     [[ "$IDLE_TIMEOUT" =~ ^[0-9]+$ ]] || die "IDLE_TIMEOUT must be seconds, got '$IDLE_TIMEOUT'"
     [[ "$SCHED_PARAMS" =~ ^[A-Za-z0-9_=,.:-]*$ ]] || die "SCHED_PARAMS must be comma-separated key=value items, got '$SCHED_PARAMS'"
+    if [ "$INSTANCE" != 1 ]; then
+        [ "$ACCOUNTING" = 0 ] || die "ACCOUNTING=1 is for instance 1 only (one slurmdbd and database on this host)"
+        [ "$MIG_NODE" = 0 ] || die "MIG_NODE=1 is for instance 1 only (node-setup's end-to-end test)"
+    fi
     if [ -n "$NODE_GRES" ]; then
         [ -r "$NODE_GRES" ] || die "NODE_GRES: cannot read '$NODE_GRES'"
         local n gres rest lineno=0
@@ -199,13 +223,24 @@ stop_daemon() {
     rm -f "$RUN_DIR/$name.pid"
 }
 
+# other_instance_up: the run directory of another instance whose slurmctld runs, or fail.
+other_instance_up() {
+    local d pid
+    for d in /run/yolo-slurm /run/yolo-slurm-[2-9]; do
+        [ "$d" != "$RUN_DIR" ] && [ -s "$d/slurmctld.pid" ] || continue
+        pid=$(tr -dc '0-9' <"$d/slurmctld.pid")
+        [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slurmctld ] && { echo "$d"; return 0; }
+    done
+    return 1
+}
+
 # ---------------------------------------------------------------- configuration
 
 # node1..nodeN share one shape; small1 has another (16 CPUs, 16000 MB, seven 1g.5gb
 # slices: an A100 cut into 1g.5gb*7) in partitions of its own, so tests see more
 # than one cluster shape: `small` plain, `smalldef` with Slurm's DefCpuPerGPU/DefMemPerGPU.
 readonly SMALL_NODE_NAME=small1
-readonly SMALL_NODE_PORT=17200
+readonly SMALL_NODE_PORT=$((SLURMD_BASE_PORT + 200))
 standard_node_names() { seq -f 'node%g' 1 "$NODES"; }
 node_names() {
     standard_node_names
@@ -249,6 +284,7 @@ write_slurm_conf() {
         # again; 10 s (Slurm refuses under 5) keeps the node-failure test
         # short and is still far longer than a job launch takes on one host.
         echo "AuthInfo=cred_expire=10"
+        echo "FirstJobId=$FIRST_JOB_ID"
         echo "StateSaveLocation=$SPOOL_DIR/ctld"
         echo "SlurmdSpoolDir=$SPOOL_DIR/d-%n"
         echo "SlurmctldPidFile=$RUN_DIR/slurmctld.pid"
@@ -476,7 +512,7 @@ start_slurmdbd() {
 start_slurmctld() {
     running slurmctld slurmctld && return 0
     log "starting slurmctld"
-    /usr/sbin/slurmctld
+    /usr/sbin/slurmctld -f "$SLURM_CONF"
     for _ in $(seq 1 100); do
         scontrol ping 2>/dev/null | grep -q 'is UP' && return 0
         sleep 0.1
@@ -491,7 +527,7 @@ start_slurmds() {
         running "slurmd-$n" slurmd && continue
         log "starting slurmd -N $n"
         install -d -m 0755 "$SPOOL_DIR/d-$n"
-        /usr/sbin/slurmd -N "$n"
+        /usr/sbin/slurmd -f "$SLURM_CONF" -N "$n"
     done
 }
 
@@ -566,10 +602,21 @@ wait_jobs_gone() {
         fi
     fi
     for _ in $(seq 1 150); do
-        pgrep -x slurmstepd >/dev/null 2>&1 || return 0
+        [ -n "$(our_stepds)" ] || return 0
         sleep 0.1
     done
     log "warning: slurmstepd still running after 15 s"
+}
+
+# The slurmstepd processes of this instance's jobs ("slurmstepd: [JOB.STEP]"),
+# told from another instance's by the job id range (FIRST_JOB_ID).
+our_stepds() {
+    local pid id
+    for pid in $(pgrep -x slurmstepd 2>/dev/null); do
+        id=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 's/.*\[\([0-9][0-9]*\)[].].*/\1/p')
+        [ -n "$id" ] && [ "$id" -ge "$FIRST_JOB_ID" ] && [ "$id" -lt $((FIRST_JOB_ID + 1000000)) ] && echo "$pid"
+    done
+    return 0
 }
 
 # ---------------------------------------------------------------- commands
@@ -667,7 +714,7 @@ cmd_reload() {
         stop_daemon "slurmd-$MIG_NODE_NAME" slurmd
         install -d -m 0755 "$SPOOL_DIR/d-$MIG_NODE_NAME"
         log "starting slurmd -N $MIG_NODE_NAME"
-        /usr/sbin/slurmd -N "$MIG_NODE_NAME"
+        /usr/sbin/slurmd -f "$SLURM_CONF" -N "$MIG_NODE_NAME"
         local deadline=$((SECONDS + IDLE_TIMEOUT))
         until scontrol -o show node "$MIG_NODE_NAME" 2>/dev/null | grep -q 'SlurmdStartTime=[0-9]'; do
             [ $SECONDS -lt $deadline ] || die "$MIG_NODE_NAME did not register within ${IDLE_TIMEOUT}s (see $LOG_DIR/slurmd-$MIG_NODE_NAME.log)"
@@ -692,6 +739,13 @@ cmd_down() {
     stop_daemon slurmctld slurmctld
     stop_daemon slurmdbd slurmdbd
     stop_daemon mariadbd mariadbd
+    # munged serves every instance: while another one is up it stays, and that
+    # instance's down stops it.
+    local other
+    if [ -s "$RUN_DIR/munged.pid" ] && other=$(other_instance_up); then
+        log "munged stays for the cluster in $other"
+        mv -f "$RUN_DIR/munged.pid" "$other/munged.pid"
+    fi
     stop_daemon munged munged
     rm -f "$SETTINGS_FILE"
     log "down"
@@ -713,7 +767,7 @@ cmd_status() {
 }
 
 cmd_env() {
-    echo "NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR"
+    echo "INSTANCE=$INSTANCE NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR SLURM_CONF=$SLURM_CONF"
 }
 
 case "${1:-}" in

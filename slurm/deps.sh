@@ -6,9 +6,13 @@
 #   python3                    generates the demo dataset and stands in for `yolo` in tests
 #   chromium                   a real headless browser loads `report --format html` in tests
 #   rsyslog                    a real syslog daemon (on a private socket) receives the audit trail
+#   python3-venv               the real trainer's venv (slurm/trainer.sh) and the S3 server's
+#   Slurm, munge, MariaDB      what slurm/cluster.sh would install itself: here in the same
+#                              apt-get run, before the trainer installs in the background
 # Idempotent: installs only what is missing. Needs root.
 set -euo pipefail
-want=(prometheus prometheus-node-exporter time python3 chromium rsyslog)
+want=(prometheus prometheus-node-exporter time python3 chromium rsyslog python3-venv
+    slurm-wlm slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# Everything the test suite needs, then the suite: Debian packages, the local
-# Slurm cluster (two nodes, fake MIG GRES), formatting and lint checks, and
-# `cargo test` over the workspace with the cluster required. The cluster is
-# taken down at the end, also when something fails, and the script checks
-# that `up` twice is a no-op and that `down` leaves none of its daemons.
+# Everything the test suite needs, then the suite: Debian packages, two local
+# Slurm clusters (two nodes each, fake MIG GRES), the real trainer, the S3
+# server, formatting and lint checks, and `cargo test` over the workspace with
+# the clusters required. The clusters are taken down at the end, also when
+# something fails, and the script checks that `up` twice is a no-op and that
+# `down` leaves none of their daemons.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 export NODES="${NODES:-2}"
-# Each phase's start, in seconds since the script began, so a slow phase shows.
-phase() { echo "=== test-all: $* (at ${SECONDS} s)" >&2; }
+# Each phase's start, in seconds since the script began, and how busy the CPUs
+# were since the last phase began (from /proc/stat: all processes, the Slurm
+# jobs' included), so a slow phase shows whether it waited or computed.
+cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
+read -r last_busy last_total < <(cpu_ticks)
+phase() {
+    local busy total pct=0
+    read -r busy total < <(cpu_ticks)
+    [ "$total" -gt "$last_total" ] && pct=$(((busy - last_busy) * 100 / (total - last_total)))
+    last_busy=$busy last_total=$total
+    echo "=== test-all: $* (at ${SECONDS} s; CPUs ${pct}% busy since the last phase)" >&2
+}
 
 # The tests build while the packages, the trainer venv, S3 and the cluster
 # come up: on a fresh machine those are minutes of downloads and unpacking.
@@ -27,7 +38,8 @@ stop_tree() {
     for c in $(pgrep -P "$1" 2>/dev/null); do stop_tree "$c"; done
     kill "$1" 2>/dev/null || true
 }
-stop_builds() { for p in $build_pid $clippy_pid; do stop_tree "$p"; done; }
+trainer_pid="" alone_pid=""
+stop_builds() { for p in $build_pid $clippy_pid $trainer_pid $alone_pid; do stop_tree "$p"; done; }
 trap stop_builds EXIT
 if command -v cargo >/dev/null 2>&1; then
     phase "test build and clippy (in the background)"
@@ -40,12 +52,21 @@ fi
 
 phase "packages"
 bash slurm/deps.sh
-phase "trainer venv"
-# The real Ultralytics trainer for the live training tests (reused when present).
-YOLO_TRAINER_VENV=$(bash slurm/trainer.sh install | tail -n 1)
-export YOLO_TRAINER_VENV YOLO_SCHED_EXPECT_TRAINER=1
+phase "trainer venv (in the background)"
+# The real Ultralytics trainer for the live training tests (reused when
+# present). On a fresh machine it is minutes of downloads and unpacking, and
+# only the live modules that train need it: the others run meanwhile.
+bash slurm/trainer.sh install >target/trainer.log 2>&1 </dev/null &
+trainer_pid=$!
 
-daemon_pids() { cat /run/yolo-slurm/*.pid 2>/dev/null | sort -n | tr '\n' ' '; }
+# The test command runs two clusters of the same shape (slurm/cluster.sh
+# INSTANCE): the live modules that take a cluster alone (they stop daemons,
+# reconfigure, fill every slice or count every job) on instance 1, and the
+# modules that look only at their own runs, most of them real trainings, on
+# instance 2 at the same time. The first kind mostly waits on Slurm, the second
+# computes, so side by side they share the two cores instead of taking turns.
+readonly SECOND_CONF=/etc/slurm-yolo2/slurm.conf
+daemon_pids() { cat /run/yolo-slurm/*.pid /run/yolo-slurm-2/*.pid 2>/dev/null | sort -n | tr '\n' ' '; }
 alive() { # pids still running (zombies count as gone)
     local p state
     for p in "$@"; do
@@ -56,8 +77,9 @@ alive() { # pids still running (zombies count as gone)
 }
 finish() {
     local status=$?
-    stop_builds # an early exit must not leave a build running behind it
+    stop_builds # an early exit must not leave a build or a pass running behind it
     bash slurm/s3.sh down
+    INSTANCE=2 bash slurm/cluster.sh down
     bash slurm/cluster.sh down
     bash slurm/cluster.sh down >/dev/null # twice: must be harmless
     # shellcheck disable=SC2086 # one word per pid
@@ -71,14 +93,16 @@ finish() {
 started_pids=""
 trap finish EXIT
 
-phase "s3 and cluster up"
+phase "s3 and clusters up"
 # The S3-compatible server of the checkpoint-backup tests (SeaweedFS on 127.0.0.1).
 bash slurm/s3.sh up
 bash slurm/s3.sh up # twice: must be a no-op
 
 bash slurm/cluster.sh up
+INSTANCE=2 bash slurm/cluster.sh up
 started_pids=$(daemon_pids)
 bash slurm/cluster.sh up
+INSTANCE=2 bash slurm/cluster.sh up
 if [ "$(daemon_pids)" != "$started_pids" ]; then
     echo "test-all: a second 'cluster.sh up' restarted daemons ($started_pids -> $(daemon_pids))" >&2
     exit 1
@@ -99,43 +123,71 @@ wait "$build_pid" || build_status=$?
 build_pid=""
 cat target/test-build.log
 [ "$build_status" = 0 ] || { echo "test-all: the test build failed" >&2; exit 1; }
-phase "cargo test, accounting off: the live modules that share the cluster"
+# The integration binary itself: the shared pass runs it directly, beside the
+# `cargo test` of the other pass (two cargo commands would wait on each
+# other's lock of the target directory).
+integration=$(cargo test --test integration --no-run --message-format=json 2>/dev/null |
+    sed -n 's/.*"executable":"\([^"]*\/integration-[0-9a-f]*\)".*/\1/p' | tail -n 1)
+[ -x "$integration" ] || { echo "test-all: no integration test binary found" >&2; exit 1; }
+
 set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
-# First pass: the cluster without accounting, as many sites run it, in two parts.
-# The live modules that share the cluster (`common::cluster_shared`: each
-# looks only at its own runs) run side by side first; most of them train with
-# the real trainer, so this part keeps the two cores busy. Then the modules
-# that take the cluster alone (`common::cluster`: they stop daemons,
-# reconfigure, fill every slice or count every job), one module at a time,
-# and beside them, in the CPU time their waiting on Slurm leaves, every test
-# that needs no cluster. Threads are many because a test waiting for its
-# module's turn holds one; `common` lets at most four tests of a module run.
+# Threads are many because a test waiting for its module's turn holds one;
+# `common` lets at most four tests of a module run at once.
 shared=(agent_live backup_live compare_live escalate_live runs_agree_live spec_corpus syslog_live trainer_live)
 alone=(cluster_live faults_cluster_live faults_live node_setup_slurm report_live resources_live runs_live)
 later=(accounting_live tiers_live) # the accounting pass below
-filters=()
-for m in "${shared[@]}"; do filters+=("$m::"); done
-YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --test integration --no-fail-fast -- --include-ignored \
-    --test-threads=8 "${filters[@]}" 2>&1 | tee target/test-all.log
-status=${PIPESTATUS[0]}
-phase "cargo test, accounting off: the modules alone, and the tests without a cluster"
-skips=()
-for m in "${shared[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
-YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --workspace --no-fail-fast -- --include-ignored \
-    --test-threads=16 "${skips[@]}" 2>&1 | tee -a target/test-all.log
-[ "${PIPESTATUS[0]}" = 0 ] || status=1
-# Second pass: the same cluster with MariaDB + slurmdbd and a short MinJobAge,
-# so finished jobs leave slurmctld within seconds and only sacct knows them.
-phase "accounting on (ACCOUNTING=1 MIN_JOB_AGE=10)"
-if ACCOUNTING=1 MIN_JOB_AGE=10 bash slurm/cluster.sh up; then
-    YOLO_SCHED_EXPECT_CLUSTER=1 cargo test --test integration --no-fail-fast -- --include-ignored \
-        accounting_live:: tiers_live:: 2>&1 | tee -a target/test-all.log
-    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+export YOLO_SCHED_EXPECT_CLUSTER=1 YOLO_SCHED_EXPECT_TRAINER=1
+# pass NAME COMMAND...: COMMAND's output to target/test-NAME.log and, each line
+# marked with the pass, to the terminal; the exit status is COMMAND's.
+pass() {
+    local name=$1
+    shift
+    "$@" 2>&1 | tee "target/test-$name.log" | sed -u "s/^/[$name] /"
+    return "${PIPESTATUS[0]}"
+}
+# Instance 1, in the background: the modules alone, and beside them, in the
+# CPU time their waiting leaves, every test that needs no cluster; then the
+# same cluster with MariaDB + slurmdbd and a short MinJobAge, so finished
+# jobs leave slurmctld within seconds and only sacct knows them.
+instance_one() {
+    local skips=() status=0
+    for m in "${shared[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
+    phase "[alone] cluster 1: the live modules that take the cluster alone (${alone[*]}), and the tests without a cluster"
+    pass alone cargo test --workspace --no-fail-fast -- --include-ignored --test-threads=16 "${skips[@]}" || status=1
+    phase "[accounting] cluster 1 with accounting (ACCOUNTING=1 MIN_JOB_AGE=10)"
+    if ACCOUNTING=1 MIN_JOB_AGE=10 bash slurm/cluster.sh up; then
+        pass accounting "$integration" --include-ignored accounting_live:: tiers_live:: || status=1
+    else
+        echo "test-all: the cluster did not come up with accounting" >&2
+        status=1
+    fi
+    phase "[alone] cluster 1 done"
+    return "$status"
+}
+instance_one </dev/null &
+alone_pid=$!
+
+phase "waiting for the trainer venv"
+trainer_status=0
+wait "$trainer_pid" || trainer_status=$?
+trainer_pid=""
+sed 's/^/[trainer] /' target/trainer.log
+status=0
+if [ "$trainer_status" = 0 ]; then
+    YOLO_TRAINER_VENV=$(tail -n 1 target/trainer.log)
+    export YOLO_TRAINER_VENV
+    phase "[shared] cluster 2: the live modules that share a cluster"
+    filters=()
+    for m in "${shared[@]}"; do filters+=("$m::"); done
+    pass shared env SLURM_CONF="$SECOND_CONF" "$integration" --include-ignored --test-threads=8 "${filters[@]}" || status=1
 else
-    echo "test-all: the cluster did not come up with accounting" >&2
+    echo "test-all: the trainer venv did not install (above); the live modules that train are not run" >&2
     status=1
 fi
+phase "waiting for cluster 1's passes"
+wait "$alone_pid" || status=1
+alone_pid=""
 phase "waiting for clippy"
 if wait "$clippy_pid"; then
     echo "clippy: no warnings"
@@ -147,5 +199,6 @@ fi
 clippy_pid=""
 set -e
 phase "test summary"
-grep -E '^test result:' target/test-all.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "passed %d, failed %d, ignored %d in %d test binaries\n", p, f, i, NR}'
+cat target/test-alone.log target/test-accounting.log target/test-shared.log 2>/dev/null >target/test-all.log
+grep -E '^test result:' target/test-all.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "passed %d, failed %d, ignored %d in %d test runs\n", p, f, i, NR}'
 exit "$status"

@@ -102,8 +102,9 @@ pub struct BackupView {
     pub last_backup: Option<DateTime<Utc>>,
     /// How far the backup is behind the local files: 0 when every tracked file
     /// is backed up as it is now; else seconds since the oldest backed-up
-    /// version of a file that has changed since (or since the first local
-    /// write of one never backed up).
+    /// version of a file that has changed since (or since the creation of
+    /// one never backed up, where the file system records it; else its
+    /// latest write).
     pub lag_s: f64,
     /// Tracked files whose local version is not in the backup.
     pub behind: Vec<String>,
@@ -134,6 +135,18 @@ pub fn views(workdir: &Path, now: SystemTime) -> Vec<BackupView> {
         .collect()
 }
 
+/// When the file was created (its birth time), in seconds since the epoch,
+/// where the file system records one.
+fn first_written(path: &Path) -> Option<f64> {
+    let created = std::fs::metadata(path).ok()?.created().ok()?;
+    Some(
+        created
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()?
+            .as_secs_f64(),
+    )
+}
+
 /// The view of one record against the files in `save_dir`.
 pub fn view(name: &str, save_dir: &Path, record: &Record, now: SystemTime) -> BackupView {
     let now_s = now
@@ -153,7 +166,11 @@ pub fn view(name: &str, save_dir: &Path, record: &Record, now: SystemTime) -> Ba
         behind.push(rel.to_string());
         let from = match backed {
             Some(b) => b.stamp().mtime_secs(),
-            None => stamp.mtime_secs(),
+            // Never backed up: at risk since it was first written, not since
+            // its latest rewrite (a last.pt rewritten every epoch would
+            // otherwise never look more than one epoch behind).
+            None => first_written(&save_dir.join(rel))
+                .map_or(stamp.mtime_secs(), |c| c.min(stamp.mtime_secs())),
         };
         since = Some(since.map_or(from, |s: f64| s.min(from)));
     }

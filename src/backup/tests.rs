@@ -210,3 +210,23 @@ fn an_empty_bucket_restores_nothing() {
     assert!(out.nothing_backed_up);
     assert!(out.lines()[0].contains("nothing backed up yet"));
 }
+
+#[test]
+fn a_file_never_backed_up_lags_since_it_was_created_not_since_its_last_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("train");
+    std::fs::create_dir_all(save.join("weights")).unwrap();
+    let last = save.join("weights/last.pt");
+    std::fs::write(&last, b"epoch 1").unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    // Rewritten in place, as torch.save does every epoch.
+    std::fs::write(&last, b"epoch 2").unwrap();
+    let view = record::view("train", &save, &Record::default(), SystemTime::now());
+    assert_eq!(view.behind, ["weights/last.pt"]);
+    if std::fs::metadata(&last).unwrap().created().is_ok() {
+        assert!(view.lag_s >= 1.1, "{view:?}");
+    } else {
+        // No birth time on this file system: the latest write is all there is.
+        assert!(view.lag_s < 1.1, "{view:?}");
+    }
+}

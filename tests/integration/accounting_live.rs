@@ -42,10 +42,19 @@ fn wait_purged(ids: &[u64], limit: Duration) {
 }
 
 /// A finished run whose jobs slurmctld has purged: (fixture, run id, submit JSON).
-fn purged_run(name: &str) -> (RunFixture, String, Value) {
+/// A finished run whose jobs slurmctld has forgotten; each stand-in epoch
+/// takes `epoch_s` seconds.
+fn purged_run(name: &str, epoch_s: &str) -> (RunFixture, String, Value) {
     let f = RunFixture::new();
     let spec = f.spec(name);
-    let (run_id, submitted) = f.submit(&spec);
+    let out = run(f
+        .cmd()
+        .env("YOLO_STANDIN_EPOCH_SECONDS", epoch_s)
+        .args(["submit", "--json"])
+        .arg(&spec));
+    assert_eq!(out.status.code(), Some(0), "submit failed: {out:?}");
+    let submitted: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = submitted["run_id"].as_str().unwrap().to_string();
     let watch = common::run_bounded(f.cmd().args(["watch", &run_id]), Duration::from_secs(300))
         .expect("watch ended");
     assert_eq!(watch.status.code(), Some(0), "{watch:?}");
@@ -93,7 +102,7 @@ fn doctor_sees_accounting_with_job_comments() {
 fn a_purged_run_is_known_from_sacct_alone() {
     let _cluster = common::cluster(module_path!());
     assert_accounting();
-    let (f, run_id, submitted) = purged_run("acctstatus");
+    let (f, run_id, submitted) = purged_run("acctstatus", "0.1");
     // Without the records the jobs wrote, only sacct knows how they ended.
     let state = f.path().join("run/state");
     for e in std::fs::read_dir(&state).unwrap().flatten() {
@@ -150,7 +159,9 @@ fn a_purged_run_is_known_from_sacct_alone() {
 fn report_counts_slice_hours_inside_the_window_only() {
     let _cluster = common::cluster(module_path!());
     assert_accounting();
-    let (f, _run_id, submitted) = purged_run("acctreport");
+    // Two epochs of 1.5 s: sacct counts whole seconds, and a train job that
+    // starts and ends within one second has no slice-hours to count.
+    let (f, _run_id, submitted) = purged_run("acctreport", "1.5");
     let train_gres = submitted["jobs"]
         .as_array()
         .unwrap()

@@ -149,10 +149,10 @@ fn two_concurrent_1g5gb_jobs_get_different_slices() {
     );
 }
 
-/// `slurm/test-all.sh` runs the live modules that share the cluster
-/// (`common::cluster_shared`) first and those that take it alone
-/// (`common::cluster`) after them; its lists must name exactly those
-/// modules, or a module would run in the wrong part (or not at all).
+/// `slurm/test-all.sh` runs the live modules that share a cluster
+/// (`common::cluster_shared`) on its second cluster, beside those that take
+/// one alone (`common::cluster`) on the first; its lists must name exactly
+/// those modules, or a module would run in the wrong pass (or not at all).
 #[test]
 fn the_test_command_knows_which_modules_share_the_cluster() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
