@@ -146,15 +146,17 @@ pass() {
     "$@" 2>&1 | tee "target/test-$name.log" | sed -u "s/^/[$name] /"
     return "${PIPESTATUS[0]}"
 }
-# Instance 1, in the background: the modules alone, and beside them, in the
-# CPU time their waiting leaves, every test that needs no cluster; then the
-# same cluster with MariaDB + slurmdbd and a short MinJobAge, so finished
-# jobs leave slurmctld within seconds and only sacct knows them.
+# Instance 1, in the background: the integration binary over the modules
+# alone, and beside them, in the CPU time their waiting leaves, every
+# integration test that needs no cluster; then the same cluster with MariaDB +
+# slurmdbd and a short MinJobAge, so finished jobs leave slurmctld within
+# seconds and only sacct knows them. This stream is the longest: it runs the
+# binary itself, so that it never waits for a cargo lock.
 instance_one() {
     local skips=() status=0
     for m in "${shared[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
-    phase "[alone] cluster 1: the live modules that take the cluster alone (${alone[*]}), and the tests without a cluster"
-    pass alone cargo test --workspace --no-fail-fast -- --include-ignored --test-threads=16 "${skips[@]}" || status=1
+    phase "[alone] cluster 1: the live modules that take the cluster alone (${alone[*]}), and the integration tests without a cluster"
+    pass alone "$integration" --include-ignored --test-threads=16 "${skips[@]}" || status=1
     phase "[accounting] cluster 1 with accounting (ACCOUNTING=1 MIN_JOB_AGE=10)"
     if ACCOUNTING=1 MIN_JOB_AGE=10 bash slurm/cluster.sh up; then
         pass accounting "$integration" --include-ignored accounting_live:: tiers_live:: || status=1
@@ -168,22 +170,39 @@ instance_one() {
 instance_one </dev/null &
 alone_pid=$!
 
-phase "waiting for the trainer venv"
-trainer_status=0
-wait "$trainer_pid" || trainer_status=$?
-trainer_pid=""
-sed 's/^/[trainer] /' target/trainer.log
-status=0
-if [ "$trainer_status" = 0 ]; then
+# In the foreground: the unit and doc tests of both crates, and on instance 2
+# the live modules that share a cluster once the trainer is there (the unit
+# tests first while it still installs, else after them).
+unit_tests() {
+    phase "[unit] the unit and doc tests"
+    pass unit cargo test --workspace --no-fail-fast --lib --bins || return 1
+    pass doc cargo test --workspace --no-fail-fast --doc || return 1
+}
+shared_modules() {
+    local trainer_status=0 filters=()
+    if [ -n "$trainer_pid" ]; then
+        phase "waiting for the trainer venv"
+        wait "$trainer_pid" || trainer_status=$?
+        trainer_pid=""
+        sed 's/^/[trainer] /' target/trainer.log
+    fi
+    if [ "$trainer_status" != 0 ]; then
+        echo "test-all: the trainer venv did not install (above); the live modules that train are not run" >&2
+        return 1
+    fi
     YOLO_TRAINER_VENV=$(tail -n 1 target/trainer.log)
     export YOLO_TRAINER_VENV
     phase "[shared] cluster 2: the live modules that share a cluster"
-    filters=()
     for m in "${shared[@]}"; do filters+=("$m::"); done
-    pass shared env SLURM_CONF="$SECOND_CONF" "$integration" --include-ignored --test-threads=8 "${filters[@]}" || status=1
+    pass shared env SLURM_CONF="$SECOND_CONF" "$integration" --include-ignored --test-threads=8 "${filters[@]}"
+}
+status=0
+if kill -0 "$trainer_pid" 2>/dev/null; then
+    unit_tests || status=1
+    shared_modules || status=1
 else
-    echo "test-all: the trainer venv did not install (above); the live modules that train are not run" >&2
-    status=1
+    shared_modules || status=1
+    unit_tests || status=1
 fi
 phase "waiting for cluster 1's passes"
 wait "$alone_pid" || status=1
@@ -199,6 +218,6 @@ fi
 clippy_pid=""
 set -e
 phase "test summary"
-cat target/test-alone.log target/test-accounting.log target/test-shared.log 2>/dev/null >target/test-all.log
+cat target/test-{alone,accounting,shared,unit,doc}.log 2>/dev/null >target/test-all.log
 grep -E '^test result:' target/test-all.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "passed %d, failed %d, ignored %d in %d test runs\n", p, f, i, NR}'
 exit "$status"

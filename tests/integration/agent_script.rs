@@ -71,10 +71,12 @@ impl Rendered {
             f["gpus"][0]["processes"] = processes;
         });
         std::fs::create_dir(dir.path().join("textfile")).unwrap();
+        // Two epochs of warm-up: a leak is stopped only once epoch 1's last.pt
+        // is surely on disk, however slowly a loaded machine starts the trainer.
         std::fs::write(
             dir.path().join("site.toml"),
             format!(
-                "[guard]\ninterval_s = 0.2\nwindow_s = 2\nwarmup_epochs = 0\ngrace_s = 5\ntextfile_dir = \"{}\"\n",
+                "[guard]\ninterval_s = 0.2\nwindow_s = 2\nwarmup_epochs = 2\ngrace_s = 5\ntextfile_dir = \"{}\"\n",
                 dir.path().join("textfile").display()
             ),
         )
