@@ -194,7 +194,11 @@ shared_modules() {
     export YOLO_TRAINER_VENV
     phase "[shared] cluster 2: the live modules that share a cluster"
     for m in "${shared[@]}"; do filters+=("$m::"); done
-    pass shared env SLURM_CONF="$SECOND_CONF" "$integration" --include-ignored --test-threads=8 "${filters[@]}"
+    # One CPU thread per training (the job scripts keep an exported
+    # OMP_NUM_THREADS): several real trainings share this machine's cores,
+    # and PyTorch's threads would spin-wait on each other (152 s and 244
+    # CPU-seconds for these modules alone with 2 threads each, 135 s and 214 with 1).
+    pass shared env SLURM_CONF="$SECOND_CONF" OMP_NUM_THREADS=1 "$integration" --include-ignored --test-threads=8 "${filters[@]}"
 }
 status=0
 if kill -0 "$trainer_pid" 2>/dev/null; then

@@ -238,3 +238,80 @@ fn sweep_tasks_starting_together_copy_the_font_once_and_whole() {
         assert!(left.is_empty(), "round {round}: left behind: {left:?}");
     }
 }
+
+/// The trainer's CPU threads follow the job's CPUs (`SLURM_CPUS_PER_TASK`),
+/// not the node's cores; a value the submitter exported is kept, and a
+/// malformed one from the environment is not passed on.
+#[test]
+fn the_trainer_gets_as_many_cpu_threads_as_the_job_has_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("data.yaml"), "names: [a]\n").unwrap();
+    let spec_text = "version = 1\n[run]\nname = \"threads\"\n[train]\nmodel = \"yolov8n.pt\"\n\
+        data = \"data.yaml\"\nepochs = 1\n[resources]\ngpu = \"1g.5gb\"\n[stages.prepare]\nenabled = false\n";
+    let spec = yolo_sched::spec::parse(spec_text, d.join("spec.toml").to_str().unwrap()).unwrap();
+    let workdir = d.join("run");
+    let plan = plan::plan(&spec, &workdir, &cluster(), &Policy::default()).unwrap();
+    let yolo = d.join("yolo");
+    let seen = d.join("threads");
+    std::fs::write(
+        &yolo,
+        format!(
+            "#!/bin/sh\nprintf '%s' \"${{OMP_NUM_THREADS-unset}}\" >'{}'\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&yolo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scripts = render_all(
+        &Templates::new(None).unwrap(),
+        &RenderInput {
+            spec: &spec,
+            plan: &plan,
+            run_id: "threads-1",
+            yolo_sched: Path::new("/bin/false"),
+            yolo: yolo.to_str().unwrap(),
+            base_dir: d,
+            font: None,
+        },
+    )
+    .unwrap();
+    let train = scripts.iter().find(|s| s.file_name == "train.sh").unwrap();
+    let script = d.join("train.sh");
+    std::fs::write(&script, &train.text).unwrap();
+    for (cpus, exported, want) in [
+        (Some("3"), None, "3"),
+        (Some("3"), Some("1"), "1"),
+        (None, None, "unset"),
+        (Some("3;touch x"), None, "unset"),
+    ] {
+        let _ = std::fs::remove_dir_all(&workdir);
+        std::fs::create_dir_all(&workdir).unwrap();
+        let _ = std::fs::remove_file(&seen);
+        let mut cmd = Command::new("bash");
+        cmd.arg(&script)
+            .env("SLURM_JOB_ID", "42")
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .env_remove("SLURM_CPUS_PER_TASK")
+            .env_remove("OMP_NUM_THREADS")
+            .current_dir(d);
+        if let Some(c) = cpus {
+            cmd.env("SLURM_CPUS_PER_TASK", c);
+        }
+        if let Some(e) = exported {
+            cmd.env("OMP_NUM_THREADS", e);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            seen.exists(),
+            "the trainer did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&seen).unwrap(),
+            want,
+            "SLURM_CPUS_PER_TASK={cpus:?} OMP_NUM_THREADS={exported:?}"
+        );
+    }
+}
