@@ -324,7 +324,10 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
     let f = Fixture::new("real", s.clone());
     // imgsz 160: epochs of a few seconds, so last.pt is quiet long enough
     // between two writes to go up while training still has epochs to go.
-    let spec = f.spec("real", 10);
+    // Five of them: the first backup comes after epoch 1 or 2, and the
+    // resume still has epochs to train.
+    const EPOCHS: u32 = 5;
+    let spec = f.spec("real", EPOCHS);
     std::fs::write(&spec, read(&spec).replace("imgsz = 64", "imgsz = 160")).unwrap();
     let (run_id, jobs) = submit(
         &f,
@@ -355,7 +358,10 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
     assert_eq!(cancel.status.code(), Some(0));
     wait_jobs(&jobs, Duration::from_secs(60));
     let reached = epochs_in(&workdir.join("train/results.csv"));
-    assert!(reached.len() < 10, "cancelled midway: {reached:?}");
+    assert!(
+        reached.len() < EPOCHS as usize,
+        "cancelled midway: {reached:?}"
+    );
 
     // Node lost / scratch wiped: the weights are gone.
     std::fs::remove_dir_all(workdir.join("train/weights")).unwrap();
@@ -380,7 +386,7 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
         log.contains("Resuming training"),
         "the real trainer resumed:\n{log}"
     );
-    // Ultralytics: "Resuming training <last.pt> from epoch N to 10 total epochs".
+    // Ultralytics: "Resuming training <last.pt> from epoch N to 5 total epochs".
     let from: u32 = log
         .split("from epoch ")
         .nth(1)
@@ -392,13 +398,13 @@ fn real_checkpoints_reach_the_bucket_and_resume_restores_wiped_weights() {
         "resumed from the restored epoch, not the start: {from}"
     );
     let all = epochs_in(&workdir.join("train/results.csv"));
-    assert_eq!(all.last(), Some(&10), "{all:?}");
+    assert_eq!(all.last(), Some(&EPOCHS), "{all:?}");
     assert_eq!(
         all.iter().filter(|e| **e == 1).count(),
         1,
         "never started over: {all:?}"
     );
-    assert_eq!(f.epochs_backed_up(&run_id), Some(10));
+    assert_eq!(f.epochs_backed_up(&run_id), Some(EPOCHS));
     assert_no_secret(&workdir, &s.get("AWS_SECRET_ACCESS_KEY"));
 }
 
