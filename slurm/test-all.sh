@@ -38,8 +38,8 @@ stop_tree() {
     for c in $(pgrep -P "$1" 2>/dev/null); do stop_tree "$c"; done
     kill "$1" 2>/dev/null || true
 }
-trainer_pid="" alone_pid=""
-stop_builds() { for p in $build_pid $clippy_pid $trainer_pid $alone_pid; do stop_tree "$p"; done; }
+trainer_pid="" alone_pid="" faults_pid=""
+stop_builds() { for p in $build_pid $clippy_pid $trainer_pid $alone_pid $faults_pid; do stop_tree "$p"; done; }
 trap stop_builds EXIT
 if command -v cargo >/dev/null 2>&1; then
     phase "test build and clippy (in the background)"
@@ -59,14 +59,18 @@ phase "trainer venv (in the background)"
 bash slurm/trainer.sh install >target/trainer.log 2>&1 </dev/null &
 trainer_pid=$!
 
-# The test command runs two clusters of the same shape (slurm/cluster.sh
-# INSTANCE): the live modules that take a cluster alone (they stop daemons,
-# reconfigure, fill every slice or count every job) on instance 1, and the
-# modules that look only at their own runs, most of them real trainings, on
-# instance 2 at the same time. The first kind mostly waits on Slurm, the second
-# computes, so side by side they share the two cores instead of taking turns.
-readonly SECOND_CONF=/etc/slurm-yolo2/slurm.conf
-daemon_pids() { cat /run/yolo-slurm/*.pid /run/yolo-slurm-2/*.pid 2>/dev/null | sort -n | tr '\n' ' '; }
+# The test command runs clusters of the same shape side by side
+# (slurm/cluster.sh INSTANCE): the live modules that take a cluster alone (they
+# stop daemons, reconfigure, fill every slice or count every job) on instance
+# 1, and the modules that look only at their own runs, most of them real
+# trainings, on instance 2 at the same time. The first kind mostly waits on
+# Slurm, the second computes, so side by side they share the two cores
+# instead of taking turns.
+# A third, instance 3, is for the module that stops slurmctld and kills a
+# slurmd under running jobs: it takes as long as its daemons take to come back,
+# and would hold the first cluster that long.
+readonly SECOND_CONF=/etc/slurm-yolo2/slurm.conf THIRD_CONF=/etc/slurm-yolo3/slurm.conf
+daemon_pids() { cat /run/yolo-slurm/*.pid /run/yolo-slurm-[23]/*.pid 2>/dev/null | sort -n | tr '\n' ' '; }
 alive() { # pids still running (zombies count as gone)
     local p state
     for p in "$@"; do
@@ -80,6 +84,7 @@ finish() {
     stop_builds # an early exit must not leave a build or a pass running behind it
     bash slurm/s3.sh down
     INSTANCE=2 bash slurm/cluster.sh down
+    INSTANCE=3 bash slurm/cluster.sh down
     bash slurm/cluster.sh down
     bash slurm/cluster.sh down >/dev/null # twice: must be harmless
     # shellcheck disable=SC2086 # one word per pid
@@ -98,11 +103,9 @@ phase "s3 and clusters up"
 bash slurm/s3.sh up
 bash slurm/s3.sh up # twice: must be a no-op
 
-bash slurm/cluster.sh up
-INSTANCE=2 bash slurm/cluster.sh up
+for k in 1 2 3; do INSTANCE=$k bash slurm/cluster.sh up; done
 started_pids=$(daemon_pids)
-bash slurm/cluster.sh up
-INSTANCE=2 bash slurm/cluster.sh up
+for k in 1 2 3; do INSTANCE=$k bash slurm/cluster.sh up; done
 if [ "$(daemon_pids)" != "$started_pids" ]; then
     echo "test-all: a second 'cluster.sh up' restarted daemons ($started_pids -> $(daemon_pids))" >&2
     exit 1
@@ -135,7 +138,8 @@ set +e
 # Threads are many because a test waiting for its module's turn holds one;
 # `common` lets at most four tests of a module run at once.
 shared=(agent_live backup_live compare_live escalate_live runs_agree_live spec_corpus syslog_live trainer_live)
-alone=(cluster_live faults_cluster_live faults_live node_setup_slurm report_live resources_live runs_live)
+alone=(cluster_live faults_live node_setup_slurm report_live resources_live runs_live)
+disrupting=(faults_cluster_live) # instance 3
 later=(accounting_live tiers_live) # the accounting pass below
 export YOLO_SCHED_EXPECT_CLUSTER=1 YOLO_SCHED_EXPECT_TRAINER=1
 # pass NAME COMMAND...: COMMAND's output to target/test-NAME.log and, each line
@@ -154,7 +158,7 @@ pass() {
 # binary itself, so that it never waits for a cargo lock.
 instance_one() {
     local skips=() status=0
-    for m in "${shared[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
+    for m in "${shared[@]}" "${disrupting[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
     phase "[alone] cluster 1: the live modules that take the cluster alone (${alone[*]}), and the integration tests without a cluster"
     pass alone "$integration" --include-ignored --test-threads=16 "${skips[@]}" || status=1
     phase "[accounting] cluster 1 with accounting (ACCOUNTING=1 MIN_JOB_AGE=10)"
@@ -169,6 +173,14 @@ instance_one() {
 }
 instance_one </dev/null &
 alone_pid=$!
+instance_three() {
+    local filters=()
+    for m in "${disrupting[@]}"; do filters+=("$m::"); done
+    phase "[faults] cluster 3: ${disrupting[*]}"
+    pass faults env INSTANCE=3 SLURM_CONF="$THIRD_CONF" "$integration" --include-ignored "${filters[@]}"
+}
+instance_three </dev/null &
+faults_pid=$!
 
 # In the foreground: the unit and doc tests of both crates, and on instance 2
 # the live modules that share a cluster once the trainer is there (the unit
@@ -208,9 +220,11 @@ else
     shared_modules || status=1
     unit_tests || status=1
 fi
-phase "waiting for cluster 1's passes"
+phase "waiting for clusters 1 and 3"
 wait "$alone_pid" || status=1
 alone_pid=""
+wait "$faults_pid" || status=1
+faults_pid=""
 phase "waiting for clippy"
 if wait "$clippy_pid"; then
     echo "clippy: no warnings"
@@ -222,6 +236,6 @@ fi
 clippy_pid=""
 set -e
 phase "test summary"
-cat target/test-{alone,accounting,shared,unit,doc}.log 2>/dev/null >target/test-all.log
+cat target/test-{alone,faults,accounting,shared,unit,doc}.log 2>/dev/null >target/test-all.log
 grep -E '^test result:' target/test-all.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "passed %d, failed %d, ignored %d in %d test runs\n", p, f, i, NR}'
 exit "$status"

@@ -168,6 +168,7 @@ fn the_test_command_knows_which_modules_share_the_cluster() {
         v
     };
     let mut alone_named = list("alone");
+    alone_named.extend(list("disrupting"));
     alone_named.extend(list("later"));
     alone_named.sort();
     let (mut alone, mut shared) = (Vec::new(), Vec::new());
@@ -188,7 +189,7 @@ fn the_test_command_knows_which_modules_share_the_cluster() {
     shared.sort();
     assert_eq!(
         alone_named, alone,
-        "slurm/test-all.sh's alone=(…) and later=(…)"
+        "slurm/test-all.sh's alone=(…), disrupting=(…) and later=(…)"
     );
     assert_eq!(list("shared"), shared, "slurm/test-all.sh's shared=(…)");
 }

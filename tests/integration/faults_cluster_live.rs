@@ -29,7 +29,20 @@ fn disrupt() -> MutexGuard<'static, ()> {
     DISRUPT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-const SLURM_RUN_DIR: &str = "/run/yolo-slurm";
+/// The run directory of the cluster under test: `slurm/cluster.sh`'s instance
+/// (`INSTANCE`, 1 unless set: the test command runs this module on a cluster of
+/// its own, instance 3, with `SLURM_CONF` pointing at it).
+fn slurm_run_dir() -> String {
+    match std::env::var("INSTANCE") {
+        Ok(k) if k != "1" && !k.is_empty() => format!("/run/yolo-slurm-{k}"),
+        _ => "/run/yolo-slurm".to_string(),
+    }
+}
+
+/// The slurm.conf of the cluster under test.
+fn slurm_conf() -> String {
+    std::env::var("SLURM_CONF").unwrap_or_else(|_| "/etc/slurm/slurm.conf".to_string())
+}
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -49,9 +62,9 @@ fn spec(f: &RunFixture, name: &str, workdir: &Path, epochs: u32) -> PathBuf {
     p
 }
 
-/// The pid in `/run/yolo-slurm/NAME.pid` when that process is alive (not a zombie).
+/// The pid in `<run dir>/NAME.pid` when that process is alive (not a zombie).
 fn daemon_pid(name: &str) -> Option<i32> {
-    let text = std::fs::read_to_string(format!("{SLURM_RUN_DIR}/{name}.pid")).ok()?;
+    let text = std::fs::read_to_string(format!("{}/{name}.pid", slurm_run_dir())).ok()?;
     let pid: i32 = text.trim().parse().ok()?;
     alive(pid).then_some(pid)
 }
@@ -453,7 +466,7 @@ fn bring_back(node: &str) -> Duration {
     let start = Instant::now();
     if daemon_pid(&format!("slurmd-{node}")).is_none() {
         let status = Command::new("/usr/sbin/slurmd")
-            .args(["-N", node])
+            .args(["-f", &slurm_conf(), "-N", node])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
