@@ -160,10 +160,26 @@ fn jobs_of(run_id: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Jobs of the run that Slurm has not finished with. COMPLETING counts: a
+/// cancelled job stays so while its processes are killed, and the run
+/// model (rightly) still calls its stage running.
 fn active(run_id: &str) -> usize {
     jobs_of(run_id)
         .iter()
-        .filter(|(_, s)| s == "PENDING" || s == "RUNNING")
+        .filter(|(_, s)| {
+            !matches!(
+                s.as_str(),
+                "COMPLETED"
+                    | "CANCELLED"
+                    | "FAILED"
+                    | "TIMEOUT"
+                    | "OUT_OF_MEMORY"
+                    | "NODE_FAIL"
+                    | "PREEMPTED"
+                    | "BOOT_FAIL"
+                    | "DEADLINE"
+            )
+        })
         .count()
 }
 
