@@ -306,10 +306,12 @@ fn a_600_mb_per_min_leak_is_stopped_with_its_reason_recorded() {
 
 #[test]
 fn crossing_80_percent_of_the_slice_is_a_warning_only() {
-    // 5000 MiB, then 85% of the 16384 MiB slice from the second second on.
+    // 5000 MiB, then 85% of the 16384 MiB slice from the second second on: a
+    // step of 1 ms (the fake interpolates between points), so that the first
+    // sample above 80% reads 85% however the samples fall.
     let s = Setup::new(
         "h200-partitioned-busy.json",
-        in_slice(json!([[0, 5000], [1, 5000], [1.2, 13926]])),
+        in_slice(json!([[0, 5000], [1, 5000], [1.001, 13926]])),
         "",
     );
     let mut trainer = Trainer::start();
