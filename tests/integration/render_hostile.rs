@@ -154,6 +154,40 @@ fn the_issue_examples_never_execute() {
     );
 }
 
+/// `train.sh` of `spec_text` (in `d`, which holds its data.yaml), rendered
+/// with a stand-in `yolo` whose shell body is `yolo_body`, written to
+/// `d/train.sh`. The run's workdir is `d/run`.
+fn train_script(
+    d: &Path,
+    spec_text: &str,
+    yolo_body: &str,
+    font: Option<&Path>,
+) -> std::path::PathBuf {
+    let spec = yolo_sched::spec::parse(spec_text, d.join("spec.toml").to_str().unwrap()).unwrap();
+    let plan = plan::plan(&spec, &d.join("run"), &cluster(), &Policy::default()).unwrap();
+    let yolo = d.join("yolo");
+    std::fs::write(&yolo, format!("#!/bin/sh\n{yolo_body}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&yolo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scripts = render_all(
+        &Templates::new(None).unwrap(),
+        &RenderInput {
+            spec: &spec,
+            plan: &plan,
+            run_id: "render-1",
+            yolo_sched: Path::new("/bin/false"),
+            yolo: yolo.to_str().unwrap(),
+            base_dir: d,
+            font,
+        },
+    )
+    .unwrap();
+    let train = scripts.iter().find(|s| s.file_name == "train.sh").unwrap();
+    let script = d.join("train.sh");
+    std::fs::write(&script, &train.text).unwrap();
+    script
+}
+
 /// The tasks of a sweep start together on one node and all copy the site's
 /// font into the run's Ultralytics directory: none may fail or leave a
 /// half-written font or a temporary file behind (a plain `cp` of two tasks
@@ -169,37 +203,17 @@ fn sweep_tasks_starting_together_copy_the_font_once_and_whole() {
     let spec_text = "version = 1\n[run]\nname = \"fonts\"\n[train]\nmodel = \"yolov8n.pt\"\n\
         data = \"data.yaml\"\nepochs = 1\n[resources]\ngpu = \"1g.5gb\"\n[stages.prepare]\nenabled = false\n\
         [sweep]\nlr0 = [0.01, 0.02, 0.03, 0.04]\n";
-    let spec = yolo_sched::spec::parse(spec_text, d.join("spec.toml").to_str().unwrap()).unwrap();
     let workdir = d.join("run");
-    let plan = plan::plan(&spec, &workdir, &cluster(), &Policy::default()).unwrap();
-    let yolo = d.join("yolo");
     // The trainer starts right after the copy: it must find the whole font.
-    std::fs::write(
-        &yolo,
-        format!(
-            "#!/bin/sh\ncmp \"$YOLO_CONFIG_DIR/Ultralytics/Arial.ttf\" '{}'\n",
+    let script = train_script(
+        d,
+        spec_text,
+        &format!(
+            "cmp \"$YOLO_CONFIG_DIR/Ultralytics/Arial.ttf\" '{}'",
             font.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&yolo, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let scripts = render_all(
-        &Templates::new(None).unwrap(),
-        &RenderInput {
-            spec: &spec,
-            plan: &plan,
-            run_id: "fonts-1",
-            yolo_sched: Path::new("/bin/false"),
-            yolo: yolo.to_str().unwrap(),
-            base_dir: d,
-            font: Some(&font),
-        },
-    )
-    .unwrap();
-    let train = scripts.iter().find(|s| s.file_name == "train.sh").unwrap();
-    let script = d.join("train.sh");
-    std::fs::write(&script, &train.text).unwrap();
+        Some(&font),
+    );
     let fonts = workdir.join(".ultralytics/Ultralytics");
     for round in 0..5 {
         let _ = std::fs::remove_dir_all(&workdir);
@@ -249,37 +263,17 @@ fn the_trainer_gets_as_many_cpu_threads_as_the_job_has_cpus() {
     std::fs::write(d.join("data.yaml"), "names: [a]\n").unwrap();
     let spec_text = "version = 1\n[run]\nname = \"threads\"\n[train]\nmodel = \"yolov8n.pt\"\n\
         data = \"data.yaml\"\nepochs = 1\n[resources]\ngpu = \"1g.5gb\"\n[stages.prepare]\nenabled = false\n";
-    let spec = yolo_sched::spec::parse(spec_text, d.join("spec.toml").to_str().unwrap()).unwrap();
     let workdir = d.join("run");
-    let plan = plan::plan(&spec, &workdir, &cluster(), &Policy::default()).unwrap();
-    let yolo = d.join("yolo");
     let seen = d.join("threads");
-    std::fs::write(
-        &yolo,
-        format!(
-            "#!/bin/sh\nprintf '%s' \"${{OMP_NUM_THREADS-unset}}\" >'{}'\n",
+    let script = train_script(
+        d,
+        spec_text,
+        &format!(
+            "printf '%s' \"${{OMP_NUM_THREADS-unset}}\" >'{}'",
             seen.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&yolo, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let scripts = render_all(
-        &Templates::new(None).unwrap(),
-        &RenderInput {
-            spec: &spec,
-            plan: &plan,
-            run_id: "threads-1",
-            yolo_sched: Path::new("/bin/false"),
-            yolo: yolo.to_str().unwrap(),
-            base_dir: d,
-            font: None,
-        },
-    )
-    .unwrap();
-    let train = scripts.iter().find(|s| s.file_name == "train.sh").unwrap();
-    let script = d.join("train.sh");
-    std::fs::write(&script, &train.text).unwrap();
+        None,
+    );
     for (cpus, exported, want) in [
         (Some("3"), None, "3"),
         (Some("3"), Some("1"), "1"),
