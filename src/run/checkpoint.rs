@@ -13,8 +13,9 @@
 //! `epochs` of `args.yaml`. Reads are bounded: the central directory is read
 //! from the end of the file, at most a few MiB.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::Serialize;
@@ -84,26 +85,60 @@ fn read_at(f: &mut File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The path as a message shows it: escaped and bounded (a run directory's
+/// name comes from the command line).
+fn shown(path: &Path) -> String {
+    crate::text::shown(&path.to_string_lossy(), 200)
+}
+
+/// Open `path` for reading without blocking (a FIFO planted at `last.pt`
+/// would otherwise hang the caller) and only if it is a regular file (a
+/// device or a sysfs file has no stable size to check).
+fn open_regular(path: &Path) -> Result<(File, u64), String> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", shown(path)))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", shown(path)))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", shown(path)));
+    }
+    Ok((f, meta.len()))
+}
+
 /// Check that `path` is a complete zip archive with a pickled object in it
 /// (`…/data.pkl`, what `torch.save` writes). `Err` says what is wrong.
+///
+/// The file may change while it is read (Ultralytics rewrites `last.pt` by
+/// truncating it first): every read is bounded, and a read that returns less
+/// than the size the file had is an incomplete checkpoint, never an index
+/// past the bytes read.
 pub fn check_archive(path: &Path) -> Result<(), String> {
-    let mut f = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let size = f.metadata().map_err(|e| e.to_string())?.len();
+    let (mut f, size) = open_regular(path)?;
     if size < 22 {
         return Err(format!(
             "{} is {size} bytes, too short for a checkpoint",
-            path.display()
+            shown(path)
         ));
     }
     let tail_start = size.saturating_sub(EOCD_SEARCH);
     let tail = read_at(&mut f, tail_start, size - tail_start).map_err(|e| e.to_string())?;
-    let eocd = (0..=tail.len() - 22)
+    if (tail.len() as u64) < size - tail_start {
+        return Err(format!(
+            "{} shrank while it was read (being rewritten)",
+            shown(path)
+        ));
+    }
+    let eocd = (0..=tail.len().saturating_sub(22))
         .rev()
         .find(|&i| u32_at(&tail, i) == Some(u64::from(EOCD_SIG)))
         .ok_or_else(|| {
             format!(
                 "{} has no zip end record: truncated or not a torch checkpoint",
-                path.display()
+                shown(path)
             )
         })?;
     let mut entries = u16_at(&tail, eocd + 10).unwrap_or(0);
@@ -127,14 +162,14 @@ pub fn check_archive(path: &Path) -> Result<(), String> {
     if cd_size > MAX_CENTRAL_DIRECTORY || cd_offset.saturating_add(cd_size) > size {
         return Err(format!(
             "{}: the zip directory lies outside the file (truncated)",
-            path.display()
+            shown(path)
         ));
     }
     let cd = read_at(&mut f, cd_offset, cd_size).map_err(|e| e.to_string())?;
     let (mut i, mut seen, mut has_pickle) = (0usize, 0u64, false);
     while seen < entries {
         if u32_at(&cd, i) != Some(u64::from(CENTRAL_SIG)) {
-            return Err(format!("{}: damaged zip directory", path.display()));
+            return Err(format!("{}: damaged zip directory", shown(path)));
         }
         let name_len = u16_at(&cd, i + 28).unwrap_or(0) as usize;
         let extra_len = u16_at(&cd, i + 30).unwrap_or(0) as usize;
@@ -151,7 +186,7 @@ pub fn check_archive(path: &Path) -> Result<(), String> {
             if local >= cd_offset || u32_at(&head, 0) != Some(u64::from(LOCAL_SIG)) {
                 return Err(format!(
                     "{}: an entry is missing (damaged or truncated)",
-                    path.display()
+                    shown(path)
                 ));
             }
         }
@@ -161,7 +196,7 @@ pub fn check_archive(path: &Path) -> Result<(), String> {
     if !has_pickle {
         return Err(format!(
             "{} is a zip archive but not a torch checkpoint (no data.pkl)",
-            path.display()
+            shown(path)
         ));
     }
     Ok(())
@@ -176,18 +211,27 @@ fn epochs_of(args_yaml: &str) -> Option<u32> {
 }
 
 /// The last epoch in `results.csv` (first column; a resumed run appends rows).
+///
+/// Only a whole, finite, non-negative number that fits an epoch counts: a
+/// cast would turn `inf` or `1e10` into 4294967295 and `NaN` into 0, and a
+/// training that never ran would read as finished.
 fn last_epoch(results_csv: &str) -> Option<u32> {
     results_csv
         .lines()
         .skip(1)
         .filter_map(|l| l.split(',').next()?.trim().parse::<f64>().ok())
+        .filter(|e| e.is_finite() && *e >= 0.0 && e.fract() == 0.0 && *e <= f64::from(u32::MAX))
         .map(|e| e as u32)
         .max()
 }
 
-/// Read at most `limit` bytes of a small text file; `None` when absent.
+/// A small text file of the run directory, read without blocking and only
+/// when it is a regular file of at most `limit` bytes; `None` otherwise.
 fn read_small(path: &Path, limit: u64) -> Option<String> {
-    let f = File::open(path).ok()?;
+    let (f, size) = open_regular(path).ok()?;
+    if size > limit {
+        return None;
+    }
     let mut s = String::new();
     f.take(limit).read_to_string(&mut s).ok()?;
     Some(s)
@@ -202,10 +246,17 @@ pub fn state(run_dir: &Path) -> CheckpointState {
     let epochs = read_small(&run_dir.join("args.yaml"), 1 << 20).and_then(|a| epochs_of(&a));
     let epoch = read_small(&run_dir.join("results.csv"), 16 << 20).and_then(|r| last_epoch(&r));
     if let (Some(e), Some(n)) = (epoch, epochs) {
-        if e >= n {
+        if e == n {
             return CheckpointState::Finished {
                 epoch: e,
                 epochs: n,
+            };
+        }
+        // No training Ultralytics ran writes past its last epoch: the files
+        // disagree, and resuming could start the unrelated default training.
+        if e > n {
+            return CheckpointState::Incomplete {
+                why: format!("results.csv reaches epoch {e}, past the {n} epochs of args.yaml"),
             };
         }
     }
@@ -322,5 +373,104 @@ mod tests {
         ));
         let d = run_dir(None, "", "");
         assert_eq!(state(d.path()), CheckpointState::Missing);
+    }
+
+    #[test]
+    fn a_file_shorter_than_its_size_is_incomplete_not_a_spin() {
+        // A sysfs file says 4096 bytes and reads a few: the same as a
+        // last.pt truncated between the size and the read.
+        let d = run_dir(None, "epochs: 4\n", HEADER);
+        std::os::unix::fs::symlink(
+            "/sys/devices/system/cpu/online",
+            d.path().join("weights/last.pt"),
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = d.path().to_path_buf();
+        std::thread::spawn(move || tx.send(state(&dir)).unwrap());
+        let s = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("checkpoint state did not return");
+        assert!(matches!(s, CheckpointState::Incomplete { .. }), "{s:?}");
+    }
+
+    #[test]
+    fn fifos_are_refused_without_blocking() {
+        for name in ["weights/last.pt", "results.csv", "args.yaml"] {
+            let z = zip(&["last/data.pkl"]);
+            let d = run_dir(Some(&z), "epochs: 4\n", &format!("{HEADER}1,3,1\n"));
+            let at = d.path().join(name);
+            std::fs::remove_file(&at).unwrap();
+            nix::unistd::mkfifo(&at, nix::sys::stat::Mode::S_IRWXU).unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let dir = d.path().to_path_buf();
+            std::thread::spawn(move || tx.send(state(&dir)).unwrap());
+            let s = rx
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("a FIFO at {name} blocked"));
+            if name == "weights/last.pt" {
+                assert!(s.line().contains("not a regular file"), "{name}: {s:?}");
+            } else {
+                // The epoch count is unknown, so the checkpoint decides.
+                assert!(matches!(s, CheckpointState::Resumable { .. }), "{name}: {s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn epochs_that_are_no_count_never_finish_a_run() {
+        let z = zip(&["last/data.pkl"]);
+        for bad in ["inf", "1e10", "NaN", "-1", "2.5", "4294967296"] {
+            let d = run_dir(
+                Some(&z),
+                "epochs: 3\n",
+                &format!("{HEADER}1,3,1\n{bad},6,1\n"),
+            );
+            assert_eq!(
+                state(d.path()),
+                CheckpointState::Resumable {
+                    epoch: Some(1),
+                    epochs: Some(3)
+                },
+                "epoch {bad}"
+            );
+        }
+        let d = run_dir(Some(&z), "epochs: 3\n", &format!("{HEADER}7,3,1\n"));
+        let s = state(d.path());
+        assert!(s.line().starts_with("incomplete: results.csv reaches epoch 7"), "{s:?}");
+    }
+
+    #[test]
+    fn a_checkpoint_truncated_while_it_is_checked_never_hangs() {
+        // Ultralytics rewrites last.pt by truncate-then-write: check it
+        // while another thread does exactly that, many times.
+        let z = zip(&["last/data.pkl", "last/data/0"]);
+        let d = run_dir(Some(&z), "epochs: 4\n", HEADER);
+        let path = d.path().join("weights/last.pt");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (path, stop, z) = (path.clone(), stop.clone(), z.clone());
+            std::thread::spawn(move || {
+                use std::io::Write;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut f = std::fs::File::create(&path).unwrap();
+                    for chunk in z.chunks(7) {
+                        f.write_all(chunk).unwrap();
+                    }
+                }
+            })
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = d.path().to_path_buf();
+        std::thread::spawn(move || {
+            for _ in 0..2000 {
+                let _ = state(&dir);
+            }
+            tx.send(()).unwrap();
+        });
+        let done = rx.recv_timeout(std::time::Duration::from_secs(60));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        done.expect("2000 checks beside a rewriting writer did not finish");
     }
 }
