@@ -132,6 +132,11 @@ cat target/test-build.log
 integration=$(cargo test --test integration --no-run --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\/integration-[0-9a-f]*\)".*/\1/p' | tail -n 1)
 [ -x "$integration" ] || { echo "test-all: no integration test binary found" >&2; exit 1; }
+# The fake libnvidia-ml.so, built once before the streams: a test that built
+# it itself would wait on cargo's lock while the unit tests run beside it.
+cargo build -q -p fake-nvml
+YOLO_SCHED_FAKE_NVML_DIR="$PWD/target/debug"
+export YOLO_SCHED_FAKE_NVML_DIR
 
 set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.

@@ -264,8 +264,16 @@ pub enum Decision {
         /// `limit` is a share of a shared GPU.
         of_share: bool,
     },
-    /// Stop the trainer (or, where the site lets the guard only warn, say it would).
-    Stop { cause: StopCause, may_stop: bool },
+    /// Stop the trainer (or, where the site lets the guard only warn or the
+    /// job's own use cannot be known, say it would).
+    Stop {
+        cause: StopCause,
+        may_stop: bool,
+        /// Why the samples are not the job's own, when they are not: the
+        /// growth may be another process's, so the guard only warns.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        unattributed: Option<String>,
+    },
 }
 
 impl Decision {
@@ -297,7 +305,15 @@ impl Decision {
                 fraction * 100.0,
                 warn_fraction * 100.0
             ),
-            Decision::Stop { cause, may_stop } => {
+            Decision::Stop {
+                cause,
+                unattributed: Some(why),
+                ..
+            } => format!(
+                "warning: would stop the job, but its own memory cannot be told apart from other processes' on this GPU ({why}), so the guard does not stop it: {}",
+                cause.describe()
+            ),
+            Decision::Stop { cause, may_stop, .. } => {
                 if *may_stop {
                     format!("stopped by the memory guard: {}", cause.describe())
                 } else {
@@ -323,6 +339,8 @@ pub struct Breaker {
     warned: bool,
     over_share: u32,
     stopped: bool,
+    /// A held-back stop was said for the current growth (said once per crossing).
+    held_back: bool,
 }
 
 impl Breaker {
@@ -336,6 +354,7 @@ impl Breaker {
             warned: false,
             over_share: 0,
             stopped: false,
+            held_back: false,
         }
     }
 
@@ -350,8 +369,14 @@ impl Breaker {
     }
 
     /// Look at the series after a new sample. `epochs_done` is the trainer's
-    /// completed epochs (from results.csv) when known.
-    pub fn observe(&mut self, series: &Series, epochs_done: Option<u32>) -> Vec<Decision> {
+    /// completed epochs (from results.csv) when known; `unattributed` why the
+    /// newest samples are not the job's own use, when they are not.
+    pub fn observe(
+        &mut self,
+        series: &Series,
+        epochs_done: Option<u32>,
+        unattributed: Option<&str>,
+    ) -> Vec<Decision> {
         let mut out = Vec::new();
         let Some(&now) = series.last() else {
             return out;
@@ -389,7 +414,8 @@ impl Breaker {
             }
         }
         if let Some(share) = self.share {
-            if now.used > limit {
+            // Only the job's own use can be over its share.
+            if now.own && now.used > limit {
                 self.over_share += 1;
             } else {
                 self.over_share = 0;
@@ -404,8 +430,29 @@ impl Breaker {
                 return out;
             }
         }
-        if let Some(cause) = self.growth(series, &now) {
-            out.push(self.stop(cause));
+        match self.growth(series, &now) {
+            Some((cause, true)) => {
+                self.held_back = false;
+                out.push(self.stop(cause));
+            }
+            // The window holds samples of the device's use, not the job's:
+            // the growth may be another job's. A stop needs evidence that
+            // the job itself grew, so this is said once, as a warning.
+            Some((cause, false)) => {
+                if !self.held_back {
+                    self.held_back = true;
+                    out.push(Decision::Stop {
+                        cause,
+                        may_stop: false,
+                        unattributed: Some(
+                            unattributed
+                                .unwrap_or("the job's own use is not known")
+                                .to_string(),
+                        ),
+                    });
+                }
+            }
+            None => self.held_back = false,
         }
         out
     }
@@ -419,11 +466,13 @@ impl Breaker {
         Decision::Stop {
             cause,
             may_stop: self.policy.may_stop,
+            unattributed: None,
         }
     }
 
-    /// Sustained growth over the last window after the warm-up, or `None`.
-    fn growth(&self, series: &Series, now: &Sample) -> Option<StopCause> {
+    /// Sustained growth over the last window after the warm-up, or `None`;
+    /// with whether every sample of the window is the job's own use.
+    fn growth(&self, series: &Series, now: &Sample) -> Option<(StopCause, bool)> {
         let counted_from = self.warmup_end?;
         let from = (now.t - self.policy.window_s).max(counted_from);
         let whole = series.rate_since(from)?;
@@ -458,13 +507,67 @@ impl Breaker {
                 }
             }
         }
-        Some(StopCause::Growth {
-            mb_per_min: rate * 60.0 / MB,
-            for_s,
-            used: now.used,
-            total: now.total,
-            limit_mb_per_min: self.policy.growth_mb_per_min,
-        })
+        let own = series.since(from).all(|s| s.own);
+        Some((
+            StopCause::Growth {
+                mb_per_min: rate * 60.0 / MB,
+                for_s,
+                used: now.used,
+                total: now.total,
+                limit_mb_per_min: self.policy.growth_mb_per_min,
+            },
+            own,
+        ))
+    }
+}
+
+/// What one read of the device counts as the job's memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counted {
+    /// Bytes the guard counts.
+    pub used: u64,
+    /// `None`: `used` is the job's own; else why it is the device's instead.
+    pub unattributed: Option<&'static str>,
+}
+
+/// The job's memory from one read: the device's use on a slice, or on a
+/// whole GPU the job has to itself (Slurm gave it the GPU, no shards, and NVML
+/// lists nobody else's process); the sum over the job's own processes where
+/// the GPU is shared or others' processes are on it. Where that sum cannot be
+/// known, the device's use stands in and says why: such samples warn, never stop.
+pub fn count(
+    is_mig: bool,
+    shared: bool,
+    device_used: u64,
+    job_used: Option<u64>,
+    others: Option<usize>,
+    have_pids: bool,
+) -> Counted {
+    let own = |used| Counted {
+        used,
+        unattributed: None,
+    };
+    if is_mig {
+        return own(device_used);
+    }
+    let others_there = others.is_some_and(|n| n > 0);
+    if !shared && !others_there {
+        // The whole device is the job's: its use includes what no process
+        // is charged for (the driver's reservations).
+        return own(device_used);
+    }
+    match job_used {
+        Some(used) => own(used),
+        None => Counted {
+            used: device_used,
+            unattributed: Some(if !have_pids {
+                "no trainer pid (--pid) tells the job's processes from others'"
+            } else if others.is_none() {
+                "NVML cannot list the GPU's processes"
+            } else {
+                "NVML reports no memory for the job's processes"
+            }),
+        },
     }
 }
 
@@ -511,8 +614,9 @@ mod tests {
                 used: used(t) as u64,
                 device_used: used(t) as u64,
                 total: SLICE,
+                own: true,
             });
-            for d in b.observe(&series, None) {
+            for d in b.observe(&series, None, None) {
                 out.push((t, d));
             }
             t += dt;
@@ -542,7 +646,13 @@ mod tests {
         let d = drive(&mut b, 600.0, 3.0, |t| 1.5e9 + 10e6 * t);
         let s = stops(&d);
         assert_eq!(s.len(), 1, "{d:?}");
-        let (at, Decision::Stop { cause, may_stop }) = s[0] else {
+        let (
+            at,
+            Decision::Stop {
+                cause, may_stop, ..
+            },
+        ) = s[0]
+        else {
             unreachable!()
         };
         assert!(*may_stop);
@@ -629,6 +739,94 @@ mod tests {
         assert!(stops(&d)
             .iter()
             .all(|(_, d)| d.describe().starts_with("would stop")));
+    }
+
+    #[test]
+    fn growth_that_may_be_another_jobs_is_said_once_and_never_stops() {
+        // The same leak as a stop, but every sample is the device's use
+        // standing in for the job's: a warning, once, with the reason.
+        let mut b = Breaker::new(policy(), None, 1000.0);
+        let mut series = Series::new(b.policy.series_max_samples);
+        let mut out = Vec::new();
+        for i in 0..200 {
+            let t = f64::from(i) * 3.0;
+            series.push(Sample {
+                t: 1000.0 + t,
+                used: (1e9 + 20e6 * t) as u64,
+                device_used: (1e9 + 20e6 * t) as u64,
+                total: SLICE * 8,
+                own: false,
+            });
+            out.extend(b.observe(&series, None, Some("NVML cannot list the GPU's processes")));
+        }
+        assert!(!b.stopped());
+        let held: Vec<_> = out
+            .iter()
+            .filter(|d| matches!(d, Decision::Stop { .. }))
+            .collect();
+        assert_eq!(held.len(), 1, "{out:?}");
+        let line = held[0].describe();
+        assert!(
+            line.starts_with(
+                "warning: would stop the job, but its own memory cannot be told apart"
+            ) && line.contains("(NVML cannot list the GPU's processes)"),
+            "{line}"
+        );
+        assert!(matches!(
+            held[0],
+            Decision::Stop {
+                may_stop: false,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_jobs_memory_is_its_own_only_where_that_is_known() {
+        const G: u64 = 1 << 30;
+        // A slice: the device's use, whatever else.
+        assert_eq!(
+            count(true, true, 5 * G, None, None, false).unattributed,
+            None
+        );
+        // A whole GPU of its own with nobody else's process: the device's use.
+        let c = count(false, false, 9 * G, Some(8 * G), Some(0), true);
+        assert_eq!((c.used, c.unattributed), (9 * G, None));
+        // Shards (shared) or another process on it: the job's processes.
+        let c = count(false, true, 16 * G, Some(6 * G), Some(1), true);
+        assert_eq!((c.used, c.unattributed), (6 * G, None));
+        let c = count(false, false, 16 * G, Some(6 * G), Some(2), true);
+        assert_eq!((c.used, c.unattributed), (6 * G, None));
+        // Shared, and the job's use cannot be known: the device's, flagged.
+        for (job, others, pids, why) in [
+            (None, None, false, "no trainer pid"),
+            (None, None, true, "cannot list"),
+            (None, Some(1), true, "no memory for the job's processes"),
+        ] {
+            let c = count(false, true, 16 * G, job, others, pids);
+            assert_eq!(c.used, 16 * G);
+            assert!(c.unattributed.is_some_and(|w| w.contains(why)), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn over_the_share_counts_only_the_jobs_own_use() {
+        let mut b = Breaker::new(policy(), Some(0.25), 1000.0);
+        let mut series = Series::new(64);
+        for i in 0..10 {
+            series.push(Sample {
+                t: 1000.0 + f64::from(i),
+                used: SLICE,
+                device_used: SLICE,
+                total: SLICE,
+                own: false,
+            });
+            let d = b.observe(&series, None, Some("why"));
+            assert!(
+                !d.iter().any(|d| matches!(d, Decision::Stop { .. })),
+                "{d:?}"
+            );
+        }
     }
 
     #[test]

@@ -44,8 +44,12 @@ pub struct Options {
     pub visible_devices: String,
     pub library: OsString,
     pub policy: GuardPolicy,
-    /// The job's share of a shared GPU (shard, time-slicing); `None`: its own device.
+    /// The job's share of a shared GPU (shard, time-slicing), when known.
     pub share: Option<f64>,
+    /// The job's GPU is shared with other jobs (it holds shards, or a share
+    /// was given), whether or not its share is known: only the job's own
+    /// processes count then.
+    pub shared: bool,
     /// `SLURM_JOB_ID` and `SLURM_ARRAY_JOB_ID` (or the job id), for the records.
     pub job_id: String,
     pub array_job_id: String,
@@ -89,6 +93,19 @@ pub enum EndReason {
     Stopped,
     /// `max_samples` reached.
     SampleLimit,
+}
+
+impl EndReason {
+    /// Why, for the job log's last line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            EndReason::TrainerGone => "the trainer exited",
+            EndReason::ScriptEnded => "the train script closed the agent's input (it is ending)",
+            EndReason::Signalled => "a TERM, INT or HUP arrived (scancel or the job's end)",
+            EndReason::Stopped => "the memory guard stopped the trainer",
+            EndReason::SampleLimit => "the sample limit (--samples) was reached",
+        }
+    }
 }
 
 /// The agent's own account of a run, for `--json` and the tests.
@@ -227,6 +244,15 @@ pub fn run(
     log: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
     let p = &opts.policy;
+    // A trainer already gone (or a zombie) is no job to watch: say so rather
+    // than end after one sample without a word.
+    if let Some(pid) = opts.pid {
+        if !procs::alive(pid) {
+            anyhow::bail!(
+                "the trainer (pid {pid}) is not running: it already exited, or it is a zombie its parent has not reaped"
+            );
+        }
+    }
     // The device borrows the library handle, so both live in this frame.
     let nvml = parse_visible_devices(&opts.visible_devices)
         .and_then(|ids| Ok((ids, crate::nvml::open(&opts.library)?)));
@@ -278,12 +304,18 @@ pub fn run(
         slice: slice_of(&device.name),
     };
     let share = if device.is_mig { None } else { opts.share };
+    let shared = !device.is_mig && (opts.shared || share.is_some());
     log(&format!(
-        "watching {} ({}, {}){}; every {} s: warn at {:.0}%, stop on growth over {} MB/min sustained for {} s after {} warm-up epoch(s) (at most {} s), grace {} s{}{}",
+        "watching {} ({}, {}){}{}; every {} s: warn at {:.0}%, stop on growth over {} MB/min sustained for {} s after {} warm-up epoch(s) (at most {} s), grace {} s{}{}",
         device.id,
         device.name,
         if device.is_mig { "MIG slice" } else { "whole GPU" },
         share.map(|s| format!(", job's share {:.0}%", s * 100.0)).unwrap_or_default(),
+        if shared && share.is_none() {
+            ", shared with other jobs (share unknown: the site's [guard] shards_per_gpu is not set); only the job's own processes count"
+        } else {
+            ""
+        },
         p.interval_s,
         p.warn_fraction * 100.0,
         p.growth_mb_per_min,
@@ -321,6 +353,7 @@ pub fn run(
         policy: p.clone(),
     };
     let mut last_error: Option<String> = None;
+    let mut last_unattributed: Option<&'static str> = None;
     // The metrics file's first failure is logged, not every one.
     let mut metrics_failed = false;
     let mut last_flush = Instant::now();
@@ -328,9 +361,9 @@ pub fn run(
     let mut guard_state = 0u8;
     let interval = Duration::from_secs_f64(p.interval_s);
     loop {
-        // On a shared GPU the job's use is its processes' (the trainer's tree).
-        let job_pids: Option<BTreeSet<u32>> = match (share, opts.pid) {
-            (Some(_), Some(pid)) => Some(procs::tree(pid)),
+        // On a whole GPU the job's use is its processes' (the trainer's tree).
+        let job_pids: Option<BTreeSet<u32>> = match opts.pid {
+            Some(pid) if !device.is_mig => Some(procs::tree(pid)),
             _ => None,
         };
         let is_job = |pid: u32| job_pids.as_ref().is_some_and(|set| set.contains(&pid));
@@ -338,15 +371,38 @@ pub fn run(
             Some(_) => Some(&is_job),
             None => None,
         };
+        let mut unattributed = None;
         match device.read(filter) {
             Ok(m) => {
                 last_error = None;
                 outcome.samples += 1;
+                let counted = super::policy::count(
+                    device.is_mig,
+                    shared,
+                    m.device_used,
+                    m.job_used,
+                    m.others,
+                    job_pids.is_some(),
+                );
+                if counted.unattributed != last_unattributed {
+                    match counted.unattributed {
+                        Some(why) => log(&format!(
+                            "the job's own GPU memory cannot be known ({why}); the device's use stands in, and the guard warns but never stops on it"
+                        )),
+                        None if last_unattributed.is_some() => {
+                            log("the job's own GPU memory is known again; the guard counts it")
+                        }
+                        None => {}
+                    }
+                    last_unattributed = counted.unattributed;
+                }
+                unattributed = counted.unattributed;
                 series.push(Sample {
                     t: unix_now(),
-                    used: m.job_used,
+                    used: counted.used,
                     device_used: m.device_used,
                     total: m.total,
+                    own: counted.unattributed.is_none(),
                 });
             }
             Err(e) => {
@@ -362,7 +418,7 @@ pub fn run(
         }
         let (epoch, map) = progress.read();
         let decisions = if p.enabled {
-            breaker.observe(&series, epoch)
+            breaker.observe(&series, epoch, unattributed.or(last_unattributed))
         } else {
             vec![]
         };
@@ -500,7 +556,12 @@ pub fn run(
             }
             break;
         }
-        if opts.max_samples.is_some_and(|m| outcome.samples >= m) {
+        // Failed reads count too: with every read failing, `--samples N`
+        // still ends after N tries.
+        if opts
+            .max_samples
+            .is_some_and(|m| outcome.samples + outcome.read_errors >= m)
+        {
             outcome.ended = EndReason::SampleLimit;
             break;
         }
@@ -521,6 +582,12 @@ pub fn run(
             log_event(duty.name(), &e, log);
         }
     }
+    log(&format!(
+        "ending after {} sample(s) and {} failed read(s): {}",
+        outcome.samples,
+        outcome.read_errors,
+        outcome.ended.describe()
+    ));
     if let Some(path) = &textfile {
         match std::fs::remove_file(path) {
             Ok(()) => {}
@@ -559,6 +626,7 @@ fn duties_only(
             log_event(duty.name(), &e, log);
         }
     }
+    log(&format!("ending: {}", ended.describe()));
     Outcome {
         device: String::new(),
         device_name: String::new(),

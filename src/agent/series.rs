@@ -15,6 +15,10 @@ pub struct Sample {
     pub device_used: u64,
     /// Bytes the device has.
     pub total: u64,
+    /// `used` is the job's own (a slice, its processes, or a GPU nobody
+    /// else uses); false when it is the device's, standing in for a use the
+    /// agent cannot know: such a sample is never evidence for a stop.
+    pub own: bool,
 }
 
 /// The last `capacity` samples, oldest first.
@@ -138,6 +142,7 @@ mod tests {
             used,
             device_used: used,
             total: 1 << 32,
+            own: true,
         }
     }
 

@@ -139,8 +139,10 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         .clone()
         .or_else(|| env("CUDA_VISIBLE_DEVICES"))
         .unwrap_or_default();
-    let shards = env("SLURM_SHARDS_ON_NODE").and_then(|s| s.parse().ok());
+    let shards: Option<u32> = env("SLURM_SHARDS_ON_NODE").and_then(|s| s.parse().ok());
     let share = agent::policy::share_of(args.share, shards, policy.shards_per_gpu);
+    // Shards mean other jobs on the GPU, known share or not.
+    let shared = share.is_some() || shards.is_some_and(|n| n > 0);
     let save_dir = args.save_dir.clone().or_else(|| {
         (args.stage == "train").then(|| {
             args.workdir.join(match task {
@@ -160,6 +162,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         library: crate::nvml::library_path(args.nvml_lib.path.as_ref()),
         policy,
         share,
+        shared,
         array_job_id: env("SLURM_ARRAY_JOB_ID").unwrap_or_else(|| job_id.clone()),
         job_id,
         user: crate::identity::current_user(),

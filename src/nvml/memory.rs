@@ -74,20 +74,24 @@ pub fn parse_visible_devices(value: &str) -> Result<Vec<DeviceId>> {
         .collect()
 }
 
-/// What one read of the device gives.
+/// One read of the job's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MemorySample {
-    /// Bytes in use on the device (the slice, or the whole GPU).
+    /// Bytes in use on the device, by anyone.
     pub device_used: u64,
-    /// Bytes the device has (the slice's, or the GPU's).
+    /// Bytes the device has.
     pub total: u64,
-    /// Bytes the job holds. On a MIG slice or a GPU of its own: the device's
-    /// use. On a shared GPU: the sum over the job's processes, or the device's
-    /// use when NVML does not list processes here.
-    pub job_used: u64,
+    /// Bytes the job's own processes hold: the slice's use on MIG; on a
+    /// whole GPU the sum over the job's processes in NVML's list. `None` when
+    /// it cannot be known: no pids to count, NVML cannot list the processes,
+    /// or it lists a job process without its memory (some drivers and
+    /// containers hide it).
+    pub job_used: Option<u64>,
+    /// Processes on the device that are not the job's; `None` when NVML
+    /// cannot list them or no pids tell them apart.
+    pub others: Option<usize>,
 }
 
-/// The job's device, opened once; `read` is one sample.
 pub struct JobDevice<'nvml> {
     device: Device<'nvml>,
     pub id: DeviceId,
@@ -119,34 +123,49 @@ impl<'nvml> JobDevice<'nvml> {
         })
     }
 
-    /// One reading. `job_pids`: on a GPU shared with other jobs, which
-    /// processes are this job's (their memory is the job's use); `None` on a
-    /// slice or a GPU of its own, where the device's use is the job's.
+    /// One reading. `job_pids`: which processes are the job's (on a whole
+    /// GPU their memory is the job's use); `None` when the caller cannot
+    /// tell, and then the job's use on a whole GPU is unknown.
     pub fn read(&self, job_pids: Option<&dyn Fn(u32) -> bool>) -> Result<MemorySample> {
         let info = self
             .device
             .memory_info()
             .with_context(|| format!("reading the memory of {}", self.id))?;
-        let job_used = match job_pids {
-            Some(is_job_pid) if !self.is_mig => match self.device.running_compute_processes() {
-                Ok(list) => list
-                    .iter()
-                    .filter(|p| is_job_pid(p.pid))
-                    .map(|p| match p.used_gpu_memory {
-                        UsedGpuMemory::Used(b) => b,
-                        UsedGpuMemory::Unavailable => 0,
-                    })
-                    .sum(),
-                // No permission to list processes (or not supported): the
-                // device's figure is all there is.
-                Err(_) => info.used,
+        if self.is_mig {
+            // A slice fences its memory: all of it is the job's.
+            return Ok(MemorySample {
+                device_used: info.used,
+                total: info.total,
+                job_used: Some(info.used),
+                others: Some(0),
+            });
+        }
+        let (job_used, others) = match job_pids {
+            Some(is_job_pid) => match self.device.running_compute_processes() {
+                Ok(list) => {
+                    let mut own = Some(0u64);
+                    let mut others = 0;
+                    for p in &list {
+                        if !is_job_pid(p.pid) {
+                            others += 1;
+                            continue;
+                        }
+                        own = match (own, &p.used_gpu_memory) {
+                            (Some(sum), UsedGpuMemory::Used(b)) => Some(sum + b),
+                            _ => None,
+                        };
+                    }
+                    (own, Some(others))
+                }
+                Err(_) => (None, None),
             },
-            _ => info.used,
+            None => (None, None),
         };
         Ok(MemorySample {
             device_used: info.used,
             total: info.total,
             job_used,
+            others,
         })
     }
 }

@@ -332,6 +332,9 @@ fn crossing_80_percent_of_the_slice_is_a_warning_only() {
 
 #[test]
 fn on_a_whole_gpu_only_the_jobs_processes_count_and_its_share_is_enforced() {
+    // The library first: its build may wait minutes on cargo's lock, and a
+    // trainer started before would have ended by then.
+    crate::fake_nvml::built();
     let trainer = Trainer::start();
     let s = Setup::new(
         "a100-sxm4-40gb.json",
@@ -377,6 +380,10 @@ fn the_agent_ends_with_its_trainer_when_its_stdin_closes_and_on_term() {
         "",
     );
     let uuid = s.mig_uuid(9);
+    let prom = s
+        .dir
+        .path()
+        .join("textfile/yolo_sched_leaky-0001_train.prom");
     let trainer = Trainer::start();
     let child = s
         .agent(&uuid, Some(trainer.pid()), &[])
@@ -384,7 +391,8 @@ fn the_agent_ends_with_its_trainer_when_its_stdin_closes_and_on_term() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Once it has sampled, the agent is watching the trainer.
+    wait_for_file(&prom);
     drop(trainer);
     let out = run_bounded_child(child.wait_with_output());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -397,15 +405,11 @@ fn the_agent_ends_with_its_trainer_when_its_stdin_closes_and_on_term() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_file(&prom);
     drop(child.stdin.take());
     let out = run_bounded_child(child.wait_with_output());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ended"], "script_ended");
-    let prom = s
-        .dir
-        .path()
-        .join("textfile/yolo_sched_leaky-0001_train.prom");
     assert!(!prom.exists());
 
     // scancel's TERM: the agent still removes its metrics file.
@@ -415,11 +419,7 @@ fn the_agent_ends_with_its_trainer_when_its_stdin_closes_and_on_term() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !prom.exists() {
-        assert!(start.elapsed() < Duration::from_secs(20), "no metrics file");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_file(&prom);
     let term = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -429,6 +429,19 @@ fn the_agent_ends_with_its_trainer_when_its_stdin_closes_and_on_term() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ended"], "signalled");
     assert!(!prom.exists(), "a TERM left the metrics file behind");
+}
+
+/// Poll until `path` exists (the agent's first sample), at most a minute.
+fn wait_for_file(path: &Path) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn run_bounded_child(out: std::io::Result<Output>) -> Output {
@@ -521,4 +534,146 @@ fn a_dry_run_decides_but_changes_nothing() {
         0
     );
     assert!(!s.dir.path().join("audit.log").exists());
+}
+
+/// A leak of 1,200 MB/min by another job's process on the same GPU, from
+/// 10,000 MiB: the process the job does not own.
+fn neighbour_leaking() -> Value {
+    let rate = mib_per_s(1200.0);
+    json!({"pid": 999_999, "memory_curve": [[0, 10000], [3600, 10000.0 + 3600.0 * rate]]})
+}
+
+#[test]
+fn a_shard_jobs_guard_counts_its_own_processes_even_without_shards_per_gpu() {
+    // The held-out check's case: two shards of a whole A100, no
+    // `shards_per_gpu` in the site file, a neighbour leaking beside a steady
+    // job. The job is never stopped for the neighbour's growth.
+    crate::fake_nvml::built();
+    let mut trainer = Trainer::start();
+    let s = Setup::new(
+        "a100-sxm4-40gb.json",
+        json!([{"pid": trainer.pid(), "used_memory_mib": 6000}, neighbour_leaking()]),
+        "",
+    );
+    let (outcome, log) = finish(
+        s.agent("0", Some(trainer.pid()), &["--samples", "40"])
+            .env("SLURM_SHARDS_ON_NODE", "2"),
+    );
+    assert_eq!(outcome["ended"], "sample_limit", "{outcome}\n{log}");
+    assert!(decisions(&outcome, "stop").is_empty(), "{outcome}\n{log}");
+    assert!(
+        trainer.running(),
+        "the trainer was stopped for another job's leak"
+    );
+    assert!(
+        log.contains("shared with other jobs (share unknown"),
+        "{log}"
+    );
+    // Every sample counts the job's 6000 MiB, not the device's growing use.
+    for line in series_lines(&s).iter().skip(1) {
+        let used: u64 = line.split(',').nth(1).unwrap().parse().unwrap();
+        assert_eq!(used, 6000u64 << 20, "{line}");
+    }
+    assert!(log.contains("ending after 40 sample(s)"), "{log}");
+}
+
+#[test]
+fn where_the_jobs_own_use_cannot_be_known_growth_only_warns_and_says_why() {
+    // A shard job whose agent has no trainer pid: the device's use stands
+    // in, and its growth (the neighbour's) is a warning, never a stop.
+    let s = Setup::new(
+        "a100-sxm4-40gb.json",
+        json!([{"pid": 999_998, "used_memory_mib": 6000}, neighbour_leaking()]),
+        "",
+    );
+    let (outcome, log) = finish(
+        s.agent("0", None, &["--samples", "40"])
+            .env("SLURM_SHARDS_ON_NODE", "2"),
+    );
+    assert_eq!(outcome["ended"], "sample_limit", "{outcome}\n{log}");
+    let held = decisions(&outcome, "stop");
+    assert_eq!(held.len(), 1, "said once: {outcome}");
+    assert_eq!(held[0]["may_stop"], false, "{held:?}");
+    assert!(
+        held[0]["unattributed"]
+            .as_str()
+            .is_some_and(|w| w.contains("no trainer pid")),
+        "{held:?}"
+    );
+    assert!(
+        log.contains("the job's own GPU memory cannot be known (no trainer pid"),
+        "{log}"
+    );
+    assert!(log.contains("the guard does not stop it: grew "), "{log}");
+    let record: Value = serde_json::from_str(&read(&s.state("train.guard.json"))).unwrap();
+    assert_eq!(record["action"], "would_stop", "{record}");
+}
+
+#[test]
+fn a_trainer_already_gone_or_a_zombie_is_refused_at_start() {
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 100]])),
+        "",
+    );
+    let uuid = s.mig_uuid(9);
+    // A zombie: exited, not yet reaped by its parent (this test).
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let pid = zombie.id();
+    let start = Instant::now();
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        if status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+        {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "never a zombie");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = run_bounded(&mut s.agent(&uuid, Some(pid), &[]), Duration::from_secs(60))
+        .expect("the agent hung on a zombie trainer");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("the trainer (pid {pid}) is not running")),
+        "{err}"
+    );
+    zombie.wait().unwrap();
+}
+
+#[test]
+fn with_every_read_failing_a_sample_limit_still_ends_the_agent() {
+    let s = Setup::new("h200-partitioned-busy.json", json!([]), "");
+    let uuid = s.mig_uuid(9);
+    let trainer = Trainer::start();
+    let child = s
+        .agent(&uuid, Some(trainer.pid()), &["--samples", "12"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // After its first sample, the slice goes away under it: every read fails.
+    wait_for_file(&s.state("train.memory.csv"));
+    let reset = s.node.ctl(&["reset", "--gpu", "0"]);
+    assert!(reset.status.success(), "{reset:?}");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()).unwrap());
+    let out = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the agent never ended with every read failing")
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ended"], "sample_limit", "{v}");
+    assert!(v["read_errors"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(
+        v["samples"].as_u64().unwrap() + v["read_errors"].as_u64().unwrap(),
+        12,
+        "{v}"
+    );
+    assert!(log.contains("could not read the device memory"), "{log}");
+    drop(trainer);
 }

@@ -24,10 +24,23 @@ fn target_dir() -> PathBuf {
         .join("debug")
 }
 
+/// Where the test command built the library before the tests started
+/// (`slurm/test-all.sh`): the tests then never run cargo, whose lock another
+/// `cargo test` beside them may hold for minutes.
+pub const PREBUILT_ENV: &str = "YOLO_SCHED_FAKE_NVML_DIR";
+
 /// Build `fake-nvml` (the library and `fake-nvml-ctl`) once; returns the target dir.
 pub fn built() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
+        if let Some(dir) = std::env::var_os(PREBUILT_ENV).map(PathBuf::from) {
+            assert!(
+                dir.join("libnvidia_ml.so").is_file() && dir.join("fake-nvml-ctl").is_file(),
+                "{PREBUILT_ENV}={} has no libnvidia_ml.so and fake-nvml-ctl",
+                dir.display()
+            );
+            return dir;
+        }
         let status = Command::new(env!("CARGO"))
             .args(["build", "-q", "-p", "fake-nvml"])
             .current_dir(workspace_root())
