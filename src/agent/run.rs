@@ -246,11 +246,21 @@ pub fn run(
     let p = &opts.policy;
     // A trainer already gone (or a zombie) is no job to watch: say so rather
     // than end after one sample without a word.
+    // The duties still run once: a trainer that ended before the agent
+    // started may have left a checkpoint that only this last backup saves.
     if let Some(pid) = opts.pid {
         if !procs::alive(pid) {
-            anyhow::bail!(
+            let why = format!(
                 "the trainer (pid {pid}) is not running: it already exited, or it is a zombie its parent has not reaped"
             );
+            if duties.is_empty() {
+                anyhow::bail!(why);
+            }
+            log(&format!(
+                "{why}; the memory guard has nothing to watch, {} run(s) once",
+                duty_names(duties)
+            ));
+            return Ok(duties_only(opts, duties, log));
         }
     }
     // The device borrows the library handle, so both live in this frame.
@@ -267,11 +277,7 @@ pub fn run(
         Err(e) if !duties.is_empty() => {
             log(&format!(
                 "cannot watch GPU memory ({e:#}); the memory guard is off, {} still run(s)",
-                duties
-                    .iter()
-                    .map(|d| d.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                duty_names(duties)
             ));
             return Ok(duties_only(opts, duties, log));
         }
@@ -637,6 +643,14 @@ fn duties_only(
         ended,
         policy: opts.policy.clone(),
     }
+}
+
+fn duty_names(duties: &[Box<dyn AgentDuty>]) -> String {
+    duties
+        .iter()
+        .map(|d| d.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn log_event(name: &str, e: &Event, log: &mut dyn FnMut(&str)) {
