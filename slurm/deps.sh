@@ -9,10 +9,22 @@
 #   python3-venv               the real trainer's venv (slurm/trainer.sh) and the S3 server's
 #   Slurm, munge, MariaDB      what slurm/cluster.sh would install itself: here in the same
 #                              apt-get run, before the trainer installs in the background
+# `deps.sh demo`: only what slurm/demo.sh uses (Slurm, munge, python3 and its
+# venv for the trainer), not the test suite's browser, Prometheus, syslog or
+# MariaDB.
 # Idempotent: installs only what is missing. Needs root.
 set -euo pipefail
-want=(prometheus prometheus-node-exporter time python3 chromium rsyslog python3-venv
-    slurm-wlm slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
+case "${1:-tests}" in
+tests)
+    want=(prometheus prometheus-node-exporter time python3 chromium rsyslog python3-venv
+        slurm-wlm slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
+    ;;
+demo) want=(python3 python3-venv slurm-wlm slurmctld slurmd slurm-client munge) ;;
+*)
+    echo "deps: usage: deps.sh [tests|demo]" >&2
+    exit 2
+    ;;
+esac
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
