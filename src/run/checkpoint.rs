@@ -412,7 +412,10 @@ mod tests {
                 assert!(s.line().contains("not a regular file"), "{name}: {s:?}");
             } else {
                 // The epoch count is unknown, so the checkpoint decides.
-                assert!(matches!(s, CheckpointState::Resumable { .. }), "{name}: {s:?}");
+                assert!(
+                    matches!(s, CheckpointState::Resumable { .. }),
+                    "{name}: {s:?}"
+                );
             }
         }
     }
@@ -437,7 +440,11 @@ mod tests {
         }
         let d = run_dir(Some(&z), "epochs: 3\n", &format!("{HEADER}7,3,1\n"));
         let s = state(d.path());
-        assert!(s.line().starts_with("incomplete: results.csv reaches epoch 7"), "{s:?}");
+        assert!(
+            s.line()
+                .starts_with("incomplete: results.csv reaches epoch 7"),
+            "{s:?}"
+        );
     }
 
     #[test]
