@@ -128,7 +128,7 @@ pub fn check_archive(path: &Path) -> Result<(), String> {
     let tail = read_at(&mut f, tail_start, size - tail_start).map_err(|e| e.to_string())?;
     if (tail.len() as u64) < size - tail_start {
         return Err(format!(
-            "{} shrank while it was read (being rewritten)",
+            "{} gave fewer bytes than its size of {size}: it is being rewritten, or it is no checkpoint",
             shown(path)
         ));
     }
