@@ -304,6 +304,306 @@ fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
     bail!("could not create a temporary file in {}", dir.display())
 }
 
+/// Writes (and reads) inside a directory that never follow a symbolic link
+/// below it: every directory between `root` and the file is opened with
+/// `O_NOFOLLOW | O_DIRECTORY` relative to the one before (`openat`), so a
+/// link planted anywhere inside (`weights -> /home/x`, `last.pt ->
+/// ~/.bashrc`, `state/backup -> /etc`) is refused, not followed, even if it
+/// appears between a check and the write. `root` itself (the run directory
+/// the user named) is followed as given. The file is replaced by a rename
+/// in its directory, which replaces a name, never what a link points to.
+pub mod within {
+    use std::ffi::OsStr;
+    use std::fs::File;
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Component, Path, PathBuf};
+
+    use anyhow::{Context, Result};
+    use nix::errno::Errno;
+    use nix::fcntl::{openat, renameat, AtFlags, OFlag};
+    use nix::sys::stat::{fstatat, mkdirat, Mode, SFlag};
+    use nix::unistd::{unlinkat, UnlinkatFlags};
+
+    /// A link (or something not a directory or regular file) where a run's
+    /// file or directory should be: nothing was written or read through it.
+    #[derive(Debug)]
+    pub struct Refused(pub String);
+
+    impl std::fmt::Display for Refused {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Refused {}
+
+    /// Whether `e` (at any depth of its context) is a `Refused`.
+    pub fn is_refused(e: &anyhow::Error) -> bool {
+        e.downcast_ref::<Refused>().is_some()
+    }
+
+    /// The refusal as an invalid-input error (exit 2) that `is_refused` knows.
+    fn refused(message: String) -> anyhow::Error {
+        crate::error::invalid(message.clone()).context(Refused(message))
+    }
+
+    fn what_is(dir: &OwnedFd, name: &OsStr, shown: &Path) -> String {
+        let at = crate::text::shown(&shown.display().to_string(), 200);
+        match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK => {
+                format!(
+                    "{at} is a symbolic link; yolo-sched never writes or reads through a link inside a run directory (remove the link, or put a real file or directory there)"
+                )
+            }
+            _ => format!("{at} is not a regular file or directory; it is left alone"),
+        }
+    }
+
+    fn names(rel: &Path) -> Result<Vec<&OsStr>> {
+        rel.components()
+            .map(|c| match c {
+                Component::Normal(n) => Ok(n),
+                _ => Err(crate::error::invalid(format!(
+                    "{}: expected a plain relative path inside the run directory",
+                    rel.display()
+                ))),
+            })
+            .collect()
+    }
+
+    fn open_root(root: &Path) -> Result<OwnedFd> {
+        openat(
+            nix::fcntl::AT_FDCWD,
+            root,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("opening the directory {}", root.display()))
+    }
+
+    /// The directory `root/rel`, every step below `root` opened without
+    /// following a link; missing directories are made (mode 0755) when `create`.
+    pub fn open_dir(root: &Path, rel: &Path, create: bool) -> Result<OwnedFd> {
+        let mut dir = open_root(root)?;
+        let mut shown = root.to_path_buf();
+        for name in names(rel)? {
+            shown.push(name);
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let mut next = openat(&dir, name, flags, Mode::empty());
+            if matches!(next, Err(Errno::ENOENT)) && create {
+                match mkdirat(&dir, name, Mode::from_bits_truncate(0o755)) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(e) => {
+                        return Err(super::io_error(
+                            e.into(),
+                            format!("creating {}", shown.display()),
+                            &shown,
+                        ))
+                    }
+                }
+                next = openat(&dir, name, flags, Mode::empty());
+            }
+            dir = match next {
+                Ok(fd) => fd,
+                Err(Errno::ELOOP | Errno::ENOTDIR) => {
+                    return Err(refused(what_is(&dir, name, &shown)))
+                }
+                Err(e) => {
+                    return Err(std::io::Error::from(e))
+                        .with_context(|| format!("opening {}", shown.display()))
+                }
+            };
+        }
+        Ok(dir)
+    }
+
+    fn split(rel: &Path) -> Result<(&Path, &OsStr)> {
+        let name = rel.file_name().ok_or_else(|| {
+            crate::error::invalid(format!("{}: does not name a file", rel.display()))
+        })?;
+        Ok((rel.parent().unwrap_or(Path::new("")), name))
+    }
+
+    /// Refuse a link or a non-regular file at `name` in `dir`; `Ok(false)`
+    /// when there is nothing there.
+    fn check_name(dir: &OwnedFd, name: &OsStr, shown: &Path) -> Result<bool> {
+        match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG => {
+                Ok(true)
+            }
+            Ok(_) => Err(refused(what_is(dir, name, shown))),
+            Err(Errno::ENOENT) => Ok(false),
+            Err(e) => {
+                Err(std::io::Error::from(e)).with_context(|| format!("reading {}", shown.display()))
+            }
+        }
+    }
+
+    /// Whether `root/rel` could be written by `write` without following a
+    /// link: `Err` says which link (or odd file) is in the way. Nothing is made.
+    pub fn check(root: &Path, rel: &Path) -> Result<()> {
+        let (parent, name) = split(rel)?;
+        let mut shown = root.to_path_buf();
+        let mut dir = open_root(root)?;
+        for step in names(parent)? {
+            shown.push(step);
+            match openat(
+                &dir,
+                step,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => dir = fd,
+                // Missing: `write` makes it, nothing in the way.
+                Err(Errno::ENOENT) => return Ok(()),
+                Err(Errno::ELOOP | Errno::ENOTDIR) => {
+                    return Err(refused(what_is(&dir, step, &shown)))
+                }
+                Err(e) => {
+                    return Err(std::io::Error::from(e))
+                        .with_context(|| format!("opening {}", shown.display()))
+                }
+            }
+        }
+        check_name(&dir, name, &root.join(rel)).map(|_| ())
+    }
+
+    /// Open `root/rel` for reading, refusing a link anywhere below `root`
+    /// (and a FIFO or device, without blocking on it).
+    pub fn open_read(root: &Path, rel: &Path) -> Result<File> {
+        let (parent, name) = split(rel)?;
+        let dir = open_dir(root, parent, false)?;
+        let shown = root.join(rel);
+        let fd = openat(
+            &dir,
+            name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            Errno::ELOOP => refused(what_is(&dir, name, &shown)),
+            e => anyhow::Error::new(std::io::Error::from(e))
+                .context(format!("opening {}", shown.display())),
+        })?;
+        let file = File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(refused(what_is(&dir, name, &shown)));
+        }
+        Ok(file)
+    }
+
+    /// A new file at `root/rel` for writing (mode `mode`), replacing what is
+    /// there by name (a link is removed, never followed); missing directories
+    /// are made. For scratch files of yolo-sched's own (upload snapshots).
+    pub fn create(root: &Path, rel: &Path, mode: u32) -> Result<File> {
+        let (parent, name) = split(rel)?;
+        let dir = open_dir(root, parent, true)?;
+        let shown = root.join(rel);
+        match unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(e) => {
+                return Err(std::io::Error::from(e))
+                    .with_context(|| format!("removing {}", shown.display()))
+            }
+        }
+        let fd = openat(
+            &dir,
+            name,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(mode),
+        )
+        .map_err(|e| super::io_error(e.into(), format!("creating {}", shown.display()), &shown))?;
+        Ok(File::from(fd))
+    }
+
+    /// Remove the file `root/rel` (a link is removed itself); nothing there is fine.
+    pub fn remove(root: &Path, rel: &Path) -> Result<()> {
+        let (parent, name) = split(rel)?;
+        let dir = match open_dir(root, parent, false) {
+            Ok(d) => d,
+            Err(_) if check(root, rel).is_ok() => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(std::io::Error::from(e))
+                .with_context(|| format!("removing {}", root.join(rel).display())),
+        }
+    }
+
+    /// Write `bytes` to `root/rel` atomically (temporary file, fsync, rename,
+    /// directory fsync) with mode `mode`, making missing directories. A link
+    /// at the file or at any directory below `root` is refused (`Refused`,
+    /// exit 2) and left as it is; so is anything not a regular file.
+    pub fn write(root: &Path, rel: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+        let (parent, name) = split(rel)?;
+        let dir = open_dir(root, parent, true)?;
+        let shown = root.join(rel);
+        let dir_shown: PathBuf = root.join(parent);
+        check_name(&dir, name, &shown)?;
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut tmp_name = None;
+        for _ in 0..100 {
+            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let candidate = format!(
+                ".{}.yolo-sched-tmp.{}.{n}",
+                name.to_string_lossy(),
+                std::process::id()
+            );
+            match openat(
+                &dir,
+                candidate.as_str(),
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o600),
+            ) {
+                Ok(fd) => {
+                    tmp_name = Some((candidate, File::from(fd)));
+                    break;
+                }
+                Err(Errno::EEXIST) => continue,
+                Err(e) => {
+                    return Err(super::io_error(
+                        e.into(),
+                        format!("creating a temporary file in {}", dir_shown.display()),
+                        &dir_shown,
+                    ))
+                }
+            }
+        }
+        let Some((tmp, mut file)) = tmp_name else {
+            anyhow::bail!(
+                "could not create a temporary file in {}",
+                dir_shown.display()
+            );
+        };
+        let result = (|| -> Result<()> {
+            file.write_all(bytes).map_err(|e| {
+                super::io_error(e, format!("writing {}", shown.display()), &dir_shown)
+            })?;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))
+                .with_context(|| format!("setting mode {mode:o} on {}", shown.display()))?;
+            file.sync_all().map_err(|e| {
+                super::io_error(e, format!("writing {}", shown.display()), &dir_shown)
+            })?;
+            renameat(&dir, tmp.as_str(), &dir, name)
+                .with_context(|| format!("renaming into {}", shown.display()))?;
+            File::from(dir.try_clone()?)
+                .sync_all()
+                .with_context(|| format!("syncing directory {}", dir_shown.display()))
+        })();
+        if result.is_err() {
+            let _ = unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        result
+    }
+}
+
 /// An I/O error with what was being done; a full filesystem (or quota) is
 /// said in plain words with the directory it happened in, since the OS's
 /// "No space left on device" names neither.

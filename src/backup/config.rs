@@ -182,7 +182,12 @@ pub fn resolve(site: &SiteBackup, spec: &Spec, run_id: &str) -> Result<Option<Ru
 /// `<workdir>/state/backup/`: the run's backup settings and, per training
 /// directory, the record of what was backed up.
 pub fn state_dir(workdir: &Path) -> PathBuf {
-    workdir.join("state").join("backup")
+    workdir.join(state_rel())
+}
+
+/// `state/backup`, relative to the run directory.
+pub fn state_rel() -> PathBuf {
+    Path::new("state").join("backup")
 }
 
 /// The saved settings of a run.
@@ -193,10 +198,13 @@ pub fn settings_path(workdir: &Path) -> PathBuf {
 impl RunBackup {
     /// Save the settings where the jobs read them (atomically).
     pub fn save(&self, workdir: &Path) -> Result<()> {
-        let dir = state_dir(workdir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let text = serde_json::to_string_pretty(self)?;
-        crate::fsutil::write_atomic(&settings_path(workdir), text.as_bytes(), 0o644)
+        crate::fsutil::within::write(
+            workdir,
+            &state_rel().join("settings.json"),
+            text.as_bytes(),
+            0o644,
+        )
     }
 
     /// The run's saved settings; `None` when the run has no backup.

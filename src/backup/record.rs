@@ -22,8 +22,18 @@ pub const TRACKED: &[&str] = &[
 
 /// The manifest object's name under a training directory's prefix.
 pub const MANIFEST: &str = "yolo-sched-backup.json";
-/// Where uploads wait for their check before they are copied to their key.
-pub const STAGING: &str = ".staging";
+/// Where each version of a file lives, under a training directory's prefix:
+/// `versions/<file>/<SHA-256>`. The manifest names the exact key.
+pub const VERSIONS: &str = "versions";
+/// The manifest format written now: each file names its versioned key. Format 1
+/// (files at their plain key, `weights/last.pt`) is still read.
+pub const MANIFEST_VERSION: u32 = 2;
+
+/// The key, relative to a training directory's prefix, of the version of
+/// `rel` whose SHA-256 is `sha256`.
+pub fn version_key(rel: &str, sha256: &str) -> String {
+    format!("{VERSIONS}/{rel}/{sha256}")
+}
 
 /// One backed-up file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,9 +45,19 @@ pub struct FileRecord {
     pub uploaded_at: DateTime<Utc>,
     /// Seconds from the local write (its mtime) to the verified object.
     pub write_to_backup_s: f64,
+    /// The object's key relative to the training directory's prefix
+    /// (`versions/weights/last.pt/<sha256>`); absent in format-1 manifests,
+    /// whose objects sit at the file's own name (`weights/last.pt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl FileRecord {
+    /// Where the object of `rel` is, relative to the training directory's prefix.
+    pub fn object_key<'a>(&'a self, rel: &'a str) -> &'a str {
+        self.key.as_deref().unwrap_or(rel)
+    }
+
     pub fn stamp(&self) -> Stamp {
         Stamp {
             size: self.size,
@@ -73,6 +93,16 @@ pub fn record_path(save_dir: &Path) -> Option<PathBuf> {
     Some(super::config::state_dir(workdir).join(format!("{name}.json")))
 }
 
+/// The run directory of `save_dir` and its record's path relative to it.
+pub fn record_rel(save_dir: &Path) -> Option<(&Path, PathBuf)> {
+    let workdir = save_dir.parent()?;
+    let name = save_dir.file_name()?.to_str()?;
+    Some((
+        workdir,
+        super::config::state_rel().join(format!("{name}.json")),
+    ))
+}
+
 impl Record {
     pub fn load(path: &Path) -> Result<Option<Record>> {
         if !path.exists() {
@@ -84,12 +114,13 @@ impl Record {
         Ok(Some(r))
     }
 
-    pub fn save(&self, path: &Path) -> Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
+    /// Save the record of the training directory `save_dir` in its run's
+    /// state directory, never through a link (`fsutil::within`).
+    pub fn save(&self, save_dir: &Path) -> Result<()> {
+        let (workdir, rel) = record_rel(save_dir)
+            .with_context(|| format!("{} is not a training directory", save_dir.display()))?;
         let text = serde_json::to_string_pretty(self)?;
-        crate::fsutil::write_atomic(path, text.as_bytes(), 0o644)
+        crate::fsutil::within::write(workdir, &rel, text.as_bytes(), 0o644)
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 
-use super::record::{FileRecord, Record, Remote, MANIFEST};
+use super::record::{FileRecord, Record, Remote, MANIFEST, MANIFEST_VERSION};
 use super::store::{Stamp, Store, MAX_OBJECT};
 use super::url::BackupUrl;
 
@@ -58,7 +58,8 @@ impl RestoreOutcome {
     }
 }
 
-/// Whether the local copy of `rel` must come from the backup.
+/// Whether the local copy of `rel` must come from the backup (it is known
+/// not to be a link: `fsutil::within::check` passed).
 fn needs_restore(save_dir: &Path, rel: &str) -> bool {
     let path = save_dir.join(rel);
     if !path.is_file() {
@@ -67,11 +68,36 @@ fn needs_restore(save_dir: &Path, rel: &str) -> bool {
     rel.ends_with(".pt") && crate::run::checkpoint::check_archive(&path).is_err()
 }
 
+/// The files restored together: a checkpoint and what must agree with it.
+/// All or nothing: when one member cannot be restored, none is written.
+struct Group {
+    members: Vec<&'static str>,
+}
+
+/// Refuse every member of `group`: `culprit` for `why`, the others because of it.
+fn refuse_group(out: &mut RestoreOutcome, group: &Group, culprit: &str, why: String) {
+    for m in &group.members {
+        if *m == culprit {
+            out.refused.push((m.to_string(), why.clone()));
+        } else {
+            out.refused.push((
+                m.to_string(),
+                format!(
+                    "not restored because {culprit} was not (a checkpoint and its files are restored all together or not at all); the local file is left as it is"
+                ),
+            ));
+        }
+    }
+}
+
 /// Restore into `save_dir` from `url` in `store`: `weights/last.pt` and
 /// `weights/best.pt` when missing or not a complete checkpoint; with a
 /// restored `last.pt` also its `results.csv` (so the epoch count agrees with
-/// the checkpoint) and a missing `args.yaml`. The state record is updated so
-/// the restored files are not uploaded again.
+/// the checkpoint) and a missing `args.yaml`, all together or none of them.
+/// Nothing is written or read through a symbolic link inside the run
+/// directory: a link where a file or directory would be written is refused
+/// and left alone (`fsutil::within`). The state record is updated so the
+/// restored files are not uploaded again.
 #[cfg(test)]
 pub fn restore(save_dir: &Path, url: &BackupUrl, store: &Store) -> Result<RestoreOutcome> {
     restore_with(save_dir, url, store, false)
@@ -99,23 +125,59 @@ pub fn restore_with(
             url.key(MANIFEST)
         )
     })?;
-    let mut wanted: Vec<&str> = Vec::new();
-    let last_missing = needs_restore(save_dir, "weights/last.pt");
+    if remote.version > MANIFEST_VERSION {
+        return Err(anyhow!(
+            "{}: manifest format {} was written by a newer yolo-sched (this one reads formats 1 to {MANIFEST_VERSION}); restore with that version",
+            url.key(MANIFEST),
+            remote.version
+        ));
+    }
+    let root = save_dir
+        .parent()
+        .ok_or_else(|| anyhow!("{} has no parent directory", save_dir.display()))?;
+    let name = Path::new(
+        save_dir
+            .file_name()
+            .ok_or_else(|| anyhow!("{} has no name", save_dir.display()))?,
+    );
+    let inside = |rel: &str| name.join(rel);
+    let mut groups: Vec<Group> = Vec::new();
     for rel in ["weights/last.pt", "weights/best.pt"] {
-        if remote.files.contains_key(rel) {
-            if needs_restore(save_dir, rel) {
-                wanted.push(rel);
-            } else {
-                out.kept.push(rel.to_string());
+        if !remote.files.contains_key(rel) {
+            continue;
+        }
+        if let Err(e) = crate::fsutil::within::check(root, &inside(rel)) {
+            out.refused.push((rel.to_string(), format!("{e:#}")));
+            continue;
+        }
+        if !needs_restore(save_dir, rel) {
+            out.kept.push(rel.to_string());
+            continue;
+        }
+        let mut members = vec![rel];
+        if rel == "weights/last.pt" {
+            if remote.files.contains_key("results.csv") {
+                members.push("results.csv");
+            }
+            let args_missing = crate::fsutil::within::check(root, &inside("args.yaml")).is_ok()
+                && !save_dir.join("args.yaml").is_file();
+            if remote.files.contains_key("args.yaml") && args_missing {
+                members.push("args.yaml");
             }
         }
+        groups.push(Group { members });
     }
-    if last_missing && remote.files.contains_key("weights/last.pt") {
-        if remote.files.contains_key("results.csv") {
-            wanted.push("results.csv");
-        }
-        if remote.files.contains_key("args.yaml") && !save_dir.join("args.yaml").is_file() {
-            wanted.push("args.yaml");
+    // A link in the way of any member refuses the whole group.
+    let mut ready: Vec<Group> = Vec::new();
+    for g in groups {
+        let blocked = g.members.iter().find_map(|m| {
+            crate::fsutil::within::check(root, &inside(m))
+                .err()
+                .map(|e| (*m, e))
+        });
+        match blocked {
+            Some((m, e)) => refuse_group(&mut out, &g, m, format!("{e:#}")),
+            None => ready.push(g),
         }
     }
     let record_path = super::record::record_path(save_dir);
@@ -128,45 +190,77 @@ pub fn restore_with(
             ..Record::default()
         });
     if dry_run {
-        out.restored = wanted.iter().map(|s| s.to_string()).collect();
+        out.restored = ready
+            .iter()
+            .flat_map(|g| g.members.iter().map(|s| s.to_string()))
+            .collect();
         return Ok(out);
     }
-    for rel in wanted {
-        let expected = &remote.files[rel];
-        match fetch_checked(store, url, rel, expected) {
-            Ok(data) => {
-                let path = save_dir.join(rel);
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)
-                        .map_err(|e| anyhow!("creating {}: {e}", dir.display()))?;
+    for g in ready {
+        // Every member fetched and verified before anything is written.
+        let mut fetched: Vec<(&str, Vec<u8>)> = Vec::new();
+        let mut failed = None;
+        for m in &g.members {
+            match fetch_checked(store, url, m, &remote.files[*m]) {
+                Ok(data) => fetched.push((m, data)),
+                Err(why) => {
+                    failed = Some((*m, why));
+                    break;
                 }
-                crate::fsutil::write_atomic(&path, &data, 0o644)?;
-                if rel.ends_with(".pt") {
-                    if let Err(why) = crate::run::checkpoint::check_archive(&path) {
-                        // The manifest only lists complete checkpoints; be safe anyway.
-                        let _ = std::fs::remove_file(&path);
-                        out.refused.push((rel.to_string(), why));
-                        continue;
-                    }
-                }
-                if let Some(stamp) = Stamp::of(&path) {
-                    record.files.insert(
-                        rel.to_string(),
-                        FileRecord {
-                            mtime_ns: stamp.mtime_ns,
-                            ..expected.clone()
-                        },
-                    );
-                }
-                out.restored.push(rel.to_string());
             }
-            Err(why) => out.refused.push((rel.to_string(), why)),
+        }
+        if let Some((m, why)) = failed {
+            refuse_group(&mut out, &g, m, why);
+            continue;
+        }
+        // The checkpoint first: only once it is in place and complete do
+        // the files that go with it follow.
+        let mut written: Vec<&str> = Vec::new();
+        let mut refused = None;
+        for (m, data) in &fetched {
+            match crate::fsutil::within::write(root, &inside(m), data, 0o644) {
+                Ok(()) => written.push(m),
+                Err(e) if crate::fsutil::within::is_refused(&e) => {
+                    refused = Some((*m, format!("{e:#}")));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+            if m.ends_with(".pt") {
+                if let Err(why) = crate::run::checkpoint::check_archive(&save_dir.join(m)) {
+                    // The manifest only lists complete checkpoints; be safe anyway.
+                    let _ = crate::fsutil::within::remove(root, &inside(m));
+                    written.pop();
+                    refused = Some((*m, why));
+                    break;
+                }
+            }
+        }
+        if let Some((m, why)) = refused {
+            // Only the checkpoint can have been written before a refusal of
+            // a later member: take it back, so none of the group is there.
+            for w in written {
+                let _ = crate::fsutil::within::remove(root, &inside(w));
+            }
+            refuse_group(&mut out, &g, m, why);
+            continue;
+        }
+        for m in &g.members {
+            let expected = &remote.files[*m];
+            if let Some(stamp) = Stamp::within(root, &inside(m)) {
+                record.files.insert(
+                    m.to_string(),
+                    FileRecord {
+                        mtime_ns: stamp.mtime_ns,
+                        ..expected.clone()
+                    },
+                );
+            }
+            out.restored.push(m.to_string());
         }
     }
-    if !out.restored.is_empty() {
-        if let Some(p) = &record_path {
-            record.save(p)?;
-        }
+    if !out.restored.is_empty() && record_path.is_some() {
+        record.save(save_dir)?;
     }
     Ok(out)
 }
@@ -189,7 +283,10 @@ fn fetch_checked(
     expected: &FileRecord,
 ) -> Result<Vec<u8>, String> {
     let data = store
-        .get_bytes(&url.key(rel), expected.size.min(MAX_OBJECT))
+        .get_bytes(
+            &url.key(expected.object_key(rel)),
+            expected.size.min(MAX_OBJECT),
+        )
         .map_err(|e| format!("{e:#}"))?
         .ok_or_else(|| "the manifest lists it but the object is gone".to_string())?;
     let sha = {

@@ -53,6 +53,20 @@ impl Stamp {
         })
     }
 
+    /// The stamp of `root/rel`, found without following a link below `root`
+    /// (a link, a FIFO or a device is no file to back up).
+    pub fn within(root: &Path, rel: &Path) -> Option<Stamp> {
+        let meta = crate::fsutil::within::open_read(root, rel)
+            .ok()?
+            .metadata()
+            .ok()?;
+        use std::os::unix::fs::MetadataExt;
+        meta.is_file().then(|| Stamp {
+            size: meta.len(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        })
+    }
+
     /// The modification time in seconds since the epoch.
     pub fn mtime_secs(&self) -> f64 {
         self.mtime_ns as f64 / 1e9
@@ -65,6 +79,8 @@ pub struct Uploaded {
     pub sha256: String,
     pub size: u64,
     pub seconds: f64,
+    /// The object key it is stored at (relative to the bucket).
+    pub key: String,
 }
 
 /// Why an upload did not happen or did not count.
@@ -324,6 +340,24 @@ impl Store {
         })
     }
 
+    /// The keys of every object under `prefix` (a key prefix ending in `/`,
+    /// or empty for the whole bucket), sorted.
+    pub fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let trimmed = prefix.trim_end_matches('/');
+        let p = (!trimmed.is_empty())
+            .then(|| Self::path(trimmed))
+            .transpose()?;
+        self.runtime.block_on(async {
+            let mut stream = self.inner.list(p.as_ref());
+            let mut out = Vec::new();
+            while let Some(meta) = stream.next().await {
+                out.push(meta.map_err(|e| self.error(e))?.location.to_string());
+            }
+            out.sort();
+            Ok(out)
+        })
+    }
+
     pub fn delete(&self, key: &str) -> Result<()> {
         let p = Self::path(key)?;
         match self.runtime.block_on(self.inner.delete(&p)) {
@@ -332,29 +366,41 @@ impl Store {
         }
     }
 
-    /// Upload the file at `path` to `key`, verified. The file is first
-    /// copied to `snapshot` (local, fast) and hashed; if it no longer has the
+    /// Upload the file `root/rel` verified, to the key `key_for` gives its
+    /// SHA-256 (a key of its own for every content: an upload never
+    /// overwrites an object a manifest names). The file is first copied to
+    /// `root/snapshot` (local, fast) and hashed; if it no longer has the
     /// `stamp` it had before, `Changed` (a torn copy never replaces a good
-    /// one). The snapshot goes to `staging`, is read back and hashed again
-    /// (else `Mismatch`), and only then is copied to `key`; the staging
-    /// object and the snapshot are removed.
+    /// one). When its SHA-256 is `current`'s (the version the manifest names
+    /// already), nothing is sent and that key is kept. Else the snapshot goes
+    /// to its key and is read back and hashed again (else `Mismatch`, and the
+    /// object is deleted). Files are opened without following links
+    /// (`fsutil::within`). The snapshot is removed.
     pub fn put_file(
         &self,
-        path: &Path,
+        root: &Path,
+        rel: &Path,
         stamp: Stamp,
         snapshot: &Path,
-        staging: &str,
-        key: &str,
+        current: Option<(&str, &str)>,
+        key_for: &dyn Fn(&str) -> String,
     ) -> Result<Uploaded, PutError> {
         let started = Instant::now();
-        let sent = snapshot_of(path, stamp, snapshot)?;
-        let result = self.put_snapshot(snapshot, stamp.size, &sent, staging, key);
-        let _ = std::fs::remove_file(snapshot);
-        result?;
+        let sent = snapshot_of(root, rel, stamp, snapshot)?;
+        let result = match current {
+            Some((sha, key)) if sha == sent => Ok(key.to_string()),
+            _ => {
+                let key = key_for(&sent);
+                self.put_snapshot(&root.join(snapshot), stamp.size, &sent, &key)
+                    .map(|()| key)
+            }
+        };
+        let _ = crate::fsutil::within::remove(root, snapshot);
         Ok(Uploaded {
             sha256: sent,
             size: stamp.size,
             seconds: started.elapsed().as_secs_f64(),
+            key: result?,
         })
     }
 
@@ -363,11 +409,9 @@ impl Store {
         snapshot: &Path,
         size: u64,
         sent: &str,
-        staging: &str,
         key: &str,
     ) -> Result<(), PutError> {
-        let stage_path = Self::path(staging).map_err(PutError::Store)?;
-        let final_path = Self::path(key).map_err(PutError::Store)?;
+        let path = Self::path(key).map_err(PutError::Store)?;
         let failed = |e| PutError::Store(self.error(e));
         self.runtime.block_on(async {
             let mut file = std::fs::File::open(snapshot)
@@ -378,15 +422,11 @@ impl Store {
                 file.read_to_end(&mut bytes)
                     .map_err(|e| PutError::Store(e.into()))?;
                 self.inner
-                    .put(&stage_path, PutPayload::from(bytes))
+                    .put(&path, PutPayload::from(bytes))
                     .await
                     .map_err(failed)?;
             } else {
-                let upload = self
-                    .inner
-                    .put_multipart(&stage_path)
-                    .await
-                    .map_err(failed)?;
+                let upload = self.inner.put_multipart(&path).await.map_err(failed)?;
                 let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
                 let mut buf = vec![0u8; PART];
                 loop {
@@ -403,39 +443,35 @@ impl Store {
             }
             Ok(())
         })?;
-        let stored = self.sha256_of(staging).map_err(PutError::Store)?;
+        let stored = self.sha256_of(key).map_err(PutError::Store)?;
         if stored != sent {
-            let _ = self.delete(staging);
+            let _ = self.delete(key);
             return Err(PutError::Mismatch {
                 sent: sent.to_string(),
                 stored,
             });
         }
-        self.runtime
-            .block_on(self.inner.copy(&stage_path, &final_path))
-            .map_err(failed)?;
-        let _ = self.delete(staging);
         Ok(())
     }
 }
 
-/// Copy `path` to `snapshot`, hashing it; `Changed` when the file is not
-/// the `stamp` it was, before or after (it was being written).
-fn snapshot_of(path: &Path, stamp: Stamp, snapshot: &Path) -> Result<String, PutError> {
-    let io = |e: std::io::Error, what: &Path| PutError::Store(anyhow!("{}: {e}", what.display()));
-    if Stamp::of(path) != Some(stamp) {
+/// Copy `root/rel` to `root/snapshot`, hashing it; `Changed` when the file
+/// is not the `stamp` it was, before or after (it was being written). Neither
+/// is opened through a link.
+fn snapshot_of(root: &Path, rel: &Path, stamp: Stamp, snapshot: &Path) -> Result<String, PutError> {
+    let io = |e: std::io::Error, what: &Path| {
+        PutError::Store(anyhow!("{}: {e}", root.join(what).display()))
+    };
+    if Stamp::within(root, rel) != Some(stamp) {
         return Err(PutError::Changed);
     }
-    if let Some(dir) = snapshot.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
-    }
-    let mut from = std::fs::File::open(path).map_err(|e| io(e, path))?;
-    let mut to = std::fs::File::create(snapshot).map_err(|e| io(e, snapshot))?;
+    let mut from = crate::fsutil::within::open_read(root, rel).map_err(PutError::Store)?;
+    let mut to = crate::fsutil::within::create(root, snapshot, 0o600).map_err(PutError::Store)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
-        let n = from.read(&mut buf).map_err(|e| io(e, path))?;
+        let n = from.read(&mut buf).map_err(|e| io(e, rel))?;
         if n == 0 {
             break;
         }
@@ -443,8 +479,8 @@ fn snapshot_of(path: &Path, stamp: Stamp, snapshot: &Path) -> Result<String, Put
         std::io::Write::write_all(&mut to, &buf[..n]).map_err(|e| io(e, snapshot))?;
         total += n as u64;
     }
-    if Stamp::of(path) != Some(stamp) || total != stamp.size {
-        let _ = std::fs::remove_file(snapshot);
+    if Stamp::within(root, rel) != Some(stamp) || total != stamp.size {
+        let _ = crate::fsutil::within::remove(root, snapshot);
         return Err(PutError::Changed);
     }
     Ok(hex(&hasher.finalize()))
@@ -560,14 +596,36 @@ mod tests {
             let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
             std::fs::write(&p, &data).unwrap();
             let stamp = Stamp::of(&p).unwrap();
+            let key_for = |sha: &str| format!("x/versions/f/{sha}");
             let up = store
-                .put_file(&p, stamp, &dir.path().join("snap"), "x/.staging/f", "x/f")
+                .put_file(
+                    dir.path(),
+                    Path::new("f"),
+                    stamp,
+                    Path::new("snap"),
+                    None,
+                    &key_for,
+                )
                 .unwrap();
             assert!(!dir.path().join("snap").exists());
             assert_eq!(up.sha256, sha256_file(&p).unwrap());
             assert_eq!(up.size, size as u64);
-            assert_eq!(store.get_bytes("x/f", MAX_OBJECT).unwrap().unwrap(), data);
-            assert_eq!(store.get_bytes("x/.staging/f", 10).unwrap(), None);
+            assert_eq!(up.key, format!("x/versions/f/{}", up.sha256));
+            assert_eq!(store.get_bytes(&up.key, MAX_OBJECT).unwrap().unwrap(), data);
+            // The same content again: nothing sent, the same key.
+            store.delete(&up.key).unwrap();
+            let again = store
+                .put_file(
+                    dir.path(),
+                    Path::new("f"),
+                    stamp,
+                    Path::new("snap"),
+                    Some((&up.sha256, &up.key)),
+                    &key_for,
+                )
+                .unwrap();
+            assert_eq!(again.key, up.key);
+            assert_eq!(store.get_bytes(&up.key, 10).unwrap(), None);
         }
     }
 
@@ -580,7 +638,14 @@ mod tests {
         let stamp = Stamp::of(&p).unwrap();
         std::fs::write(&p, b"one two").unwrap();
         assert!(matches!(
-            store.put_file(&p, stamp, &dir.path().join("snap"), "s", "k"),
+            store.put_file(
+                dir.path(),
+                Path::new("f"),
+                stamp,
+                Path::new("snap"),
+                None,
+                &|_| "k".to_string()
+            ),
             Err(PutError::Changed)
         ));
         assert_eq!(store.get_bytes("k", 100).unwrap(), None);

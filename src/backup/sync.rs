@@ -20,7 +20,9 @@ use anyhow::{anyhow, Result};
 use chrono::{DateTime, Utc};
 
 use super::config::RunBackup;
-use super::record::{FileRecord, Record, Remote, MANIFEST, STAGING, TRACKED};
+use super::record::{
+    version_key, FileRecord, Record, Remote, MANIFEST, MANIFEST_VERSION, TRACKED, VERSIONS,
+};
 use super::store::{PutError, Stamp, Store};
 use super::url::BackupUrl;
 
@@ -139,21 +141,27 @@ impl Backup {
                 ..Record::default()
             });
         let remote = Remote {
-            version: 1,
+            version: MANIFEST_VERSION,
             files: record.files.clone(),
         };
         let (jobs, job_rx) = mpsc::channel::<Job>();
         let (done_tx, done) = mpsc::channel::<Done>();
         let worker_url = url.clone();
-        // Local copies of what is being uploaded: beside the record, else in the run directory.
-        let snapshots = record_path
-            .as_deref()
-            .and_then(Path::parent)
-            .unwrap_or(save_dir)
-            .join(".snapshots");
+        // Local copies of what is being uploaded, beside the record in the
+        // run directory; every file is opened below the run directory
+        // without following a link (`fsutil::within`).
+        let root = save_dir.parent().unwrap_or(save_dir).to_path_buf();
+        let name = save_dir
+            .file_name()
+            .map_or_else(|| PathBuf::from("."), PathBuf::from);
         std::thread::spawn(move || {
+            let dirs = Dirs {
+                snapshots: super::config::state_rel().join(".snapshots"),
+                root,
+                name,
+            };
             while let Ok(job) = job_rx.recv() {
-                let d = run_job(&store, &worker_url, &snapshots, job);
+                let d = run_job(&store, &worker_url, &dirs, job);
                 if done_tx.send(d).is_err() {
                     break;
                 }
@@ -203,9 +211,17 @@ impl Backup {
             }
         }
         let mut ready = Vec::new();
+        let root = self.save_dir.parent().unwrap_or(&self.save_dir);
+        let name = self
+            .save_dir
+            .file_name()
+            .map(Path::new)
+            .unwrap_or(Path::new("."));
         for rel in TRACKED {
             let path = self.save_dir.join(rel);
-            let Some(stamp) = Stamp::of(&path) else {
+            // A link (to a file or a directory) is not a file of this run:
+            // it is never read, so never uploaded.
+            let Some(stamp) = Stamp::within(root, &name.join(rel)) else {
                 self.seen.remove(*rel);
                 continue;
             };
@@ -316,6 +332,7 @@ impl Backup {
                         .map(|x| x.as_secs_f64())
                         .unwrap_or(written);
                     let rec = FileRecord {
+                        key: Some(version_key(&rel, &up.sha256)),
                         sha256: up.sha256,
                         size: up.size,
                         mtime_ns: stamp.mtime_ns,
@@ -371,24 +388,50 @@ impl Backup {
     }
 
     fn save_record(&self) {
-        // The record is for `status`; failing to write it never stops the backup.
-        if let Some(p) = &self.record_path {
-            let _ = self.record.save(p);
+        // The record is for `status`; failing to write it (a link in the way
+        // is refused, never followed) never stops the backup.
+        if self.record_path.is_some() {
+            let _ = self.record.save(&self.save_dir);
         }
     }
 }
 
-fn run_job(store: &Store, url: &BackupUrl, snapshots: &Path, job: Job) -> Done {
+/// Where a job's files are: the run directory, the training directory's
+/// name in it, and the snapshots' directory (relative to the run directory).
+struct Dirs {
+    root: PathBuf,
+    name: PathBuf,
+    snapshots: PathBuf,
+}
+
+/// One pass: each ready file goes to a key of its own (`versions/<file>/<sha256>`),
+/// verified; then the manifest naming those keys replaces the old one in one
+/// PUT; only then are the versions it no longer names deleted. So at every
+/// moment the manifest in the bucket names complete, verified objects: a
+/// pass killed anywhere leaves the last consistent checkpoint restorable.
+fn run_job(store: &Store, url: &BackupUrl, dirs: &Dirs, job: Job) -> Done {
+    let before = job.remote.clone();
     let mut remote = job.remote;
     let mut results = Vec::new();
     let mut store_down = false;
-    for (rel, path, stamp) in job.files {
+    for (rel, _path, stamp) in job.files {
         if store_down {
             break;
         }
-        let staging = url.key(&format!("{STAGING}/{rel}"));
-        let snapshot = snapshots.join(rel.replace('/', "_"));
-        let result = store.put_file(&path, stamp, &snapshot, &staging, &url.key(&rel));
+        let snapshot = dirs.snapshots.join(rel.replace('/', "_"));
+        let current = remote
+            .files
+            .get(&rel)
+            .and_then(|f| f.key.as_deref().map(|k| (f.sha256.as_str(), url.key(k))));
+        let key_for = |sha: &str| url.key(&version_key(&rel, sha));
+        let result = store.put_file(
+            &dirs.root,
+            &dirs.name.join(&rel),
+            stamp,
+            &snapshot,
+            current.as_ref().map(|(sha, key)| (*sha, key.as_str())),
+            &key_for,
+        );
         if let Ok(up) = &result {
             let now = SystemTime::now();
             remote.files.insert(
@@ -399,6 +442,7 @@ fn run_job(store: &Store, url: &BackupUrl, snapshots: &Path, job: Job) -> Done {
                     mtime_ns: stamp.mtime_ns,
                     uploaded_at: DateTime::<Utc>::from(now),
                     write_to_backup_s: 0.0,
+                    key: Some(version_key(&rel, &up.sha256)),
                 },
             );
         }
@@ -407,11 +451,16 @@ fn run_job(store: &Store, url: &BackupUrl, snapshots: &Path, job: Job) -> Done {
     }
     let any = results.iter().any(|(_, _, r)| r.is_ok());
     let remote = if any {
-        remote.version = 1;
+        remote.version = MANIFEST_VERSION;
         serde_json::to_vec_pretty(&remote)
             .map_err(|e| anyhow!(e))
             .and_then(|bytes| store.put_bytes(&url.key(MANIFEST), bytes))
-            .map(|()| remote)
+            .map(|()| {
+                // The new manifest is in the bucket: what it no longer names
+                // can go. A failure here only leaves garbage, never a gap.
+                collect_garbage(store, url, &before, &remote);
+                remote
+            })
     } else {
         Ok(remote)
     };
@@ -419,6 +468,29 @@ fn run_job(store: &Store, url: &BackupUrl, snapshots: &Path, job: Job) -> Done {
         results,
         remote,
         finished_at: SystemTime::now(),
+    }
+}
+
+/// Delete the objects of this training directory that `now` (the manifest
+/// just written) does not name: older versions, versions a killed pass left
+/// behind, and the plain-key objects of a format-1 manifest once replaced.
+/// One writer per training directory is assumed (the job's helper).
+fn collect_garbage(store: &Store, url: &BackupUrl, before: &Remote, now: &Remote) {
+    let named: std::collections::BTreeSet<String> = now
+        .files
+        .iter()
+        .map(|(rel, f)| url.key(f.object_key(rel)))
+        .collect();
+    if let Ok(keys) = store.list(&url.key(&format!("{VERSIONS}/"))) {
+        for key in keys.iter().filter(|k| !named.contains(*k)) {
+            let _ = store.delete(key);
+        }
+    }
+    for (rel, old) in &before.files {
+        let key = url.key(old.object_key(rel));
+        if old.key.is_none() && !named.contains(&key) {
+            let _ = store.delete(&key);
+        }
     }
 }
 

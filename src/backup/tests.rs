@@ -87,14 +87,17 @@ fn stable_complete_files_are_uploaded_once_and_recorded() {
         vec!["weights/last.pt", "results.csv"],
         "{events:?}"
     );
+    let r = remote(&store, &url);
+    assert_eq!(r.version, record::MANIFEST_VERSION);
+    let key = r.files["weights/last.pt"].object_key("weights/last.pt");
     assert_eq!(
-        store
-            .get_bytes(&url.key("weights/last.pt"), 1 << 20)
-            .unwrap()
-            .unwrap(),
+        key,
+        record::version_key("weights/last.pt", &r.files["weights/last.pt"].sha256)
+    );
+    assert_eq!(
+        store.get_bytes(&url.key(key), 1 << 20).unwrap().unwrap(),
         ckpt
     );
-    let r = remote(&store, &url);
     assert_eq!(
         r.files["weights/last.pt"].sha256,
         store::sha256_file(&save.join("weights/last.pt")).unwrap()
@@ -162,9 +165,9 @@ fn restore_brings_back_missing_weights_and_never_a_damaged_object() {
         out.restored,
         vec![
             "weights/last.pt",
-            "weights/best.pt",
             "results.csv",
-            "args.yaml"
+            "args.yaml",
+            "weights/best.pt"
         ],
         "{out:?}"
     );
@@ -183,18 +186,29 @@ fn restore_brings_back_missing_weights_and_never_a_damaged_object() {
     let out = restore::restore(&save, &url, &store).unwrap();
     assert!(out.restored.is_empty() && out.refused.is_empty(), "{out:?}");
 
-    // A damaged local checkpoint is replaced; a damaged object is refused.
+    // A damaged local checkpoint is replaced; a damaged object is refused,
+    // and with it the results.csv that goes with it (all or nothing).
     std::fs::write(save.join("weights/last.pt"), &ckpt[..100]).unwrap();
+    std::fs::write(save.join("results.csv"), "epoch\n1\n").unwrap();
     let mut bad = ckpt.clone();
     bad[200] ^= 0xff;
-    store.put_bytes(&url.key("weights/last.pt"), bad).unwrap();
+    let key = remote(&store, &url).files["weights/last.pt"]
+        .object_key("weights/last.pt")
+        .to_string();
+    store.put_bytes(&url.key(&key), bad).unwrap();
     let out = restore::restore(&save, &url, &store).unwrap();
-    assert_eq!(out.refused.len(), 1, "{out:?}");
+    assert_eq!(out.refused.len(), 2, "{out:?}");
     assert!(out.refused[0].1.contains("checksum mismatch"), "{out:?}");
-    assert!(!out.restored.contains(&"weights/last.pt".to_string()));
+    assert_eq!(out.refused[1].0, "results.csv", "{out:?}");
+    assert!(out.restored.is_empty(), "{out:?}");
     assert_eq!(
         std::fs::read(save.join("weights/last.pt")).unwrap().len(),
         100
+    );
+    assert_eq!(
+        std::fs::read_to_string(save.join("results.csv")).unwrap(),
+        "epoch\n1\n",
+        "results.csv is not restored without its checkpoint"
     );
     assert!(out
         .lines()
@@ -229,4 +243,143 @@ fn a_file_never_backed_up_lags_since_it_was_created_not_since_its_last_rewrite()
         // No birth time on this file system: the latest write is all there is.
         assert!(view.lag_s < 1.1, "{view:?}");
     }
+}
+
+/// A size mismatch (the object is longer than the manifest says) refuses the
+/// checkpoint and the results.csv and args.yaml that go with it.
+#[test]
+fn a_refused_checkpoint_restores_none_of_its_files() {
+    let (_d, save) = run_dir();
+    let url = BackupUrl::parse("s3://ckpt/run-7/train").unwrap();
+    let store = Store::memory().unwrap();
+    let ckpt = checkpoint(5_000);
+    std::fs::write(save.join("weights/last.pt"), &ckpt).unwrap();
+    std::fs::write(save.join("results.csv"), "epoch\n1\n2\n3\n").unwrap();
+    std::fs::write(save.join("args.yaml"), "epochs: 5\n").unwrap();
+    let mut b = Backup::new(&save, url.clone(), store.clone());
+    b.tick(SystemTime::now());
+    until_idle(&mut b);
+    drop(b);
+    let r = remote(&store, &url);
+    let key = url.key(r.files["weights/last.pt"].object_key("weights/last.pt"));
+    let mut longer = ckpt.clone();
+    longer.extend_from_slice(b"tail");
+    store.put_bytes(&key, longer).unwrap();
+    std::fs::remove_dir_all(&save).unwrap();
+    let out = restore::restore(&save, &url, &store).unwrap();
+    assert!(out.restored.is_empty(), "{out:?}");
+    let refused: Vec<&str> = out.refused.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        refused,
+        ["weights/last.pt", "results.csv", "args.yaml"],
+        "{out:?}"
+    );
+    for f in ["weights/last.pt", "results.csv", "args.yaml"] {
+        assert!(!save.join(f).exists(), "{f} written without its checkpoint");
+    }
+}
+
+/// Each pass stores a new version under a key of its own, and deletes the
+/// version the manifest named before only after the new manifest is written:
+/// the bucket keeps one version of each file.
+#[test]
+fn every_version_has_its_own_key_and_the_old_one_goes_after_the_manifest() {
+    let (_d, save) = run_dir();
+    let url = BackupUrl::parse("s3://ckpt/run-5/train").unwrap();
+    let store = Store::memory().unwrap();
+    let mut keys = Vec::new();
+    for (i, size) in [3000usize, 4000].iter().enumerate() {
+        std::fs::write(save.join("weights/last.pt"), checkpoint(*size)).unwrap();
+        std::fs::write(save.join("results.csv"), format!("epoch\n{i}\n")).unwrap();
+        let mut b = Backup::new(&save, url.clone(), store.clone());
+        b.tick(SystemTime::now());
+        std::thread::sleep(Duration::from_millis(20));
+        b.sync_now(Duration::from_millis(10), Duration::from_secs(10));
+        let r = remote(&store, &url);
+        keys.push(url.key(r.files["weights/last.pt"].object_key("weights/last.pt")));
+    }
+    assert_ne!(keys[0], keys[1]);
+    let listed = store.list(&url.key("versions/")).unwrap();
+    assert_eq!(listed.len(), 2, "one version of each file: {listed:?}");
+    assert!(
+        listed.contains(&keys[1]) && !listed.contains(&keys[0]),
+        "{listed:?}"
+    );
+}
+
+/// A manifest of format 1 (objects at their plain key) still restores, and
+/// the next pass moves the files to versioned keys and drops the plain ones.
+#[test]
+fn an_old_format_manifest_is_still_restored_and_then_replaced() {
+    let (_d, save) = run_dir();
+    let url = BackupUrl::parse("s3://ckpt/run-6/train").unwrap();
+    let store = Store::memory().unwrap();
+    let ckpt = checkpoint(2_000);
+    let csv = b"epoch\n1\n".to_vec();
+    let rec = |bytes: &[u8]| record::FileRecord {
+        sha256: store::hex(&sha2::Digest::finalize(sha2::Digest::chain_update(
+            sha2::Sha256::default(),
+            bytes,
+        ))),
+        size: bytes.len() as u64,
+        mtime_ns: 0,
+        uploaded_at: chrono::Utc::now(),
+        write_to_backup_s: 0.0,
+        key: None,
+    };
+    store
+        .put_bytes(&url.key("weights/last.pt"), ckpt.clone())
+        .unwrap();
+    store
+        .put_bytes(&url.key("results.csv"), csv.clone())
+        .unwrap();
+    // Written as yolo-sched 0.1 wrote it: no `key`, format 1.
+    let v1 = serde_json::json!({
+        "version": 1,
+        "files": {
+            "weights/last.pt": serde_json::to_value(rec(&ckpt)).unwrap(),
+            "results.csv": serde_json::to_value(rec(&csv)).unwrap(),
+        }
+    });
+    assert!(!v1.to_string().contains("\"key\""));
+    store
+        .put_bytes(&url.key(MANIFEST), serde_json::to_vec(&v1).unwrap())
+        .unwrap();
+    let out = restore::restore(&save, &url, &store).unwrap();
+    assert_eq!(out.restored, ["weights/last.pt", "results.csv"], "{out:?}");
+    assert_eq!(std::fs::read(save.join("weights/last.pt")).unwrap(), ckpt);
+
+    std::fs::write(save.join("weights/last.pt"), checkpoint(2_500)).unwrap();
+    let mut b = Backup::new(&save, url.clone(), store.clone());
+    b.tick(SystemTime::now());
+    std::thread::sleep(Duration::from_millis(20));
+    b.sync_now(Duration::from_millis(10), Duration::from_secs(10));
+    let r = remote(&store, &url);
+    assert_eq!(r.version, record::MANIFEST_VERSION);
+    assert!(r.files["weights/last.pt"].key.is_some());
+    // The unchanged results.csv keeps its plain key; last.pt's plain object is gone.
+    assert_eq!(
+        r.files["results.csv"].object_key("results.csv"),
+        "results.csv"
+    );
+    assert_eq!(
+        store
+            .get_bytes(&url.key("weights/last.pt"), 1 << 20)
+            .unwrap(),
+        None
+    );
+    assert!(store
+        .get_bytes(&url.key("results.csv"), 1 << 20)
+        .unwrap()
+        .is_some());
+
+    // A manifest from a newer format is refused in words.
+    store
+        .put_bytes(
+            &url.key(MANIFEST),
+            br#"{"version": 9, "files": {}}"#.to_vec(),
+        )
+        .unwrap();
+    let e = restore::restore(&save, &url, &store).unwrap_err();
+    assert!(format!("{e:#}").contains("newer yolo-sched"), "{e:#}");
 }

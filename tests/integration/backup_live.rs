@@ -105,12 +105,19 @@ impl Fixture {
     /// The last epoch of the backed-up results.csv of `train`.
     fn epochs_backed_up(&self, run_id: &str) -> Option<u32> {
         let url = yolo_sched::backup::BackupUrl::parse(&self.url).unwrap();
-        let key = url
-            .join(run_id)
-            .ok()?
-            .join("train")
-            .ok()?
-            .key("results.csv");
+        let train = url.join(run_id).ok()?.join("train").ok()?;
+        // The manifest names the object of each file's version.
+        let manifest = self
+            .direct
+            .store()
+            .get_bytes(&train.key("yolo-sched-backup.json"), 1 << 20)
+            .ok()??;
+        let v: Value = serde_json::from_slice(&manifest).ok()?;
+        let key = train.key(
+            v["files"]["results.csv"]["key"]
+                .as_str()
+                .unwrap_or("results.csv"),
+        );
         let bytes = self.direct.store().get_bytes(&key, 1 << 20).ok()??;
         let text = String::from_utf8(bytes).ok()?;
         let e: f64 = text
