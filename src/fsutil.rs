@@ -870,6 +870,46 @@ mod tests {
     }
 
     #[test]
+    fn writes_within_a_directory_never_follow_a_link() {
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        fs::write(&victim, b"mine").unwrap();
+        let run = tempfile::tempdir().unwrap();
+        let root = run.path();
+        within::write(root, Path::new("a/b/f"), b"one", 0o640).unwrap();
+        assert_eq!(fs::read(root.join("a/b/f")).unwrap(), b"one");
+        assert_eq!(mode_of(&root.join("a/b/f")), 0o640);
+        within::write(root, Path::new("a/b/f"), b"two", 0o644).unwrap();
+        assert_eq!(fs::read(root.join("a/b/f")).unwrap(), b"two");
+        assert!(leftovers(&root.join("a/b")).is_empty());
+        // A link at the file, and at a directory on the way.
+        std::os::unix::fs::symlink(&victim, root.join("a/link")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("dir")).unwrap();
+        for rel in ["a/link", "dir/new", "dir/victim"] {
+            let e = within::write(root, Path::new(rel), b"x", 0o644).unwrap_err();
+            assert!(within::is_refused(&e), "{rel}: {e:#}");
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{rel}");
+            assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
+            assert!(within::check(root, Path::new(rel)).is_err(), "{rel}");
+            assert!(within::open_read(root, Path::new(rel)).is_err(), "{rel}");
+        }
+        assert!(within::create(root, Path::new("dir/snap"), 0o600).is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"mine");
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
+        // `create` replaces a link at its own name, never its target.
+        within::create(root, Path::new("a/link"), 0o600).unwrap();
+        assert!(!fs::symlink_metadata(root.join("a/link"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&victim).unwrap(), b"mine");
+        within::remove(root, Path::new("a/link")).unwrap();
+        within::remove(root, Path::new("a/none")).unwrap();
+        assert!(within::check(root, Path::new("x/y/z")).is_ok());
+        assert!(within::write(root, Path::new("../x"), b"x", 0o644).is_err());
+    }
+
+    #[test]
     fn a_symlink_is_followed_and_kept() {
         let dir = tempfile::tempdir().unwrap();
         let real = dir.path().join("real.conf");

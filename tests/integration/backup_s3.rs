@@ -643,3 +643,163 @@ fn a_sync_killed_at_any_moment_always_leaves_a_verified_checkpoint() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// A file outside the run directory that a planted link points at, and
+/// whether it is still exactly as it was.
+struct Victim {
+    _dir: tempfile::TempDir,
+    file: PathBuf,
+}
+
+impl Victim {
+    fn new() -> Victim {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("victim.txt");
+        std::fs::write(&file, "the owner's file\n").unwrap();
+        Victim { _dir: dir, file }
+    }
+
+    fn dir(&self) -> &Path {
+        self.file.parent().unwrap()
+    }
+
+    fn untouched(&self) {
+        assert_eq!(
+            read(&self.file),
+            "the owner's file\n",
+            "written through a link"
+        );
+        let names: Vec<_> = std::fs::read_dir(self.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            ["victim.txt"],
+            "files made through a link: {names:?}"
+        );
+    }
+}
+
+fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// `backup restore` never writes through a symbolic link in the run
+/// directory: a link at `weights/last.pt`, at `weights/` or at `results.csv`
+/// is refused with a warning naming it and left as it is (with all of its
+/// checkpoint's files: nothing of that checkpoint is written), and the file
+/// it points to is untouched. `backup sync` never writes through a link in
+/// `state/` (its record, its upload snapshots) nor reads a linked file to
+/// upload it.
+#[test]
+#[ignore = "needs the local S3 server (slurm/s3.sh up)"]
+fn no_backup_command_writes_or_reads_through_a_link_in_the_run_directory() {
+    let s = s3();
+    let url = s.url("links");
+    let (_d, save) = workdir(&url);
+    training_files(&save);
+    assert_eq!(
+        backup(&s, &["sync", save.to_str().unwrap(), "--once"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let restore_into = |plant: &dyn Fn(&Path, &Victim)| {
+        let victim = Victim::new();
+        let (fresh, save) = workdir(&url);
+        plant(&save, &victim);
+        let out = backup(&s, &["restore", save.to_str().unwrap()]);
+        (fresh, save, victim, out)
+    };
+
+    // 1. weights/last.pt is a link to the owner's file.
+    let (_f, fresh, victim, out) = restore_into(&|save, v| {
+        std::os::unix::fs::symlink(&v.file, save.join("weights/last.pt")).unwrap();
+    });
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("weights/last.pt not restored") && t.contains("is a symbolic link"),
+        "{t}"
+    );
+    victim.untouched();
+    assert!(
+        is_link(&fresh.join("weights/last.pt")),
+        "the link is left alone"
+    );
+    assert!(!fresh.join("results.csv").exists(), "{t}");
+    // best.pt is a checkpoint of its own: it still comes back.
+    assert!(t.contains("restored weights/best.pt"), "{t}");
+
+    // 2. weights/ is a link to the owner's directory.
+    let (_f, fresh, victim, out) = restore_into(&|save, v| {
+        std::fs::remove_dir(save.join("weights")).unwrap();
+        std::os::unix::fs::symlink(v.dir(), save.join("weights")).unwrap();
+    });
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("is a symbolic link"), "{t}");
+    victim.untouched();
+    assert!(is_link(&fresh.join("weights")));
+    assert!(!fresh.join("results.csv").exists(), "all or nothing: {t}");
+
+    // 3. results.csv is a link: the whole last.pt checkpoint is refused.
+    let (_f, fresh, victim, out) = restore_into(&|save, v| {
+        std::os::unix::fs::symlink(&v.file, save.join("results.csv")).unwrap();
+    });
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("results.csv not restored"), "{t}");
+    victim.untouched();
+    assert!(is_link(&fresh.join("results.csv")));
+    assert!(
+        !fresh.join("weights/last.pt").exists(),
+        "all or nothing: {t}"
+    );
+
+    // 4. Links inside state/: the record restore writes, and for sync the
+    // record, the snapshots' directory, and a linked file to upload.
+    let (_f, fresh, victim, out) = restore_into(&|save, v| {
+        let state = save.parent().unwrap().join("state/backup");
+        std::os::unix::fs::symlink(&v.file, state.join("train.json")).unwrap();
+    });
+    let t = text(&out);
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "the record cannot be written: {t}"
+    );
+    assert!(t.contains("is a symbolic link"), "{t}");
+    victim.untouched();
+    assert!(is_link(
+        &fresh.parent().unwrap().join("state/backup/train.json")
+    ));
+
+    let victim = Victim::new();
+    let (_w, save) = workdir(&s.url("links-sync"));
+    training_files(&save);
+    std::fs::remove_file(save.join("args.yaml")).unwrap();
+    std::os::unix::fs::symlink(&victim.file, save.join("args.yaml")).unwrap();
+    let state = save.parent().unwrap().join("state/backup");
+    std::os::unix::fs::symlink(&victim.file, state.join("train.json")).unwrap();
+    std::os::unix::fs::symlink(victim.dir(), state.join(".snapshots")).unwrap();
+    let out = backup(&s, &["sync", save.to_str().unwrap(), "--once"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "a snapshot cannot be made: {t}");
+    assert!(t.contains("is a symbolic link"), "{t}");
+    victim.untouched();
+    assert!(
+        !t.contains("backed up args.yaml"),
+        "a linked file is not read: {t}"
+    );
+    // With the snapshots' link gone, the files go up; the record stays refused.
+    std::fs::remove_file(state.join(".snapshots")).unwrap();
+    let out = backup(&s, &["sync", save.to_str().unwrap(), "--once"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("backed up weights/last.pt"), "{t}");
+    assert!(!t.contains("backed up args.yaml"), "{t}");
+    victim.untouched();
+    assert!(is_link(&state.join("train.json")) && is_link(&save.join("args.yaml")));
+}
