@@ -531,9 +531,10 @@ pub struct Counted {
 }
 
 /// The job's memory from one read: the device's use on a slice, or on a
-/// whole GPU the job has to itself (Slurm gave it the GPU, no shards, and NVML
-/// lists nobody else's process); the sum over the job's own processes where
-/// the GPU is shared or others' processes are on it. Where that sum cannot be
+/// whole GPU Slurm gave the job alone (no shards, no share: Slurm's device
+/// cgroup keeps other jobs off it, so whatever NVML lists there is the job's,
+/// even under a PID namespace whose pids do not match NVML's); the sum over
+/// the job's own processes where the GPU is shared. Where that sum cannot be
 /// known, the device's use stands in and says why: such samples warn, never stop.
 pub fn count(
     is_mig: bool,
@@ -550,8 +551,7 @@ pub fn count(
     if is_mig {
         return own(device_used);
     }
-    let others_there = others.is_some_and(|n| n > 0);
-    if !shared && !others_there {
+    if !shared {
         // The whole device is the job's: its use includes what no process
         // is charged for (the driver's reservations).
         return own(device_used);
@@ -789,13 +789,14 @@ mod tests {
             count(true, true, 5 * G, None, None, false).unattributed,
             None
         );
-        // A whole GPU of its own with nobody else's process: the device's use.
-        let c = count(false, false, 9 * G, Some(8 * G), Some(0), true);
-        assert_eq!((c.used, c.unattributed), (9 * G, None));
-        // Shards (shared) or another process on it: the job's processes.
+        // A whole GPU of its own: the device's use, whatever NVML lists
+        // (its pids may be another namespace's).
+        for (job, others) in [(Some(8 * G), Some(0)), (Some(0), Some(1)), (None, None)] {
+            let c = count(false, false, 9 * G, job, others, true);
+            assert_eq!((c.used, c.unattributed), (9 * G, None));
+        }
+        // Shared (shards, or a share given): the job's processes.
         let c = count(false, true, 16 * G, Some(6 * G), Some(1), true);
-        assert_eq!((c.used, c.unattributed), (6 * G, None));
-        let c = count(false, false, 16 * G, Some(6 * G), Some(2), true);
         assert_eq!((c.used, c.unattributed), (6 * G, None));
         // Shared, and the job's use cannot be known: the device's, flagged.
         for (job, others, pids, why) in [
