@@ -33,6 +33,37 @@ pub fn shown(s: &str, max: usize) -> String {
     out
 }
 
+/// The longest path an error message echoes, in characters: paths are longer
+/// than names, and their tail says most.
+pub const PATH_CHARS: usize = 160;
+
+/// A value the user gave (a run id, a layout, a spec value) as a message
+/// echoes it: at most [`SHOWN_CHARS`] characters, control and invisible
+/// characters escaped. Every echo of user input goes through this or
+/// [`echo_path`].
+pub fn echo(s: &str) -> String {
+    shown(s, SHOWN_CHARS)
+}
+
+/// A path the user gave as a message echoes it: at most [`PATH_CHARS`]
+/// characters (the start and the end kept), escaped like [`echo`]; bytes that
+/// are not UTF-8 show as U+FFFD.
+pub fn echo_path(p: &std::path::Path) -> String {
+    let s = p.to_string_lossy();
+    let n = s.chars().count();
+    if n <= PATH_CHARS {
+        return shown(&s, PATH_CHARS);
+    }
+    let keep = PATH_CHARS / 2;
+    let head: String = s.chars().take(keep).collect();
+    let tail: String = s.chars().skip(n - keep).collect();
+    format!(
+        "{}…{} ({n} characters)",
+        shown(&head, keep),
+        shown(&tail, keep)
+    )
+}
+
 /// A long text (a client's stderr) cut to its first `max` characters, with
 /// how much was left out.
 pub fn head(s: &str, max: usize) -> String {
@@ -66,6 +97,20 @@ mod tests {
     fn shown_escapes_newlines_and_invisible_characters() {
         assert_eq!(shown("a\nok: b", 60), "a\\nok: b");
         assert_eq!(shown("yolo\u{200d}11n", 60), "yolo\\u{200d}11n");
+    }
+
+    #[test]
+    fn echoes_are_one_bounded_line() {
+        let forged = "x\rok: run completed\u{1b}[2K";
+        assert_eq!(echo(forged), "x\\rok: run completed\\u{1b}[2K");
+        let huge = "r".repeat(100_000);
+        assert!(echo(&huge).chars().count() <= SHOWN_CHARS + 1);
+        let path = format!("/tmp/{}\n/\u{1b}]0;x", "d".repeat(10_000));
+        let p = echo_path(std::path::Path::new(&path));
+        assert!(p.chars().count() < PATH_CHARS + 40, "{p}");
+        assert!(!p.chars().any(char::is_control), "{p}");
+        assert!(p.ends_with("characters)") && p.contains("\\u{1b}"), "{p}");
+        assert_eq!(echo_path(std::path::Path::new("/a/b\nc")), "/a/b\\nc");
     }
 
     #[test]

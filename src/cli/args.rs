@@ -56,7 +56,8 @@ pub fn check_name(flag: &str, value: &Option<String>) -> anyhow::Result<Option<S
             .any(|c| c == ',' || c.is_whitespace() || c.is_control());
     if bad {
         return Err(crate::error::invalid(format!(
-            "{flag} {v:?}: expected one name without commas, spaces or control characters"
+            "{flag} `{}`: expected one name without commas, spaces or control characters",
+            crate::text::echo(v)
         )));
     }
     Ok(Some(v.clone()))

@@ -118,14 +118,15 @@ pub fn run(ctx: &mut Context, args: &BackupArgs) -> Result<i32> {
 }
 
 fn check_save_dir(p: &Path) -> Result<PathBuf> {
-    let abs = std::path::absolute(p).map_err(|e| invalid(format!("{}: {e}", p.display())))?;
+    let abs = std::path::absolute(p)
+        .map_err(|e| invalid(format!("{}: {e}", crate::text::echo_path(p))))?;
     let parent_ok = abs
         .parent()
         .is_some_and(|w| crate::run::manifest::Manifest::path_in(w).is_file());
     if !parent_ok {
         return Err(invalid(format!(
             "{} is not the training directory of a run: expected <workdir>/train or <workdir>/train-<task>, beside the run's manifest.json",
-            p.display()
+            crate::text::echo_path(p)
         )));
     }
     Ok(abs)

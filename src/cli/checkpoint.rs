@@ -34,7 +34,7 @@ pub fn run(ctx: &Context, args: &CheckpointArgs) -> Result<i32> {
     if !args.run_dir.is_dir() {
         return Err(invalid(format!(
             "{} is not a directory (expected an Ultralytics run directory such as <workdir>/train)",
-            args.run_dir.display()
+            crate::text::echo_path(&args.run_dir)
         )));
     }
     let state = checkpoint::state(&args.run_dir);

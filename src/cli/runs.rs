@@ -225,8 +225,9 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
     if let Some(y) = &args.yolo {
         if y.is_empty() || y.contains(',') || y.chars().any(char::is_control) {
             return Err(crate::error::invalid(format!(
-                "--yolo {y:?}: expected a command path without commas or control characters \
-                 (Slurm's --export splits its value at commas)"
+                "--yolo `{}`: expected a command path without commas or control characters \
+                 (Slurm's --export splits its value at commas)",
+                crate::text::echo(y)
             )));
         }
     }

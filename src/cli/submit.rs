@@ -56,6 +56,20 @@ pub struct SubmitArgs {
     pub yolo: String,
 }
 
+/// What named the template directory: the flag when it is on the command
+/// line (clap lets it win over the environment), else the variable.
+fn templates_source() -> &'static str {
+    let flag = std::env::args_os().skip(1).any(|a| {
+        let a = a.to_string_lossy();
+        a == "--templates" || a.starts_with("--templates=")
+    });
+    if flag {
+        crate::render::TEMPLATES_FLAG
+    } else {
+        crate::render::TEMPLATES_ENV
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct JobOut {
     stage: &'static str,
@@ -93,7 +107,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
     let request = Request {
         spec: &args.spec,
         workdir: args.workdir.as_deref(),
-        templates: args.templates.as_deref(),
+        templates: args.templates.as_deref().map(|d| (d, templates_source())),
         yolo: &args.yolo,
         dry_run: args.dry_run,
     };

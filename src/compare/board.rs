@@ -194,8 +194,9 @@ pub fn board(rows: Vec<Row>, opts: &Options) -> anyhow::Result<Board> {
                     )
                 };
                 return Err(crate::error::invalid(format!(
-                    "--data {want:?}: no run was trained on that dataset (give its YAML path, its \
-                     file or directory name, or 6+ characters of its fingerprint); {hint}"
+                    "--data `{}`: no run was trained on that dataset (give its YAML path, its \
+                     file or directory name, or 6+ characters of its fingerprint); {hint}",
+                    crate::text::echo(want)
                 )));
             }
             kept

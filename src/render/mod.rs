@@ -9,7 +9,9 @@
 //! - an undefined variable is an error, not an empty string.
 //!
 //! The built-in templates are compiled in; a directory given by `--templates`
-//! (or the site file) overrides them file by file.
+//! or `YOLO_SCHED_TEMPLATES` overrides them file by file (the site file has no
+//! such setting). A directory that is missing, unreadable or overrides
+//! nothing is refused, naming where it came from.
 //!
 //! `templates` holds the set (`Templates`, `BUILTIN`), `escape` the quoting
 //! formatter, `scripts` the stage scripts of a plan.
@@ -18,4 +20,6 @@ mod escape;
 pub mod scripts;
 mod templates;
 
-pub use templates::{Templates, BUILTIN};
+pub use templates::{
+    read_overrides, Templates, BUILTIN, FROM_ENV as TEMPLATES_ENV, FROM_FLAG as TEMPLATES_FLAG,
+};

@@ -113,12 +113,16 @@ pub fn find_run(id: &str) -> Result<Manifest> {
                 } else {
                     format!("did you mean {}?", crate::suggest::ticked_list(names))
                 };
-                return Err(invalid(format!("no run `{id}`; {hint}")));
+                return Err(invalid(format!(
+                    "no run `{}`; {hint}",
+                    crate::text::echo(id)
+                )));
             }
             many => {
                 let names: Vec<&str> = many.iter().take(5).map(|e| e.run_id.as_str()).collect();
                 return Err(invalid(format!(
-                    "`{id}` matches several runs: {}",
+                    "`{}` matches several runs: {}",
+                    crate::text::echo(id),
                     names.join(", ")
                 )));
             }

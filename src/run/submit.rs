@@ -40,8 +40,9 @@ pub struct Request<'a> {
     pub spec: &'a Path,
     /// `--workdir`, instead of the spec's `[run] workdir`.
     pub workdir: Option<&'a Path>,
-    /// A directory of templates overriding the built-in ones.
-    pub templates: Option<&'a Path>,
+    /// A directory of templates overriding the built-in ones, and what named
+    /// it (`--templates`, `YOLO_SCHED_TEMPLATES`; errors say which).
+    pub templates: Option<(&'a Path, &'a str)>,
     /// The `yolo` command the stages run.
     pub yolo: &'a str,
     pub dry_run: bool,
@@ -79,6 +80,8 @@ pub fn submit(
     record: &mut dyn FnMut(&AuditRecord),
 ) -> Result<Outcome> {
     let mut spec = crate::spec::load(req.spec)?;
+    // A bad template directory is refused before Slurm is asked anything.
+    let templates = Templates::from_source(req.templates)?;
     let policy = Policy::from_site(site)?;
     // Where the record of this submission goes, checked before any change.
     super::audit::Trail::from_site(site)?;
@@ -118,7 +121,6 @@ pub fn submit(
     // Checkpoint backup (docs/backup.md): settings checked, and the store tried
     // unless --dry-run, before anything is written or submitted.
     let backup = crate::backup::preflight(site, &spec, &run_id, !req.dry_run)?;
-    let templates = Templates::new(req.templates)?;
     let exe =
         std::env::current_exe().context("finding the yolo-sched binary for the prepare stage")?;
     let base_dir = absolute(&spec.origin.base_dir)?;

@@ -317,7 +317,8 @@ pub fn locate(slurm: &Slurm, id: &str) -> Result<Located> {
         [one] => Ok(Located::Team(Box::new((*one).clone()))),
         [] => Err(err),
         many => Err(crate::error::invalid(format!(
-            "`{id}` matches several runs Slurm shows you: {}",
+            "`{}` matches several runs Slurm shows you: {}",
+            crate::text::echo(id),
             many.iter()
                 .take(5)
                 .map(|r| r.manifest.run_id.as_str())

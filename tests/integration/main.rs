@@ -24,6 +24,7 @@ mod cluster_live;
 mod compare_live;
 mod compare_recorded;
 mod dataset_check;
+mod echoes;
 mod escalate_live;
 mod faults_cluster_live;
 mod faults_live;

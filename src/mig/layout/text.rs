@@ -106,19 +106,22 @@ fn parse_with(text: &str, gpu: Option<&GpuGeometry>) -> Result<GpuLayout> {
         _ => {}
     }
     let mut counts = ProfileCounts::new();
+    // Messages echo the layout cut and escaped: a 10,000-profile list is not
+    // printed back whole.
+    let shown = crate::text::echo(s);
     for item in s.split(',') {
         let item = item.trim();
         if item.is_empty() {
             return Err(invalid(format!(
-                "MIG layout `{s}` has an empty item: separate profiles with single commas, \
+                "MIG layout `{shown}` has an empty item: separate profiles with single commas, \
                  e.g. `3g.20gb,1g.5gb*2`"
             )));
         }
-        let (name, count) = parse_item(item, s, gpu)?;
+        let (name, count) = parse_item(item, &shown, gpu)?;
         let total = counts.get(&name) + count;
         if total > MAX_COUNT {
             return Err(invalid(format!(
-                "MIG layout `{s}` asks for {total} instances of {name}; no GPU has more than {MAX_COUNT} slices"
+                "MIG layout `{shown}` asks for {total} instances of {name}; no GPU has more than {MAX_COUNT} slices"
             )));
         }
         counts.add(&name, count);
@@ -133,15 +136,18 @@ fn parse_item(item: &str, whole: &str, gpu: Option<&GpuGeometry>) -> Result<(Str
             let raw = item[pos + 1..].trim();
             let n: u32 = raw.parse().map_err(|_| {
                 invalid(format!(
-                    "MIG layout `{whole}`: count `{raw}` in `{item}` is not a whole number; \
+                    "MIG layout `{whole}`: count `{}` in `{}` is not a whole number; \
                      write `{}*2`",
-                    item[..pos].trim()
+                    crate::text::echo(raw),
+                    crate::text::echo(item),
+                    crate::text::echo(item[..pos].trim())
                 ))
             })?;
             if n == 0 || n > MAX_COUNT {
                 return Err(invalid(format!(
-                    "MIG layout `{whole}`: count {n} in `{item}` must be from 1 to {MAX_COUNT} \
-                     (leave a profile out instead of giving it 0)"
+                    "MIG layout `{whole}`: count {n} in `{}` must be from 1 to {MAX_COUNT} \
+                     (leave a profile out instead of giving it 0)",
+                    crate::text::echo(item)
                 )));
             }
             (item[..pos].trim(), n)
@@ -167,8 +173,9 @@ fn check_profile_name(name: &str, whole: &str, gpu: Option<&GpuGeometry>) -> Res
         }
         let names = g.profile_names();
         return Err(invalid(format!(
-            "MIG layout `{whole}`: {} has no MIG profile `{name}`{}; its profiles are {}",
+            "MIG layout `{whole}`: {} has no MIG profile `{}`{}; its profiles are {}",
             g.model(),
+            crate::text::echo(name),
             did_you_mean(name, names.iter().copied()),
             ticked_list(names.iter().copied())
         )));
@@ -179,8 +186,9 @@ fn check_profile_name(name: &str, whole: &str, gpu: Option<&GpuGeometry>) -> Res
     let known = builtin::known_profile_names();
     let hint = did_you_mean(name, known.iter().map(String::as_str));
     Err(invalid(format!(
-        "MIG layout `{whole}`: `{name}` is not a MIG profile name (expected <compute>g.<memory>gb, \
-         such as `1g.5gb` or `3g.20gb`){hint}"
+        "MIG layout `{whole}`: `{}` is not a MIG profile name (expected <compute>g.<memory>gb, \
+         such as `1g.5gb` or `3g.20gb`){hint}",
+        crate::text::echo(name)
     )))
 }
 
@@ -212,8 +220,9 @@ pub fn resolve_layout_arg(arg: &str, named: &BTreeMap<String, Layout>) -> Result
                 )
             };
             Err(invalid(format!(
-                "unknown layout `{trimmed}`: {site}; built-ins are `all-1g`, `balanced`, `disabled`, \
-                 `enabled`, `auto`; or give profiles such as `1g.5gb*7`.{hint}"
+                "unknown layout `{}`: {site}; built-ins are `all-1g`, `balanced`, `disabled`, \
+                 `enabled`, `auto`; or give profiles such as `1g.5gb*7`.{hint}",
+                crate::text::echo(trimmed)
             )))
         }
         Err(err) => Err(err),

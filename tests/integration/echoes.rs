@@ -1,0 +1,253 @@
+//! What a command echoes of its input: control characters escaped, every
+//! echo cut to a bounded excerpt, and nothing the user named silently
+//! ignored (template directories, `--demand` without `auto`), run against the
+//! built binary with stand-in Slurm clients. Spreadsheet formulas in CSV
+//! cells are neutralised.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use crate::common;
+
+/// The longest stderr a refused echo may make (the 100 kB inputs included).
+const ECHO_LIMIT: usize = 2048;
+
+/// A scratch directory with stand-in `scontrol` (the recorded cluster),
+/// `squeue`, `sacct` and `sinfo` (nothing known), a dataset and a spec.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let bin = d.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let shape =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scontrol-shape-22.05.txt");
+        for (name, body) in [
+            ("scontrol", format!("cat '{}'", shape.display())),
+            ("squeue", "exit 0".to_string()),
+            ("sacct", "exit 0".to_string()),
+        ] {
+            let p = bin.join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::create_dir_all(d.join("images/train")).unwrap();
+        std::fs::create_dir_all(d.join("images/val")).unwrap();
+        std::fs::write(
+            d.join("data.yaml"),
+            "path: .\ntrain: images/train\nval: images/val\nnames: [a]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("spec.toml"),
+            "version = 1\n[run]\nname = \"echo\"\nworkdir = \"runs/e\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"data.yaml\"\n",
+        )
+        .unwrap();
+        Scratch { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = common::yolo();
+        c.current_dir(self.path()).env(
+            "PATH",
+            format!(
+                "{}:{}",
+                self.path().join("bin").display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+        c
+    }
+
+    fn run(&self, cmd: &mut Command) -> Output {
+        common::run_bounded(cmd, Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{cmd:?} did not end within 60 s"))
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// No raw control character (ESC, CR, BEL, a newline inside a line) reaches
+/// the terminal from an echo, and the echo is short.
+fn assert_tame(what: &str, o: &Output) {
+    let e = stderr(o);
+    assert!(e.len() <= ECHO_LIMIT, "{what}: {} bytes of stderr", e.len());
+    for bad in ['\u{1b}', '\r', '\u{7}'] {
+        assert!(!e.contains(bad), "{what}: raw {bad:?} in {e:?}");
+    }
+    assert!(!e.contains("\nok:"), "{what}: a forged line in {e:?}");
+    assert!(!e.contains("panicked"), "{what}: {e}");
+}
+
+// ---- item 8: template directories ----
+
+#[test]
+fn a_template_directory_that_overrides_nothing_is_refused_naming_its_source() {
+    let s = Scratch::new();
+    let submit = |dir: &str, by_env: bool| {
+        let mut c = s.cmd();
+        c.args(["submit", "--dry-run", "spec.toml", "--workdir"])
+            .arg(s.path().join(format!("w-{}", dir.len())));
+        if by_env {
+            c.env("YOLO_SCHED_TEMPLATES", dir);
+        } else {
+            c.args(["--templates", dir]);
+        }
+        s.run(&mut c)
+    };
+    // The plain dry run works: the refusals below are the directory's.
+    let ok = s.run(s.cmd().args(["submit", "--dry-run", "spec.toml"]));
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+
+    std::fs::create_dir_all(s.path().join("misnamed")).unwrap();
+    std::fs::write(s.path().join("misnamed/train.sh"), "echo mine\n").unwrap();
+    std::fs::create_dir_all(s.path().join("fifo")).unwrap();
+    nix::unistd::mkfifo(
+        &s.path().join("fifo/train.sh.j2"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    std::fs::write(s.path().join("a-file"), "x").unwrap();
+    for (dir, says) in [
+        ("/nonexistent", "does not exist"),
+        ("a-file", "is not a directory"),
+        ("misnamed", "overrides no template"),
+        ("fifo", "not a regular file"),
+    ] {
+        for (by_env, source) in [
+            (true, "(from YOLO_SCHED_TEMPLATES)"),
+            (false, "(from --templates)"),
+        ] {
+            let out = submit(dir, by_env);
+            let e = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{dir} {source}: {e}");
+            assert!(e.contains(says) && e.contains(source), "{dir}: {e}");
+            assert!(e.contains("hint: "), "{dir}: {e}");
+        }
+    }
+    // The site file has no template setting: naming one is refused, not ignored.
+    std::fs::write(
+        s.path().join("site.toml"),
+        "[paths]\ntemplates = \"/nonexistent\"\n",
+    )
+    .unwrap();
+    let out = s.run(
+        s.cmd()
+            .args(["--site", "site.toml", "submit", "--dry-run", "spec.toml"]),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("unknown field `templates`"));
+
+    // Unreadable to the user who runs it (root reads everything: run as nobody).
+    if nix::unistd::geteuid().is_root() && has_user("nobody") {
+        let locked = s.path().join("locked");
+        std::fs::create_dir_all(&locked).unwrap();
+        std::fs::write(locked.join("train.sh.j2"), "echo mine\n").unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o300)).unwrap();
+        std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut c = Command::new("runuser");
+        c.args(["-u", "nobody", "--"])
+            .arg(common::bin_for_everyone())
+            .args(["submit", "--dry-run", "spec.toml"])
+            .current_dir(s.path())
+            .env("YOLO_SCHED_TEMPLATES", &locked);
+        let e = stderr(&s.run(&mut c));
+        assert!(
+            e.contains("(from YOLO_SCHED_TEMPLATES) cannot be read"),
+            "{e}"
+        );
+    }
+}
+
+fn has_user(name: &str) -> bool {
+    nix::unistd::User::from_name(name).ok().flatten().is_some()
+}
+
+// ---- items 9 and 10: run ids and paths ----
+
+#[test]
+fn run_ids_with_control_characters_or_100_kb_are_echoed_escaped_and_cut() {
+    let s = Scratch::new();
+    let forged = "x\rok: run completed\u{1b}[2K\u{7}";
+    let huge = "r".repeat(100_000);
+    for args in [
+        vec!["status"],
+        vec!["cancel"],
+        vec!["watch"],
+        vec!["compare"],
+        vec!["logs"],
+        vec!["resume"],
+        vec!["backup", "status"],
+    ] {
+        for id in [forged, huge.as_str()] {
+            let out = s.run(s.cmd().args(&args).arg(id));
+            let what = format!("{args:?} {}", &id[..id.len().min(12)]);
+            assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+            assert_tame(&what, &out);
+        }
+        let out = s.run(s.cmd().args(&args).arg(forged));
+        assert!(
+            stderr(&out).contains("x\\rok: run completed\\u{1b}[2K"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn path_arguments_with_control_characters_or_10_kb_are_echoed_escaped_and_cut() {
+    let s = Scratch::new();
+    let forged = "/tmp/none\u{1b}]0;owned\u{7}\nok: restored";
+    let long = format!("/tmp/{}/{}", "a".repeat(5000), "b".repeat(5000));
+    for args in [
+        vec!["checkpoint"],
+        vec!["backup", "restore"],
+        vec!["backup", "sync", "--once"],
+    ] {
+        for p in [forged, long.as_str()] {
+            let out = s.run(s.cmd().args(&args).arg(p));
+            let what = format!("{args:?} {}", &p[..12]);
+            assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+            assert_tame(&what, &out);
+        }
+        let out = s.run(s.cmd().args(&args).arg(forged));
+        assert!(
+            stderr(&out).contains("\\u{1b}]0;owned\\u{7}\\nok: restored"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_layout_of_10000_profiles_or_with_escapes_is_echoed_cut() {
+    let s = Scratch::new();
+    let many = vec!["1g.5gb"; 10_000].join(",");
+    let name = "x".repeat(100_000);
+    for layout in [
+        many.as_str(),
+        name.as_str(),
+        "bal\u{1b}[31m\nok: applied",
+        "1g.5gb\u{1b}[2K*2",
+    ] {
+        let out = s.run(
+            s.cmd()
+                .args(["node-setup", "--dry-run", "--layout", layout]),
+        );
+        let what = format!("--layout {}", &layout[..layout.len().min(12)]);
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+        assert_tame(&what, &out);
+    }
+}
