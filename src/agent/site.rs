@@ -78,9 +78,11 @@ impl GuardSite {
     pub fn from_site(site: &Site) -> Result<GuardSite> {
         let g: GuardSite = site.section("guard")?;
         let bad = |key: &str, value: String, expected: &str| {
+            let mut keys = vec!["guard"];
+            keys.extend(key.split('.'));
             invalid(format!(
-                "site file {}: [guard] {key} = {value}: expected {expected}",
-                site.describe()
+                "{}: [guard] {key} = {value}: expected {expected}",
+                site.at(&keys)
             ))
         };
         let positive = |key: &str, v: Option<f64>, lo: f64, hi: f64| -> Result<()> {
@@ -122,6 +124,17 @@ impl GuardSite {
             return Err(bad("shards_per_gpu", "0".into(), "a count of at least 1"));
         }
         if let Some(dir) = &g.textfile_dir {
+            let text = dir.to_string_lossy();
+            if text
+                .chars()
+                .any(|c| c.is_control() || crate::text::is_invisible(c))
+            {
+                return Err(bad(
+                    "textfile_dir",
+                    format!("\"{}\"", crate::text::shown(&text, 160)),
+                    "a directory name without control or invisible characters",
+                ));
+            }
             if !dir.is_absolute() {
                 return Err(bad(
                     "textfile_dir",
@@ -166,10 +179,37 @@ mod tests {
             ("[guard]\ntextfile_dir = \"rel\"\n", "absolute"),
             ("[guard]\nseries_max_samples = 2\n", "series_max_samples"),
             ("[guard.limits]\nmax_window_s = -1\n", "limits.max_window_s"),
+            (
+                "[guard]\ntextfile_dir = \"/var/lib/ne\\n# forged\"\n",
+                "textfile_dir = \"/var/lib/ne\\n# forged\": expected a directory name without control",
+            ),
+            ("[guard]\ntextfile_dir = \"/var/\\u001b[31mx\"\n", "without control"),
         ] {
             let e = site(text).unwrap_err();
             assert_eq!(crate::error::exit_code_for(&e), 2, "{text}");
             assert!(format!("{e:#}").contains(needle), "{text}: {e:#}");
+        }
+    }
+
+    #[test]
+    fn every_mistake_says_its_line_and_column() {
+        for (text, at) in [
+            (
+                "[guard]\n\nwarn_fraction = 1.5\n",
+                "site.toml:3:17: [guard] warn_fraction",
+            ),
+            (
+                "[guard]\ninterval_s = 1\n[guard.limits]\nmax_window_s = -1\n",
+                "site.toml:4:16: [guard] limits.max_window_s",
+            ),
+            ("[guard]\nwarn_fractoin = 0.5\n", "site.toml:2:"),
+            (
+                "[guard]\ntextfile_dir = \"a\\nb\"\n",
+                "site.toml:2:16: [guard] textfile_dir",
+            ),
+        ] {
+            let e = format!("{:#}", site(text).unwrap_err());
+            assert!(e.contains(at), "{text}: {e}");
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::url::BackupUrl;
@@ -48,12 +48,12 @@ impl SiteBackup {
         let Some(section) = site.raw.get("backup") else {
             return Ok(out);
         };
-        let here = || format!("site file {}: in [backup]", site.describe());
+        let here = |key: &str| format!("{}: in [backup]", site.at(&["backup", key]));
         let table = section
             .as_table()
-            .ok_or_else(|| invalid(format!("{}: expected a table", here())))?;
+            .ok_or_else(|| invalid(format!("{}: expected a table", here(""))))?;
         for (key, value) in table {
-            let bad = |what: String| invalid(format!("{}: `{key}` {what}", here()));
+            let bad = |what: String| invalid(format!("{}: `{key}` {what}", here(key)));
             match key.as_str() {
                 "url" => {
                     let s = value.as_str().ok_or_else(|| {
@@ -65,11 +65,13 @@ impl SiteBackup {
                     let list = value.as_array().ok_or_else(|| {
                         bad("expected a list of URLs such as [\"s3://bucket/team\"]".into())
                     })?;
-                    for item in list {
+                    for (i, item) in list.iter().enumerate() {
                         let s = item.as_str().ok_or_else(|| {
                             bad("expected strings such as \"s3://bucket/team\"".into())
                         })?;
-                        out.allowed.push(BackupUrl::parse(s).map_err(bad)?);
+                        out.allowed.push(
+                            BackupUrl::parse(s).map_err(|e| bad(format!("item {}: {e}", i + 1)))?,
+                        );
                     }
                 }
                 "spec_may_disable" => {
@@ -84,14 +86,16 @@ impl SiteBackup {
                         .map(|n| n as u64)
                         .ok_or_else(|| {
                             bad(format!(
-                                "= {value} is out of range; expected whole seconds from 1 to 3600"
+                                "= {} is out of range; expected whole seconds from 1 to 3600",
+                                crate::text::shown(&value.to_string(), 40)
                             ))
                         })?;
                 }
                 other => {
                     return Err(invalid(format!(
-                        "{}: unknown key `{other}`{}; the keys are {}",
-                        here(),
+                        "{}: unknown key `{}`{}; the keys are {}",
+                        here(other),
+                        crate::text::shown(other, 60),
                         crate::suggest::did_you_mean(other, SITE_KEYS.iter().copied()),
                         crate::suggest::ticked_list(SITE_KEYS.iter().copied())
                     )))
@@ -213,12 +217,27 @@ impl RunBackup {
         if !path.exists() {
             return Ok(None);
         }
-        let text = crate::fsutil::read_regular(&path, 64 << 10)?;
-        let saved: RunBackup =
-            serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
-        // The file is the user's; check it as strictly as the site file.
-        BackupUrl::parse(&saved.url.to_string())
-            .map_err(|e| anyhow::anyhow!("{}: `url` {e}", path.display()))?;
+        // The file is the user's: anything wrong in it is invalid input
+        // (exit 2), checked as strictly as the site file.
+        let damaged = |what: String| {
+            crate::error::with_hint(
+                invalid(format!(
+                    "{}: the run's backup settings are damaged: {what}",
+                    path.display()
+                )),
+                "the file is written by `submit`; restore it from the run's submission or resubmit (docs/backup.md)",
+            )
+        };
+        let text =
+            crate::fsutil::read_regular(&path, 64 << 10).map_err(|e| damaged(format!("{e:#}")))?;
+        let saved: RunBackup = serde_json::from_str(&text).map_err(|e| damaged(e.to_string()))?;
+        BackupUrl::parse(&saved.url.to_string()).map_err(|e| damaged(format!("`url` {e}")))?;
+        if !(1..=3600).contains(&saved.interval) {
+            return Err(damaged(format!(
+                "`interval` = {} is out of range; expected whole seconds from 1 to 3600",
+                saved.interval
+            )));
+        }
         Ok(Some(saved))
     }
 }
@@ -258,6 +277,41 @@ mod tests {
         );
         let e = site("[backup]\ninterval = 0\n").unwrap_err();
         assert!(e.to_string().contains("1 to 3600"), "{e}");
+        // Every mistake says line:column of its key's value.
+        for (text, at) in [
+            (
+                "[backup]\ninterval = 0\n",
+                "site.toml:2:12: in [backup]: `interval`",
+            ),
+            (
+                "[backup]\n\nurl = \"s3://../x\"\n",
+                "site.toml:3:7: in [backup]: `url`",
+            ),
+            (
+                "[backup]\nallowed_urls = [\"s3://*\"]\n",
+                "site.toml:2:16: in [backup]: `allowed_urls` item 1",
+            ),
+            (
+                "[backup]\nurll = 1\n",
+                "site.toml:2:8: in [backup]: unknown key `urll`",
+            ),
+        ] {
+            let e = site(text).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{text}");
+            assert!(e.to_string().contains(at), "{text}: {e}");
+        }
+        // Credentials in the site's URL: where, never what.
+        let e = site("[backup]\nurl = \"s3://AKIAIOSFODNN7EXAMPLE:s3cr3tKEYvalue@ckpt/yolo\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("site.toml:2:7: in [backup]: `url` carries user information"),
+            "{e}"
+        );
+        assert!(
+            !e.contains("s3cr3tKEYvalue") && !e.contains("AKIAIOSFODNN7EXAMPLE"),
+            "{e}"
+        );
         let e = site("[backup]\nallowed_urls = \"s3://x/y\"\n").unwrap_err();
         assert!(e.to_string().contains("list"), "{e}");
         assert_eq!(site("").unwrap().url, None);
@@ -316,5 +370,23 @@ mod tests {
         };
         r.save(dir.path()).unwrap();
         assert_eq!(RunBackup::load(dir.path()).unwrap(), Some(r));
+    }
+
+    /// A tampered settings file is invalid input (exit 2) naming the file.
+    #[test]
+    fn tampered_settings_are_invalid_input() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(state_dir(dir.path())).unwrap();
+        for text in [
+            "{",
+            "{\"url\": {\"bucket\": \"ckpt\", \"prefix\": \"../etc\"}, \"interval\": 30}",
+            "{\"url\": {\"bucket\": \"ckpt\", \"prefix\": \"r\"}, \"interval\": 0}",
+            "{\"url\": 3}",
+        ] {
+            std::fs::write(settings_path(dir.path()), text).unwrap();
+            let e = RunBackup::load(dir.path()).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{text}: {e:#}");
+            assert!(format!("{e:#}").contains("settings.json"), "{e:#}");
+        }
     }
 }

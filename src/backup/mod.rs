@@ -28,7 +28,7 @@ pub(crate) mod url;
 mod tests;
 
 pub use config::{RunBackup, SiteBackup};
-pub use preflight::{check_store, preflight};
+pub use preflight::{check, check_store, preflight};
 pub use record::{views, BackupView};
 pub use restore::{restore_run as restore, RestoreOutcome};
 pub use store::{Credentials, Store};

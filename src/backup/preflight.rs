@@ -25,6 +25,16 @@ pub fn preflight(site: &Site, spec: &Spec, run_id: &str, probe: bool) -> Result<
     Ok(Some(run))
 }
 
+/// The site's `[backup]` and the spec's within it, checked as submission
+/// checks them but without the store: every key and URL of the site's
+/// table, the spec's URL within the site's `url`/`allowed_urls`, an opt-out
+/// the site forbids. `validate` runs it, and `submit` before it asks Slurm.
+pub fn check(site: &Site, spec: &Spec) -> Result<()> {
+    let site_backup = SiteBackup::from_site(site)?;
+    // Any plain run id: the place is checked, not decided.
+    config::resolve(&site_backup, spec, "validate").map(|_| ())
+}
+
 /// Write, read back and delete a probe object under `url`.
 pub fn check_store(url: &BackupUrl, creds: &Credentials) -> Result<()> {
     let hint = "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), AWS_ENDPOINT_URL and AWS_REGION for the store, or turn the backup off with `[backup] enabled = false` in the spec (docs/backup.md)";

@@ -21,6 +21,13 @@ impl BackupUrl {
     /// Parse and check `s3://bucket[/prefix]`. `Err` says what is wrong and
     /// what is expected.
     pub fn parse(text: &str) -> Result<BackupUrl, String> {
+        // Keys in a URL would be echoed into job and CI logs: say where they
+        // are, never what they are.
+        if let Some(why) = carries_credentials(text) {
+            return Err(format!(
+                "carries {why}; the value is not shown. Credentials never go in a backup URL: they come from the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an AWS_PROFILE; docs/backup.md). Write only s3://bucket/prefix here, and replace the keys that were written down"
+            ));
+        }
         if text.len() > MAX_URL {
             return Err(format!(
                 "is {} characters long; at most {MAX_URL} are allowed",
@@ -87,6 +94,22 @@ impl fmt::Display for BackupUrl {
         } else {
             write!(f, "s3://{}/{}", self.bucket, self.prefix)
         }
+    }
+}
+
+/// What in `text` looks like a credential: user information before the
+/// bucket (`s3://AKIA…:secret@bucket`), or a query or fragment (a presigned
+/// URL's `?X-Amz-Signature=…`, `X-Amz-Credential`, `X-Amz-Security-Token`).
+fn carries_credentials(text: &str) -> Option<&'static str> {
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("x-amz-") {
+        Some("a request signature or credential (`X-Amz-…`, from a presigned URL)")
+    } else if text.contains('@') {
+        Some("user information (`user:secret@` before the bucket), which is a credential")
+    } else if text.contains('?') || text.contains('#') {
+        Some("a query (`?…`), which in an S3 URL holds a signature or credential")
+    } else {
+        None
     }
 }
 
@@ -158,6 +181,42 @@ mod tests {
             assert!(BackupUrl::parse(bad).is_err(), "{bad} accepted");
         }
         assert!(BackupUrl::parse(&format!("s3://ckpt/{}", "a".repeat(600))).is_err());
+    }
+
+    #[test]
+    fn credentials_in_a_url_are_refused_and_never_echoed() {
+        for (bad, needle) in [
+            (
+                "s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY@ckpt/x",
+                "user information",
+            ),
+            (
+                "s3://ckpt/x?X-Amz-Signature=wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY",
+                "X-Amz-",
+            ),
+            (
+                "https://ckpt.s3.amazonaws.com/x?x-amz-credential=wJalrXUtnFEMIK7MDENG",
+                "X-Amz-",
+            ),
+            (
+                "s3://ckpt/x?token=wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY",
+                "a query",
+            ),
+            (
+                "s3://ckpt/wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY@x",
+                "user information",
+            ),
+        ] {
+            let e = BackupUrl::parse(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+            assert!(
+                e.contains("AWS_ACCESS_KEY_ID") && e.contains("environment"),
+                "{e}"
+            );
+            for secret in ["wJalrXUtnFEMIK7MDENG", "AKIAIOSFODNN7EXAMPLE"] {
+                assert!(!e.contains(secret), "{bad} echoed: {e}");
+            }
+        }
     }
 
     #[test]

@@ -61,10 +61,13 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     // The site file is checked as submit checks it, whatever the spec holds.
     crate::plan::Policy::from_site(ctx.site()?)?;
     crate::run::audit::Trail::from_site(ctx.site()?)?;
+    crate::backup::SiteBackup::from_site(ctx.site()?)?;
     let mut checked = spec::read_checked(&args.spec)?;
     if let Ok(spec) = &mut checked {
         let policy = crate::plan::Policy::from_site(ctx.site()?)?;
         crate::agent::check_spec(ctx.site()?, spec)?;
+        // The backup place as submit checks it (the store is not asked).
+        crate::backup::check(ctx.site()?, spec)?;
         let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
         let mut errors = crate::run::submit::resolve_weights(spec, &policy, &paths);
         errors.extend(crate::run::submit::workdir_errors(spec));

@@ -18,6 +18,8 @@ pub struct Site {
     /// The file it came from; `None` when no site file exists.
     pub path: Option<PathBuf>,
     pub raw: toml::Table,
+    /// The file's text, so a section's checks can say `line:column`.
+    pub text: String,
 }
 
 /// Every section a site file may have; another is a mistake (`[defualts]`).
@@ -83,7 +85,39 @@ impl Site {
         Ok(Site {
             path: Some(path),
             raw,
+            text,
         })
+    }
+
+    /// `line:column` (1-based) of the value at `keys` (`["backup", "url"]`,
+    /// `["guard", "limits", "max_window_s"]`); `None` when it is not there.
+    pub fn position(&self, keys: &[&str]) -> Option<(usize, usize)> {
+        use toml::de::{DeTable, DeValue};
+        let root = DeTable::parse(&self.text).ok()?;
+        let mut table: &DeTable<'_> = root.get_ref();
+        let mut span = None;
+        for (i, key) in keys.iter().enumerate() {
+            let (_, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == *key)?;
+            span = Some(v.span());
+            match v.get_ref() {
+                DeValue::Table(t) if i + 1 < keys.len() => table = t,
+                _ if i + 1 < keys.len() => return None,
+                _ => {}
+            }
+        }
+        Some(line_column(&self.text, span?.start))
+    }
+
+    /// `site file PATH:LINE:COLUMN` of the value at `keys` (the innermost of
+    /// them that is there), for messages about the site file.
+    pub fn at(&self, keys: &[&str]) -> String {
+        let found = (1..=keys.len())
+            .rev()
+            .find_map(|n| self.position(&keys[..n]));
+        match found {
+            Some((line, column)) => format!("site file {}:{line}:{column}", self.describe()),
+            None => format!("site file {}", self.describe()),
+        }
     }
 
     /// A section of the site file deserialized into `T` (defaults when absent).
@@ -94,8 +128,18 @@ impl Site {
         match self.raw.get(name) {
             None => Ok(T::default()),
             Some(value) => value.clone().try_into().map_err(|e: toml::de::Error| {
+                // Read again from the text, for where in the file it is.
+                let at = toml::Deserializer::parse(&self.text)
+                    .and_then(|d| serde::de::DeserializeSeed::deserialize(Pick::<T>::new(name), d))
+                    .err()
+                    .and_then(|e| e.span())
+                    .map(|span| {
+                        let (line, column) = line_column(&self.text, span.start);
+                        format!(":{line}:{column}")
+                    })
+                    .unwrap_or_default();
                 invalid(format!(
-                    "site file {}: in [{name}]: {}",
+                    "site file {}{at}: in [{name}]: {}",
                     self.describe(),
                     e.message()
                 ))
@@ -108,6 +152,65 @@ impl Site {
             Some(p) => p.display().to_string(),
             None => "(none)".to_string(),
         }
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut at = offset.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .chars()
+        .count()
+        + 1;
+    (line, column)
+}
+
+/// Deserializes one section `name` of a whole site file (the others are
+/// skipped), so a mistake in it comes with its position in the text.
+struct Pick<'n, T> {
+    name: &'n str,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<'n, T> Pick<'n, T> {
+    fn new(name: &'n str) -> Self {
+        Pick {
+            name,
+            _t: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<'de, T: serde::de::DeserializeOwned> serde::de::DeserializeSeed<'de> for Pick<'_, T> {
+    type Value = Option<T>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: serde::de::DeserializeOwned> serde::de::Visitor<'de> for Pick<'_, T> {
+    type Value = Option<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a site file")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
+        let mut out = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == self.name {
+                out = Some(map.next_value::<T>()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -170,6 +273,25 @@ mod tests {
         assert!(format!("{e:#}").contains("not a regular file"), "{e:#}");
         // Empty means unset: the default path (absent here) gives defaults.
         assert!(Site::load(Some(Path::new(""))).is_ok());
+    }
+
+    #[test]
+    fn a_section_error_says_where_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("site.toml");
+        std::fs::write(&p, "[audit]\n\n[limits]\nmax_aray_size = 100\n").unwrap();
+        let site = Site::load(Some(&p)).unwrap();
+        let err = site.section::<Limits>("limits").unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{}:4:1: in [limits]", p.display())),
+            "{err}"
+        );
+        assert_eq!(site.position(&["limits", "max_aray_size"]), Some((4, 17)));
+        assert_eq!(site.position(&["limits", "nope"]), None);
+        assert_eq!(
+            site.at(&["limits", "nope"]),
+            format!("site file {}:3:1", p.display())
+        );
     }
 
     #[test]

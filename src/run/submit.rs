@@ -87,6 +87,8 @@ pub fn submit(
     super::audit::Trail::from_site(site)?;
     // The memory guard's settings (spec [guard] within the site's limits).
     crate::agent::check_spec(site, &spec)?;
+    // The backup place, checked as validate checks it, before Slurm is asked.
+    crate::backup::check(site, &spec)?;
     let paths: Paths = site.section("paths")?;
     let weights = resolve_weights(&mut spec, &policy, &paths);
     if !weights.is_empty() {

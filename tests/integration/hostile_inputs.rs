@@ -317,3 +317,125 @@ fn empty_environment_variables_mean_unset() {
         panic!("{f}");
     }
 }
+
+/// `[backup]` (and the site's `[guard]`) mistakes: `validate` refuses every
+/// one `submit --dry-run` refuses, with the same message at the same place
+/// (`file:line:column` and the key, exit 2), and a credential written into
+/// a URL is never echoed, only where it is.
+#[test]
+fn validate_and_submit_agree_on_backup_mistakes_and_never_echo_a_credential() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let secret = "wJalrXUtnFEMIK7MDENGbPxRfiCYzzSECRET";
+    let key_id = "AKIAIOSFODNN7EXAMPLE";
+    let team = "[backup]\nurl = \"s3://team-a/ckpt\"\nallowed_urls = [\"s3://team-a\"]\n";
+    let cases: Vec<(&str, String, String, Vec<String>)> = vec![
+        (
+            "a spec URL in another bucket",
+            team.into(),
+            "[backup]\nurl = \"s3://other-bucket/x\"\n".into(),
+            vec!["spec.toml:9:7: `backup.url` = s3://other-bucket/x is not within".into()],
+        ),
+        (
+            "a spec URL sharing only a prefix",
+            team.into(),
+            "[backup]\nurl = \"s3://team-ab/x\"\n".into(),
+            vec!["spec.toml:9:7: `backup.url` = s3://team-ab/x is not within".into()],
+        ),
+        (
+            "a site url with ..",
+            "[backup]\nurl = \"s3://../x\"\n".into(),
+            String::new(),
+            vec!["site.toml:2:7: in [backup]: `url`".into()],
+        ),
+        (
+            "a site allowed_urls with a wildcard",
+            "[backup]\nallowed_urls = [\"s3://*\"]\n".into(),
+            String::new(),
+            vec!["site.toml:2:16: in [backup]: `allowed_urls`".into()],
+        ),
+        (
+            "a site interval of 0",
+            "[backup]\nurl = \"s3://ckpt/y\"\ninterval = 0\n".into(),
+            String::new(),
+            vec!["site.toml:3:12: in [backup]: `interval`".into()],
+        ),
+        (
+            "keys in the spec's URL",
+            team.into(),
+            format!("[backup]\nurl = \"s3://{key_id}:{secret}@team-a/x\"\n"),
+            vec![
+                "spec.toml:9:7: `backup.url`".into(),
+                "carries user information".into(),
+                "AWS_ACCESS_KEY_ID".into(),
+            ],
+        ),
+        (
+            "a presigned URL in the site file",
+            format!("[backup]\nurl = \"s3://team-a/x?X-Amz-Signature={secret}\"\n"),
+            String::new(),
+            vec!["site.toml:2:7: in [backup]: `url` carries a request signature".into()],
+        ),
+        (
+            "a site textfile_dir with a newline",
+            "[guard]\ntextfile_dir = \"/var/lib/ne\\n# forged\"\n".into(),
+            String::new(),
+            vec!["site.toml:2:16: [guard] textfile_dir".into()],
+        ),
+    ];
+    let mut problems = Vec::new();
+    for (name, site, backup, says) in &cases {
+        std::fs::write(dir.path().join("site.toml"), site).unwrap();
+        std::fs::write(
+            dir.path().join("spec.toml"),
+            format!("{}{backup}", spec_head()),
+        )
+        .unwrap();
+        let env = [("YOLO_SCHED_SITE", "site.toml")];
+        for args in [
+            &["validate", "--no-cluster", "spec.toml"][..],
+            &["submit", "--dry-run", "spec.toml"][..],
+        ] {
+            let (out, _) = bounded(dir.path(), args, &env);
+            let all = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let mut wrong = Vec::new();
+            if out.status.code() != Some(2) {
+                wrong.push(format!("exit {:?}", out.status.code()));
+            }
+            for s in says {
+                if !all.contains(s.as_str()) {
+                    wrong.push(format!("lacks {s:?}"));
+                }
+            }
+            if all.contains(secret) || all.contains(key_id) {
+                wrong.push("echoes the credential".into());
+            }
+            if !wrong.is_empty() {
+                problems.push(format!("{name}, {}: {}\n{all}", args[0], wrong.join("; ")));
+            }
+        }
+    }
+    // What the site allows still validates.
+    std::fs::write(dir.path().join("site.toml"), team).unwrap();
+    std::fs::write(
+        dir.path().join("spec.toml"),
+        format!("{}[backup]\nurl = \"s3://team-a/x\"\n", spec_head()),
+    )
+    .unwrap();
+    let (out, _) = bounded(
+        dir.path(),
+        &["validate", "--no-cluster", "spec.toml"],
+        &[("YOLO_SCHED_SITE", "site.toml")],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
