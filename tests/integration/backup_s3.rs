@@ -803,3 +803,27 @@ fn no_backup_command_writes_or_reads_through_a_link_in_the_run_directory() {
     victim.untouched();
     assert!(is_link(&state.join("train.json")) && is_link(&save.join("args.yaml")));
 }
+
+/// A tampered `state/backup/settings.json` is invalid input (exit 2) naming
+/// the file, for every backup command that reads it; no store is asked.
+#[test]
+fn a_tampered_settings_file_is_invalid_input() {
+    let (d, save) = workdir("s3://ckpt/x/run-1");
+    let settings = d.path().join("state/backup/settings.json");
+    for content in [
+        "{ not json",
+        r#"{"url": {"bucket": "ckpt", "prefix": "a/../../etc"}, "interval": 30}"#,
+        r#"{"url": {"bucket": "ckpt", "prefix": "x"}, "interval": 0}"#,
+    ] {
+        std::fs::write(&settings, content).unwrap();
+        for args in [
+            &["restore", save.to_str().unwrap()][..],
+            &["sync", save.to_str().unwrap(), "--once"][..],
+        ] {
+            let out = run(yolo().arg("backup").args(args));
+            let t = text(&out);
+            assert_eq!(out.status.code(), Some(2), "{content} {args:?}: {t}");
+            assert!(t.contains("settings.json") && t.contains("damaged"), "{t}");
+        }
+    }
+}
