@@ -5,7 +5,7 @@
 //! cells are neutralised.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -249,5 +249,82 @@ fn a_layout_of_10000_profiles_or_with_escapes_is_echoed_cut() {
         let what = format!("--layout {}", &layout[..layout.len().min(12)]);
         assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
         assert_tame(&what, &out);
+    }
+}
+
+// ---- item 15: spreadsheet formulas in CSV ----
+
+/// The recorded relabelled run (tests/data/compare) with formulas as its user,
+/// name and a swept value, indexed in `s`'s state directory.
+fn formula_run(s: &Scratch) -> PathBuf {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/compare/relabelled");
+    let workdir = s.path().join("runs/formula");
+    common::copy_dir(&data, &workdir);
+    let mut m: serde_json::Value =
+        serde_json::from_str(&common::read(&workdir.join("manifest.json"))).unwrap();
+    m["user"] = "=HYPERLINK(\"http://evil.example/x\",\"click\")".into();
+    m["name"] = "@SUM(1+1)".into();
+    std::fs::write(workdir.join("manifest.json"), m.to_string()).unwrap();
+    let index = s.path().join("index");
+    std::fs::create_dir_all(&index).unwrap();
+    let entry = serde_json::json!({
+        "run_id": m["run_id"], "name": m["name"], "workdir": workdir,
+        "submitted_at": m["submitted_at"],
+    });
+    std::fs::write(index.join("formula.json"), entry.to_string()).unwrap();
+    let sinfo = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sinfo-22.05-one-node.json");
+    let p = s.path().join("bin/sinfo");
+    std::fs::write(&p, format!("#!/bin/sh\ncat '{}'\n", sinfo.display())).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    index
+}
+
+/// Every cell of an RFC 4180 text (quoted fields may hold commas).
+fn cells(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cell = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cell.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',' | '\n', false) => out.push(std::mem::take(&mut cell)),
+            ('\r', false) => {}
+            (c, _) => cell.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn csv_cells_that_spreadsheets_would_run_as_formulas_are_neutralised() {
+    let s = Scratch::new();
+    let index = formula_run(&s);
+    let out = s.run(
+        s.cmd()
+            .env("YOLO_SCHED_RUNS_DIR", &index)
+            .args(["compare", "--format", "csv"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let all = cells(&text);
+    assert!(
+        all.iter()
+            .any(|c| c == "'=HYPERLINK(\"http://evil.example/x\",\"click\")"),
+        "{text}"
+    );
+    assert!(all.iter().any(|c| c == "'@SUM(1+1)"), "{text}");
+    for c in &all {
+        assert!(
+            !c.starts_with(['=', '+', '@', '\t', '\r']),
+            "a live formula {c:?} in {text}"
+        );
+        if c.starts_with('-') && c != "-" {
+            assert!(c.parse::<f64>().is_ok(), "{c:?} in {text}");
+        }
     }
 }
