@@ -559,7 +559,7 @@ fn a_sync_killed_at_any_moment_always_leaves_a_verified_checkpoint() {
         rng
     };
     let mut versions: Vec<String> = Vec::new();
-    let mut put_version = |i: usize, versions: &mut Vec<String>| {
+    let put_version = |i: usize, versions: &mut Vec<String>| {
         // 10 MB and a little more each time: two multipart parts.
         let ckpt = zip_checkpoint((10 << 20) + i * 4099, seed.wrapping_add(i as u64));
         versions.push(sha256_hex(&ckpt));
