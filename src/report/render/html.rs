@@ -123,6 +123,21 @@ fn line_chart(
         (640.0, 220.0)
     };
     let (left, right, top, bottom) = (48.0, 12.0, 12.0, 34.0);
+    // A non-finite value has no place on an axis: it is not drawn (the
+    // numbers table under the chart shows it as it is).
+    let finite: Vec<Series> = series
+        .iter()
+        .map(|s| Series {
+            name: s.name,
+            points: s
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .collect(),
+        })
+        .collect();
+    let series = finite.as_slice();
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
         (a.min(x), b.max(x))
@@ -255,6 +270,7 @@ fn bar_chart(out: &mut String, label: &str, categories: &[String], series: &[(St
     let max = series
         .iter()
         .flat_map(|(_, v)| v.iter().copied())
+        .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max)
         .max(1.0);
     let scale = |v: f64| v / max * (w - left - 60.0);
@@ -288,7 +304,13 @@ fn bar_chart(out: &mut String, label: &str, categories: &[String], series: &[(St
             esc(&short)
         );
         for (si, (name, values)) in series.iter().enumerate() {
-            let v = values.get(ci).copied().unwrap_or(0.0);
+            let raw = values.get(ci).copied().unwrap_or(0.0);
+            // A non-finite value (a NaN or infinite metric) gets no bar and says so.
+            let (v, label) = if raw.is_finite() {
+                (raw.max(0.0), fmt_num(raw))
+            } else {
+                (0.0, format!("not a number ({raw})"))
+            };
             let y = y0 + si as f64 * bar;
             let _ = write!(
                 out,
@@ -297,10 +319,10 @@ fn bar_chart(out: &mut String, label: &str, categories: &[String], series: &[(St
                 bar - 2.0,
                 PALETTE[si % PALETTE.len()],
                 esc(name),
-                fmt_num(v),
+                label,
                 left + scale(v) + 4.0,
                 y + bar - 4.0,
-                fmt_num(v)
+                label
             );
         }
     }
@@ -615,6 +637,73 @@ fn section_board(out: &mut String, r: &Report) {
     out.push_str("</section>");
 }
 
+/// Most points one curve draws: a chart is 380 px wide, so 1,000 points
+/// already put several on each pixel column.
+pub const CURVE_POINTS: usize = 1000;
+/// Most rows of a curve's numbers table.
+pub const CURVE_ROWS: usize = 200;
+
+/// `points` (in x order) thinned to at most [`CURVE_POINTS`] + 1: they fall
+/// into `CURVE_POINTS / 2` buckets of consecutive points, each keeping its
+/// lowest and its highest point (in x order, so a spike stays visible), and
+/// the last point is always kept. Fewer points are returned as they are.
+pub fn thin(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    if points.len() <= CURVE_POINTS {
+        return points;
+    }
+    let buckets = CURVE_POINTS / 2;
+    let per = points.len().div_ceil(buckets);
+    let mut out = Vec::with_capacity(CURVE_POINTS + 1);
+    for chunk in points.chunks(per) {
+        let lo = chunk
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+            .map(|(i, _)| i);
+        let hi = chunk
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+            .map(|(i, _)| i);
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            continue;
+        };
+        let (first, second) = if lo <= hi { (lo, hi) } else { (hi, lo) };
+        out.push(chunk[first]);
+        if second != first {
+            out.push(chunk[second]);
+        }
+    }
+    if let (Some(last), Some(kept)) = (points.last(), out.last()) {
+        if last != kept {
+            out.push(*last);
+        }
+    }
+    out
+}
+
+/// The epochs a curve's numbers table lists: all of them up to [`CURVE_ROWS`],
+/// else evenly spaced ones, with the first, the best mAP50-95 and the last.
+fn table_epochs(epochs: &[crate::run::results::Epoch]) -> Vec<&crate::run::results::Epoch> {
+    if epochs.len() <= CURVE_ROWS {
+        return epochs.iter().collect();
+    }
+    let best = epochs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| e.map50_95.filter(|m| m.is_finite()).map(|m| (i, m)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i);
+    let step = (epochs.len() - 1) as f64 / (CURVE_ROWS - 2) as f64;
+    let mut picked: Vec<usize> = (0..CURVE_ROWS - 1)
+        .map(|k| ((k as f64 * step).round() as usize).min(epochs.len() - 1))
+        .chain(best)
+        .collect();
+    picked.sort_unstable();
+    picked.dedup();
+    picked.into_iter().map(|i| &epochs[i]).collect()
+}
+
 fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
     out.push_str("<section id=\"curves\"><h2>Training curves</h2>");
     if curves.is_empty() {
@@ -632,11 +721,22 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
     for c in curves {
         let _ = write!(out, "<div class=\"curve\"><h3>{}</h3>", esc(&c.id));
         let pick = |f: fn(&crate::run::results::Epoch) -> Option<f64>| -> Vec<(f64, f64)> {
-            c.epochs
-                .iter()
-                .filter_map(|e| f(e).map(|v| (f64::from(e.epoch), v)))
-                .collect()
+            thin(
+                c.epochs
+                    .iter()
+                    .filter_map(|e| f(e).map(|v| (f64::from(e.epoch), v)))
+                    .filter(|(_, v)| v.is_finite())
+                    .collect(),
+            )
         };
+        if c.epochs.len() > CURVE_POINTS {
+            let _ = write!(
+                out,
+                "<p class=\"note\">{} epochs: each line is thinned to at most {CURVE_POINTS} points \
+                 (the lowest and highest of each run of epochs, and the last).</p>",
+                c.epochs.len()
+            );
+        }
         line_chart(
             out,
             &format!("mAP per epoch of {}", c.id),
@@ -678,8 +778,8 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
             None,
         );
         let cell = |v: Option<f64>| v.map(fmt_num).unwrap_or_default();
-        let rows: Vec<Vec<String>> = c
-            .epochs
+        let listed = table_epochs(&c.epochs);
+        let rows: Vec<Vec<String>> = listed
             .iter()
             .map(|e| {
                 vec![
@@ -694,9 +794,19 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
                 ]
             })
             .collect();
+        let caption = if listed.len() < c.epochs.len() {
+            format!(
+                "Numbers: {} of {} epochs (evenly spaced, with the first, the best and the last; \
+                 results.csv has every one)",
+                listed.len(),
+                c.epochs.len()
+            )
+        } else {
+            "Numbers: per epoch".to_string()
+        };
         numbers(
             out,
-            "Numbers: per epoch",
+            &caption,
             &strings(&[
                 "epoch",
                 "mAP50-95",

@@ -253,3 +253,87 @@ fn left_out_curves_are_counted_on_the_page() {
     r.curves_omitted = 5;
     assert!(render(&r).contains("5 more are left out"));
 }
+
+/// Every attribute value of the page's SVG elements is a finite number where
+/// a number goes (`width`, `x`, `y`, `points`, …).
+fn numeric_attributes_are_finite(page: &str) {
+    for bad in ["inf\"", "NaN", "inf,", ",inf", "-inf"] {
+        let at = page.find(&format!("=\"{bad}")).or_else(|| {
+            page.match_indices(bad)
+                .find(|(i, _)| page[..*i].rfind('<') > page[..*i].rfind('>'))
+                .map(|(i, _)| i)
+        });
+        assert!(
+            at.is_none(),
+            "{bad:?} inside a tag: …{}…",
+            &page[at.unwrap().saturating_sub(120)..(at.unwrap() + 40).min(page.len())]
+        );
+    }
+}
+
+#[test]
+fn non_finite_metrics_are_not_drawn() {
+    let mut r = report();
+    let board = compare::board(
+        vec![
+            row("run-inf", f64::NEG_INFINITY),
+            row("run-nan", f64::NAN),
+            row("run-big", f64::INFINITY),
+            row("run-ok", 0.4),
+        ],
+        &Options::default(),
+    )
+    .unwrap();
+    r.leaderboard = Some(board);
+    let mut bad = epoch(2, 0.3);
+    bad.map50_95 = Some(f64::NAN);
+    bad.box_loss = Some(f64::INFINITY);
+    r.curves[0].epochs = vec![epoch(1, 0.1), bad, epoch(3, f64::NEG_INFINITY)];
+    if let Some(u) = r.usage.as_mut() {
+        u.series.as_mut().unwrap().by_type[0].slices = vec![0.0, f64::INFINITY, f64::NAN];
+    }
+    let page = render(&r);
+    numeric_attributes_are_finite(&page);
+    // The bar of a non-finite value is missing and says why.
+    assert!(page.contains("not a number (-inf)"), "no note for -inf");
+    assert!(page.contains("not a number (NaN)"), "no note for NaN");
+}
+
+#[test]
+fn a_200000_epoch_curve_is_thinned_and_its_table_cut() {
+    let mut r = report();
+    r.curves[0].epochs = (1..=200_000u32)
+        .map(|e| {
+            // A slow rise with one spike: thinning must keep the spike.
+            let m = if e == 123_457 { 0.99 } else { f64::from(e) / 400_000.0 };
+            epoch(e, m)
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    let page = render(&r);
+    let took = t.elapsed();
+    assert!(page.len() < 1 << 20, "{} bytes", page.len());
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    for line in page.split("<polyline").skip(1) {
+        let pts = line.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert!(pts.split(' ').count() <= CURVE_POINTS + 1, "{}", pts.len());
+    }
+    // The spike (0.99) survives thinning: its y is near the chart's top (12 + 0.01 * 154).
+    assert!(page.contains(",13.5"), "the spike was thinned away");
+    assert!(page.contains("200 of 200000 epochs"));
+    assert!(page.contains("<td class=\"n\">200000</td>") || page.contains(">200000<"));
+}
+
+#[test]
+fn thinning_keeps_extremes_the_last_point_and_short_series() {
+    let short: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i), 1.0)).collect();
+    assert_eq!(thin(short.clone()), short);
+    let long: Vec<(f64, f64)> = (0..5000)
+        .map(|i| (f64::from(i), if i == 2222 { -5.0 } else { f64::from(i % 7) }))
+        .collect();
+    let t = thin(long);
+    assert!(t.len() <= CURVE_POINTS + 1, "{}", t.len());
+    assert!(t.contains(&(2222.0, -5.0)));
+    assert_eq!(t.last(), Some(&(4999.0, f64::from(4999 % 7))));
+    assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "x order kept");
+}
