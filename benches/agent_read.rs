@@ -65,16 +65,17 @@ fn guard_decision_on_a_full_window(bencher: divan::Bencher) {
     let mut series = Series::new(policy.series_max_samples);
     // An hour at the default 3 s interval, growing at 400 MB/min (under the
     // limit, so the window, both halves and no stop are computed every call).
-    for i in 0..1200 {
+    for i in 0..1200u32 {
         series.push(Sample {
             t: f64::from(i) * 3.0,
-            used: 2_000_000_000 + i as u64 * 20_000_000,
-            device_used: 2_000_000_000 + i as u64 * 20_000_000,
+            used: 2_000_000_000 + u64::from(i) * 20_000_000,
+            device_used: 2_000_000_000 + u64::from(i) * 20_000_000,
             total: 80_000_000_000,
+            own: true,
         });
     }
     let mut breaker = Breaker::new(policy, None, 0.0);
-    bencher.bench_local(|| breaker.observe(&series, Some(5)));
+    bencher.bench_local(|| breaker.observe(&series, Some(5), None));
 }
 
 /// On a shared GPU, each sample also walks `/proc` for the trainer's process tree.
