@@ -400,6 +400,64 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The manifest the job agent reads (its run id and spec), for a run named `name`.
+fn write_agent_manifest(dir: &Path, name: &str) {
+    let manifest = yolo_sched::run::Manifest {
+        schema_version: yolo_sched::run::manifest::SCHEMA_VERSION,
+        run_id: format!("{name}-1"),
+        name: name.into(),
+        user: "u".into(),
+        host: "h".into(),
+        submitted_at: chrono::Utc::now(),
+        workdir: dir.to_path_buf(),
+        spec_file: dir.join("s.toml"),
+        spec_hash: "0".into(),
+        spec_text: format!(
+            "version = 1\n[run]\nname = \"{name}\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"d.yaml\"\n"
+        ),
+        variants: 1,
+        gpu_explanation: vec![],
+        estimate_gib: None,
+        stages: vec![],
+    };
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+}
+
+/// A trainer that ended before its agent started (a short resume, a loaded
+/// node): the agent refuses to watch a dead pid, but the backup's last pass
+/// still runs, so the checkpoint it left is not lost.
+#[test]
+#[ignore = "needs the local S3 server (slurm/s3.sh up)"]
+fn a_trainer_gone_before_its_agent_starts_still_gets_the_last_backup() {
+    let s = s3();
+    let url = s.url("agent-late");
+    let (d, save) = workdir(&url);
+    write_agent_manifest(d.path(), "agent-late");
+    let mut trainer = writer(&save, 2, 0.1);
+    assert!(trainer.wait().unwrap().success());
+    let pid = trainer.id();
+    let mut c = yolo();
+    s.apply(&mut c)
+        .env("YOLO_SCHED_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .args(["agent", "--workdir"])
+        .arg(d.path())
+        .args(["--stage", "train", "--devices", "0", "--pid"])
+        .arg(pid.to_string());
+    let out = run_bounded(&mut c, Duration::from_secs(120)).expect("the agent ended");
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains(&format!("the trainer (pid {pid}) is not running"))
+            && t.contains("the memory guard has nothing to watch, backup run(s) once"),
+        "{t}"
+    );
+    assert_eq!(epochs_backed_up(&s, &url), Some(2), "{t}");
+}
+
 /// The job agent hosts the backup: with no NVML (so no memory guard) it
 /// still uploads the checkpoints a writer produces, and makes a last pass
 /// when the writer ends: one helper process per job, not two.
@@ -409,27 +467,7 @@ fn the_job_agent_backs_up_checkpoints_even_without_nvml() {
     let s = s3();
     let url = s.url("agent");
     let (d, save) = workdir(&url);
-    let manifest = yolo_sched::run::Manifest {
-        schema_version: yolo_sched::run::manifest::SCHEMA_VERSION,
-        run_id: "agent-backup-1".into(),
-        name: "agent-backup".into(),
-        user: "u".into(),
-        host: "h".into(),
-        submitted_at: chrono::Utc::now(),
-        workdir: d.path().to_path_buf(),
-        spec_file: d.path().join("s.toml"),
-        spec_hash: "0".into(),
-        spec_text: "version = 1\n[run]\nname = \"agent-backup\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"d.yaml\"\n".into(),
-        variants: 1,
-        gpu_explanation: vec![],
-        estimate_gib: None,
-        stages: vec![],
-    };
-    std::fs::write(
-        d.path().join("manifest.json"),
-        serde_json::to_vec(&manifest).unwrap(),
-    )
-    .unwrap();
+    write_agent_manifest(d.path(), "agent-backup");
     let mut trainer = writer(&save, 4, 0.5);
     let mut c = yolo();
     s.apply(&mut c)
