@@ -329,24 +329,24 @@ pub mod within {
     /// A link (or something not a directory or regular file) where a run's
     /// file or directory should be: nothing was written or read through it.
     #[derive(Debug)]
-    pub struct Refused(pub String);
+    pub struct LinkRefused(pub String);
 
-    impl std::fmt::Display for Refused {
+    impl std::fmt::Display for LinkRefused {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str(&self.0)
         }
     }
 
-    impl std::error::Error for Refused {}
+    impl std::error::Error for LinkRefused {}
 
-    /// Whether `e` (at any depth of its context) is a `Refused`.
+    /// Whether `e` (at any depth of its context) is a `LinkRefused`.
     pub fn is_refused(e: &anyhow::Error) -> bool {
-        e.downcast_ref::<Refused>().is_some()
+        e.downcast_ref::<LinkRefused>().is_some()
     }
 
     /// The refusal as an invalid-input error (exit 2) that `is_refused` knows.
     fn refused(message: String) -> anyhow::Error {
-        crate::error::invalid(message.clone()).context(Refused(message))
+        crate::error::invalid(message.clone()).context(LinkRefused(message))
     }
 
     fn what_is(dir: &OwnedFd, name: &OsStr, shown: &Path) -> String {
@@ -535,7 +535,7 @@ pub mod within {
 
     /// Write `bytes` to `root/rel` atomically (temporary file, fsync, rename,
     /// directory fsync) with mode `mode`, making missing directories. A link
-    /// at the file or at any directory below `root` is refused (`Refused`,
+    /// at the file or at any directory below `root` is refused (`LinkRefused`,
     /// exit 2) and left as it is; so is anything not a regular file.
     pub fn write(root: &Path, rel: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         let (parent, name) = split(rel)?;
