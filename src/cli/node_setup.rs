@@ -140,6 +140,12 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     let lib = crate::nvml::library_path(args.nvml_lib.path.as_ref());
     let opts = options(args, &section)?;
     let acting = args.dry_run || args.check || args.apply;
+    if args.demand.is_some() && !acting {
+        return Err(crate::error::with_hint(
+            invalid("--demand is only read when planning: it needs --dry-run, --check or --apply with `--layout auto`"),
+            "e.g. `yolo-sched node-setup --dry-run --layout auto --demand FILE`",
+        ));
+    }
     if !acting {
         let nvml = nodesetup::open_nvml(&lib)?;
         let topology = Topology::read(&nvml).context("reading the GPUs through NVML")?;
@@ -153,6 +159,20 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     let site_origin = ctx.site()?.describe();
     let named = named_layouts(&section.layouts, &site_origin)?;
     let layout = nodesetup::resolve_layout(layout_arg, &named)?;
+    if args.demand.is_some()
+        && !layout
+            .entries
+            .iter()
+            .any(|e| e.gpu == crate::mig::GpuLayout::Auto)
+    {
+        return Err(crate::error::with_hint(
+            invalid(format!(
+                "--demand is only read by `--layout auto`, and the layout is `{}`",
+                crate::text::echo(layout_arg)
+            )),
+            "plan from the file with `--layout auto --demand FILE`, or leave out --demand",
+        ));
+    }
     if args.apply && !nix::unistd::geteuid().is_root() {
         return Err(crate::error::with_hint(
             crate::error::typed(

@@ -76,7 +76,12 @@ const DEMAND_FILE_LIMIT: u64 = 16 << 20;
 type AutoTargets = (Vec<(u32, GpuTarget)>, Option<AutoPlan>);
 
 /// Plans for `auto` GPUs from the demand. Nothing to plan from is an error that says so.
-fn auto_plans(topology: &Topology, layout: &Layout, demand: &Demand) -> Result<AutoTargets> {
+fn auto_plans(
+    topology: &Topology,
+    layout: &Layout,
+    demand: &Demand,
+    demand_file: Option<&Path>,
+) -> Result<AutoTargets> {
     let mut indices = Vec::new();
     let mut catalogs = Vec::new();
     for gpu in &topology.gpus {
@@ -108,7 +113,7 @@ fn auto_plans(topology: &Topology, layout: &Layout, demand: &Demand) -> Result<A
         crate::error::invalid(format!(
             "layout `auto`: no pending job asks for a GPU type these GPUs can offer \
              (demand seen: {}; offered: {}); give a layout such as `balanced` or `all-1g`, \
-             or plan from a representative queue with `--demand FILE`",
+             {}",
             if demand.is_empty() {
                 "none".to_string()
             } else {
@@ -118,7 +123,14 @@ fn auto_plans(topology: &Topology, layout: &Layout, demand: &Demand) -> Result<A
                     .collect::<Vec<_>>()
                     .join(", ")
             },
-            offered.into_iter().collect::<Vec<_>>().join(", ")
+            offered.into_iter().collect::<Vec<_>>().join(", "),
+            match demand_file {
+                Some(f) => format!(
+                    "or give a --demand file with jobs for these types ({} has none)",
+                    crate::text::echo_path(f)
+                ),
+                None => "or plan from a representative queue with `--demand FILE`".to_string(),
+            }
         ))
     })?;
     Ok((
@@ -158,7 +170,7 @@ pub fn prepare(nvml: &Nvml, opts: &Options, layout: &Layout, slurm: &Slurm) -> R
         .any(|e| e.gpu == crate::mig::GpuLayout::Auto);
     let (plans, auto) = if uses_auto {
         let demand = read_demand(opts, slurm)?;
-        auto_plans(&topology, layout, &demand)?
+        auto_plans(&topology, layout, &demand, opts.demand_file.as_deref())?
     } else {
         (Vec::new(), None)
     };

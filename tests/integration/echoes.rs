@@ -328,3 +328,34 @@ fn csv_cells_that_spreadsheets_would_run_as_formulas_are_neutralised() {
         }
     }
 }
+
+// ---- item 13: --demand is never silently ignored ----
+
+#[test]
+fn a_demand_file_without_layout_auto_is_refused() {
+    let s = Scratch::new();
+    std::fs::write(
+        s.path().join("demand.csv"),
+        "gres,time_limit_s,jobs\ngpu:1g.5gb:1,3600,40\n",
+    )
+    .unwrap();
+    for args in [
+        vec![
+            "--dry-run",
+            "--layout",
+            "balanced",
+            "--demand",
+            "demand.csv",
+        ],
+        vec!["--check", "--layout", "1g.5gb*7", "--demand", "demand.csv"],
+        vec!["--demand", "demand.csv"],
+    ] {
+        let out = s.run(s.cmd().arg("node-setup").args(&args));
+        let e = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains("--demand is only read") && e.contains("hint: "),
+            "{args:?}: {e}"
+        );
+    }
+}
