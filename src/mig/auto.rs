@@ -706,7 +706,14 @@ mod tests {
         let cat = LayoutCatalog::build(&builtin::h200());
         let gpus: Vec<&LayoutCatalog> = vec![&cat; 8];
         let mut d = Demand::new();
-        for name in ["7g.141gb", "4g.71gb", "2g.35gb", "1g.35gb", "1g.18gb", "1g.18gb+me"] {
+        for name in [
+            "7g.141gb",
+            "4g.71gb",
+            "2g.35gb",
+            "1g.35gb",
+            "1g.18gb",
+            "1g.18gb+me",
+        ] {
             for _ in 0..10 {
                 d.add(name, 1, 3600);
             }

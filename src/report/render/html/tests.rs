@@ -305,7 +305,11 @@ fn a_200000_epoch_curve_is_thinned_and_its_table_cut() {
     r.curves[0].epochs = (1..=200_000u32)
         .map(|e| {
             // A slow rise with one spike: thinning must keep the spike.
-            let m = if e == 123_457 { 0.99 } else { f64::from(e) / 400_000.0 };
+            let m = if e == 123_457 {
+                0.99
+            } else {
+                f64::from(e) / 400_000.0
+            };
             epoch(e, m)
         })
         .collect();
@@ -315,7 +319,13 @@ fn a_200000_epoch_curve_is_thinned_and_its_table_cut() {
     assert!(page.len() < 1 << 20, "{} bytes", page.len());
     assert!(took < std::time::Duration::from_secs(5), "{took:?}");
     for line in page.split("<polyline").skip(1) {
-        let pts = line.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
+        let pts = line
+            .split("points=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
         assert!(pts.split(' ').count() <= CURVE_POINTS + 1, "{}", pts.len());
     }
     // The spike (0.99) survives thinning: its y is near the chart's top (12 + 0.01 * 154).
@@ -329,7 +339,12 @@ fn thinning_keeps_extremes_the_last_point_and_short_series() {
     let short: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i), 1.0)).collect();
     assert_eq!(thin(short.clone()), short);
     let long: Vec<(f64, f64)> = (0..5000)
-        .map(|i| (f64::from(i), if i == 2222 { -5.0 } else { f64::from(i % 7) }))
+        .map(|i| {
+            (
+                f64::from(i),
+                if i == 2222 { -5.0 } else { f64::from(i % 7) },
+            )
+        })
         .collect();
     let t = thin(long);
     assert!(t.len() <= CURVE_POINTS + 1, "{}", t.len());
