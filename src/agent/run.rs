@@ -367,9 +367,10 @@ pub fn run(
     let mut guard_state = 0u8;
     let interval = Duration::from_secs_f64(p.interval_s);
     loop {
-        // On a whole GPU the job's use is its processes' (the trainer's tree).
+        // On a shared GPU the job's use is its processes' (the trainer's
+        // tree); a slice or a GPU of its own needs no walk of /proc.
         let job_pids: Option<BTreeSet<u32>> = match opts.pid {
-            Some(pid) if !device.is_mig => Some(procs::tree(pid)),
+            Some(pid) if shared => Some(procs::tree(pid)),
             _ => None,
         };
         let is_job = |pid: u32| job_pids.as_ref().is_some_and(|set| set.contains(&pid));
