@@ -452,7 +452,16 @@ impl Breaker {
                     });
                 }
             }
-            None => self.held_back = false,
+            // Said again only after the memory has stopped growing: a window
+            // a loaded machine sampled too sparsely is no end of the growth.
+            None => {
+                let calm = series
+                    .rate_since(now.t - self.policy.window_s)
+                    .is_some_and(|r| r.bytes_per_s <= self.policy.growth_limit_bps());
+                if calm {
+                    self.held_back = false;
+                }
+            }
         }
         out
     }
@@ -779,6 +788,32 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_held_back_stop_is_not_repeated_across_sparse_samples() {
+        // A loaded machine: samples come late, so some windows are not
+        // covered; the growth goes on and the warning is still said once.
+        let mut b = Breaker::new(policy(), None, 1000.0);
+        let mut series = Series::new(b.policy.series_max_samples);
+        let mut held = 0;
+        let mut t = 0.0;
+        for i in 0..300 {
+            t += if i % 7 == 0 { 150.0 } else { 3.0 };
+            series.push(Sample {
+                t: 1000.0 + t,
+                used: (1e9 + 20e6 * t) as u64,
+                device_used: (1e9 + 20e6 * t) as u64,
+                total: SLICE * 8,
+                own: false,
+            });
+            held += b
+                .observe(&series, None, Some("why"))
+                .iter()
+                .filter(|d| matches!(d, Decision::Stop { .. }))
+                .count();
+        }
+        assert_eq!(held, 1);
     }
 
     #[test]
