@@ -120,8 +120,10 @@ fn a_template_directory_that_overrides_nothing_is_refused_naming_its_source() {
     )
     .unwrap();
     std::fs::write(s.path().join("a-file"), "x").unwrap();
+    // Not `/nonexistent`: it is the home of `nobody`, and a process run as
+    // nobody may have made it (a `.cache` in it).
     for (dir, says) in [
-        ("/nonexistent", "does not exist"),
+        ("no-such-dir", "does not exist"),
         ("a-file", "is not a directory"),
         ("misnamed", "overrides no template"),
         ("fifo", "not a regular file"),
