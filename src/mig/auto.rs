@@ -39,6 +39,9 @@ pub struct ServedKind {
     pub jobs: u64,
     /// Instances of the type on this node after the change.
     pub instances: u32,
+    /// Of `instances`, those on GPUs the plan leaves as they are (a GPU
+    /// without MIG such as a V100, or one another layout entry selects).
+    pub fixed: u32,
     /// Instances of the type on other nodes.
     pub elsewhere: u32,
     /// Pending jobs that no instance here or elsewhere can run.
@@ -95,23 +98,26 @@ struct Candidate {
 }
 
 /// Choose a target for each GPU of a node (`gpus[i]` is GPU i's catalog) that
-/// best serves `demand` (module comment). `None` when no GPU can offer any
+/// best serves `demand` (module comment). Types only the node's fixed
+/// instances serve ([`Demand::offer_fixed`]) count in the cost and the
+/// report, not in the choice. `None` when none of these GPUs can offer any
 /// type with pending jobs: there is nothing to plan from.
 pub fn plan_auto(gpus: &[&LayoutCatalog], demand: &Demand) -> Option<AutoPlan> {
     let offers = |c: &LayoutCatalog, kind: &str| {
         c.geometry.profile(kind).is_some() || c.whole_type() == Some(kind)
     };
+    let planned = |k: &str| gpus.iter().any(|c| offers(c, k));
     let kinds: Vec<&str> = demand
         .iter()
         .map(|(k, _)| k)
-        .filter(|k| gpus.iter().any(|c| offers(c, k)))
+        .filter(|k| planned(k) || demand.fixed(k) > 0)
         .collect();
     let not_offered: BTreeMap<String, u64> = demand
         .iter()
         .filter(|(k, _)| !kinds.contains(k))
         .map(|(k, n)| (k.to_string(), n))
         .collect();
-    if kinds.is_empty() {
+    if !kinds.iter().any(|k| planned(k)) {
         return None;
     }
 
@@ -175,6 +181,7 @@ pub fn plan_auto(gpus: &[&LayoutCatalog], demand: &Demand) -> Option<AutoPlan> {
         .iter()
         .map(|&kind| {
             let n = here(kind);
+            let fixed = demand.fixed(kind);
             let c = demand.cost(kind, n);
             cost = cost + c;
             let jobs = demand.jobs(kind);
@@ -182,7 +189,8 @@ pub fn plan_auto(gpus: &[&LayoutCatalog], demand: &Demand) -> Option<AutoPlan> {
             ServedKind {
                 kind: kind.to_string(),
                 jobs,
-                instances: n,
+                instances: n.saturating_add(fixed),
+                fixed,
                 elsewhere: demand.elsewhere(kind).len() as u32,
                 never_start: c.never_start,
                 mean_wait_s: if started == 0 {
@@ -729,6 +737,30 @@ mod tests {
         let cat = LayoutCatalog::build(&builtin::a100_40gb());
         assert!(plan_auto(&[&cat], &Demand::new()).is_none());
         assert!(plan_auto(&[&cat], &demand(&[("1g.18gb", 10)])).is_none());
+    }
+
+    /// Issue 22, item 13: a V100 beside MIG GPUs serves its own jobs as it
+    /// is; they count in the cost (and a queue of only them is no error for
+    /// the caller to plan from) but never change the MIG GPUs' choice.
+    #[test]
+    fn fixed_whole_gpus_count_in_the_cost_but_not_the_choice() {
+        let h = LayoutCatalog::build(&builtin::h200());
+        let mut d = demand(&[("1g.18gb", 7), ("v100", 3)]);
+        let without = plan_auto(&[&h], &d).unwrap();
+        assert_eq!(without.not_offered.get("v100"), Some(&3));
+        d.offer_fixed("v100", 1);
+        let plan = plan_auto(&[&h], &d).unwrap();
+        assert!(plan.not_offered.is_empty(), "{plan:?}");
+        assert_eq!(plan.gpus, without.gpus, "the fixed GPU changes no choice");
+        let v = plan.served.iter().find(|s| s.kind == "v100").unwrap();
+        assert_eq!((v.instances, v.fixed, v.never_start), (1, 1, 0));
+        // Three one-hour jobs on one V100: waits 0, 1 h, 2 h.
+        assert_eq!(v.mean_wait_s, 3600);
+        assert_eq!(plan.cost.wait_s, without.cost.wait_s + 3 * 3600);
+        // Only V100 jobs: nothing for the MIG GPUs to plan from.
+        let mut only = demand(&[("v100", 2)]);
+        only.offer_fixed("v100", 1);
+        assert!(plan_auto(&[&h], &only).is_none());
     }
 
     #[test]

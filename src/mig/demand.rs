@@ -38,6 +38,9 @@ pub struct Demand {
     /// Instances of each type on other usable nodes: seconds until each is
     /// free (0 = idle now).
     elsewhere: BTreeMap<String, Vec<u64>>,
+    /// Instances of each type on this node that the plan does not change (a
+    /// GPU without MIG, or one another layout entry selects): free now.
+    fixed: BTreeMap<String, u32>,
 }
 
 /// The cost of one type's queue: jobs that never start, then the sum of waits.
@@ -103,6 +106,21 @@ impl Demand {
             .push(free_in_s);
     }
 
+    /// `n` instances of `kind` on this node that the plan leaves as they are.
+    pub fn offer_fixed(&mut self, kind: &str, n: u32) {
+        if n > 0 {
+            *self.fixed.entry(normalize_profile_name(kind)).or_default() += n;
+        }
+    }
+
+    /// Instances of `kind` on this node that the plan does not change.
+    pub fn fixed(&self, kind: &str) -> u32 {
+        self.fixed
+            .get(&normalize_profile_name(kind))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Pending jobs of `kind`.
     pub fn jobs(&self, kind: &str) -> u64 {
         self.queue(kind).len() as u64
@@ -138,9 +156,14 @@ impl Demand {
         self.queues.values().map(|q| q.len() as u64).sum()
     }
 
-    /// The cost of `kind`'s queue when this node offers `here` instances of it.
+    /// The cost of `kind`'s queue when the plan gives this node `here`
+    /// instances of it (besides the fixed ones).
     pub fn cost(&self, kind: &str, here: u32) -> QueueCost {
-        queue_cost(self.queue(kind), self.elsewhere(kind), here)
+        queue_cost(
+            self.queue(kind),
+            self.elsewhere(kind),
+            here.saturating_add(self.fixed(kind)),
+        )
     }
 
     /// Parse a demand file: CSV with the header `gres,time_limit_s,jobs`, one

@@ -83,10 +83,15 @@ pub fn describe_auto(auto: &AutoPlan) -> Vec<String> {
     )];
     for s in &auto.served {
         lines.push(format!(
-            "  {}: {} pending, {} instance(s) here, {} elsewhere, mean wait {}{}",
+            "  {}: {} pending, {} instance(s) here{}, {} elsewhere, mean wait {}{}",
             s.kind,
             s.jobs,
             s.instances,
+            if s.fixed > 0 {
+                format!(" ({} on GPUs left as they are)", s.fixed)
+            } else {
+                String::new()
+            },
             s.elsewhere,
             hours(s.mean_wait_s),
             if s.never_start > 0 {

@@ -190,11 +190,15 @@ fn decide_gpu(
     let target = match wanted {
         GpuLayout::Auto => match auto_plans.iter().find(|(i, _)| *i == gpu.index) {
             Some((_, target)) => target.clone(),
+            // `prepare` plans every `auto` GPU unless the node's other GPUs
+            // serve all the demand: then this one has nothing to serve.
             None => {
-                return Err(anyhow!(
-                    "GPU {}: layout `auto` has no plan for this GPU",
-                    gpu.index
-                ))
+                d.notes.push(
+                    "layout `auto`: no pending job asks for a type this GPU can offer \
+                     (the node's other GPUs serve them all); left as it is"
+                        .into(),
+                );
+                return Ok(d);
             }
         },
         other => {

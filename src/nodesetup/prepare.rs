@@ -75,7 +75,11 @@ const DEMAND_FILE_LIMIT: u64 = 16 << 20;
 /// Targets by GPU index for the `auto` GPUs, and the plan they come from.
 type AutoTargets = (Vec<(u32, GpuTarget)>, Option<AutoPlan>);
 
-/// Plans for `auto` GPUs from the demand. Nothing to plan from is an error that says so.
+/// Plans for `auto` GPUs from the demand. The node's other GPUs (without
+/// MIG, or selected by another layout entry) serve their types as they are
+/// and count in the cost. Nothing to plan from is an error that says so,
+/// unless those other GPUs serve all of it: then the `auto` GPUs are left
+/// as they are (no plan for them).
 fn auto_plans(
     topology: &Topology,
     layout: &Layout,
@@ -84,22 +88,39 @@ fn auto_plans(
 ) -> Result<AutoTargets> {
     let mut indices = Vec::new();
     let mut catalogs = Vec::new();
+    let mut demand = demand.clone();
     for gpu in &topology.gpus {
-        if layout.for_gpu(gpu.index, &gpu.name)? == Some(&crate::mig::GpuLayout::Auto)
-            && gpu.mig_mode.is_some()
-        {
+        let wanted = layout.for_gpu(gpu.index, &gpu.name)?;
+        if wanted == Some(&crate::mig::GpuLayout::Auto) && gpu.mig_mode.is_some() {
             indices.push(gpu.index);
             catalogs.push(
                 LayoutCatalog::build(&plan::geometry(gpu)?)
                     .with_whole_type(Some(gpu_type_name(&gpu.name))),
             );
+        } else {
+            for (kind, n) in fixed_instances(gpu, wanted)? {
+                demand.offer_fixed(&kind, n);
+            }
         }
     }
     if indices.is_empty() {
         return Ok((Vec::new(), None));
     }
     let refs: Vec<&LayoutCatalog> = catalogs.iter().collect();
-    let plan = plan_auto(&refs, demand).ok_or_else(|| {
+    let fixed_serve_all = !demand.is_empty()
+        && demand.iter().all(|(k, _)| {
+            demand.fixed(k) > 0
+                || !catalogs
+                    .iter()
+                    .any(|c| c.geometry().profile(k).is_some() || c.whole_type() == Some(k))
+        })
+        && demand.iter().any(|(k, _)| demand.fixed(k) > 0);
+    let demand = &demand;
+    let planned = plan_auto(&refs, demand);
+    if planned.is_none() && fixed_serve_all {
+        return Ok((Vec::new(), None));
+    }
+    let plan = planned.ok_or_else(|| {
         let offered: std::collections::BTreeSet<String> = catalogs
             .iter()
             .flat_map(|c| {
@@ -137,6 +158,40 @@ fn auto_plans(
         indices.into_iter().zip(plan.gpus.clone()).collect(),
         Some(plan),
     ))
+}
+
+/// The instances a GPU that `auto` does not plan offers after the change,
+/// by type: a GPU without MIG, or MIG off, is one whole GPU of its type; an
+/// explicit layout, its instances; a GPU no entry selects, what it has now.
+fn fixed_instances(
+    gpu: &crate::nvml::topology::Gpu,
+    wanted: Option<&crate::mig::GpuLayout>,
+) -> Result<Vec<(String, u32)>> {
+    use crate::mig::GpuLayout;
+    let whole = || vec![(gpu_type_name(&gpu.name), 1)];
+    let Some(mode) = gpu.mig_mode else {
+        return Ok(whole());
+    };
+    Ok(match wanted {
+        // `auto` on a GPU with MIG is planned, not fixed.
+        Some(GpuLayout::Auto) => Vec::new(),
+        Some(other) => match crate::mig::plan_gpu(other, &plan::geometry(gpu)?)? {
+            GpuTarget::Disabled => whole(),
+            GpuTarget::Enabled(p) => p
+                .counts()
+                .iter()
+                .map(|(name, n)| (name.to_string(), n))
+                .collect(),
+        },
+        None if mode.current => {
+            let mut by_profile: BTreeMap<String, u32> = BTreeMap::new();
+            for gi in &gpu.gpu_instances {
+                *by_profile.entry(gi.profile_name.clone()).or_default() += 1;
+            }
+            by_profile.into_iter().collect()
+        }
+        None => whole(),
+    })
 }
 
 /// The demand `auto` plans from: the live queue, or `--demand FILE`, and the

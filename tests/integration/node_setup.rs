@@ -763,6 +763,61 @@ fn auto_from_a_demand_file_keeps_a_gpu_whole_for_whole_gpu_jobs() {
     );
 }
 
+/// Issue 22, item 13: on a node with H200s and a V100, `auto` counts the
+/// V100's jobs on the V100 as it is (they were left out, and a demand of only
+/// V100 jobs exited 2); the V100 itself is never planned.
+#[test]
+fn auto_counts_the_v100_jobs_on_a_mixed_node() {
+    let node = Node::new("mixed-2xh200-1xv100.json");
+    let demand = node.fake.dir.path().join("demand.csv");
+    let file = demand.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = node.cmd(args);
+        cmd.env("PATH", "/nonexistent");
+        common::run(&mut cmd)
+    };
+    std::fs::write(
+        &demand,
+        "gres,time_limit_s,jobs\ngpu:v100:1,3600,3\ngpu:1g.18gb:1,3600,14\n",
+    )
+    .unwrap();
+    let out = run(&["--dry-run", "--layout", "auto", "--demand", file]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("v100: 3 pending, 1 instance(s) here (1 on GPUs left as they are)"),
+        "{text}"
+    );
+    assert!(!text.contains("not a type these GPUs offer"), "{text}");
+    let out = run(&["--dry-run", "--json", "--layout", "auto", "--demand", file]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let served = v["auto"]["served"].as_array().unwrap();
+    let v100 = served
+        .iter()
+        .find(|s| s["kind"] == "v100")
+        .expect("v100 served");
+    assert_eq!(v100["fixed"], 1, "{v}");
+    assert_eq!(v100["mean_wait_s"], 3600, "{v}");
+    assert_eq!(v["auto"]["instances"]["1g.18gb"], 14, "{v}");
+
+    // Only V100 jobs: the H200s have nothing to serve and stay as they are.
+    let before = node.instances();
+    std::fs::write(&demand, "gres,time_limit_s,jobs\ngpu:v100:1,3600,3\n").unwrap();
+    let out = run(&["--dry-run", "--layout", "auto", "--demand", file]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("no pending job asks for a type this GPU can offer"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(node.instances(), before);
+    // A type no GPU here offers at all is still nothing to plan from.
+    std::fs::write(&demand, "gres,time_limit_s,jobs\ngpu:1g.5gb:1,3600,3\n").unwrap();
+    let out = run(&["--dry-run", "--layout", "auto", "--demand", file]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}
+
 /// `--check` and `--apply` share one assertion walk: each compared thing is
 /// changed in turn (the GPUs, the gres.conf block, the include file, a node
 /// left drained) and `--check` names exactly that one, while `--apply` acts.
