@@ -146,6 +146,19 @@ pub fn demand_for(demand: &Demand, geometry: &GpuGeometry) -> Demand {
     out
 }
 
+/// The least cut of the mean wait that is worth draining a node for.
+pub const MIN_GAIN_S: f64 = 60.0;
+
+/// Whether going from `before` to `after` is worth a drain: more jobs can
+/// run, or the mean wait drops by at least a minute and 5 %.
+pub fn worth_a_drain(before: &Outcome, after: &Outcome) -> bool {
+    if after.never_run != before.never_run {
+        return after.never_run < before.never_run;
+    }
+    let gain = before.mean_wait_s - after.mean_wait_s;
+    gain >= MIN_GAIN_S && gain >= 0.05 * before.mean_wait_s
+}
+
 /// Compare the set-ups and plan `auto`'s roll-out.
 pub fn advise(demand: &Demand, nodes: &[GpuNode]) -> Result<Advice> {
     let current: Vec<(String, Vec<String>, ProfileCounts)> = nodes
@@ -228,6 +241,15 @@ pub fn advise(demand: &Demand, nodes: &[GpuNode]) -> Result<Advice> {
         let Some((i, words, offers, after)) = best else {
             break;
         };
+        // A drain is worth it only for a better outcome. In the best order,
+        // once no node's change helps, none will; in name order, the next may.
+        if !worth_a_drain(&simulate(demand, &offered_by(&state)), &after) {
+            if greedy {
+                break;
+            }
+            left.retain(|&j| j != i);
+            continue;
+        }
         // The node's GPU order is not known from Slurm: compare as multisets.
         let sorted = |w: &[String]| {
             let mut w = w.to_vec();
@@ -244,8 +266,8 @@ pub fn advise(demand: &Demand, nodes: &[GpuNode]) -> Result<Advice> {
             after,
         });
     }
-    // Unchanged nodes need no drain: they go last, in the order found.
-    steps.sort_by_key(|s| !s.changes);
+    // A node whose plan is what it has needs no step.
+    steps.retain(|s| s.changes);
     add("auto", offered_by(&state));
     let changes = steps.iter().any(|s| s.changes);
     Ok(Advice {

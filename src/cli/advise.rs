@@ -191,14 +191,14 @@ fn print(ctx: &mut Context, r: &Report, demand_out: Option<&std::path::Path>) ->
             hours(o.p95_wait_s as f64),
             o.peak_concurrent.to_string(),
             format!("{:.1}", o.mean_concurrent),
-            format!("{:.0} / {:.0}", o.gpu_hours_used, o.gpu_hours_offered),
+            format!("{:.1} / {:.1}", o.gpu_hours_used, o.gpu_hours_offered),
         ]);
     }
     ctx.printer.line(table)?;
     ctx.printer.line("")?;
     if !r.advice.changes {
         ctx.printer.line(
-            "advice: the nodes are already cut as `auto` would cut them; nothing to change",
+            "advice: no change of layout would run more of these jobs or shorten their waits; nothing to change",
         )?;
         return Ok(());
     }
