@@ -13,6 +13,7 @@ mod fake_nvml;
 mod s3;
 
 mod accounting_live;
+mod advise;
 mod agent_fake;
 mod agent_live;
 mod agent_script;
