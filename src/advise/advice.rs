@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::fleet::{GpuNode, GpuNow};
+use super::fleet::GpuNode;
 use super::simulate::{memory_of, simulate, Outcome};
 use crate::mig::{
     all_smallest, balanced, plan_auto, Demand, GpuGeometry, GpuTarget, LayoutCatalog, ProfileCounts,
@@ -86,16 +86,6 @@ fn node_with(node: &GpuNode, gpus: &[GpuTarget]) -> (Vec<String>, ProfileCounts)
     (words, c)
 }
 
-fn now_words(node: &GpuNode) -> Vec<String> {
-    node.gpus
-        .iter()
-        .map(|g| match g {
-            GpuNow::Whole => "whole".to_string(),
-            GpuNow::Instances { counts } => counts.clone(),
-        })
-        .collect()
-}
-
 /// One built-in layout on every MIG GPU of every node.
 fn uniform(
     nodes: &[GpuNode],
@@ -163,7 +153,7 @@ pub fn worth_a_drain(before: &Outcome, after: &Outcome) -> bool {
 pub fn advise(demand: &Demand, nodes: &[GpuNode]) -> Result<Advice> {
     let current: Vec<(String, Vec<String>, ProfileCounts)> = nodes
         .iter()
-        .map(|n| (n.name.clone(), now_words(n), n.offers()))
+        .map(|n| (n.name.clone(), n.layout_words(), n.offers()))
         .collect();
     let mut setups = Vec::new();
     let mut add = |name: &str, offered: ProfileCounts| {
@@ -280,7 +270,7 @@ pub fn advise(demand: &Demand, nodes: &[GpuNode]) -> Result<Advice> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::advise::fleet::split_into_gpus;
+    use crate::advise::fleet::{split_into_gpus, GpuNow};
     use crate::mig::builtin;
 
     fn node(name: &str, gpus: Vec<GpuNow>) -> GpuNode {

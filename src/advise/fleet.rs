@@ -61,6 +61,17 @@ impl GpuNode {
         c
     }
 
+    /// Each GPU now in words: `whole` or its instances.
+    pub fn layout_words(&self) -> Vec<String> {
+        self.gpus
+            .iter()
+            .map(|g| match g {
+                GpuNow::Whole => "whole".to_string(),
+                GpuNow::Instances { counts } => counts.clone(),
+            })
+            .collect()
+    }
+
     /// The GRES type of one of its GPUs with MIG off.
     pub fn whole_type(&self) -> String {
         self.model.as_deref().map(gpu_type_name).unwrap_or_default()

@@ -238,6 +238,50 @@ pub fn demand(
     (demand, counted)
 }
 
+/// What accounting itself says of the window's waits: the typed GPU jobs
+/// that started, how many waited more than a minute (start − submit), and
+/// the GPU-hours those held (a profile `Ng.*` is N/7 of a GPU).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Measured {
+    pub started: u64,
+    pub waited: u64,
+    pub waited_gpu_hours: f64,
+    pub mean_wait_s: f64,
+}
+
+/// A wait shorter than this is Slurm's own latency, not a queue.
+pub const WAITED_S: i64 = 60;
+
+/// [`Measured`] over the typed jobs of `history` in `partitions` (all when empty).
+pub fn measured(history: &History, partitions: &[String]) -> Measured {
+    let mut m = Measured::default();
+    let mut total = 0.0;
+    for job in &history.jobs {
+        let in_scope = partitions.is_empty()
+            || job
+                .partition
+                .split(',')
+                .any(|p| partitions.iter().any(|w| w == p));
+        let (GpuAsk::Typed { kind, count }, Some(start), true) = (&job.ask, job.start, in_scope)
+        else {
+            continue;
+        };
+        let wait = (start - job.submit).num_seconds().max(0);
+        m.started += 1;
+        total += wait as f64;
+        if wait > WAITED_S {
+            m.waited += 1;
+            m.waited_gpu_hours +=
+                job.elapsed_s as f64 * f64::from(*count) * super::simulate::gpu_share(kind)
+                    / 3600.0;
+        }
+    }
+    if m.started > 0 {
+        m.mean_wait_s = total / m.started as f64;
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +354,19 @@ broken line
         let (d, c) = demand(&h, since, until, &["other".into()]);
         assert!(d.is_empty());
         assert_eq!(c.elsewhere, 6);
+    }
+
+    #[test]
+    fn accountings_own_waits_are_measured() {
+        let h = parse(SAMPLE);
+        let m = measured(&h, &[]);
+        // Typed and started: 101 (5 s), 106 (30 min on a 2g.10gb: 2/7 GPU).
+        assert_eq!((m.started, m.waited), (2, 1));
+        assert!((m.mean_wait_s - (5.0 + 1800.0) / 2.0).abs() < 1e-9);
+        assert!(
+            m.waited_gpu_hours.abs() < 1e-9,
+            "106 has run 0 s so far: {m:?}"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 pub use advice::{advise, Advice, SetUp, Step};
 pub use fleet::GpuNode;
-pub use history::{Counted, History, Skipped};
+pub use history::{Counted, History, Measured, Skipped};
 
 use crate::mig::{Demand, GpuGeometry};
 use crate::slurm::squeue::Filter;
@@ -48,6 +48,8 @@ pub struct Report {
     pub until: NaiveDateTime,
     pub partition: Option<String>,
     pub counted: Counted,
+    /// The window's waits as accounting recorded them.
+    pub measured: Measured,
     pub skipped: Skipped,
     pub nodes: Vec<GpuNode>,
     pub advice: Advice,
@@ -122,6 +124,7 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let nodes = fleet::read(&cluster, &partitions, &opts.nodes, opts.gpu_model.as_ref())
         .map_err(|e| crate::error::invalid(format!("{e:#}")))?;
     let (demand, counted) = history::demand(&history, opts.since, opts.until, &partitions);
+    let measured = history::measured(&history, &partitions);
     let mut warnings = Vec::new();
     if counted.untyped > 0 && counted.jobs == 0 {
         warnings.push(format!(
@@ -152,6 +155,7 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
         until: opts.until,
         partition: opts.partition.clone(),
         counted,
+        measured,
         skipped: history.skipped,
         nodes,
         advice,

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use chrono::Local;
 use clap::Args;
 
@@ -10,6 +10,15 @@ use super::Context;
 use crate::advise::{self, Report};
 use crate::error::invalid;
 use crate::report::window;
+
+/// Output formats of `advise`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdviseFormat {
+    Table,
+    Json,
+    /// One self-contained page: the waits of each set-up as bars, the plan as a table.
+    Html,
+}
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -33,6 +42,11 @@ Examples:
   yolo-sched advise --demand-out demand.csv     # then, node by node: node-setup --apply --layout auto --demand demand.csv
   yolo-sched advise --node gpu01,gpu02 --gpu-model a100-80gb
   yolo-sched advise --sacct-file week.txt       # sacct -X -P -n -a -o <the fields below> saved elsewhere
+  yolo-sched advise --format html -o advice.html
+  yolo-sched advise --check || mail -s 'GPU layout advice' admins < /dev/null   # cron: exit 1 when a re-cut is advised
+
+Exit status: 0 with the advice; with --check, 1 when a re-cut is advised and 0 when nothing
+would change; 2 for invalid input; 1 when sacct or scontrol fail.
 
 --sacct-file columns: JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,
 TimelimitRaw,ReqTRES,AllocTRES")]
@@ -69,8 +83,20 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "FILE")]
     pub demand_out: Option<PathBuf>,
 
+    /// Output format (`--json` is the same as `--format json`).
+    #[arg(long, value_enum, default_value = "table", conflicts_with = "json")]
+    pub format: AdviseFormat,
+
     #[command(flatten)]
     pub json: super::args::JsonArg,
+
+    /// Write to FILE (replaced atomically) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Exit 1 when a re-cut is advised, 0 when nothing would change (for cron).
+    #[arg(long)]
+    pub check: bool,
 }
 
 pub fn run(ctx: &mut Context, args: &AdviseArgs) -> Result<i32> {
@@ -105,6 +131,14 @@ pub fn run(ctx: &mut Context, args: &AdviseArgs) -> Result<i32> {
     if let Some(out) = &args.demand_out {
         crate::fsutil::check_target(out, "--demand-out").map_err(invalid)?;
     }
+    if let Some(out) = &args.output {
+        crate::fsutil::check_target(out, "--output").map_err(invalid)?;
+    }
+    let format = if args.json.json {
+        AdviseFormat::Json
+    } else {
+        args.format
+    };
     let opts = advise::Options {
         since,
         until,
@@ -121,45 +155,68 @@ pub fn run(ctx: &mut Context, args: &AdviseArgs) -> Result<i32> {
     for w in &report.warnings {
         ctx.printer.warn(w);
     }
-    if args.json.json {
-        ctx.printer.json(&report)?;
-        return Ok(0);
+    let status = if args.check && report.advice.changes {
+        crate::error::exit::FAILURE
+    } else {
+        crate::error::exit::OK
+    };
+    let text = match format {
+        AdviseFormat::Json => {
+            let mut t = serde_json::to_string_pretty(&report)?;
+            t.push('\n');
+            t
+        }
+        AdviseFormat::Html => crate::report::render::html::advice_page(&report),
+        AdviseFormat::Table => {
+            let mut t = text_lines(&ctx.printer, &report, args.demand_out.as_deref()).join("\n");
+            t.push('\n');
+            t
+        }
+    };
+    match &args.output {
+        Some(path) => crate::fsutil::write_atomic_keep_mode(path, text.as_bytes(), 0o644)
+            .with_context(|| format!("writing the advice to {}", path.display()))?,
+        None => ctx.printer.text(&text)?,
     }
-    print(ctx, &report, args.demand_out.as_deref())?;
-    Ok(0)
+    Ok(status)
 }
 
 fn hours(s: f64) -> String {
     format!("{:.2} h", s / 3600.0)
 }
 
-fn print(ctx: &mut Context, r: &Report, demand_out: Option<&std::path::Path>) -> Result<()> {
+/// The advice for people, line by line (tables styled for `printer`'s stdout).
+fn text_lines(
+    printer: &crate::printer::Printer,
+    r: &Report,
+    demand_out: Option<&std::path::Path>,
+) -> Vec<String> {
+    let mut out = Vec::new();
     let c = &r.counted;
-    ctx.printer.line(format!(
-        "{} GPU job(s) from {} to {}{} ({} still running, {} still pending; left out: {} \
+    out.push(
+        format!(
+            "{} GPU job(s) from {} to {}{} ({} still running, {} still pending; left out: {} \
          cancelled before they started, {} untyped, {} shard)",
-        c.jobs,
-        r.since.format("%Y-%m-%d %H:%M"),
-        r.until.format("%Y-%m-%d %H:%M"),
-        r.partition
-            .as_deref()
-            .map(|p| format!(" in partition {p}"))
-            .unwrap_or_default(),
-        c.running,
-        c.pending,
-        c.cancelled_pending,
-        c.untyped,
-        c.shards
-    ))?;
-    let mut nodes = ctx.printer.table(&["node", "model", "from", "GPUs now"]);
+            c.jobs,
+            r.since.format("%Y-%m-%d %H:%M"),
+            r.until.format("%Y-%m-%d %H:%M"),
+            r.partition
+                .as_deref()
+                .map(|p| format!(" in partition {p}"))
+                .unwrap_or_default(),
+            c.running,
+            c.pending,
+            c.cancelled_pending,
+            c.untyped,
+            c.shards
+        )
+        .to_string(),
+    );
+    let mut nodes = printer.table(&["node", "model", "from", "GPUs now"]);
     for n in &r.nodes {
         let now: Vec<String> = n
-            .gpus
-            .iter()
-            .map(|g| match g {
-                advise::fleet::GpuNow::Whole => "whole".to_string(),
-                advise::fleet::GpuNow::Instances { counts } => counts.clone(),
-            })
+            .layout_words()
+            .into_iter()
             .chain(n.fixed.iter().map(|(k, c)| format!("{k}*{c} (no MIG)")))
             .collect();
         nodes.add_row(vec![
@@ -169,9 +226,9 @@ fn print(ctx: &mut Context, r: &Report, demand_out: Option<&std::path::Path>) ->
             now.join("; "),
         ]);
     }
-    ctx.printer.line(nodes)?;
-    ctx.printer.line("")?;
-    let mut table = ctx.printer.table(&[
+    out.push(nodes.to_string());
+    out.push("".to_string());
+    let mut table = printer.table(&[
         "set-up",
         "jobs run",
         "never run",
@@ -179,7 +236,7 @@ fn print(ctx: &mut Context, r: &Report, demand_out: Option<&std::path::Path>) ->
         "p95 wait",
         "peak jobs",
         "mean jobs",
-        "GPU-h used / offered",
+        "GPU-h held / offered",
     ]);
     for s in &r.advice.setups {
         let o = &s.outcome;
@@ -194,39 +251,46 @@ fn print(ctx: &mut Context, r: &Report, demand_out: Option<&std::path::Path>) ->
             format!("{:.1} / {:.1}", o.gpu_hours_used, o.gpu_hours_offered),
         ]);
     }
-    ctx.printer.line(table)?;
-    ctx.printer.line("")?;
+    out.push(table.to_string());
+    out.push("".to_string());
     if !r.advice.changes {
-        ctx.printer.line(
-            "advice: no change of layout would run more of these jobs or shorten their waits; nothing to change",
-        )?;
-        return Ok(());
+        out.push("advice: no change of layout would run more of these jobs or shorten their mean wait by a minute or more; nothing to change".to_string());
+        return out;
     }
     let demand = demand_out.map_or_else(
         || "FILE".to_string(),
         |p| crate::shell::quote(&p.display().to_string()),
     );
-    ctx.printer.line(format!(
-        "advice: apply `auto` node by node, in this order (each drains its node; {}):",
-        if demand_out.is_some() {
-            "the demand file was written"
-        } else {
-            "write the demand file with --demand-out FILE"
-        }
-    ))?;
+    out.push(
+        format!(
+            "advice: apply `auto` node by node, in this order (each drains its node; {}):",
+            if demand_out.is_some() {
+                "the demand file was written"
+            } else {
+                "write the demand file with --demand-out FILE"
+            }
+        )
+        .to_string(),
+    );
     for (i, s) in r.advice.steps.iter().filter(|s| s.changes).enumerate() {
-        ctx.printer.line(format!(
-            "  {}. on {}: yolo-sched node-setup --apply --layout auto --demand {demand}",
-            i + 1,
-            s.node
-        ))?;
-        ctx.printer.line(format!(
-            "     GPUs become {}; then predicted: mean wait {}, p95 {}, {} never run",
-            s.gpus.join("; "),
-            hours(s.after.mean_wait_s),
-            hours(s.after.p95_wait_s as f64),
-            s.after.never_run
-        ))?;
+        out.push(
+            format!(
+                "  {}. on {}: yolo-sched node-setup --apply --layout auto --demand {demand}",
+                i + 1,
+                s.node
+            )
+            .to_string(),
+        );
+        out.push(
+            format!(
+                "     GPUs become {}; then predicted: mean wait {}, p95 {}, {} never run",
+                s.gpus.join("; "),
+                hours(s.after.mean_wait_s),
+                hours(s.after.p95_wait_s as f64),
+                s.after.never_run
+            )
+            .to_string(),
+        );
     }
-    Ok(())
+    out
 }

@@ -304,6 +304,32 @@ fn advise_reads_the_windows_typed_jobs_and_simulates_the_set_ups() {
         "{v}"
     );
     assert_eq!(setup("auto")["outcome"]["never_run"], 0, "{v}");
+    // The report carries the short form where accounting answers: one
+    // row and one gauge per node of the partition.
+    let out = run(yolo().args([
+        "report",
+        "--partition",
+        "gpu",
+        "--section",
+        "advice",
+        "--json",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let advice = &r["advice"];
+    assert!(advice["error"].is_null(), "{advice}");
+    assert!(advice["jobs"].as_u64() >= Some(5), "{advice}");
+    let nodes = advice["nodes"].as_array().unwrap();
+    assert!(
+        nodes.len() >= 2 && nodes.iter().all(|n| n["advised"].is_boolean()),
+        "{advice}"
+    );
+    let out = run(yolo().args(["report", "--partition", "gpu", "--format", "prometheus"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("yolo_sched_advice_node_layout_advised{node=\"node1\"}"),
+        "{text}"
+    );
     // The text form names the set-ups and ends with the advice.
     let out = run(yolo().args(["advise", "--since", &since, "--partition", "gpu"]));
     assert_eq!(out.status.code(), Some(0), "{out:?}");

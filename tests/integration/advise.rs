@@ -141,6 +141,56 @@ fn a_saved_week_is_simulated_on_both_node_shapes() {
     assert!(auto["mean_wait_s"].as_f64().unwrap() < now["mean_wait_s"].as_f64().unwrap());
     let steps = v["advice"]["steps"].as_array().unwrap();
     assert!(!steps.is_empty());
+    // Cron: --check says whether a re-cut is advised, in its exit status.
+    let check = |partition: &str| {
+        run(yolo()
+            .args([
+                "advise",
+                "--check",
+                "--since",
+                &since,
+                "--until",
+                &until,
+                "--partition",
+                partition,
+            ])
+            .arg("--sacct-file")
+            .arg(&file))
+        .status
+        .code()
+    };
+    assert_eq!(check("gpu"), Some(1));
+    assert_eq!(check("small"), Some(0));
+    // The page: the set-ups as bars, the plan as a table, nothing fetched.
+    let page = dir.path().join("advice.html");
+    let out = run(yolo()
+        .args([
+            "advise",
+            "--format",
+            "html",
+            "--since",
+            &since,
+            "--until",
+            &until,
+            "--partition",
+            "gpu",
+        ])
+        .arg("--sacct-file")
+        .arg(&file)
+        .arg("-o")
+        .arg(&page));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for want in [
+        "<svg",
+        "balanced",
+        "The plan",
+        "node-setup --apply --layout auto",
+        "default-src 'none'",
+    ] {
+        assert!(html.contains(want), "{want} missing");
+    }
+    assert!(!html.contains("http://") && !html.contains("https://"));
     // Each step's prediction is no worse than the one before.
     let waits: Vec<f64> = steps
         .iter()
