@@ -57,6 +57,9 @@ pub struct Report {
     pub warnings: Vec<String>,
     #[serde(skip)]
     pub demand: Demand,
+    /// The window's GPU jobs as read (`--trace-out`).
+    #[serde(skip)]
+    pub history: History,
 }
 
 /// The largest saved sacct output read (`--sacct-file`): 1 GiB.
@@ -156,11 +159,12 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
         partition: opts.partition.clone(),
         counted,
         measured,
-        skipped: history.skipped,
+        skipped: history.skipped.clone(),
         nodes,
         advice,
         warnings,
         demand,
+        history,
     })
 }
 
@@ -192,4 +196,60 @@ pub fn demand_file(report: &Report) -> String {
         }
     }
     out
+}
+
+/// The window's jobs as a trace for the replay on the real scheduler
+/// (`bench/replay/`, its CSV format): each typed job of one instance at its
+/// submission, running as long as it ran, needing what its type holds less
+/// the planner's 10 % headroom (so the replay's planner asks the same type), a
+/// whole GPU as `gpu_fraction` 1. Jobs the trace format cannot hold (several
+/// instances, untyped, never started, a type no built-in model has) are left
+/// out and counted in the returned number.
+pub fn trace_file(report: &Report) -> (String, u64) {
+    let mut out = format!(
+        "# jobs of {} to {} from sacct (yolo-sched advise --trace-out)\nsubmit_s,duration_s,gpu_mem_gib,gpu_fraction,user\n",
+        report.since.format("%Y-%m-%dT%H:%M:%S"),
+        report.until.format("%Y-%m-%dT%H:%M:%S")
+    );
+    let partitions: Vec<String> = report.partition.iter().cloned().collect();
+    let mut left_out = 0;
+    for job in &report.history.jobs {
+        let in_scope = partitions.is_empty()
+            || job
+                .partition
+                .split(',')
+                .any(|p| partitions.iter().any(|w| w == p));
+        if !in_scope {
+            continue;
+        }
+        let history::GpuAsk::Typed { kind, count: 1 } = &job.ask else {
+            left_out += 1;
+            continue;
+        };
+        let (Some(_), Some(memory_mib)) = (job.start, simulate::memory_of(kind)) else {
+            left_out += 1;
+            continue;
+        };
+        let submit_s = (job.submit - report.since).num_seconds().max(0);
+        let duration_s = job.elapsed_s.max(1);
+        let whole = !kind.contains("g.");
+        let (mem, fraction) = if whole {
+            (String::new(), "1".to_string())
+        } else {
+            // Hundredths of a GiB, rounded down, under the type's usable memory / 1.1.
+            let gib = (memory_mib as f64 / 1024.0 / 1.1 * 100.0).floor() / 100.0;
+            (format!("{gib:.2}"), String::new())
+        };
+        let user: String = job
+            .user
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'))
+            .take(64)
+            .collect();
+        out.push_str(&format!(
+            "{submit_s},{duration_s},{mem},{fraction},{}\n",
+            if user.is_empty() { "unknown" } else { &user }
+        ));
+    }
+    (out, left_out)
 }

@@ -43,6 +43,7 @@ Examples:
   yolo-sched advise --node gpu01,gpu02 --gpu-model a100-80gb
   yolo-sched advise --sacct-file week.txt       # sacct -X -P -n -a -o <the fields below> saved elsewhere
   yolo-sched advise --format html -o advice.html
+  yolo-sched advise --since 1d --trace-out day.csv && sudo bash bench/replay/run.sh day.csv   # replay it for real
   yolo-sched advise --check || mail -s 'GPU layout advice' admins < /dev/null   # cron: exit 1 when a re-cut is advised
 
 Exit status: 0 with the advice; with --check, 1 when a re-cut is advised and 0 when nothing
@@ -82,6 +83,10 @@ pub struct AdviseArgs {
     /// Write the window's demand for `node-setup --layout auto --demand FILE`.
     #[arg(long, value_name = "FILE")]
     pub demand_out: Option<PathBuf>,
+
+    /// Write the window's jobs as a trace for the replay on the real scheduler (bench/replay).
+    #[arg(long, value_name = "FILE")]
+    pub trace_out: Option<PathBuf>,
 
     /// Output format (`--json` is the same as `--format json`).
     #[arg(long, value_enum, default_value = "table", conflicts_with = "json")]
@@ -134,6 +139,9 @@ pub fn run(ctx: &mut Context, args: &AdviseArgs) -> Result<i32> {
     if let Some(out) = &args.output {
         crate::fsutil::check_target(out, "--output").map_err(invalid)?;
     }
+    if let Some(out) = &args.trace_out {
+        crate::fsutil::check_target(out, "--trace-out").map_err(invalid)?;
+    }
     let format = if args.json.json {
         AdviseFormat::Json
     } else {
@@ -151,6 +159,16 @@ pub fn run(ctx: &mut Context, args: &AdviseArgs) -> Result<i32> {
     let report = advise::run(&ctx.slurm, &opts)?;
     if let Some(out) = &args.demand_out {
         crate::fsutil::write_atomic(out, advise::demand_file(&report).as_bytes(), 0o644)?;
+    }
+    if let Some(out) = &args.trace_out {
+        let (trace, left_out) = advise::trace_file(&report);
+        crate::fsutil::write_atomic(out, trace.as_bytes(), 0o644)?;
+        if left_out > 0 {
+            ctx.printer.note(format!(
+                "--trace-out: {left_out} job(s) the replay's trace cannot hold were left out \
+                 (several instances, untyped, never started, or a type no built-in model has)"
+            ));
+        }
     }
     for w in &report.warnings {
         ctx.printer.warn(w);

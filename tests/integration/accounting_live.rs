@@ -95,6 +95,15 @@ fn doctor_sees_accounting_with_job_comments() {
             .contains("PrivateData=jobs"),
         "{comments}"
     );
+    // The local cluster records every GPU type it has (slurm/cluster.sh's
+    // AccountingStorageTRES), so the advisor sees what jobs asked for.
+    let typed = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "typed_gpu_accounting")
+        .unwrap_or_else(|| panic!("no typed_gpu_accounting check in {v}"));
+    assert_eq!(typed["status"], "ok", "{typed}");
 }
 
 #[test]

@@ -191,6 +191,35 @@ fn a_saved_week_is_simulated_on_both_node_shapes() {
         assert!(html.contains(want), "{want} missing");
     }
     assert!(!html.contains("http://") && !html.contains("https://"));
+    // The window as a trace for the replay, accepted by the replay's own parser.
+    let trace = dir.path().join("trace.csv");
+    let out = run(yolo()
+        .args([
+            "advise",
+            "--since",
+            &since,
+            "--until",
+            &until,
+            "--partition",
+            "gpu",
+        ])
+        .arg("--sacct-file")
+        .arg(&file)
+        .arg("--trace-out")
+        .arg(&trace));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let replay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/replay");
+    let parsed = run(Command::new("python3")
+        .current_dir(&replay)
+        .args([
+            "-c",
+            "import sys, tracefile; jobs = tracefile.load(sys.argv[1]); \
+             print(len(jobs), sorted({round(j['gpu_mem_gib'], 2) for j in jobs}))",
+        ])
+        .arg(&trace));
+    assert_eq!(parsed.status.code(), Some(0), "{parsed:?}");
+    // 30 jobs, each needing what a 1g.5gb holds less the planner's headroom.
+    assert_eq!(String::from_utf8_lossy(&parsed.stdout).trim(), "30 [4.31]");
     // Each step's prediction is no worse than the one before.
     let waits: Vec<f64> = steps
         .iter()
