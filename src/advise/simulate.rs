@@ -32,6 +32,11 @@ pub struct Outcome {
     pub gpu_hours_offered: f64,
     /// First arrival to last end, seconds.
     pub span_s: u64,
+    /// GPU memory the jobs that ran held (their instances' memory × hours),
+    /// and the share of it they needed (their asked types' memory): a job
+    /// moved to a bigger type holds more than it needs.
+    pub memory_gib_hours_held: f64,
+    pub memory_needed_share: f64,
 }
 
 impl Outcome {
@@ -94,13 +99,23 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
     // Each asked type's jobs join the queue of the type they run on, in
     // arrival order (a stable merge keeps each type's queue order).
     let mut queues: BTreeMap<&str, Vec<Request>> = BTreeMap::new();
+    // GiB-hours needed by the jobs of each queue that ran: summed below per
+    // job through the asked type's memory.
+    let mut need_of: BTreeMap<&str, Vec<(u64, f64)>> = BTreeMap::new();
     let mut never_run = 0u64;
     let mut jobs = 0u64;
     for (asked, _) in demand.iter() {
         let q = demand.queue(asked);
         jobs += q.len() as u64;
         match runs_on(asked, offered) {
-            Some(on) => queues.entry(on).or_default().extend_from_slice(q),
+            Some(on) => {
+                queues.entry(on).or_default().extend_from_slice(q);
+                let need = memory_of(asked).or_else(|| memory_of(on)).unwrap_or(0) as f64 / 1024.0;
+                need_of
+                    .entry(on)
+                    .or_default()
+                    .extend(q.iter().map(|r| (r.arrival_s, need)));
+            }
             None => never_run += q.len() as u64,
         }
     }
@@ -108,10 +123,29 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
     let mut events: Vec<(u64, i64)> = Vec::new();
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut used = 0.0;
+    let (mut held_gib_h, mut needed_gib_h) = (0.0, 0.0);
     for (on, q) in &mut queues {
-        q.sort_by_key(|r| r.arrival_s);
+        // Sorted together, stably: each job keeps its asked type's memory.
+        let mut paired: Vec<(Request, f64)> = q
+            .iter()
+            .copied()
+            .zip(
+                need_of
+                    .get(on)
+                    .map_or(&[][..], Vec::as_slice)
+                    .iter()
+                    .map(|(_, n)| *n),
+            )
+            .collect();
+        paired.sort_by_key(|(r, _)| r.arrival_s);
+        *q = paired.iter().map(|(r, _)| *r).collect();
+        let needs: Vec<f64> = paired.iter().map(|(_, n)| *n).collect();
+        let held = memory_of(on).unwrap_or(0) as f64 / 1024.0;
         let share = gpu_share(on);
+        let mut index = 0usize;
         schedule(q, &[], offered.get(on), |job, start| {
+            let need = needs.get(index).copied().unwrap_or(held);
+            index += 1;
             first = first.min(job.arrival_s);
             match start {
                 Some(start) => {
@@ -120,7 +154,10 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
                     events.push((start, 1));
                     events.push((end, -1));
                     last = last.max(end);
-                    used += job.seconds as f64 * f64::from(job.count) * share / 3600.0;
+                    let hours = job.seconds as f64 * f64::from(job.count) / 3600.0;
+                    used += hours * share;
+                    held_gib_h += hours * held;
+                    needed_gib_h += hours * need;
                 }
                 None => never_run += 1,
             }
@@ -164,6 +201,12 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
         gpu_hours_used: used,
         gpu_hours_offered: offered_gpus * span_s as f64 / 3600.0,
         span_s,
+        memory_gib_hours_held: held_gib_h,
+        memory_needed_share: if held_gib_h > 0.0 {
+            needed_gib_h / held_gib_h
+        } else {
+            0.0
+        },
     }
 }
 
@@ -209,10 +252,19 @@ mod tests {
         assert!((o.mean_concurrent - 2.0).abs() < 1e-9, "{o:?}");
         assert!((o.gpu_hours_used - 4.0 / 7.0).abs() < 1e-9);
         assert!((o.gpu_hours_offered - 2.0 * 2.0 / 7.0).abs() < 1e-9);
-        // A whole GPU runs everything, one at a time.
+        assert!(
+            (o.memory_needed_share - 1.0).abs() < 1e-9,
+            "each ran on its own type"
+        );
+        // A whole GPU runs everything, one at a time, holding 8 times what a
+        // 1g.5gb job needs (39.5 GiB against 4.75).
         let o = simulate(&d, &counts(&[("a100", 1)]));
         assert_eq!(o.never_run, 0);
         assert_eq!(o.peak_concurrent, 1);
+        let small = memory_of("1g.5gb").unwrap() as f64;
+        let whole = memory_of("a100").unwrap() as f64;
+        let want = (4.0 * small + whole / 6.0) / (4.0 * whole + whole / 6.0);
+        assert!((o.memory_needed_share - want).abs() < 1e-9, "{o:?}");
     }
 
     /// One rule for the advisor and `auto`: the waits the advisor reads sum

@@ -255,6 +255,7 @@ fn text_lines(
         "peak jobs",
         "mean jobs",
         "GPU-h held / offered",
+        "memory needed",
     ]);
     for s in &r.advice.setups {
         let o = &s.outcome;
@@ -267,6 +268,7 @@ fn text_lines(
             o.peak_concurrent.to_string(),
             format!("{:.1}", o.mean_concurrent),
             format!("{:.1} / {:.1}", o.gpu_hours_used, o.gpu_hours_offered),
+            format!("{:.0} %", o.memory_needed_share * 100.0),
         ]);
     }
     out.push(table.to_string());
