@@ -103,7 +103,7 @@ pub(super) fn shape_stage(
         // on N GPUs each rank gets its share.
         stage.workers = Some((shaped.cpus / ranks).saturating_sub(1));
     }
-    stage.shaping = match stage.workers {
+    stage.shaping = match stage.workers.or(workers) {
         Some(w) if ranks > 1 => format!(
             "{name}: {}, workers={w} per GPU ({ranks} training processes)",
             shaped.explanation
