@@ -51,7 +51,9 @@ struct TrainCtx {
     data: String,
     cache: Option<minijinja::Value>,
     args: Vec<String>,
-    resume_args: Vec<String>,
+    /// Ultralytics' `device` as planned: `0`, `0,1,…,N-1` or `cpu` (the
+    /// script uses the count of GPUs the job holds when it differs).
+    device: String,
     variants: Vec<Vec<String>>,
     /// `[resources] on_oom = "resume-bigger"`: the most moves to a bigger
     /// slice (single runs only; a sweep is resumed by hand).
@@ -242,7 +244,8 @@ fn render_stage(
                 base.entry("imgsz".into())
                     .or_insert(ArgValue::Int(i.into()));
             }
-            base.insert("device".into(), ArgValue::Str(device.clone()));
+            // The script adds device= itself (`YS_DEVICE`).
+            base.remove("device");
             if let Some(w) = stage.workers {
                 base.entry("workers".into())
                     .or_insert(ArgValue::Int(w.into()));
@@ -252,9 +255,6 @@ fn render_stage(
             } else {
                 Vec::new()
             };
-            // On resume Ultralytics reloads the arguments from the checkpoint;
-            // only the device may change (another slice).
-            let resume_args = vec![format!("device={device}")];
             let escalate_steps = match spec.resources.on_oom {
                 crate::spec::OnOom::ResumeBigger { steps } if variants.is_empty() => Some(steps),
                 _ => None,
@@ -263,7 +263,7 @@ fn render_stage(
                 data,
                 cache,
                 args: arg_words(&base),
-                resume_args,
+                device: device.clone(),
                 variants,
                 escalate_steps,
             });

@@ -102,7 +102,8 @@ fn four_gpus_of_one_node_run_four_ranks_and_cancel_leaves_none() {
         "#SBATCH --nodes=1\n",
         "#SBATCH --partition=pool\n",
         "#SBATCH --cpus-per-task=8\n",
-        " device=0,1,2,3 ",
+        "\nYS_DEVICE=0,1,2,3\n",
+        "\"device=$YS_DEVICE\"",
         " workers=1 ",
     ] {
         assert!(script.contains(line), "{line:?} not in:\n{script}");
@@ -166,7 +167,7 @@ fn resume_of_a_ddp_training_passes_the_same_device_list() {
     let run_id = v["run_id"].as_str().unwrap().to_string();
     let script = read(&f.path().join("run/scripts/train.sh"));
     assert!(
-        script.contains("#SBATCH --gres=gpu:a100:2\n") && script.contains(" device=0,1 "),
+        script.contains("#SBATCH --gres=gpu:a100:2\n") && script.contains("\nYS_DEVICE=0,1\n"),
         "gpus = 2 takes the smallest type with two on one node:\n{script}"
     );
     // Stop it once a checkpoint exists, then resume.
@@ -190,8 +191,8 @@ fn resume_of_a_ddp_training_passes_the_same_device_list() {
         || format!("{}", status(&f, &run_id)),
         || (state_of(&f, &run_id) == "completed").then_some(()),
     );
-    let resumed = read(&f.path().join("run/train/resumed.txt"));
-    assert!(resumed.contains("device=0,1\n"), "{resumed}");
+    let resumed = read(&f.path().join("run/train/resumed-device.txt"));
+    assert_eq!(resumed, "device=0,1\n", "{resumed}");
     let records = ranks(&f.path().join("run/train"), 2).expect("both ranks of the resumed job");
     for r in &records {
         assert_eq!(
@@ -276,7 +277,7 @@ fn validate_refuses_a_count_no_node_of_the_pool_has_and_explain_shows_the_route(
         "#SBATCH --gres=gpu:h100:3\n",
         "#SBATCH --nodes=1\n",
         "#SBATCH --partition=pool\n",
-        " device=0,1,2 ",
+        "\nYS_DEVICE=0,1,2\n",
     ] {
         assert!(script.contains(line), "{line:?} not in:\n{script}");
     }
