@@ -282,3 +282,63 @@ fn validate_refuses_a_count_no_node_of_the_pool_has_and_explain_shows_the_route(
         assert!(script.contains(line), "{line:?} not in:\n{script}");
     }
 }
+
+#[test]
+#[ignore = "needs the local Slurm cluster with the pool (POOL=1 slurm/cluster.sh up)"]
+fn out_of_memory_on_the_largest_gpu_moves_training_to_two_gpus_of_the_pool() {
+    let _cluster = common::cluster_shared(module_path!());
+    require_pool();
+    let f = RunFixture::new();
+    // The site lets a training grow to four GPUs of one node of `pool`.
+    let site = f.path().join("site.toml");
+    std::fs::write(
+        &site,
+        "[pools.exclusive]\npartition = \"pool\"\nmax_gpus = 4\n",
+    )
+    .unwrap();
+    // The A100 of node1/node2 (partition gpu) is device 6 there
+    // (docs/local-cluster.md): the stand-in runs out of memory on it.
+    let spec = f.spec_with(
+        "ddpoom",
+        "[resources]\ngpu = \"a100\"\ntime = \"00:10:00\"\non_oom = \"resume-bigger\"\n",
+    );
+    let mut cmd = f.cmd();
+    cmd.env("YOLO_SCHED_SITE", &site)
+        .env("YOLO_STANDIN_OOM_DEVICES", "6");
+    let out = run(cmd.args(["submit", "--json"]).arg(&spec));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = v["run_id"].as_str().unwrap().to_string();
+    let st = poll(
+        Duration::from_secs(240),
+        || format!("{}", status(&f, &run_id)),
+        || {
+            let st = status(&f, &run_id);
+            (st["state"] == "completed" || st["state"] == "failed").then_some(st)
+        },
+    );
+    let log = read(&f.path().join("run/logs/train.out"));
+    assert_eq!(st["state"], "completed", "{st}\n{log}");
+    let slices: Vec<String> = st["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "train")
+        .unwrap()["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["gres"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(slices, ["gpu:a100:1", "gpu:a100:2"], "{st}");
+    assert!(
+        log.contains("not the planned device=0: training with device=0,1"),
+        "the moved job trains on both GPUs it holds:\n{log}"
+    );
+    let resumed = read(&f.path().join("run/train/resumed-device.txt"));
+    assert_eq!(resumed, "device=0,1\n");
+    let records = ranks(&f.path().join("run/train"), 2).expect("two ranks after the move");
+    for r in &records {
+        assert_eq!(r["world_size"], 2, "{r}");
+    }
+}
