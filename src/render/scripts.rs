@@ -52,8 +52,11 @@ struct TrainCtx {
     cache: Option<minijinja::Value>,
     args: Vec<String>,
     /// Ultralytics' `device` as planned: `0`, `0,1,…,N-1` or `cpu` (the
-    /// script uses the count of GPUs the job holds when it differs).
+    /// built-in script uses the count of GPUs the job holds when it differs).
     device: String,
+    /// `["device=<planned>"]`: what templates written before `device` was in
+    /// the context pass on resume; kept so that they still render.
+    resume_args: Vec<String>,
     variants: Vec<Vec<String>>,
     /// `[resources] on_oom = "resume-bigger"`: the most moves to a bigger
     /// slice (single runs only; a sweep is resumed by hand).
@@ -263,6 +266,7 @@ fn render_stage(
                 data,
                 cache,
                 args: arg_words(&base),
+                resume_args: vec![format!("device={device}")],
                 device: device.clone(),
                 variants,
                 escalate_steps,
