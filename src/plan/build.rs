@@ -98,7 +98,11 @@ pub fn plan(
                 spec.resources.gpus,
                 policy.defaults.memory_warning.unwrap_or(0.8),
             );
-            estimate = Some(est);
+            // On several GPUs the estimate that matters is each GPU's.
+            estimate = Some(match &choice {
+                Ok(c) if c.count > 1 => est.per_gpu(c.count),
+                _ => est,
+            });
             match choice {
                 Ok(c) => c,
                 Err(nofit) => {

@@ -132,6 +132,19 @@ fn four_gpus_of_one_node_run_four_ranks_and_cancel_leaves_none() {
     let text = String::from_utf8_lossy(&text.stdout).to_string();
     assert!(text.contains("gpu:a100:4"), "{text}");
 
+    // report counts the four GPUs the job holds (other tests of this module
+    // may hold more of pool1's A100s, never fewer).
+    let out = run(f.cmd().args(["report", "--format", "json"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let held = report["queue"]["by_partition_type"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["partition"] == "pool" && r["type"] == "gpu:a100")
+        .map_or(0, |r| r["running_slices"].as_u64().unwrap_or(0));
+    assert!(held >= 4, "{}", report["queue"]);
+
     let out = run(f.cmd().args(["cancel", &run_id]));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     // No rank outlives the job.
