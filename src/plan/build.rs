@@ -32,7 +32,8 @@ pub fn plan(
     // known; a GPU the spec names is checked cluster-wide here, and against
     // its partition by the fit check (which names the partitions that have it).
     // Several GPUs of one node come from the exclusive pool's partition unless
-    // the spec names one.
+    // the spec names one; else from where the job would go (the site's GPU
+    // partition, else Slurm's default one).
     let pool_partition = spec
         .run
         .partition
@@ -44,7 +45,8 @@ pub fn plan(
                 .as_ref()
                 .and_then(|p| p.partition.clone())
         })
-        .or_else(|| policy.defaults.gpu_partition.clone());
+        .or_else(|| policy.defaults.gpu_partition.clone())
+        .or_else(|| cluster.default_partition().map(|p| p.name.clone()));
     let auto_offer = Offer::from_cluster(cluster, known_partition.as_deref(), policy)
         .with_pool_nodes(cluster, pool_partition.as_deref());
     let offer = &Offer::from_cluster(cluster, None, policy);
@@ -598,6 +600,18 @@ mod tests {
             p.gpu.explanation
         );
         assert_eq!((train.cpus, train.workers), (16, Some(7)));
+
+        // Without a pool or a partition, where the job would go: Slurm's
+        // default partition, whose nodes have one A100 each.
+        let err = plan(
+            &spec("batch = 32\n[resources]\ngpus = 2\n"),
+            Path::new("/w"),
+            &pool_cluster(),
+            &Policy::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("no node of partition cpu has 2 GPUs"), "{err}");
 
         let s = spec("workers = 3\n[resources]\ngpu = \"h100:4\"\n");
         let p = plan(&s, Path::new("/w"), &pool_cluster(), &pool_policy(None)).unwrap();
