@@ -94,14 +94,17 @@ fn four_gpus_of_one_node_run_four_ranks_and_cancel_leaves_none() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let run_id = v["run_id"].as_str().unwrap().to_string();
 
-    // The script: four A100s of one node, the four GPUs' share of pool1
-    // (all of its GPU units: its 32 CPUs), workers=1 per rank, device=0,1,2,3.
+    // The script: four A100s of one node, the four GPUs' share of pool1 (all
+    // of its GPU units: its memory; the CPUs are (workers + 1) × 4 ranks, as
+    // the spec sets workers = 1), device=0,1,2,3.
     let script = read(&f.path().join("run/scripts/train.sh"));
     for line in [
         "#SBATCH --gres=gpu:a100:4\n",
         "#SBATCH --nodes=1\n",
         "#SBATCH --partition=pool\n",
         "#SBATCH --cpus-per-task=8\n",
+        // Four of pool1's four GPUs: all of its 256000 MB less the 4 GiB reserve.
+        "#SBATCH --mem=246G\n",
         "\nYS_DEVICE=0,1,2,3\n",
         "\"device=$YS_DEVICE\"",
         " workers=1 ",
@@ -170,7 +173,7 @@ fn resume_of_a_ddp_training_passes_the_same_device_list() {
     require_pool();
     let f = RunFixture::new();
     let spec = pool_spec(&f, "ddpres", "gpus = 2\n");
-    let text = read(&spec).replace("epochs = 2", "epochs = 30");
+    let text = read(&spec).replace("epochs = 2", "epochs = 60");
     std::fs::write(&spec, text).unwrap();
     let mut cmd = f.cmd();
     cmd.env("YOLO_STANDIN_EPOCH_SECONDS", "0.5");
@@ -219,7 +222,7 @@ fn resume_of_a_ddp_training_passes_the_same_device_list() {
         );
     }
     let epochs = epochs_in(&results);
-    assert_eq!(epochs.last(), Some(&30), "{epochs:?}");
+    assert_eq!(epochs.last(), Some(&60), "{epochs:?}");
 }
 
 #[test]
