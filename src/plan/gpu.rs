@@ -191,13 +191,15 @@ impl Offer {
             .map(|(_, v)| *v)
     }
 
-    fn allowed(&self, t: &str) -> bool {
+    /// The site allows this type (`[limits] allowed_gpus`).
+    pub(crate) fn allowed(&self, t: &str) -> bool {
         self.allowed
             .as_ref()
             .is_none_or(|a| a.iter().any(|x| x == t))
     }
 
-    fn in_pool(pool: Option<&Pool>, t: &str) -> bool {
+    /// The type belongs to the pool (its `types`, else every type).
+    pub(crate) fn in_pool(pool: Option<&Pool>, t: &str) -> bool {
         pool.and_then(|p| p.types.as_ref())
             .is_none_or(|types| types.iter().any(|x| x == t))
     }

@@ -132,11 +132,17 @@ pub fn gpu_change(
     let usable = |t: &str| offer.usable_gib(t);
     let (kind, count, partition) = match wanted {
         GpuWanted::Type(t, n) => {
+            // Several GPUs go to the exclusive pool's partition, as at submit.
+            let partition = match policy.pools.exclusive.as_ref() {
+                Some(pool) if *n > 1 => pool.partition.clone().or(train.partition.clone()),
+                _ => train.partition.clone(),
+            };
+            let offer = Offer::from_cluster(cluster, partition.as_deref(), policy);
             if !offer.gpu_types.contains_key(t) {
                 let names: Vec<&str> = offer.gpu_types.keys().map(String::as_str).collect();
                 return Err(invalid(format!(
                     "--gpu {t}: partition {} has no GPU of that type{}; it has {}",
-                    train.partition.as_deref().unwrap_or("(default)"),
+                    partition.as_deref().unwrap_or("(default)"),
                     crate::suggest::did_you_mean(t, names.iter().copied()),
                     offer.describe()
                 )));
@@ -154,7 +160,7 @@ pub fn gpu_change(
                 }
                 check_batch_splits(manifest, *n)?;
             }
-            (t.clone(), *n, train.partition.clone())
+            (t.clone(), *n, partition)
         }
         GpuWanted::Bigger => {
             let now = current_type.as_deref().and_then(usable).unwrap_or(0.0);
@@ -270,14 +276,10 @@ fn more_gpus(
     let mut types: Vec<(f64, &String, u64)> = offer
         .per_node
         .iter()
-        .filter(|(t, _)| !crate::plan::gpu::is_mig_profile(t))
         .filter(|(t, _)| {
-            policy
-                .pools
-                .exclusive
-                .as_ref()
-                .and_then(|p| p.types.as_ref())
-                .is_none_or(|ts| ts.iter().any(|x| x == *t))
+            !crate::plan::gpu::is_mig_profile(t)
+                && offer.allowed(t)
+                && Offer::in_pool(policy.pools.exclusive.as_ref(), t)
         })
         .filter_map(|(t, most)| offer.usable_gib(t).map(|g| (g, t, *most)))
         .filter(|(g, _, _)| *g + 1e-9 >= now_gib)
@@ -505,10 +507,11 @@ mod tests {
     fn a_named_count_is_whole_gpus_only_and_within_the_site_limit() {
         let c = crate::plan::test_clusters::pool_cluster();
         let p = pool_policy(4);
-        let mut m = manifest("gpu:a100:1");
-        m.stages[0].partition = Some("pool".into());
+        // From partition gpu, four A100s of one node are in the pool.
+        let m = manifest("gpu:a100:1");
         let four = gpu_change(&m, &c, &p, &GpuWanted::parse("a100:4").unwrap()).unwrap();
         assert_eq!((four.gres.as_str(), four.count), ("gpu:a100:4", 4));
+        assert_eq!(four.partition, "pool");
         let e = gpu_change(&m, &c, &p, &GpuWanted::parse("h100:8").unwrap())
             .unwrap_err()
             .to_string();
