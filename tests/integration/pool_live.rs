@@ -358,3 +358,63 @@ fn out_of_memory_on_the_largest_gpu_moves_training_to_two_gpus_of_the_pool() {
         assert_eq!(r["world_size"], 2, "{r}");
     }
 }
+
+#[test]
+#[ignore = "needs the local Slurm cluster with the pool (POOL=1 slurm/cluster.sh up)"]
+fn the_time_limit_signal_stops_every_rank_and_the_requeued_job_resumes_on_as_many_gpus() {
+    let _cluster = common::cluster_shared(module_path!());
+    require_pool();
+    let f = RunFixture::new();
+    let spec = pool_spec(&f, "ddpusr1", "gpu = \"h100:2\"\n");
+    let text = read(&spec).replace("epochs = 2", "epochs = 60");
+    std::fs::write(&spec, text).unwrap();
+    let mut cmd = f.cmd();
+    cmd.env("YOLO_STANDIN_EPOCH_SECONDS", "0.5");
+    let out = run(cmd.args(["submit", "--json"]).arg(&spec));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = v["run_id"].as_str().unwrap().to_string();
+    let save = f.path().join("run/train");
+    let results = save.join("results.csv");
+    let records = poll(
+        Duration::from_secs(180),
+        || format!("{}", status(&f, &run_id)),
+        || ranks(&save, 2).filter(|_| epochs_in(&results).len() >= 2),
+    );
+    let pids: Vec<u64> = records.iter().map(|r| r["pid"].as_u64().unwrap()).collect();
+    let st = status(&f, &run_id);
+    let job = st["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "train")
+        .unwrap()["job_id"]
+        .as_u64()
+        .unwrap();
+    // What Slurm sends two minutes before the time limit (--signal=B:USR1@120).
+    let out = run(std::process::Command::new("scancel")
+        .args(["--batch", "--signal=USR1"])
+        .arg(job.to_string()));
+    assert!(out.status.success(), "{out:?}");
+    poll(
+        Duration::from_secs(60),
+        || {
+            let left: Vec<u64> = pids.iter().copied().filter(|p| alive(*p)).collect();
+            format!("ranks still alive after the requeue: {left:?}")
+        },
+        || (!pids.iter().any(|p| alive(*p))).then_some(()),
+    );
+    poll(
+        Duration::from_secs(240),
+        || format!("{}", status(&f, &run_id)),
+        || (state_of(&f, &run_id) == "completed").then_some(()),
+    );
+    let log = read(&f.path().join("run/logs/train.out"));
+    assert!(
+        log.contains("time limit near; stopping training and requeueing"),
+        "{log}"
+    );
+    let resumed = read(&save.join("resumed-device.txt"));
+    assert_eq!(resumed, "device=0,1\n", "{log}");
+    assert_eq!(epochs_in(&results).last(), Some(&60));
+}
