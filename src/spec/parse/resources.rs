@@ -126,7 +126,7 @@ fn read_gpu_count(cx: &mut Cx<'_>, v: &Val<'_>) -> Option<(GpuRequest, u32)> {
 
 /// `[resources] gpus = N`: whole GPUs of one node. Only with `gpu = "auto"`
 /// (the planner picks the type) or a GPU type without a count of its own.
-/// `Ok(None)` when not written; `None` after an error.
+/// `Some(None)` when not written; `None` after an error.
 fn read_gpus(
     cx: &mut Cx<'_>,
     f: &BTreeMap<String, &Val<'_>>,
