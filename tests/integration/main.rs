@@ -35,6 +35,7 @@ mod mig_plans_on_fake;
 mod node_setup;
 mod node_setup_slurm;
 mod nvml_fake;
+mod pool_live;
 mod render_hostile;
 mod report_live;
 mod report_recorded;
