@@ -249,35 +249,424 @@ fn wait(d: Duration, watch_stdin: bool, signals: Option<&SignalFd>) -> Option<En
     }
 }
 
+/// Is the trainer still there? `Unknown` when no `--pid` was given: the
+/// agent then ends only with the script, a signal or its sample limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    Alive,
+    Gone,
+    Unknown,
+}
+
+fn trainer(pid: Option<i32>) -> Liveness {
+    match pid {
+        Some(pid) if procs::alive(pid) => Liveness::Alive,
+        Some(_) => Liveness::Gone,
+        None => Liveness::Unknown,
+    }
+}
+
+/// What the guard's decisions of one sample ask for (pure): the record's
+/// new state, whether to stop now.
+#[derive(Debug, Default, PartialEq)]
+struct Verdict {
+    stop: bool,
+    /// Decisions that change the guard record (all but the end of warm-up).
+    recorded: bool,
+}
+
+/// Fold one sample's decisions into the guard record and gauge state.
+fn decide(decisions: &[Decision], record: &mut GuardRecord, guard_state: &mut u8) -> Verdict {
+    let mut v = Verdict::default();
+    for d in decisions {
+        let line = d.describe();
+        match d {
+            Decision::WarmupOver { .. } => continue,
+            Decision::Warn { .. } => {
+                *guard_state = (*guard_state).max(1);
+                record.warnings.push(line.clone());
+                if record.action.is_empty() {
+                    record.action = "warned".into();
+                    record.message = line;
+                }
+            }
+            Decision::Stop { may_stop, .. } => {
+                if *may_stop {
+                    *guard_state = 2;
+                    record.action = "stopped".into();
+                    v.stop = true;
+                } else {
+                    *guard_state = (*guard_state).max(1);
+                    record.action = "would_stop".into();
+                    record.warnings.push(line.clone());
+                }
+                record.message = line;
+            }
+        }
+        v.recorded = true;
+    }
+    v
+}
+
+/// The memory guard's side of an agent: the job's devices and everything it
+/// has seen of them.
+struct Watch<'d> {
+    devices: Vec<JobDevice<'d>>,
+    /// Comma list of the devices, for the records.
+    ids: String,
+    shared: bool,
+    series: Series,
+    breaker: Breaker,
+    progress: Progress,
+    record: GuardRecord,
+    series_path: PathBuf,
+    record_path: PathBuf,
+    textfile: Option<PathBuf>,
+    labels: Labels,
+    guard_state: u8,
+    last_error: Option<String>,
+    last_unattributed: Option<&'static str>,
+    /// The metrics file's first failure is logged, not every one.
+    metrics_failed: bool,
+    last_flush: Instant,
+    last_status: Instant,
+}
+
+/// One agent: options, duties, the log, and (with a device) the watch. Each
+/// pass of `run`'s loop is `sample`, `record`, `publish`, the duties, then
+/// either `stop` or the wait; `finish` ends it.
+struct Agent<'a, 'd> {
+    opts: &'a Options,
+    duties: &'a mut [Box<dyn AgentDuty>],
+    log: &'a mut dyn FnMut(&str),
+    watch: Option<Watch<'d>>,
+    signals: Option<SignalFd>,
+    outcome: Outcome,
+}
+
+impl Agent<'_, '_> {
+    /// One read of the job's devices into the series; what stands in for the
+    /// job's own use when it cannot be known.
+    fn sample(&mut self) -> Option<&'static str> {
+        let w = self.watch.as_mut()?;
+        let device = &w.devices[0];
+        // On a shared GPU the job's use is its processes' (the trainer's
+        // tree); a slice or a GPU of its own needs no walk of /proc.
+        let job_pids: Option<BTreeSet<u32>> = match self.opts.pid {
+            Some(pid) if w.shared => Some(procs::tree(pid)),
+            _ => None,
+        };
+        let is_job = |pid: u32| job_pids.as_ref().is_some_and(|set| set.contains(&pid));
+        let filter: Option<&dyn Fn(u32) -> bool> = match job_pids {
+            Some(_) => Some(&is_job),
+            None => None,
+        };
+        match read_fullest(&w.devices, filter) {
+            Ok(m) => {
+                w.last_error = None;
+                self.outcome.samples += 1;
+                let counted = super::policy::count(
+                    device.is_mig,
+                    w.shared,
+                    m.device_used,
+                    m.job_used,
+                    m.others,
+                    job_pids.is_some(),
+                );
+                if counted.unattributed != w.last_unattributed {
+                    match counted.unattributed {
+                        Some(why) => (self.log)(&format!(
+                            "the job's own GPU memory cannot be known ({why}); the device's use stands in, and the guard warns but never stops on it"
+                        )),
+                        None if w.last_unattributed.is_some() => {
+                            (self.log)("the job's own GPU memory is known again; the guard counts it")
+                        }
+                        None => {}
+                    }
+                    w.last_unattributed = counted.unattributed;
+                }
+                w.series.push(Sample {
+                    t: unix_now(),
+                    used: counted.used,
+                    device_used: m.device_used,
+                    total: m.total,
+                    own: counted.unattributed.is_none(),
+                });
+                counted.unattributed
+            }
+            Err(e) => {
+                self.outcome.read_errors += 1;
+                let text = format!("{e:#}");
+                if w.last_error.as_deref() != Some(text.as_str()) {
+                    (self.log)(&format!(
+                        "could not read the device memory: {text}; trying again"
+                    ));
+                    w.last_error = Some(text);
+                }
+                None
+            }
+        }
+    }
+
+    /// The guard's decisions on the series: logged, folded into the record
+    /// (`decide`), which is written when it changed. True: stop now.
+    fn record(&mut self, unattributed: Option<&'static str>) -> bool {
+        let p = &self.opts.policy;
+        let Some(w) = self.watch.as_mut() else {
+            return false;
+        };
+        let (epoch, _) = w.progress.read();
+        let decisions = if p.enabled {
+            w.breaker
+                .observe(&w.series, epoch, unattributed.or(w.last_unattributed))
+        } else {
+            vec![]
+        };
+        for d in &decisions {
+            (self.log)(&d.describe());
+        }
+        let verdict = decide(&decisions, &mut w.record, &mut w.guard_state);
+        if verdict.recorded {
+            if let Some(s) = w.series.last() {
+                w.record.used_bytes = s.used;
+                w.record.total_bytes = s.total;
+            }
+            w.record.time = Some(Utc::now());
+            if self.opts.write_files {
+                if let Err(e) = write_record(&w.record_path, &w.record) {
+                    (self.log)(&format!("could not write the guard record: {e:#}"));
+                }
+            }
+        }
+        self.outcome.decisions.extend(decisions);
+        verdict.stop
+    }
+
+    /// The gauges, the series file every 30 s (and at once on a stop), and a
+    /// status line every `log_every_s`.
+    fn publish(&mut self, stopping: bool) {
+        let p = &self.opts.policy;
+        let Some(w) = self.watch.as_mut() else {
+            return;
+        };
+        let (epoch, map) = w.progress.read();
+        if let (Some(path), Some(last)) = (&w.textfile, w.series.last()) {
+            let gauges = Gauges {
+                used_bytes: last.used,
+                total_bytes: last.total,
+                growth_bytes_per_second: w
+                    .series
+                    .rate_since(unix_now() - p.window_s)
+                    .map(|r| r.bytes_per_s),
+                epoch,
+                map50_95: map,
+                guard_state: w.guard_state,
+            };
+            if let Err(e) = crate::fsutil::write_atomic(
+                path,
+                metrics::render(&w.labels, &gauges).as_bytes(),
+                0o644,
+            ) {
+                if !w.metrics_failed {
+                    (self.log)(&format!("could not write the metrics file: {e:#}"));
+                    w.metrics_failed = true;
+                }
+            }
+        }
+        if w.last_flush.elapsed() >= Duration::from_secs(30)
+            || self.outcome.samples <= 1
+            || stopping
+        {
+            if self.opts.write_files {
+                flush(&w.series_path, &w.series, self.log);
+            }
+            w.last_flush = Instant::now();
+        }
+        if w.last_status.elapsed().as_secs_f64() >= p.log_every_s {
+            w.last_status = Instant::now();
+            if let Some(s) = w.series.last() {
+                let rate = w.series.rate_since(s.t - p.window_s);
+                (self.log)(&format!(
+                    "memory {} of {} GiB, growth {} MB/min over the last {}: no action",
+                    gib(s.used),
+                    gib(s.total),
+                    rate.map_or("unknown".to_string(), |r| format!(
+                        "{:.0}",
+                        r.bytes_per_s * 60.0 / 1e6
+                    )),
+                    super::policy::span(p.window_s)
+                ));
+            }
+        }
+    }
+
+    /// The periodic duties (the backup).
+    fn tick_duties(&mut self) {
+        let now = SystemTime::now();
+        for duty in self.duties.iter_mut() {
+            for e in duty.tick(now) {
+                log_event(duty.name(), &e, self.log);
+            }
+        }
+    }
+
+    /// The guard's stop: the trainer and every rank below it, the record,
+    /// the audit trail.
+    fn stop(&mut self) {
+        let opts = self.opts;
+        let Some(w) = self.watch.as_mut() else {
+            return;
+        };
+        match opts.pid {
+            Some(pid) => {
+                let how = procs::stop(pid, Duration::from_secs_f64(opts.policy.grace_s));
+                let word = serde_json::to_value(how)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                (self.log)(&format!(
+                    "trainer (pid {pid}) {}; `yolo-sched resume {}` continues from its last checkpoint",
+                    match how {
+                        procs::Stopped::Terminated => "stopped by TERM",
+                        procs::Stopped::Killed => "killed after the grace period",
+                        procs::Stopped::Gone => "had already exited",
+                    },
+                    opts.run_id
+                ));
+                w.record.stopped = Some(word);
+                if opts.write_files {
+                    let _ = write_record(&w.record_path, &w.record);
+                }
+            }
+            None => (self.log)("no trainer pid was given (--pid): nothing to stop"),
+        }
+        if let Some(trail) = &opts.audit {
+            let mut rec = crate::run::audit::AuditRecord::new(
+                "guard-stop",
+                Some(&opts.run_id),
+                opts.job_id.parse().ok().into_iter().collect(),
+                "ok",
+            );
+            rec.detail = Some(format!("{}: {}", opts.key(), w.record.message));
+            for problem in trail.record(&rec) {
+                (self.log)(&problem);
+            }
+        }
+    }
+
+    /// Whether the agent ends before its next sample, and why; else waits
+    /// one interval (ended early by stdin's end or a signal).
+    fn ended(&mut self) -> Option<EndReason> {
+        // Failed reads count too: with every read failing, `--samples N`
+        // still ends after N tries.
+        if self
+            .opts
+            .max_samples
+            .is_some_and(|m| self.outcome.samples + self.outcome.read_errors >= m)
+        {
+            return Some(EndReason::SampleLimit);
+        }
+        if trainer(self.opts.pid) == Liveness::Gone {
+            return Some(EndReason::TrainerGone);
+        }
+        let interval = Duration::from_secs_f64(self.opts.policy.interval_s);
+        wait(interval, self.opts.stop_on_stdin_eof, self.signals.as_ref())
+    }
+
+    /// The loop, until the trainer or the script ends, a signal, the guard's
+    /// stop or the sample limit.
+    fn run(&mut self) {
+        self.outcome.ended = loop {
+            let unattributed = self.sample();
+            let stop = self.record(unattributed);
+            self.publish(stop);
+            self.tick_duties();
+            if stop {
+                self.stop();
+                break EndReason::Stopped;
+            }
+            if let Some(why) = self.ended() {
+                break why;
+            }
+        };
+    }
+
+    /// The series' last write, the duties' last pass, the reason in the log,
+    /// and the metrics file removed.
+    fn finish(self) -> Outcome {
+        if let (Some(w), true) = (&self.watch, self.opts.write_files) {
+            flush(&w.series_path, &w.series, self.log);
+        }
+        for duty in self.duties.iter_mut() {
+            for e in duty.finish() {
+                log_event(duty.name(), &e, self.log);
+            }
+        }
+        (self.log)(&format!(
+            "ending after {} sample(s) and {} failed read(s): {}",
+            self.outcome.samples,
+            self.outcome.read_errors,
+            self.outcome.ended.describe()
+        ));
+        if let Some(path) = self.watch.as_ref().and_then(|w| w.textfile.as_ref()) {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => (self.log)(&format!("could not remove {}: {e}", path.display())),
+            }
+        }
+        self.outcome
+    }
+}
+
 /// Run the agent until the trainer ends, the script closes stdin, the guard
 /// stops the trainer, or `max_samples`. An error means it could not start
 /// (no NVML, no such device); a failing read later is logged and retried.
+/// Without a device (NVML missing, or a trainer already gone) the same loop
+/// runs the duties alone, when there are any.
 pub fn run(
     opts: &Options,
     duties: &mut [Box<dyn AgentDuty>],
     log: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
-    let p = &opts.policy;
+    let mut outcome = Outcome {
+        device: String::new(),
+        device_name: String::new(),
+        is_mig: false,
+        samples: 0,
+        read_errors: 0,
+        decisions: vec![],
+        ended: EndReason::TrainerGone,
+        policy: opts.policy.clone(),
+    };
     // A trainer already gone (or a zombie) is no job to watch: say so rather
-    // than end after one sample without a word.
-    // The duties still run once: a trainer that ended before the agent
-    // started may have left a checkpoint that only this last backup saves.
-    if let Some(pid) = opts.pid {
-        if !procs::alive(pid) {
-            let why = format!(
-                "the trainer (pid {pid}) is not running: it already exited, or it is a zombie its parent has not reaped"
-            );
-            if duties.is_empty() {
-                anyhow::bail!(why);
-            }
-            log(&format!(
-                "{why}; the memory guard has nothing to watch, {} run(s) once",
-                duty_names(duties)
-            ));
-            return Ok(duties_only(opts, duties, log));
+    // than end after one sample without a word. The duties still run once:
+    // a trainer that ended before the agent started may have left a
+    // checkpoint that only this last backup saves.
+    if trainer(opts.pid) == Liveness::Gone {
+        let why = format!(
+            "the trainer (pid {}) is not running: it already exited, or it is a zombie its parent has not reaped",
+            opts.pid.unwrap_or_default()
+        );
+        if duties.is_empty() {
+            anyhow::bail!(why);
         }
+        log(&format!(
+            "{why}; the memory guard has nothing to watch, {} run(s) once",
+            duty_names(duties)
+        ));
+        let mut agent = Agent {
+            opts,
+            duties,
+            log,
+            watch: None,
+            signals: catch_signals(),
+            outcome,
+        };
+        agent.run();
+        return Ok(agent.finish());
     }
-    // The device borrows the library handle, so both live in this frame.
+    // The devices borrow the library handle, so both live in this frame.
     let nvml = parse_visible_devices(&opts.visible_devices)
         .and_then(|ids| Ok((ids, crate::nvml::open(&opts.library)?)));
     let opened = nvml
@@ -288,8 +677,8 @@ pub fn run(
                 .map(|id| JobDevice::open(nvml, id))
                 .collect::<Result<Vec<_>>>()
         });
-    let devices = match opened {
-        Ok(o) => o,
+    let watch = match opened {
+        Ok(devices) => Some(watch(opts, devices, log)?),
         // Without NVML there is no guard, but the other duties (the backup)
         // still run for the trainer's lifetime.
         Err(e) if !duties.is_empty() => {
@@ -297,22 +686,46 @@ pub fn run(
                 "cannot watch GPU memory ({e:#}); the memory guard is off, {} still run(s)",
                 duty_names(duties)
             ));
-            return Ok(duties_only(opts, duties, log));
+            None
         }
         Err(e) => return Err(e),
     };
+    if let Some(w) = &watch {
+        outcome.device = w.ids.clone();
+        outcome.device_name = w.devices[0].name.clone();
+        outcome.is_mig = w.devices[0].is_mig;
+    }
+    let mut agent = Agent {
+        opts,
+        duties,
+        log,
+        watch,
+        signals: catch_signals(),
+        outcome,
+    };
+    agent.run();
+    Ok(agent.finish())
+}
+
+/// The guard's state for the opened devices, its files, and the first log line.
+fn watch<'d>(
+    opts: &Options,
+    devices: Vec<JobDevice<'d>>,
+    log: &mut dyn FnMut(&str),
+) -> Result<Watch<'d>> {
+    let p = &opts.policy;
     // Several GPUs of one node (Ultralytics' DDP): every device is read, and
     // the fullest stands for the job, since one rank out of memory ends the
     // training; a stop stops the trainer with every rank below it.
     let device = &devices[0];
-    let all_ids = devices
+    let ids = devices
         .iter()
         .map(|d| d.id.to_string())
         .collect::<Vec<_>>()
         .join(",");
     if devices.len() > 1 {
         log(&format!(
-            "the job holds {} devices ({all_ids}); the guard reads each and counts the fullest, and a stop ends every rank",
+            "the job holds {} devices ({ids}); the guard reads each and counts the fullest, and a stop ends every rank",
             devices.len()
         ));
     }
@@ -321,20 +734,6 @@ pub fn run(
     if opts.write_files {
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
     }
-    let series_path = state.join(format!("{key}.memory.csv"));
-    let record_path = state.join(format!("{key}.guard.json"));
-    let textfile = p
-        .textfile_dir
-        .as_ref()
-        .map(|d| d.join(metrics::file_name(&opts.run_id, &key)));
-    let labels = Labels {
-        run: opts.run_id.clone(),
-        stage: opts.stage.clone(),
-        task: opts.task.map(|t| t.to_string()).unwrap_or_default(),
-        user: opts.user.clone(),
-        account: opts.account.clone(),
-        slice: slice_of(&device.name),
-    };
     let share = if device.is_mig { None } else { opts.share };
     let shared = !device.is_mig && (opts.shared || share.is_some());
     log(&format!(
@@ -358,318 +757,44 @@ pub fn run(
         if p.enabled { "" } else { "; the guard is off for this job (metrics only)" },
         if p.may_stop { "" } else { "; the site lets it only warn" },
     ));
-
-    let signals = catch_signals();
-    let started = unix_now();
-    let mut series = Series::new(p.series_max_samples);
-    let mut breaker = Breaker::new(p.clone(), share, started);
-    let mut progress = Progress {
-        path: opts.save_dir.as_ref().map(|d| d.join("results.csv")),
-        seen: None,
-        value: (None, None),
-    };
-    let mut record = GuardRecord {
-        array_job_id: opts.array_job_id.clone(),
-        job_id: opts.job_id.clone(),
-        device: format!("{all_ids} ({})", device.name),
-        ..GuardRecord::default()
-    };
-    let mut outcome = Outcome {
-        device: all_ids.clone(),
-        device_name: device.name.clone(),
-        is_mig: device.is_mig,
-        samples: 0,
-        read_errors: 0,
-        decisions: vec![],
-        ended: EndReason::TrainerGone,
-        policy: p.clone(),
-    };
-    let mut last_error: Option<String> = None;
-    let mut last_unattributed: Option<&'static str> = None;
-    // The metrics file's first failure is logged, not every one.
-    let mut metrics_failed = false;
-    let mut last_flush = Instant::now();
-    let mut last_status = Instant::now();
-    let mut guard_state = 0u8;
-    let interval = Duration::from_secs_f64(p.interval_s);
-    loop {
-        // On a shared GPU the job's use is its processes' (the trainer's
-        // tree); a slice or a GPU of its own needs no walk of /proc.
-        let job_pids: Option<BTreeSet<u32>> = match opts.pid {
-            Some(pid) if shared => Some(procs::tree(pid)),
-            _ => None,
-        };
-        let is_job = |pid: u32| job_pids.as_ref().is_some_and(|set| set.contains(&pid));
-        let filter: Option<&dyn Fn(u32) -> bool> = match job_pids {
-            Some(_) => Some(&is_job),
-            None => None,
-        };
-        let mut unattributed = None;
-        match read_fullest(&devices, filter) {
-            Ok(m) => {
-                last_error = None;
-                outcome.samples += 1;
-                let counted = super::policy::count(
-                    device.is_mig,
-                    shared,
-                    m.device_used,
-                    m.job_used,
-                    m.others,
-                    job_pids.is_some(),
-                );
-                if counted.unattributed != last_unattributed {
-                    match counted.unattributed {
-                        Some(why) => log(&format!(
-                            "the job's own GPU memory cannot be known ({why}); the device's use stands in, and the guard warns but never stops on it"
-                        )),
-                        None if last_unattributed.is_some() => {
-                            log("the job's own GPU memory is known again; the guard counts it")
-                        }
-                        None => {}
-                    }
-                    last_unattributed = counted.unattributed;
-                }
-                unattributed = counted.unattributed;
-                series.push(Sample {
-                    t: unix_now(),
-                    used: counted.used,
-                    device_used: m.device_used,
-                    total: m.total,
-                    own: counted.unattributed.is_none(),
-                });
-            }
-            Err(e) => {
-                outcome.read_errors += 1;
-                let text = format!("{e:#}");
-                if last_error.as_deref() != Some(text.as_str()) {
-                    log(&format!(
-                        "could not read the device memory: {text}; trying again"
-                    ));
-                    last_error = Some(text);
-                }
-            }
-        }
-        let (epoch, map) = progress.read();
-        let decisions = if p.enabled {
-            breaker.observe(&series, epoch, unattributed.or(last_unattributed))
-        } else {
-            vec![]
-        };
-        let mut stop_now = false;
-        for d in decisions {
-            let line = d.describe();
-            log(&line);
-            let last = series.last().copied();
-            match &d {
-                Decision::WarmupOver { .. } => {}
-                Decision::Warn { .. } => {
-                    guard_state = guard_state.max(1);
-                    record.warnings.push(line.clone());
-                    if record.action.is_empty() {
-                        record.action = "warned".into();
-                        record.message = line.clone();
-                    }
-                }
-                Decision::Stop { may_stop, .. } => {
-                    if *may_stop {
-                        guard_state = 2;
-                        record.action = "stopped".into();
-                        stop_now = true;
-                    } else {
-                        guard_state = guard_state.max(1);
-                        record.action = "would_stop".into();
-                        record.warnings.push(line.clone());
-                    }
-                    record.message = line.clone();
-                }
-            }
-            if !matches!(d, Decision::WarmupOver { .. }) {
-                if let Some(s) = last {
-                    record.used_bytes = s.used;
-                    record.total_bytes = s.total;
-                }
-                record.time = Some(Utc::now());
-                if opts.write_files {
-                    if let Err(e) = write_record(&record_path, &record) {
-                        log(&format!("could not write the guard record: {e:#}"));
-                    }
-                }
-            }
-            outcome.decisions.push(d);
-        }
-        if let Some(path) = &textfile {
-            let rate = series
-                .rate_since(unix_now() - p.window_s)
-                .map(|r| r.bytes_per_s);
-            let gauges = Gauges {
-                used_bytes: series.last().map_or(0, |s| s.used),
-                total_bytes: series.last().map_or(0, |s| s.total),
-                growth_bytes_per_second: rate,
-                epoch,
-                map50_95: map,
-                guard_state,
-            };
-            if series.last().is_some() {
-                if let Err(e) = crate::fsutil::write_atomic(
-                    path,
-                    metrics::render(&labels, &gauges).as_bytes(),
-                    0o644,
-                ) {
-                    if !metrics_failed {
-                        log(&format!("could not write the metrics file: {e:#}"));
-                        metrics_failed = true;
-                    }
-                }
-            }
-        }
-        if last_flush.elapsed() >= Duration::from_secs(30) || outcome.samples <= 1 || stop_now {
-            if opts.write_files {
-                flush(&series_path, &series, log);
-            }
-            last_flush = Instant::now();
-        }
-        let now = SystemTime::now();
-        for duty in duties.iter_mut() {
-            for e in duty.tick(now) {
-                log_event(duty.name(), &e, log);
-            }
-        }
-        if last_status.elapsed().as_secs_f64() >= p.log_every_s {
-            last_status = Instant::now();
-            if let Some(s) = series.last() {
-                let rate = series.rate_since(s.t - p.window_s);
-                log(&format!(
-                    "memory {} of {} GiB, growth {} MB/min over the last {}: no action",
-                    gib(s.used),
-                    gib(s.total),
-                    rate.map_or("unknown".to_string(), |r| format!(
-                        "{:.0}",
-                        r.bytes_per_s * 60.0 / 1e6
-                    )),
-                    super::policy::span(p.window_s)
-                ));
-            }
-        }
-        if stop_now {
-            outcome.ended = EndReason::Stopped;
-            match opts.pid {
-                Some(pid) => {
-                    let how = procs::stop(pid, Duration::from_secs_f64(p.grace_s));
-                    let word = serde_json::to_value(how)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default();
-                    log(&format!(
-                        "trainer (pid {pid}) {}; `yolo-sched resume {}` continues from its last checkpoint",
-                        match how {
-                            procs::Stopped::Terminated => "stopped by TERM",
-                            procs::Stopped::Killed => "killed after the grace period",
-                            procs::Stopped::Gone => "had already exited",
-                        },
-                        opts.run_id
-                    ));
-                    record.stopped = Some(word);
-                    if opts.write_files {
-                        let _ = write_record(&record_path, &record);
-                    }
-                }
-                None => log("no trainer pid was given (--pid): nothing to stop"),
-            }
-            if let Some(trail) = &opts.audit {
-                let mut rec = crate::run::audit::AuditRecord::new(
-                    "guard-stop",
-                    Some(&opts.run_id),
-                    opts.job_id.parse().ok().into_iter().collect(),
-                    "ok",
-                );
-                rec.detail = Some(format!("{key}: {}", record.message));
-                for problem in trail.record(&rec) {
-                    log(&problem);
-                }
-            }
-            break;
-        }
-        // Failed reads count too: with every read failing, `--samples N`
-        // still ends after N tries.
-        if opts
-            .max_samples
-            .is_some_and(|m| outcome.samples + outcome.read_errors >= m)
-        {
-            outcome.ended = EndReason::SampleLimit;
-            break;
-        }
-        if opts.pid.is_some_and(|pid| !procs::alive(pid)) {
-            outcome.ended = EndReason::TrainerGone;
-            break;
-        }
-        if let Some(why) = wait(interval, opts.stop_on_stdin_eof, signals.as_ref()) {
-            outcome.ended = why;
-            break;
-        }
-    }
-    if opts.write_files {
-        flush(&series_path, &series, log);
-    }
-    for duty in duties.iter_mut() {
-        for e in duty.finish() {
-            log_event(duty.name(), &e, log);
-        }
-    }
-    log(&format!(
-        "ending after {} sample(s) and {} failed read(s): {}",
-        outcome.samples,
-        outcome.read_errors,
-        outcome.ended.describe()
-    ));
-    if let Some(path) = &textfile {
-        match std::fs::remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => log(&format!("could not remove {}: {e}", path.display())),
-        }
-    }
-    Ok(outcome)
-}
-
-/// The agent without a device: tick the duties until the trainer or the
-/// script ends, then let them finish.
-fn duties_only(
-    opts: &Options,
-    duties: &mut [Box<dyn AgentDuty>],
-    log: &mut dyn FnMut(&str),
-) -> Outcome {
-    let signals = catch_signals();
-    let interval = Duration::from_secs_f64(opts.policy.interval_s);
-    let ended = loop {
-        let now = SystemTime::now();
-        for duty in duties.iter_mut() {
-            for e in duty.tick(now) {
-                log_event(duty.name(), &e, log);
-            }
-        }
-        if opts.pid.is_some_and(|pid| !procs::alive(pid)) {
-            break EndReason::TrainerGone;
-        }
-        if let Some(why) = wait(interval, opts.stop_on_stdin_eof, signals.as_ref()) {
-            break why;
-        }
-    };
-    for duty in duties.iter_mut() {
-        for e in duty.finish() {
-            log_event(duty.name(), &e, log);
-        }
-    }
-    log(&format!("ending: {}", ended.describe()));
-    Outcome {
-        device: String::new(),
-        device_name: String::new(),
-        is_mig: false,
-        samples: 0,
-        read_errors: 0,
-        decisions: vec![],
-        ended,
-        policy: opts.policy.clone(),
-    }
+    Ok(Watch {
+        labels: Labels {
+            run: opts.run_id.clone(),
+            stage: opts.stage.clone(),
+            task: opts.task.map(|t| t.to_string()).unwrap_or_default(),
+            user: opts.user.clone(),
+            account: opts.account.clone(),
+            slice: slice_of(&device.name),
+        },
+        record: GuardRecord {
+            array_job_id: opts.array_job_id.clone(),
+            job_id: opts.job_id.clone(),
+            device: format!("{ids} ({})", device.name),
+            ..GuardRecord::default()
+        },
+        series_path: state.join(format!("{key}.memory.csv")),
+        record_path: state.join(format!("{key}.guard.json")),
+        textfile: p
+            .textfile_dir
+            .as_ref()
+            .map(|d| d.join(metrics::file_name(&opts.run_id, &key))),
+        series: Series::new(p.series_max_samples),
+        breaker: Breaker::new(p.clone(), share, unix_now()),
+        progress: Progress {
+            path: opts.save_dir.as_ref().map(|d| d.join("results.csv")),
+            seen: None,
+            value: (None, None),
+        },
+        ids,
+        shared,
+        devices,
+        guard_state: 0,
+        last_error: None,
+        last_unattributed: None,
+        metrics_failed: false,
+        last_flush: Instant::now(),
+        last_status: Instant::now(),
+    })
 }
 
 fn duty_names(duties: &[Box<dyn AgentDuty>]) -> String {
@@ -696,6 +821,50 @@ fn flush(path: &Path, series: &Series, log: &mut dyn FnMut(&str)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::policy::StopCause;
+
+    /// `decide` is the guard's verdict without effects: a warning marks the
+    /// record once, a stop the site allows ends the training, one it does
+    /// not only says it would have.
+    #[test]
+    fn decisions_fold_into_the_record_and_the_verdict() {
+        let warn = Decision::Warn {
+            used: 9,
+            limit: 10,
+            fraction: 0.9,
+            warn_fraction: 0.85,
+            of_share: false,
+        };
+        let mut record = GuardRecord::default();
+        let mut state = 0;
+        let v = decide(std::slice::from_ref(&warn), &mut record, &mut state);
+        assert_eq!(
+            v,
+            Verdict {
+                stop: false,
+                recorded: true
+            }
+        );
+        assert_eq!((record.action.as_str(), state), ("warned", 1));
+        let stop = |may_stop| Decision::Stop {
+            cause: StopCause::Growth {
+                mb_per_min: 900.0,
+                for_s: 120.0,
+                used: 9,
+                total: 10,
+                limit_mb_per_min: 500.0,
+            },
+            may_stop,
+            unattributed: None,
+        };
+        let v = decide(&[stop(false)], &mut record, &mut state);
+        assert!(!v.stop);
+        assert_eq!((record.action.as_str(), state), ("would_stop", 1));
+        let v = decide(&[stop(true)], &mut record, &mut state);
+        assert!(v.stop);
+        assert_eq!((record.action.as_str(), state), ("stopped", 2));
+        assert_eq!(record.warnings.len(), 2, "{record:?}");
+    }
 
     #[test]
     fn slices_are_named_by_their_profile() {
