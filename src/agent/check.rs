@@ -20,7 +20,7 @@ pub fn check_spec(
                     .get(&e.key)
                     .map(|l| format!("{}:{}:{}", spec.origin.file, l.line, l.column))
                     .unwrap_or_else(|| spec.origin.file.clone());
-                format!("{at}: {}: {}\n  help: {}", e.key, e.message, e.help)
+                format!("{at}: {}: {}\n  hint: {}", e.key, e.message, e.help)
             })
             .collect();
         crate::error::invalid(format!(

@@ -2,6 +2,7 @@
 //! `kpt_shape`), read with positions, and its paths resolved as Ultralytics'
 //! `check_det_dataset` (`ultralytics/data/utils.py`) resolves them.
 
+use crate::spec::SpecError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -50,61 +51,26 @@ impl Source {
     }
 }
 
-/// A problem in the YAML, at `file:line:column`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    pub line: usize,
-    pub column: usize,
-    pub key: String,
-    pub message: String,
-    pub help: Option<String>,
-}
-
-/// All problems of one dataset YAML.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigErrors {
-    pub file: String,
-    pub errors: Vec<ConfigError>,
-}
-
-impl std::fmt::Display for ConfigErrors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.errors.len();
-        write!(
-            f,
-            "dataset YAML {} has {n} error{}",
-            self.file,
-            if n == 1 { "" } else { "s" }
-        )?;
-        for e in &self.errors {
-            write!(f, "\n{}:{}:{}: ", self.file, e.line, e.column)?;
-            if !e.key.is_empty() {
-                write!(f, "`{}`: ", e.key)?;
-            }
-            f.write_str(&e.message)?;
-            if let Some(h) = &e.help {
-                write!(f, "\n    help: {h}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigErrors {}
+/// A dataset YAML's problems: the crate's one positioned diagnostic
+/// (`spec::SpecError`, printed with `hint:`), gathered as `SpecErrors`.
+pub type ConfigErrors = crate::spec::SpecErrors;
 
 /// Read and resolve a dataset YAML. Relative paths that Ultralytics resolves
 /// against the current directory are resolved against `cwd`.
 pub fn load(file: &Path, cwd: &Path) -> Result<DataConfig, ConfigErrors> {
     let name = file.display().to_string();
-    let fail = |line, column, key: &str, message: String, help: Option<String>| ConfigErrors {
-        file: name.clone(),
-        errors: vec![ConfigError {
-            line,
-            column,
-            key: key.to_string(),
-            message,
-            help,
-        }],
+    let fail = |line, column, key: &str, message: String, help: Option<String>| {
+        ConfigErrors::dataset(
+            &name,
+            vec![SpecError {
+                file: name.clone(),
+                line,
+                column,
+                key: key.to_string(),
+                message,
+                help,
+            }],
+        )
     };
     let text = crate::fsutil::read_regular(file, crate::spec::MAX_SPEC_BYTES).map_err(|e| {
         fail(
@@ -125,29 +91,31 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
     let docs = match MarkedYaml::load_from_str(text) {
         Ok(docs) => docs,
         Err(e) => {
-            return Err(ConfigErrors {
-                file: name,
-                errors: vec![ConfigError {
+            return Err(ConfigErrors::dataset(
+                &name,
+                vec![SpecError {
+                    file: name.clone(),
                     line: e.marker().line(),
                     column: e.marker().col() + 1,
                     key: String::new(),
                     message: format!("invalid YAML: {}", e.info()),
                     help: None,
                 }],
-            })
+            ))
         }
     };
     let Some(YamlData::Mapping(map)) = docs.first().map(|d| &d.data) else {
-        return Err(ConfigErrors {
-            file: name,
-            errors: vec![ConfigError {
+        return Err(ConfigErrors::dataset(
+            &name,
+            vec![SpecError {
+                file: name.clone(),
                 line: 1,
                 column: 1,
                 key: String::new(),
                 message: "expected a mapping with train, val and names".into(),
                 help: None,
             }],
-        });
+        ));
     };
     let mut keys: BTreeMap<String, &MarkedYaml<'_>> = BTreeMap::new();
     for (k, v) in map.iter() {
@@ -159,7 +127,8 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
     let mut err =
         |node: Option<&MarkedYaml<'_>>, key: &str, message: String, help: Option<String>| {
             let (line, column) = node.map_or((1, 1), at);
-            errors.push(ConfigError {
+            errors.push(SpecError {
+                file: name.clone(),
                 line,
                 column,
                 key: key.to_string(),
@@ -380,8 +349,7 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
         },
     };
     if !errors.is_empty() {
-        errors.sort_by_key(|e| (e.line, e.column));
-        return Err(ConfigErrors { file: name, errors });
+        return Err(ConfigErrors::dataset(&name, errors));
     }
     Ok(DataConfig {
         file: file.to_path_buf(),

@@ -59,7 +59,9 @@ impl LineIndex {
 /// The most errors printed; the count says how many there were in all.
 pub const SHOWN_ERRORS: usize = 50;
 
-/// One problem in a spec.
+/// One problem in an input file at `file:line:column` (a spec, a dataset
+/// YAML): the one positioned diagnostic of the crate. Its suggestion is
+/// printed as `hint:`, the word every error of yolo-sched uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpecError {
     pub file: String,
@@ -82,17 +84,29 @@ impl fmt::Display for SpecError {
         }
         f.write_str(&self.message)?;
         if let Some(help) = &self.help {
-            write!(f, "\n    help: {help}")?;
+            write!(f, "\n    hint: {help}")?;
         }
         Ok(())
     }
 }
 
-/// Every error found in one spec, sorted by position.
+/// What kind of file the errors are in, for the first line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Subject {
+    /// A training spec: nothing was submitted.
+    #[default]
+    Spec,
+    /// An Ultralytics dataset YAML.
+    DatasetYaml,
+}
+
+/// Every error found in one file, sorted by position.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpecErrors {
     pub file: String,
     pub errors: Vec<SpecError>,
+    #[serde(skip)]
+    pub subject: Subject,
 }
 
 impl SpecErrors {
@@ -101,6 +115,15 @@ impl SpecErrors {
         SpecErrors {
             file: file.to_string(),
             errors,
+            subject: Subject::Spec,
+        }
+    }
+
+    /// The errors of a dataset YAML.
+    pub fn dataset(file: &str, errors: Vec<SpecError>) -> Self {
+        SpecErrors {
+            subject: Subject::DatasetYaml,
+            ..SpecErrors::new(file, errors)
         }
     }
 
@@ -124,13 +147,17 @@ pub(crate) fn sort(errors: &mut Vec<SpecError>) {
 impl fmt::Display for SpecErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.errors.len();
-        writeln!(
-            f,
-            "{} has {} error{}; nothing was submitted",
-            self.file,
-            n,
-            if n == 1 { "" } else { "s" }
-        )?;
+        let plural = if n == 1 { "" } else { "s" };
+        match self.subject {
+            Subject::Spec => writeln!(
+                f,
+                "{} has {n} error{plural}; nothing was submitted",
+                self.file
+            )?,
+            Subject::DatasetYaml => {
+                writeln!(f, "dataset YAML {} has {n} error{plural}", self.file)?
+            }
+        }
         for (i, e) in self.errors.iter().take(SHOWN_ERRORS).enumerate() {
             if i > 0 {
                 writeln!(f)?;
@@ -206,6 +233,6 @@ mod tests {
         let a = text.find("s.toml:2:1: `a`: bad").unwrap();
         let b = text.find("s.toml:9:1: `b`: bad").unwrap();
         assert!(a < b);
-        assert!(text.contains("help: fix it"));
+        assert!(text.contains("hint: fix it"));
     }
 }

@@ -424,7 +424,7 @@ fn error_at_locates_keys_for_later_checks() {
     assert_eq!(
         e.to_string(),
         format!(
-            "a.toml:{}:7: `resources.gpu`: no such GPU type\n    help: use auto",
+            "a.toml:{}:7: `resources.gpu`: no such GPU type\n    hint: use auto",
             line_of("gpu = ")
         )
     );
