@@ -96,6 +96,43 @@ fn out_of_memory_on_1g_moves_training_to_2g_and_the_run_completes() {
     );
 }
 
+/// The log is opened in append mode, so it holds every attempt: an earlier
+/// attempt's out-of-memory must not move a later attempt that failed for
+/// another reason (it did: the next attempt climbed again, up to the step
+/// limit, for a dead dataloader).
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
+fn a_later_failure_that_is_not_memory_is_not_escalated_for_an_earlier_one() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = RunFixture::new();
+    let spec = spec(
+        &f,
+        "oomthenfail",
+        "on_oom = \"resume-bigger\"\non_oom_steps = 3\n",
+    );
+    let mut cmd = f.cmd();
+    cmd.env("YOLO_STANDIN_OOM_DEVICES", SMALL_SLICES)
+        .env("YOLO_STANDIN_FAIL_DEVICES", "4,5");
+    let out = run(cmd.args(["submit", "--json"]).arg(&spec));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = v["run_id"].as_str().unwrap();
+    let st = settle(&f, run_id, Duration::from_secs(240));
+    let log = read(&f.path().join("run/logs/train.out"));
+    assert_eq!(st["state"], "failed", "{st}\n{log}");
+    assert_eq!(
+        train_slices(&st),
+        ["gpu:1g.5gb:1", "gpu:2g.10gb:1"],
+        "one move for the out-of-memory, none for the dataloader: {st}\n{log}"
+    );
+    assert!(log.contains("DataLoader worker"), "{log}");
+    assert_eq!(
+        log.matches("resuming it on a bigger slice").count(),
+        1,
+        "{log}"
+    );
+}
+
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
 fn the_step_limit_stops_a_training_that_does_not_fit_the_next_slice_either() {
