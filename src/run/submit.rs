@@ -478,6 +478,7 @@ fn build_manifest(
         variants: plan.variants,
         gpu_explanation: plan.gpu.explanation.clone(),
         estimate_gib: plan.estimate.as_ref().map(|e| e.needed_gib),
+        model_ref: None,
         stages,
     })
 }
