@@ -8,6 +8,7 @@
 //! - `store`: `Registry`, the objects through `backup::Store` (the one object
 //!   store client): list, resolve, verified blob upload and pull, versions
 //!   created with create-if-absent semantics.
+//! - `spec`: a spec's `model = "registry:NAME[@N|@TAG]"` resolved at submission.
 //! - `publish`: what a version holds, from a completed run or an imported checkpoint.
 //!
 //! Effects: network or the shared directory (the store), a private snapshot
@@ -16,6 +17,7 @@
 pub(crate) mod names;
 pub(crate) mod publish;
 pub(crate) mod record;
+pub mod spec;
 pub(crate) mod store;
 pub(crate) mod url;
 
