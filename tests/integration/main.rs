@@ -34,6 +34,7 @@ mod mig_plans_on_fake;
 mod node_setup;
 mod node_setup_slurm;
 mod nvml_fake;
+mod registry_live;
 mod registry_s3;
 mod render_hostile;
 mod report_live;
