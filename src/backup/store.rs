@@ -407,6 +407,37 @@ impl Store {
         })
     }
 
+    /// The objects at `keys` (at most `limit` bytes each), in order, with up
+    /// to `concurrency` requests in flight: what `get_bytes` gives for each.
+    pub fn get_many(
+        &self,
+        keys: &[String],
+        limit: u64,
+        concurrency: usize,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let one = |key: String| async move {
+            let p = Self::path(&key)?;
+            let got = match self.inner.get(&p).await {
+                Ok(g) => g,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(self.error(e)),
+            };
+            if got.meta.size > limit {
+                bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
+            }
+            let bytes = got.bytes().await.map_err(|e| self.error(e))?;
+            if bytes.len() as u64 > limit {
+                bail!("{key} grew past {limit} bytes while being read");
+            }
+            Ok(Some(bytes.to_vec()))
+        };
+        self.runtime.block_on(
+            futures_util::stream::iter(keys.iter().cloned().map(one))
+                .buffered(concurrency.max(1))
+                .collect(),
+        )
+    }
+
     /// SHA-256 of the object at `key`, streamed.
     pub fn sha256_of(&self, key: &str) -> Result<String> {
         let p = Self::path(key)?;

@@ -25,6 +25,8 @@ use crate::error::invalid;
 
 /// How many version numbers one publication tries before it gives up.
 const MAX_TRIES: u32 = 1000;
+/// Records read at once by `list`.
+const LIST_CONCURRENCY: usize = 32;
 
 /// An open registry.
 #[derive(Debug, Clone)]
@@ -206,8 +208,16 @@ impl Registry {
         for (n, versions) in &idx.versions {
             let tags = self.tags(&idx, n)?;
             let removed = idx.removed.get(n);
-            for v in versions {
-                match self.record(n, *v) {
+            let keys: Vec<String> = versions.iter().map(|v| self.version_key(n, *v)).collect();
+            let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
+            for (v, bytes) in versions.iter().zip(got) {
+                let record = bytes.and_then(|b| match b {
+                    None => Ok(None),
+                    Some(b) => ModelRecord::from_stored(&b, n, *v)
+                        .map(Some)
+                        .map_err(|e| anyhow!(e)),
+                });
+                match record {
                     Ok(Some(record)) => out.push(Listed {
                         tags: tags
                             .iter()
