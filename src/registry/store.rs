@@ -235,6 +235,20 @@ impl Registry {
         Ok((out, problems))
     }
 
+    /// The leaderboard rows of every version that is not removed, and the
+    /// records that could not be read.
+    pub(crate) fn board_rows(&self) -> Result<(Vec<crate::compare::Row>, Vec<String>)> {
+        let (listed, problems) = self.list(None)?;
+        Ok((
+            listed
+                .iter()
+                .filter(|l| !l.removed)
+                .map(|l| l.record.board_row())
+                .collect(),
+            problems,
+        ))
+    }
+
     /// The one version `r` means. An unknown name is invalid input listing
     /// the names there are; `Latest` skips removed versions, an exact version
     /// is found even when removed (runs that name it keep working).

@@ -198,6 +198,22 @@ fn a_registry_model_trains_from_a_verified_local_copy_and_resume_keeps_its_versi
     assert_ne!(v1, v2);
     let manifest: Value = serde_json::from_str(&read(&workdir.join("manifest.json"))).unwrap();
     assert_eq!(manifest["model_ref"], "registry:base@1");
+    // The HTML page ranks the registry's versions beside the runs.
+    let page = f.path().join("report.html");
+    let out = run(f
+        .cmd()
+        .args(["report", "--format", "html", "--registry", "--output"])
+        .arg(&page));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = read(&page);
+    assert!(
+        html.contains("registry:base@2") && html.contains("regrun"),
+        "the page ranks registry versions and runs"
+    );
 }
 
 #[test]

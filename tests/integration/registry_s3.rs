@@ -296,6 +296,54 @@ fn concurrent_publishers_over_s3_get_distinct_complete_versions() {
 }
 
 #[test]
+fn compare_ranks_registry_versions_per_dataset_fingerprint() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = site(dir.path(), &format!("file://{}", dir.path().display()));
+    for (name, map) in [("low", "0.31"), ("high", "0.52")] {
+        let run_dir = finished_run(dir.path(), name, 10_000, name);
+        std::fs::write(
+            run_dir.join("train/results.csv"),
+            format!("epoch,metrics/precision(B),metrics/recall(B),metrics/mAP50(B),metrics/mAP50-95(B)\n1,0.5,0.4,0.6,0.1\n2,0.6,0.5,0.7,{map}\n"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(run_dir.join("prepare")).unwrap();
+        std::fs::write(
+            run_dir.join("prepare/summary.json"),
+            r#"{"fingerprint":"sha256:feedbeef"}"#,
+        )
+        .unwrap();
+        let out = run(&mut models(
+            None,
+            &site,
+            &["publish", run_dir.to_str().unwrap(), "--name", name],
+        ));
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let empty = dir.path().join("no-runs");
+    std::fs::create_dir(&empty).unwrap();
+    let mut c = yolo();
+    c.arg("--site")
+        .arg(&site)
+        .args(["compare", "--registry", "--json", "--runs-dir"])
+        .arg(&empty);
+    let board = ok_json(&mut c);
+    let rows = board["groups"][0]["rows"].as_array().unwrap();
+    let ranked: Vec<_> = rows
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["rank"].as_u64()))
+        .collect();
+    assert_eq!(
+        ranked,
+        [("registry:high@1", Some(1)), ("registry:low@1", Some(2))],
+        "{board}"
+    );
+    assert_eq!(
+        board["groups"][0]["fingerprint"], "sha256:feedbeef",
+        "{board}"
+    );
+}
+
+#[test]
 fn concurrent_publishers_over_a_shared_directory_get_distinct_complete_versions() {
     let dir = tempfile::tempdir().unwrap();
     concurrent(None, &format!("file://{}", dir.path().display()), 20);
