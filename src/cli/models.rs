@@ -405,7 +405,7 @@ fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
                 metric(r.metrics.map50),
                 r.fingerprint
                     .as_deref()
-                    .map_or("-".into(), |f| crate::text::clip_to(f, 12)),
+                    .map_or("-".into(), |f| crate::text::shown(f, 12)),
                 r.note
                     .as_deref()
                     .map_or(String::new(), |n| crate::text::shown(n, 40)),
@@ -459,14 +459,20 @@ fn show(ctx: &mut Context, args: &ShowArgs) -> Result<i32> {
     match rec.source.kind.as_str() {
         "run" => lines.push(format!(
             "  from run:    {}{}",
-            rec.source.run_id.as_deref().unwrap_or("-"),
+            rec.source
+                .run_id
+                .as_deref()
+                .map_or("-".into(), crate::text::echo),
             rec.source
                 .variant
                 .map_or(String::new(), |v| format!(" (variant {v})"))
         )),
         _ => lines.push(format!(
             "  imported:    {}",
-            rec.source.file.as_deref().unwrap_or("-")
+            rec.source
+                .file
+                .as_deref()
+                .map_or("-".into(), crate::text::echo)
         )),
     }
     if let Some(p) = &rec.parent {
@@ -480,7 +486,7 @@ fn show(ctx: &mut Context, args: &ShowArgs) -> Result<i32> {
         metric(rec.metrics.recall)
     ));
     if let Some(f) = &rec.fingerprint {
-        lines.push(format!("  dataset:     {f}"));
+        lines.push(format!("  dataset:     {}", crate::text::echo(f)));
     }
     for f in &rec.files {
         lines.push(format!(

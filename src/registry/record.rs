@@ -146,6 +146,10 @@ impl ModelRecord {
                 r.version
             ));
         }
+        if let Some(note) = &r.note {
+            super::names::check_note(note)
+                .map_err(|e| format!("record {name}@{version}: {e}; it is not used"))?;
+        }
         if r.weights().is_none() {
             return Err(format!("record {name}@{version} names no weights file"));
         }

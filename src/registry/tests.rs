@@ -279,16 +279,28 @@ fn records_that_are_not_valid_are_never_used() {
         serde_json::to_vec(&hostile).unwrap(),
     )
     .unwrap();
+    // A record with a hostile note (a terminal escape, 10 kB).
+    let mut noisy = v.clone();
+    noisy.version = 5;
+    noisy.note = Some(format!("\u{1b}]0;owned\u{7}{}", "n".repeat(10_240)));
+    std::fs::write(
+        versions.join("00000005.json"),
+        serde_json::to_vec(&noisy).unwrap(),
+    )
+    .unwrap();
     let (listed, problems) = reg.list(None).unwrap();
     assert_eq!(listed.len(), 1);
-    assert_eq!(problems.len(), 3, "{problems:?}");
-    for v in 2..=4 {
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    for p in &problems {
+        assert!(!p.contains('\u{1b}') && p.len() < 400, "{p}");
+    }
+    for v in 2..=5 {
         let r = ModelRef::parse(&format!("pcb@{v}")).unwrap();
         assert!(reg.resolve(&r).is_err(), "pcb@{v} used");
     }
     // The next publication takes a fresh number past them.
-    let v5 = publish(&reg, &finished_run(runs.path(), "pcb2", "b"), "pcb").unwrap();
-    assert_eq!(v5.version, 5);
+    let v6 = publish(&reg, &finished_run(runs.path(), "pcb2", "b"), "pcb").unwrap();
+    assert_eq!(v6.version, 6);
 }
 
 #[test]
