@@ -67,6 +67,13 @@ impl Fixture {
         c
     }
 
+    /// yolo-sched with the real Ultralytics (CPU) as `yolo`.
+    fn real_cmd(&self) -> Command {
+        let mut c = self.cmd();
+        crate::common::use_real_trainer(&mut c, self.path());
+        c
+    }
+
     /// Import a small checkpoint as NAME; its weights' SHA-256.
     fn import(&self, name: &str, tag: &str) -> String {
         let file = self.path().join(format!("{tag}.pt"));
@@ -274,4 +281,74 @@ fn a_corrupted_blob_fails_the_prepare_stage_before_training() {
         !workdir.join("train/args.yaml").exists(),
         "training never started"
     );
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster and the real trainer (slurm/cluster.sh up, slurm/trainer.sh install): cargo test -- --include-ignored"]
+fn a_real_model_published_and_trained_from_the_registry_loads() {
+    let _cluster = cluster_shared(module_path!());
+    assert!(
+        trainer_venv().join("bin/yolo").exists(),
+        "the real trainer is needed but {} has none; run slurm/trainer.sh install",
+        trainer_venv().display()
+    );
+    let f = Fixture::new();
+    let real = |c: &mut Command| -> Value {
+        let out = run(c);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    let base = f.spec("realbase", "yolov8n.yaml", 1);
+    let sub = real(f.real_cmd().args(["submit", "--json"]).arg(&base));
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let out = run_bounded(
+        f.real_cmd().args(["watch", &run_id]),
+        Duration::from_secs(600),
+    )
+    .expect("watch ended");
+    assert_eq!(out.status.code(), Some(0), "the base run trained");
+    let v1 = real(
+        f.real_cmd()
+            .args(["models", "publish", "--name", "pcb-real", "--json"])
+            .arg(f.path().join("runs/realbase")),
+    );
+    let sha = v1["model"]["files"][0]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(v1["model"]["metrics"]["map50_95"].is_number(), "{v1}");
+    assert!(
+        v1["model"]["fingerprint"].is_string(),
+        "the prepare stage's fingerprint: {v1}"
+    );
+
+    let child = f.spec("realchild", "registry:pcb-real", 1);
+    let sub = real(f.real_cmd().args(["submit", "--json"]).arg(&child));
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let out = run_bounded(
+        f.real_cmd().args(["watch", &run_id]),
+        Duration::from_secs(600),
+    )
+    .expect("watch ended");
+    let workdir = f.path().join("runs/realchild");
+    let log = read(&workdir.join("logs/train.out"));
+    assert_eq!(out.status.code(), Some(0), "the child run trained:\n{log}");
+    let local = trained_model(&workdir);
+    assert_eq!(sha256(&local), sha, "Ultralytics got the registry's bytes");
+    assert!(
+        log.contains("Transferred") && log.contains("pretrained weights"),
+        "Ultralytics loaded the registry model's weights:\n{log}"
+    );
+    let v = real(
+        f.real_cmd()
+            .args(["models", "publish", "--name", "pcb-real", "--json"])
+            .arg(&workdir),
+    );
+    assert_eq!(v["model"]["version"], 2);
+    assert_eq!(v["model"]["parent"], "registry:pcb-real@1", "lineage: {v}");
 }
