@@ -32,10 +32,41 @@ pub struct Snapshot {
     dir: PathBuf,
 }
 
+/// The prefix of snapshot directories: `yolo-sched-publish-<pid>-<random>`.
+const SNAPSHOT_PREFIX: &str = "yolo-sched-publish-";
+
+/// Remove the snapshot directories under `tmp` that a killed publisher left:
+/// ours (same owner), named for a process that no longer runs.
+fn remove_stale(tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(SNAPSHOT_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = e
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == me && !m.file_type().is_symlink());
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 impl Snapshot {
+    /// A new private directory under `$TMPDIR`; those of killed publishers go first.
     pub fn new() -> Result<Snapshot> {
+        remove_stale(&std::env::temp_dir());
         let dir = std::env::temp_dir().join(format!(
-            "yolo-sched-publish-{}-{}",
+            "{SNAPSHOT_PREFIX}{}-{}",
             std::process::id(),
             rand_hex(6)
         ));
