@@ -230,6 +230,13 @@ fn an_unknown_registry_model_is_refused_at_submit_and_nothing_is_queued() {
     let f = Fixture::new();
     f.import("base", "one");
     let spec = f.spec("regunknown", "registry:bsae@2", 2);
+    let out = run(f.cmd().args(["validate", "--no-cluster"]).arg(&spec));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "validate refuses it as submit does"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`base`"));
     let out = run(f.cmd().arg("submit").arg(&spec));
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr).to_string();
