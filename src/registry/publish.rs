@@ -233,6 +233,13 @@ pub fn draft_from_run(
             .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
     };
     let prepare = prepare_summary(workdir);
+    // The export stage's validation of the ONNX model, as its log says.
+    let export_log = match variant {
+        Some(v) => format!("export-{v}.out"),
+        None => "export.out".into(),
+    };
+    let onnx = crate::run::status::read_tail(&workdir.join("logs").join(export_log), 256 << 10)
+        .and_then(|l| crate::run::status::validation_summary(&l));
     let model = args.get("model").cloned();
     let record = ModelRecord {
         format: FORMAT,
@@ -267,6 +274,8 @@ pub fn draft_from_run(
             recall: best.and_then(|b| b.recall),
             best_epoch: best.map(|b| b.epoch),
             epochs: args.get("epochs").and_then(|e| e.parse().ok()),
+            onnx_map50_95: onnx.as_ref().map(|v| v.map50_95),
+            onnx_ms_per_image: onnx.as_ref().and_then(|v| v.inference_ms_per_image),
         },
         ultralytics: version_in(&prepare, "ultralytics"),
         torch: version_in(&prepare, "torch"),

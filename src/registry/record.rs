@@ -33,6 +33,12 @@ pub struct Metrics {
     /// The best epoch (by mAP50-95) and the epochs trained.
     pub best_epoch: Option<u32>,
     pub epochs: Option<u32>,
+    /// The export stage's `yolo val` of the exported ONNX model: its mAP50-95
+    /// and milliseconds of inference per image, where it measured them.
+    #[serde(default)]
+    pub onnx_map50_95: Option<f64>,
+    #[serde(default)]
+    pub onnx_ms_per_image: Option<f64>,
 }
 
 /// Where a version came from.
@@ -123,8 +129,8 @@ impl ModelRecord {
             slice_index: None,
             slice_hours: None,
             gpu_hours: None,
-            inference_ms: None,
-            inference_of: None,
+            inference_ms: m.onnx_ms_per_image,
+            inference_of: m.onnx_ms_per_image.map(|_| "onnx".to_string()),
         }
     }
 

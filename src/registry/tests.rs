@@ -79,8 +79,20 @@ fn publish_list_show_pull_tag_remove_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path());
     let m = finished_run(runs.path(), "pcb", "a");
+    std::fs::create_dir_all(m.workdir.join("logs")).unwrap();
+    std::fs::write(
+        m.workdir.join("logs/export.out"),
+        "val: Scanning...\n                   all          4         20      0.61      0.52      0.66      0.39\nSpeed: 0.2ms preprocess, 3.4ms inference, 0.0ms loss, 0.6ms postprocess per image\n",
+    )
+    .unwrap();
     let v1 = publish(&reg, &m, "pcb-detector").unwrap();
     assert_eq!(v1.version, 1);
+    assert_eq!(v1.metrics.onnx_map50_95, Some(0.39));
+    assert_eq!(v1.metrics.onnx_ms_per_image, Some(3.4));
+    let row = v1.board_row();
+    assert_eq!(row.id, "registry:pcb-detector@1");
+    assert_eq!(row.inference_ms, Some(3.4));
+    assert_eq!(row.best_map50_95, Some(0.42));
     assert_eq!(v1.metrics.map50_95, Some(0.42));
     assert_eq!(v1.metrics.map50, Some(0.7));
     assert_eq!(v1.fingerprint.as_deref(), Some("sha256:abc123"));
