@@ -72,9 +72,13 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
         // The backup place as submit checks it (the store is not asked).
         crate::backup::check(ctx.site()?, spec)?;
         let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
-        // A `registry:` model as submit resolves it (the registry is read, nothing written).
-        crate::registry::spec::resolve_in_spec(ctx.site()?, spec)?;
+        let missing = spec::apply_default_model(spec, policy.defaults.model.as_deref());
+        if missing.is_none() {
+            // A `registry:` model as submit resolves it (the registry is read, nothing written).
+            crate::registry::spec::resolve_in_spec(ctx.site()?, spec)?;
+        }
         let mut errors = crate::run::submit::resolve_weights(spec, &policy, &paths, has_registry);
+        errors.extend(missing);
         errors.extend(crate::run::submit::workdir_errors(spec));
         if !errors.is_empty() {
             checked = Err(spec::SpecErrors::new(&spec.origin.file, errors));

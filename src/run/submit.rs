@@ -90,6 +90,11 @@ pub fn submit(
     // The backup place, checked as validate checks it, before Slurm is asked.
     crate::backup::check(site, &spec)?;
     let paths: Paths = site.section("paths")?;
+    if let Some(e) = crate::spec::apply_default_model(&mut spec, policy.defaults.model.as_deref()) {
+        return Err(invalid(
+            crate::spec::SpecErrors::new(&spec.origin.file, vec![e]).to_string(),
+        ));
+    }
     let has_registry = crate::registry::SiteRegistry::from_site(site)?
         .url
         .is_some();

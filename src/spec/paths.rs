@@ -55,6 +55,25 @@ pub fn check_paths(spec: &Spec) -> Vec<SpecError> {
     out
 }
 
+/// A spec whose `[train]` names no model takes the site's `[defaults] model`
+/// (which may be a registry model); without one, the error says what to add.
+pub fn apply_default_model(spec: &mut Spec, default: Option<&str>) -> Option<SpecError> {
+    if !spec.train.model.is_empty() {
+        return None;
+    }
+    match default {
+        Some(m) => {
+            spec.train.model = m.to_string();
+            None
+        }
+        None => Some(spec.error_at(
+            "train.model",
+            "missing key `model` in [train] (and the site file has no `[defaults] model`)",
+            Some("add e.g. model = \"yolov8n.pt\", or model = \"registry:NAME\" from the site's model registry".into()),
+        )),
+    }
+}
+
 /// Where pretrained weights a spec names by bare file name (`yolov8n.pt`) may
 /// come from: Ultralytics would download such a name at run time, which fails
 /// on the offline compute nodes most clusters have.

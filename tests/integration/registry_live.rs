@@ -40,10 +40,16 @@ impl Fixture {
         self.dir.path()
     }
 
+    /// A spec; `model` empty: none (the site's `[defaults] model` applies).
     fn spec(&self, name: &str, model: &str, epochs: u32) -> PathBuf {
+        let model_line = if model.is_empty() {
+            String::new()
+        } else {
+            format!("model = \"{model}\"\n")
+        };
         let text = format!(
             "version = 1\n[run]\nname = \"{name}\"\npartition = \"gpu\"\nworkdir = \"{}\"\n\
-             [train]\nmodel = \"{model}\"\ndata = \"{}\"\nepochs = {epochs}\nimgsz = 64\nbatch = 8\n\
+             [train]\n{model_line}data = \"{}\"\nepochs = {epochs}\nimgsz = 64\nbatch = 8\n\
              [stages.val]\nenabled = false\n[stages.export]\nenabled = false\n",
             self.path().join("runs").join(name).display(),
             self.path().join("dataset/data.yaml").display()
@@ -258,6 +264,35 @@ fn an_unknown_registry_model_is_refused_at_submit_and_nothing_is_queued() {
         !String::from_utf8_lossy(&q.stdout).contains("regunknown"),
         "nothing queued"
     );
+    // A spec without a model: the site's `[defaults] model` names a registry model.
+    let bare = f.spec("regdefault", "", 2);
+    let out = run(f.cmd().args(["validate", "--no-cluster"]).arg(&bare));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing key `model`"));
+    let site = std::fs::read_to_string(f.path().join("site.toml")).unwrap();
+    std::fs::write(
+        f.path().join("site.toml"),
+        format!("{site}[defaults]\nmodel = \"registry:base\"\n"),
+    )
+    .unwrap();
+    let out = run(f.cmd().args(["submit", "--dry-run"]).arg(&bare));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let train = read(&f.path().join("runs/regdefault/scripts/train.sh"));
+    assert!(train.contains("models pull base@1"), "{train}");
+    std::fs::write(
+        f.path().join("site.toml"),
+        format!("{site}[defaults]\nmodel = \"registry:../x\"\n"),
+    )
+    .unwrap();
+    let out = run(f.cmd().args(["validate", "--no-cluster"]).arg(&bare));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("defaults.model"));
+    std::fs::write(f.path().join("site.toml"), &site).unwrap();
     // The offline refusal of a bare weights file points to the registry.
     let spec = f.spec("regoffline", "yolov8n.pt", 2);
     let out = run(f.cmd().arg("submit").arg(&spec));
