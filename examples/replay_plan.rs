@@ -110,7 +110,7 @@ fn plan(trace: &str, partition: &str, model: &str) -> Result<String, String> {
     let policy = Policy::default();
     let offer = Offer::from_cluster(&cluster, Some(partition), &policy);
     for job in &jobs {
-        let choice = match choose_auto(&estimate(job.need_gib), &offer, WARN_FRACTION) {
+        let choice = match choose_auto(&estimate(job.need_gib), &offer, None, WARN_FRACTION) {
             Ok(c) => c,
             Err(no) => {
                 out += &format!("{}\tunrunnable\t{}\n", job.line, no.message);
@@ -168,7 +168,7 @@ fn demand(trace: &str, model: &str, whole: &str) -> Result<String, String> {
     let mut rows: BTreeMap<(u64, String, u64), u64> = BTreeMap::new();
     let mut unfit = 0;
     for job in read_trace(trace, whole_gib(model)?)? {
-        match choose_auto(&estimate(job.need_gib), &offer, WARN_FRACTION) {
+        match choose_auto(&estimate(job.need_gib), &offer, None, WARN_FRACTION) {
             Ok(c) => {
                 *rows
                     .entry((job.submit_s, c.gres.unwrap_or_default(), job.duration_s))

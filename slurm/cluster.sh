@@ -31,6 +31,12 @@
 #                     or slice instead of the standard shape (typed gpu items only; `-`: no
 #                     GPU, e.g. a node not set up yet). For bench/replay; not kept: `up`
 #                     without it gives the standard shape again.
+#   POOL=0|1          the exclusive pool: nodes pool1 (gpu:a100:4, 32 CPUs, 256000 MB) and
+#                     pool2 (gpu:h100:8, 64 CPUs, 512000 MB), whole GPUs only, in a partition
+#                     `pool` of their own (own slurmds, ports +300 and +301; fake devices
+#                     gpu0.. under $DEV_DIR/poolK-<instance>). For the several-GPU tests
+#                     (pool_live); default 0, so the other modules see the standard shape.
+#                     Kept like NODES.
 #   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0,bf_interval=1
 #                     (bench/replay names bf_interval=1 itself). Not kept either.
 #   INSTANCE=K        which cluster on this host (1..9, default 1). Instance K > 1 is a second
@@ -97,6 +103,7 @@ if [ -r "$SETTINGS_FILE" ]; then
         ACCOUNTING) ACCOUNTING=${ACCOUNTING:-$value} ;;
         MIN_JOB_AGE) MIN_JOB_AGE=${MIN_JOB_AGE:-$value} ;;
         MIG_NODE) MIG_NODE=${MIG_NODE:-$value} ;;
+        POOL) POOL=${POOL:-$value} ;;
         esac
     done <"$SETTINGS_FILE"
 fi
@@ -105,6 +112,7 @@ ACCOUNTING=${ACCOUNTING:-0}
 MIN_JOB_AGE=${MIN_JOB_AGE:-1800}
 IDLE_TIMEOUT=${IDLE_TIMEOUT:-60}
 MIG_NODE=${MIG_NODE:-0}
+POOL=${POOL:-0}
 NODE_GRES=${NODE_GRES:-}
 SCHED_PARAMS=${SCHED_PARAMS:-}
 readonly MIG_NODE_NAME=mig1
@@ -121,6 +129,7 @@ require_root() {
 validate_settings() {
     [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "NODES must be 1..99, got '$NODES'"
     [[ "$ACCOUNTING" =~ ^[01]$ ]] || die "ACCOUNTING must be 0 or 1, got '$ACCOUNTING'"
+    [[ "$POOL" =~ ^[01]$ ]] || die "POOL must be 0 or 1, got '$POOL'"
     [[ "$MIN_JOB_AGE" =~ ^[0-9]+$ ]] || die "MIN_JOB_AGE must be seconds, got '$MIN_JOB_AGE'"
     [[ "$IDLE_TIMEOUT" =~ ^[0-9]+$ ]] || die "IDLE_TIMEOUT must be seconds, got '$IDLE_TIMEOUT'"
     [[ "$SCHED_PARAMS" =~ ^[A-Za-z0-9_=,.:-]*$ ]] || die "SCHED_PARAMS must be comma-separated key=value items, got '$SCHED_PARAMS'"
@@ -242,21 +251,41 @@ other_instance_up() {
 readonly SMALL_NODE_NAME=small1
 readonly SMALL_NODE_PORT=$((SLURMD_BASE_PORT + 200))
 standard_node_names() { seq -f 'node%g' 1 "$NODES"; }
+# The exclusive pool (POOL=1): whole GPUs in counts, partition `pool`.
+# name gres cpus memory port-offset
+pool_nodes() {
+    [ "$POOL" = 1 ] || return 0
+    echo "pool1 gpu:a100:4 32 256000 300"
+    echo "pool2 gpu:h100:8 64 512000 301"
+}
+pool_node_names() { pool_nodes | awk '{ print $1 }'; }
 node_names() {
     standard_node_names
     echo "$SMALL_NODE_NAME"
+    pool_node_names
+}
+# The fake device directory of a node: the pool's nodes are named alike on
+# every instance, and each has devices of its own count.
+node_dev_dir() {
+    case "$1" in
+    pool*) echo "$DEV_DIR/$1-$INSTANCE" ;;
+    *) echo "$DEV_DIR/$1" ;;
+    esac
 }
 
 make_fake_devices() {
     local n count
     for n in $(node_names); do
-        install -d -m 0755 "$DEV_DIR/$n"
+        local dir
+        dir=$(node_dev_dir "$n")
+        install -d -m 0755 "$dir"
         count=7
         local own
         own=$(node_gres "$n")
+        case "$n" in pool*) own=$(pool_nodes | awk -v n="$n" '$1 == n { print $2 }') ;; esac
         if [ -n "$own" ] && [ "$(gres_devices "$own")" -gt 7 ]; then count=$(gres_devices "$own"); fi
         for i in $(seq 0 $((count - 1))); do
-            local dev="$DEV_DIR/$n/gpu$i"
+            local dev="$dir/gpu$i"
             if [ ! -c "$dev" ]; then
                 rm -f "$dev"
                 mknod -m 0666 "$dev" c "$DEV_MAJOR" "$i"
@@ -333,6 +362,7 @@ write_slurm_conf() {
         echo "PartitionName=gpu Nodes=$all MaxTime=INFINITE State=UP"
         echo "PartitionName=small Nodes=$SMALL_NODE_NAME MaxTime=INFINITE State=UP"
         echo "PartitionName=smalldef Nodes=$SMALL_NODE_NAME MaxTime=INFINITE DefCpuPerGPU=2 DefMemPerGPU=2000 State=UP"
+        pool_node_lines
         mig_node_lines
     } >"$out"
 }
@@ -354,6 +384,17 @@ write_gres_conf() {
                 echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/gpu[0-6]"
                 continue
             fi
+            case "$n" in
+            pool*)
+                local pool_gres pool_type pool_count
+                pool_gres=$(pool_nodes | awk -v n="$n" '$1 == n { print $2 }')
+                pool_type=${pool_gres#gpu:}
+                pool_type=${pool_type%:*}
+                pool_count=${pool_gres##*:}
+                echo "NodeName=$n AutoDetect=off Name=gpu Type=$pool_type File=$(node_dev_dir "$n")/gpu[0-$((pool_count - 1))]"
+                continue
+                ;;
+            esac
             local own
             own=$(node_gres "$n")
             if [ -n "$own" ]; then
@@ -378,6 +419,16 @@ write_gres_conf() {
         done
         node_setup_blocks
     } >"$out"
+}
+
+# The exclusive pool's slurm.conf lines (POOL=1).
+pool_node_lines() {
+    [ "$POOL" = 1 ] || return 0
+    local name gres cpus mem offset
+    while read -r name gres cpus mem offset; do
+        echo "NodeName=$name NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + offset)) CPUs=$cpus RealMemory=$mem Gres=$gres State=UNKNOWN"
+    done < <(pool_nodes)
+    echo "PartitionName=pool Nodes=$(pool_node_names | paste -sd, -) MaxTime=INFINITE State=UP"
 }
 
 # The MIG node's slurm.conf lines: its Gres= is taken from node-setup's include.
@@ -680,7 +731,7 @@ cmd_up() {
 }
 
 write_settings() {
-    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\nMIG_NODE=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" "$MIG_NODE" >"$SETTINGS_FILE"
+    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\nMIG_NODE=%s\nPOOL=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" "$MIG_NODE" "$POOL" >"$SETTINGS_FILE"
 }
 
 # Rewrite the configuration of a running cluster without stopping jobs: slurmctld
@@ -767,7 +818,7 @@ cmd_status() {
 }
 
 cmd_env() {
-    echo "INSTANCE=$INSTANCE NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR SLURM_CONF=$SLURM_CONF"
+    echo "INSTANCE=$INSTANCE NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE POOL=$POOL CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR SLURM_CONF=$SLURM_CONF"
 }
 
 case "${1:-}" in

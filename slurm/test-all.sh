@@ -103,9 +103,13 @@ phase "s3 and clusters up"
 bash slurm/s3.sh up
 bash slurm/s3.sh up # twice: must be a no-op
 
-for k in 1 2 3; do INSTANCE=$k bash slurm/cluster.sh up; done
+# Instance 2 has the exclusive pool too (POOL=1: pool1 gpu:a100:4, pool2
+# gpu:h100:8, partition pool) for pool_live; its other modules look only at
+# their own runs on the standard nodes.
+pool_of() { if [ "$1" = 2 ]; then echo 1; else echo 0; fi; }
+for k in 1 2 3; do INSTANCE=$k POOL=$(pool_of "$k") bash slurm/cluster.sh up; done
 started_pids=$(daemon_pids)
-for k in 1 2 3; do INSTANCE=$k bash slurm/cluster.sh up; done
+for k in 1 2 3; do INSTANCE=$k POOL=$(pool_of "$k") bash slurm/cluster.sh up; done
 if [ "$(daemon_pids)" != "$started_pids" ]; then
     echo "test-all: a second 'cluster.sh up' restarted daemons ($started_pids -> $(daemon_pids))" >&2
     exit 1
@@ -142,7 +146,7 @@ set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
 # Threads are many because a test waiting for its module's turn holds one;
 # `common` lets at most four tests of a module run at once.
-shared=(agent_live backup_live compare_live escalate_live registry_live runs_agree_live spec_corpus syslog_live trainer_live)
+shared=(advise agent_live backup_live compare_live escalate_live pool_live registry_live runs_agree_live spec_corpus syslog_live trainer_live)
 alone=(cluster_live faults_live node_setup_slurm report_live resources_live runs_live)
 disrupting=(faults_cluster_live) # instance 3
 later=(accounting_live tiers_live) # the accounting pass below

@@ -14,6 +14,11 @@ set -euo pipefail
 
 readonly ULTRALYTICS=8.4.190
 readonly PINS="ultralytics==$ULTRALYTICS torch==2.15.0 onnx onnxruntime onnxslim"
+# What Ultralytics would pip-install at run time, which the offline switches of
+# the job scripts (YOLO_AUTOINSTALL=false) forbid: cloudpickle, for training on
+# several GPUs (ultralytics/utils/dist.py, DDP). Added to a venv that has the
+# pins without a rebuild.
+readonly EXTRAS="cloudpickle>=3.1.1"
 VENV=${YOLO_TRAINER_VENV:-/opt/yolo-sched/trainer-ultralytics-$ULTRALYTICS}
 readonly MARK=.yolo-sched-pins
 
@@ -26,8 +31,17 @@ matches() { # the venv at $1 is complete, made for these pins, and in its place
         "$1/bin/python" -c 'import ultralytics, onnx, onnxruntime, onnxslim' 2>/dev/null
 }
 
+extras() { # install EXTRAS into the venv at $1 when they are missing
+    "$1/bin/python" -c 'import cloudpickle' 2>/dev/null && return 0
+    log "installing $EXTRAS into $1"
+    "$1/bin/pip" install --disable-pip-version-check --no-input --progress-bar off "$EXTRAS" 2>&1 |
+        sed -u 's/^/trainer: pip: /' >&2 || true
+    "$1/bin/python" -c 'import cloudpickle' || die "$EXTRAS did not install into $1; see the pip lines above"
+}
+
 install() {
     if matches "$VENV"; then
+        extras "$VENV"
         log "reusing $VENV (ultralytics $ULTRALYTICS)"
         echo "$VENV"
         return 0
@@ -50,6 +64,7 @@ install() {
         true
     "$new/bin/python" -c 'import ultralytics, onnx, onnxruntime, onnxslim' ||
         { rm -rf "$new"; die "the install in $new does not import; see the pip lines above"; }
+    extras "$new"
     echo "$PINS" >"$new/$MARK"
     log "installed in $VENV in $((SECONDS - start)) s ($(du -sh "$VENV" | cut -f1))"
     echo "$VENV"

@@ -253,6 +253,33 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                 )
             };
             check(&mut checks, "job_comments", status, detail);
+            // The layout advisor reads what each job asked for from sacct,
+            // which keeps a GPU type only where AccountingStorageTRES names it.
+            let untracked = config::untracked_gpu_types(
+                ctl.get("AccountingStorageTRES").unwrap_or(""),
+                gres.keys().map(String::as_str),
+            );
+            let (status, detail) = if untracked.is_empty() {
+                (
+                    Status::Ok,
+                    "AccountingStorageTRES records every GPU type: `yolo-sched advise` sees what jobs asked for".to_string(),
+                )
+            } else {
+                (
+                    Status::Warn,
+                    format!(
+                        "AccountingStorageTRES does not record GPU type(s) {}: sacct keeps only gres/gpu=N for their jobs, \
+                         so `yolo-sched advise` cannot tell what they asked for; add {} to AccountingStorageTRES in slurm.conf",
+                        untracked.join(", "),
+                        untracked
+                            .iter()
+                            .map(|t| format!("gres/gpu:{t}"))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                )
+            };
+            check(&mut checks, "typed_gpu_accounting", status, detail);
         }
 
         if let Some(ctl) = &ctl {

@@ -2,6 +2,7 @@
 //! node setup for Slurm. The binary (`src/main.rs`) is a thin shell over these
 //! modules; integration tests and benchmarks use them directly.
 
+pub mod advise;
 pub mod agent;
 pub mod backup;
 pub mod cli;

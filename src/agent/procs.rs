@@ -60,22 +60,28 @@ pub enum Stopped {
     Gone,
 }
 
-/// TERM to `pid`, up to `grace` for it to exit, then KILL to it and every
-/// process below it.
+/// TERM to `pid` and every process below it (a DDP trainer's ranks are its
+/// children's children: TERM to the trainer alone would leave them running,
+/// orphaned, on the GPUs), up to `grace` for all of them to exit, then KILL
+/// to what is left of them.
 pub fn stop(pid: i32, grace: Duration) -> Stopped {
     if !alive(pid) {
         return Stopped::Gone;
     }
     let below = tree(pid);
     let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    for p in below.iter().filter(|p| **p as i32 != pid) {
+        let _ = kill(Pid::from_raw(*p as i32), Signal::SIGTERM);
+    }
+    let any_alive = |set: &BTreeSet<u32>| set.iter().any(|p| alive(*p as i32));
     let until = Instant::now() + grace;
     while Instant::now() < until {
-        if !alive(pid) {
+        if !any_alive(&below) {
             return Stopped::Terminated;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    if !alive(pid) {
+    if !any_alive(&below) {
         return Stopped::Terminated;
     }
     for p in below.into_iter().chain(tree(pid)) {
@@ -109,5 +115,31 @@ mod tests {
         assert_eq!(stop(pid, Duration::from_millis(300)), Stopped::Killed);
         reaper.join().unwrap().unwrap();
         assert_eq!(stop(pid, Duration::from_millis(10)), Stopped::Gone);
+    }
+
+    #[test]
+    fn a_stop_ends_the_ranks_below_the_trainer_too() {
+        // A DDP trainer: a launcher whose children are the ranks. TERM to the
+        // launcher alone would leave them running.
+        let mut trainer = Command::new("bash")
+            .args(["-c", "sleep 31 & sleep 32 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = trainer.id() as i32;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let ranks = loop {
+            let below: Vec<u32> = tree(pid).into_iter().filter(|p| *p as i32 != pid).collect();
+            if below.len() == 2 {
+                break below;
+            }
+            assert!(std::time::Instant::now() < deadline, "no ranks: {below:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let reaper = std::thread::spawn(move || trainer.wait());
+        assert_eq!(stop(pid, Duration::from_secs(10)), Stopped::Terminated);
+        reaper.join().unwrap().unwrap();
+        for r in ranks {
+            assert!(!alive(r as i32), "rank {r} outlived the stop");
+        }
     }
 }

@@ -121,6 +121,20 @@ pub struct Outcome {
     pub policy: GuardPolicy,
 }
 
+/// Read every device of the job; the fullest one's sample (by the job's use
+/// where known, else the device's, as a share of its memory). One failing
+/// read fails the whole sample: a device the guard cannot see is not "fine".
+fn read_fullest(
+    devices: &[JobDevice<'_>],
+    filter: Option<&dyn Fn(u32) -> bool>,
+) -> Result<crate::nvml::memory::MemorySample> {
+    let mut samples = Vec::with_capacity(devices.len());
+    for d in devices {
+        samples.push(d.read(filter)?);
+    }
+    super::series::fullest(&samples).ok_or_else(|| anyhow::anyhow!("the job has no device"))
+}
+
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -269,8 +283,12 @@ pub fn run(
     let opened = nvml
         .as_ref()
         .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .and_then(|(ids, nvml)| Ok((ids, JobDevice::open(nvml, &ids[0])?)));
-    let (ids, device) = match opened {
+        .and_then(|(ids, nvml)| {
+            ids.iter()
+                .map(|id| JobDevice::open(nvml, id))
+                .collect::<Result<Vec<_>>>()
+        });
+    let devices = match opened {
         Ok(o) => o,
         // Without NVML there is no guard, but the other duties (the backup)
         // still run for the trainer's lifetime.
@@ -283,11 +301,19 @@ pub fn run(
         }
         Err(e) => return Err(e),
     };
-    if ids.len() > 1 {
+    // Several GPUs of one node (Ultralytics' DDP): every device is read, and
+    // the fullest stands for the job, since one rank out of memory ends the
+    // training; a stop stops the trainer with every rank below it.
+    let device = &devices[0];
+    let all_ids = devices
+        .iter()
+        .map(|d| d.id.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    if devices.len() > 1 {
         log(&format!(
-            "the job sees {} devices; the guard watches the first, {}",
-            ids.len(),
-            ids[0]
+            "the job holds {} devices ({all_ids}); the guard reads each and counts the fullest, and a stop ends every rank",
+            devices.len()
         ));
     }
     let key = opts.key();
@@ -345,11 +371,11 @@ pub fn run(
     let mut record = GuardRecord {
         array_job_id: opts.array_job_id.clone(),
         job_id: opts.job_id.clone(),
-        device: format!("{} ({})", device.id, device.name),
+        device: format!("{all_ids} ({})", device.name),
         ..GuardRecord::default()
     };
     let mut outcome = Outcome {
-        device: device.id.to_string(),
+        device: all_ids.clone(),
         device_name: device.name.clone(),
         is_mig: device.is_mig,
         samples: 0,
@@ -379,7 +405,7 @@ pub fn run(
             None => None,
         };
         let mut unattributed = None;
-        match device.read(filter) {
+        match read_fullest(&devices, filter) {
             Ok(m) => {
                 last_error = None;
                 outcome.samples += 1;

@@ -132,9 +132,41 @@ pub fn rate_of<'a>(samples: impl Iterator<Item = &'a Sample> + Clone) -> Option<
     })
 }
 
+/// The sample of the fullest of a job's devices: the highest use (the job's
+/// own where known, else the device's) as a share of the device's memory. On
+/// several GPUs of one node (DDP) the first rank to run out ends the
+/// training, so the fullest device is the job's memory.
+pub fn fullest(
+    samples: &[crate::nvml::memory::MemorySample],
+) -> Option<crate::nvml::memory::MemorySample> {
+    let share = |m: &crate::nvml::memory::MemorySample| {
+        m.job_used.unwrap_or(m.device_used) as f64 / m.total.max(1) as f64
+    };
+    samples
+        .iter()
+        .copied()
+        .max_by(|a, b| share(a).total_cmp(&share(b)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fullest_device_stands_for_the_job() {
+        use crate::nvml::memory::MemorySample;
+        let gib = 1u64 << 30;
+        let m = |used: u64, total: u64| MemorySample {
+            device_used: used * gib,
+            total: total * gib,
+            job_used: None,
+            others: None,
+        };
+        // 30 of 40 GiB and 60 of 80 GiB are both 75 %; 70 of 80 GiB is fuller.
+        let picked = fullest(&[m(30, 40), m(70, 80), m(60, 80)]).unwrap();
+        assert_eq!(picked.device_used, 70 * gib);
+        assert_eq!(fullest(&[]), None);
+    }
 
     fn s(t: f64, used: u64) -> Sample {
         Sample {

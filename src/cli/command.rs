@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use super::{
-    agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup, report,
-    runs, status, submit, validate, watch,
+    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
+    report, runs, status, submit, validate, watch,
 };
 
 const AFTER_HELP: &str = "\
@@ -77,6 +77,8 @@ pub enum Command {
     Report(report::ReportArgs),
     /// A leaderboard of training runs: mAP, precision, recall, time, GPU-hours, ms per image.
     Compare(compare::CompareArgs),
+    /// How the GPU nodes should be cut, from last week's accounting, and the waits it predicts.
+    Advise(advise::AdviseArgs),
     /// Check the Slurm, accounting and NVML environment.
     Doctor(doctor::DoctorArgs),
     /// Shell completions and the man page.

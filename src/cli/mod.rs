@@ -4,6 +4,7 @@
 //! `context` what each subcommand is handed (`Context`), `dispatch` the entry
 //! point (`run_main`, `execute`); one file per subcommand.
 
+pub(crate) mod advise;
 pub(crate) mod agent;
 pub(crate) mod args;
 pub(crate) mod backup;

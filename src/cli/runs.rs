@@ -57,8 +57,10 @@ pub struct ResumeArgs {
     #[arg(long, value_name = "CMD", env = "YOLO_SCHED_YOLO")]
     pub yolo: Option<String>,
     /// Train on another GPU from now on: `bigger` (the next larger slice the
-    /// cluster has, then whole GPUs) or a type (`2g.10gb`, `a100`). CPUs and
-    /// memory become the new slice's share of the node.
+    /// cluster has, then whole GPUs, then more GPUs of one node where the
+    /// site's `[pools.exclusive] max_gpus` allows) or a type (`2g.10gb`,
+    /// `a100`, `a100:2` for two of one node). CPUs and memory become the new
+    /// slice's share of the node.
     #[arg(long, value_name = "PROFILE")]
     pub gpu: Option<String>,
     /// Used by the train script of a run with `on_oom = "resume-bigger"`: this

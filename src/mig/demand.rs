@@ -295,22 +295,38 @@ fn clip(s: &str) -> String {
 /// its start minus its arrival. A job needing more instances than exist never
 /// starts; it does not hold the others back (Slurm's backfill would start them).
 pub fn queue_cost(queue: &[Request], elsewhere: &[u64], here: u32) -> QueueCost {
+    let mut cost = QueueCost::default();
+    schedule(queue, elsewhere, here, |job, start| match start {
+        Some(start) => cost.wait_s += u128::from(start - job.arrival_s),
+        None => cost.never_start += 1,
+    });
+    cost
+}
+
+/// The one queue rule of [`queue_cost`], telling `started` each job's start
+/// (`None`: it never starts), in queue order. The layout advisor reads every
+/// start; `auto` only their sum.
+pub fn schedule(
+    queue: &[Request],
+    elsewhere: &[u64],
+    here: u32,
+    mut started: impl FnMut(&Request, Option<u64>),
+) {
     let mut free: BinaryHeap<Reverse<u64>> = elsewhere.iter().map(|&s| Reverse(s)).collect();
     free.extend(std::iter::repeat_n(Reverse(0), here as usize));
-    let mut cost = QueueCost::default();
     let mut taken = Vec::new();
     for job in queue {
         let count = job.count as usize;
         if count > free.len() {
-            cost.never_start += 1;
+            started(job, None);
             continue;
         }
         if count == 1 {
             // The common case: one sift of the heap's top instead of pop and push.
             if let Some(mut top) = free.peek_mut() {
                 let start = top.0.max(job.arrival_s);
-                cost.wait_s += u128::from(start - job.arrival_s);
                 *top = Reverse(start.saturating_add(job.seconds));
+                started(job, Some(start));
             }
             continue;
         }
@@ -321,11 +337,10 @@ pub fn queue_cost(queue: &[Request], elsewhere: &[u64], here: u32) -> QueueCost 
             }
         }
         let start = taken.iter().copied().max().unwrap_or(0).max(job.arrival_s);
-        cost.wait_s += u128::from(start - job.arrival_s);
         let end = start.saturating_add(job.seconds);
         free.extend(std::iter::repeat_n(Reverse(end), count));
+        started(job, Some(start));
     }
-    cost
 }
 
 #[cfg(test)]

@@ -31,8 +31,31 @@ pub fn plan(
     // `auto` picks among the GPUs of the train stage's partition when it is
     // known; a GPU the spec names is checked cluster-wide here, and against
     // its partition by the fit check (which names the partitions that have it).
-    let auto_offer = Offer::from_cluster(cluster, known_partition.as_deref(), policy);
+    // Several GPUs of one node come from the exclusive pool's partition unless
+    // the spec names one; else from where the job would go (the site's GPU
+    // partition, else Slurm's default one).
+    let pool_partition = spec
+        .run
+        .partition
+        .clone()
+        .or_else(|| {
+            policy
+                .pools
+                .exclusive
+                .as_ref()
+                .and_then(|p| p.partition.clone())
+        })
+        .or_else(|| policy.defaults.gpu_partition.clone())
+        .or_else(|| cluster.default_partition().map(|p| p.name.clone()));
+    let auto_offer = Offer::from_cluster(cluster, known_partition.as_deref(), policy)
+        .with_pool_nodes(cluster, pool_partition.as_deref());
     let offer = &Offer::from_cluster(cluster, None, policy);
+    // The key that asked for several GPUs, for errors about the count.
+    let count_key = if spec.location("resources.gpus").is_some() {
+        "resources.gpus"
+    } else {
+        "resources.gpu"
+    };
 
     // Array size: Slurm refuses indices at or above MaxArraySize.
     let mut array_limit: Option<(u64, String)> = cluster
@@ -74,14 +97,21 @@ pub fn plan(
             let choice = gpu::choose_auto(
                 &est,
                 &auto_offer,
+                spec.resources.gpus,
                 policy.defaults.memory_warning.unwrap_or(0.8),
             );
-            estimate = Some(est);
+            // On several GPUs the estimate that matters is each GPU's.
+            estimate = Some(match &choice {
+                Ok(c) if c.count > 1 => est.per_gpu(c.count),
+                _ => est,
+            });
             match choice {
                 Ok(c) => c,
                 Err(nofit) => {
                     // Point at what drove the estimate when `gpu` was left to its default.
-                    let key = if spec.location("resources.gpu").is_some() {
+                    let key = if spec.resources.gpus.is_some_and(|n| n > 1) {
+                        count_key
+                    } else if spec.location("resources.gpu").is_some() {
                         "resources.gpu"
                     } else {
                         "train.model"
@@ -90,6 +120,7 @@ pub fn plan(
                     GpuChoice {
                         gres: None,
                         kind: None,
+                        count: 1,
                         pool_partition: None,
                         usable_gib: None,
                         explanation: vec![],
@@ -97,6 +128,32 @@ pub fn plan(
                     }
                 }
             }
+        }
+        GpuRequest::Type(t) if spec.resources.gpus.is_some_and(|n| n > 1) => {
+            let n = spec.resources.gpus.unwrap_or(1);
+            if let Err(nofit) = gpu::check_explicit(t, false, offer) {
+                errors.push(spec.error_at("resources.gpu", nofit.message, Some(nofit.help)));
+            }
+            if let Some(max) = offer.max_gpus().filter(|m| n > *m) {
+                errors.push(spec.error_at(
+                    count_key,
+                    format!("{n} GPUs is more than the site allows one training ({max}, `[pools.exclusive] max_gpus`)"),
+                    Some(format!("ask for at most {max} GPUs of one node")),
+                ));
+            }
+            let mut c = explicit_choice(
+                format!("gpu:{t}:{n}"),
+                t,
+                offer,
+                &format!("{n} GPUs of one node, named in the spec"),
+            );
+            c.count = n;
+            c.pool_partition = policy
+                .pools
+                .exclusive
+                .as_ref()
+                .and_then(|p| p.partition.clone());
+            c
         }
         GpuRequest::Mig(t) | GpuRequest::Type(t) => {
             if let Err(nofit) = gpu::check_explicit(t, false, offer) {
@@ -113,6 +170,7 @@ pub fn plan(
         GpuRequest::None => GpuChoice {
             gres: None,
             kind: None,
+            count: 1,
             pool_partition: None,
             usable_gib: None,
             explanation: vec!["no GPU: training runs on CPU (`device=cpu`)".into()],
@@ -120,6 +178,9 @@ pub fn plan(
         },
     };
     warnings.extend(gpu.warnings.iter().cloned());
+    if gpu.count > 1 {
+        check_batch_for(spec, gpu.count, batch_images, &mut errors, &mut warnings);
+    }
 
     // Time limits: the site's maximum applies to every stage.
     let train_time = spec
@@ -202,6 +263,10 @@ pub fn plan(
     let mut last = StageKind::Train;
     if let Some(val) = &spec.stages.val {
         let gres = match &val.gpu {
+            // `yolo val` runs on one device: one GPU of the training's type.
+            None | Some(GpuRequest::Auto) if gpu.count > 1 => {
+                gpu.kind.as_ref().map(|k| format!("gpu:{k}:1"))
+            }
             None | Some(GpuRequest::Auto) => gpu.gres.clone(),
             Some(GpuRequest::None) => None,
             Some(GpuRequest::Mig(t)) | Some(GpuRequest::Type(t)) => Some(format!("gpu:{t}:1")),
@@ -362,10 +427,72 @@ fn check_time(
     }
 }
 
+/// Ultralytics' `batch` on several GPUs (DDP): the total over all of them,
+/// each rank taking ⌊batch / gpus⌋; AutoBatch is single-GPU (Ultralytics
+/// would fall back to batch 16 with a warning), so it is refused.
+fn check_batch_for(
+    spec: &Spec,
+    gpus: u32,
+    batch: Option<u32>,
+    errors: &mut Vec<SpecError>,
+    warnings: &mut Vec<String>,
+) {
+    use crate::spec::{ArgValue, Batch};
+    let autobatch = "AutoBatch sizes the batch for one GPU; on several GPUs Ultralytics ignores it and trains with batch 16";
+    if matches!(
+        spec.train.batch,
+        Some(Batch::AutoDefault | Batch::AutoFraction(_))
+    ) {
+        errors.push(spec.error_at(
+            "train.batch",
+            format!("AutoBatch on {gpus} GPUs: {autobatch}"),
+            Some(format!(
+                "set the total batch over the {gpus} GPUs, e.g. batch = {}",
+                16 * gpus
+            )),
+        ));
+    }
+    let mut sizes: Vec<(String, u32)> = batch
+        .map(|b| ("train.batch".to_string(), b))
+        .into_iter()
+        .collect();
+    for axis in spec.sweep.axes.iter().filter(|a| a.key == "batch") {
+        for (i, v) in axis.values.iter().enumerate() {
+            let key = format!("sweep.batch[{i}]");
+            match v {
+                ArgValue::Int(n) if *n >= 1 => {
+                    sizes.push((key, u32::try_from(*n).unwrap_or(u32::MAX)));
+                }
+                _ => errors.push(spec.error_at(
+                    &key,
+                    format!("AutoBatch on {gpus} GPUs: {autobatch}"),
+                    Some("sweep fixed total batch sizes".into()),
+                )),
+            }
+        }
+    }
+    for (key, b) in sizes {
+        if b < gpus {
+            errors.push(spec.error_at(
+                &key,
+                format!("batch {b} over {gpus} GPUs: Ultralytics' batch is the total over all GPUs, and each needs at least one image"),
+                Some(format!("set batch to at least {gpus}, e.g. {}", 16 * gpus)),
+            ));
+        } else if b % gpus != 0 {
+            warnings.push(format!(
+                "`{key}` = {b} over {gpus} GPUs: each GPU trains on ⌊{b} / {gpus}⌋ = {} images, {} in all; a multiple of {gpus} uses the whole batch",
+                b / gpus,
+                b / gpus * gpus
+            ));
+        }
+    }
+}
+
 fn explicit_choice(gres: String, kind: &str, offer: &Offer, why: &str) -> GpuChoice {
     GpuChoice {
         gres: Some(gres.clone()),
         kind: Some(kind.to_string()),
+        count: 1,
         pool_partition: None,
         usable_gib: offer.usable_gib(kind),
         explanation: vec![format!("--gres={gres}: {why}")],
@@ -419,6 +546,159 @@ mod tests {
 
     fn plan_of(s: &Spec, policy: &Policy, max_array_size: Option<u64>) -> Result<Plan, SpecErrors> {
         plan(s, Path::new("/w"), &cluster(max_array_size), policy)
+    }
+
+    use crate::plan::test_clusters::pool_cluster;
+
+    fn pool_policy(max_gpus: Option<u32>) -> Policy {
+        let mut policy = Policy::default();
+        policy.pools.exclusive = Some(gpu::Pool {
+            partition: Some("pool".into()),
+            types: None,
+            max_gpus,
+        });
+        policy
+    }
+
+    #[test]
+    fn several_gpus_of_one_node_get_their_share_and_workers_per_rank() {
+        let s = spec("batch = 64\n[resources]\ngpu = \"a100:4\"\n[stages.val]\n");
+        let p = plan(&s, Path::new("/w"), &pool_cluster(), &pool_policy(Some(8))).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(train.gres.as_deref(), Some("gpu:a100:4"));
+        assert_eq!(train.partition.as_deref(), Some("pool"));
+        assert_eq!(p.gpu.count, 4);
+        // Four A100s are all of node3's GPU units: the whole node, less the reserve.
+        assert_eq!(
+            (train.cpus, train.workers),
+            (32, Some(7)),
+            "{}",
+            train.shaping
+        );
+        assert!(
+            train.shaping.contains("a100:4 = 1/1")
+                && train
+                    .shaping
+                    .ends_with("workers=7 per GPU (4 training processes)"),
+            "{}",
+            train.shaping
+        );
+        let val = p.stage(StageKind::Val).unwrap();
+        assert_eq!(
+            val.gres.as_deref(),
+            Some("gpu:a100:1"),
+            "yolo val uses one device"
+        );
+
+        let s = spec("batch = 32\n[resources]\ngpus = 2\n");
+        let p = plan(&s, Path::new("/w"), &pool_cluster(), &pool_policy(Some(8))).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(
+            train.gres.as_deref(),
+            Some("gpu:a100:2"),
+            "{:?}",
+            p.gpu.explanation
+        );
+        assert_eq!((train.cpus, train.workers), (16, Some(7)));
+
+        // Without a pool or a partition, where the job would go: Slurm's
+        // default partition, whose nodes have one A100 each.
+        let err = plan(
+            &spec("batch = 32\n[resources]\ngpus = 2\n"),
+            Path::new("/w"),
+            &pool_cluster(),
+            &Policy::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("no node of partition cpu has 2 GPUs"), "{err}");
+
+        let s = spec("workers = 3\n[resources]\ngpu = \"h100:4\"\n");
+        let p = plan(&s, Path::new("/w"), &pool_cluster(), &pool_policy(None)).unwrap();
+        let train = p.stage(StageKind::Train).unwrap();
+        assert_eq!(train.cpus, 16, "(workers + 1) × 4 ranks");
+    }
+
+    #[test]
+    fn counts_no_node_has_autobatch_and_small_batches_are_refused() {
+        let at = |extra: &str, policy: &Policy| {
+            plan(&spec(extra), Path::new("/w"), &pool_cluster(), policy)
+                .unwrap_err()
+                .to_string()
+        };
+        let err = at("[resources]\ngpu = \"a100:5\"\n", &pool_policy(None));
+        assert!(
+            err.contains("`resources.gpu`: train asks gpu:a100:5; the most any node in partition pool has is 4"),
+            "{err}"
+        );
+        let err = at("[resources]\ngpu = \"h100:8\"\n", &pool_policy(Some(4)));
+        assert!(
+            err.contains("more than the site allows one training (4"),
+            "{err}"
+        );
+        let err = at("batch = -1\n[resources]\ngpus = 4\n", &pool_policy(None));
+        assert!(err.contains("`train.batch`: AutoBatch on 4 GPUs"), "{err}");
+        let err = at(
+            "batch = 2\n[resources]\ngpu = \"a100:4\"\n",
+            &pool_policy(None),
+        );
+        assert!(err.contains("batch 2 over 4 GPUs"), "{err}");
+        let err = at(
+            "batch = 64\n[sweep]\nbatch = [32, 0.7]\n[resources]\ngpu = \"a100:4\"\n",
+            &pool_policy(None),
+        );
+        assert!(
+            err.contains("`sweep.batch[1]`: AutoBatch on 4 GPUs"),
+            "{err}"
+        );
+        let p = plan(
+            &spec("batch = 30\n[resources]\ngpu = \"a100:4\"\n"),
+            Path::new("/w"),
+            &pool_cluster(),
+            &pool_policy(None),
+        )
+        .unwrap();
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("⌊30 / 4⌋ = 7 images, 28 in all")),
+            "{:?}",
+            p.warnings
+        );
+    }
+
+    #[test]
+    fn auto_routes_by_size_and_names_the_pool() {
+        let policy = pool_policy(Some(8));
+        let route = |extra: &str| {
+            let (model, extra) = extra.split_once('|').unwrap_or(("yolov8s.pt", extra));
+            let text = format!(
+                "version = 1\n[run]\nname = \"t\"\n[train]\nmodel = \"{model}\"\ndata = \"d.yaml\"\n{extra}"
+            );
+            let s = crate::spec::parse(&text, "/tmp/spec.toml").unwrap();
+            let p = plan(&s, Path::new("/w"), &pool_cluster(), &policy).unwrap();
+            let t = p.stage(StageKind::Train).unwrap().clone();
+            (
+                t.gres.unwrap_or_default(),
+                t.partition.unwrap_or_default(),
+                p.gpu.explanation,
+            )
+        };
+        let (gres, _, _) = route("batch = 16\n");
+        assert_eq!(gres, "gpu:1g.5gb:1");
+        let (gres, partition, _) = route("yolov8x.pt|batch = 32\n");
+        assert_eq!((gres.as_str(), partition.as_str()), ("gpu:a100:1", "pool"));
+        let (gres, partition, why) = route("yolov8x.pt|imgsz = 1280\nbatch = 64\n");
+        assert_eq!(
+            (gres.as_str(), partition.as_str()),
+            ("gpu:h100:3", "pool"),
+            "{why:?}"
+        );
+        assert!(
+            why.iter()
+                .any(|l| l.contains("batch 64 split over 3 is batch 22 per GPU")),
+            "{why:?}"
+        );
     }
 
     #[test]

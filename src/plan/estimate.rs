@@ -116,6 +116,18 @@ impl Estimate {
     }
 }
 
+impl Estimate {
+    /// What each of `gpus` GPUs holds when Ultralytics splits the batch over
+    /// them (DDP: `batch` is the total, each rank takes ⌊batch / gpus⌋; sized
+    /// here by the ceiling, the larger). AutoBatch is single-GPU: unchanged.
+    pub fn per_gpu(&self, gpus: u32) -> Estimate {
+        if gpus <= 1 || self.autobatch {
+            return self.clone();
+        }
+        Estimate::new(&self.model, self.imgsz, Some(self.batch.div_ceil(gpus)))
+    }
+}
+
 impl fmt::Display for Estimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = match self.scale {
@@ -180,6 +192,16 @@ mod tests {
         let e = Estimate::new("best.pt", 640, Some(16));
         assert!((e.gib - 12.2).abs() < 1e-9);
         assert!(e.to_string().contains("assumed x"));
+    }
+
+    #[test]
+    fn several_gpus_share_the_batch() {
+        let e = Estimate::new("yolov8x.pt", 1280, Some(64));
+        let four = e.per_gpu(4);
+        assert_eq!(four.batch, 16);
+        assert!(four.needed_gib < e.needed_gib / 3.0, "{four} vs {e}");
+        assert_eq!(e.per_gpu(3).batch, 22, "the ceiling of 64 / 3");
+        assert_eq!(e.per_gpu(1).batch, 64);
     }
 
     #[test]

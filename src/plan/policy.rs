@@ -177,6 +177,20 @@ impl Policy {
                 for t in pool.types.iter().flatten() {
                     gres_type(&format!("{key}.types"), t)?;
                 }
+                if let Some(n) = pool.max_gpus {
+                    if key == "pools.mig" {
+                        return Err(bad(
+                            "pools.mig.max_gpus",
+                            "has no meaning for MIG: a training takes one MIG slice (one CUDA process sees one MIG device); several GPUs are whole GPUs, `[pools.exclusive] max_gpus`".into(),
+                        ));
+                    }
+                    number(
+                        "pools.exclusive.max_gpus",
+                        f64::from(n),
+                        1.0,
+                        f64::from(crate::spec::values::MAX_GPUS),
+                    )?;
+                }
             }
         }
         if let Some(shared) = &policy.pools.shared {
@@ -282,6 +296,15 @@ mod tests {
             (
                 "[pools.mig]\npartition = \"gpu\\n\"\n",
                 "pools.mig.partition",
+            ),
+            ("[pools.mig]\nmax_gpus = 2\n", "pools.mig.max_gpus"),
+            (
+                "[pools.exclusive]\nmax_gpus = 0\n",
+                "pools.exclusive.max_gpus",
+            ),
+            (
+                "[pools.exclusive]\nmax_gpus = 1000\n",
+                "pools.exclusive.max_gpus",
             ),
             ("[limits]\nmax_array_size = 0\n", "limits.max_array_size"),
             (

@@ -310,11 +310,25 @@ pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
                     g.label(),
                     g.count
                 ),
-                help: format!("ask for at most {max}"),
+                help: if g.is_shard() {
+                    format!("ask for at most {max}")
+                } else {
+                    format!(
+                        "ask for at most {max}: a training runs on the GPUs of one node (Ultralytics' DDP), never across nodes"
+                    )
+                },
             });
         }
     }
 
+    // Several GPUs of one node: only the nodes that have that many can run it.
+    let candidates: Vec<&Node> = match stage.gpu {
+        Some(g) => candidates
+            .into_iter()
+            .filter(|n| g.available_on(n) >= g.count)
+            .collect(),
+        None => candidates,
+    };
     let defaults = cluster.job_defaults_for(pname);
     let gpus = stage.gpu.map_or(0, GpuAsk::gpus);
     // The smallest node decides the share, so the request fits on every node.
@@ -379,7 +393,10 @@ pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
                 n.cpus,
                 show_mib(n.memory_mib),
                 node_units(n),
-                g.label().trim_start_matches("gpu:"),
+                match g.count {
+                    1 => g.label().trim_start_matches("gpu:").to_string(),
+                    c => format!("{}:{c}", g.label().trim_start_matches("gpu:")),
+                },
                 fraction(num, den),
                 cpus,
                 if cpus == 1 { "" } else { "s" },

@@ -45,10 +45,15 @@ pub(super) fn shape_stage(
     let workers = (stage.kind == StageKind::Train)
         .then(|| spec.explicit_workers())
         .flatten();
+    // Ultralytics' `workers` is per rank: on N GPUs, N training processes
+    // each with its own dataloader workers.
+    let ranks = u32::try_from(gpu.as_ref().map_or(1, |g| g.gpus().max(1))).unwrap_or(1);
     let wants = Wants {
         cpus: spec_cpus
             .map(|c| (c, Source::Spec))
-            .or_else(|| workers.map(|w| (w.saturating_add(1), Source::Workers)))
+            .or_else(|| {
+                workers.map(|w| (w.saturating_add(1).saturating_mul(ranks), Source::Workers))
+            })
             .or_else(|| site_cpus.map(|c| (c, Source::Site))),
         mem_mib: spec_mem
             .map(|m| (m.mebibytes, Source::Spec))
@@ -94,10 +99,15 @@ pub(super) fn shape_stage(
     };
     stage.mem_from_slurm = shaped.mem_source == Source::Slurm;
     if gpu.is_some() && (stage.kind != StageKind::Train || workers.is_none()) {
-        // Ultralytics' 8 dataloader workers would outnumber a slice's CPUs.
-        stage.workers = Some(shaped.cpus.saturating_sub(1));
+        // Ultralytics' 8 dataloader workers would outnumber a slice's CPUs;
+        // on N GPUs each rank gets its share.
+        stage.workers = Some((shaped.cpus / ranks).saturating_sub(1));
     }
-    stage.shaping = match stage.workers {
+    stage.shaping = match stage.workers.or(workers) {
+        Some(w) if ranks > 1 => format!(
+            "{name}: {}, workers={w} per GPU ({ranks} training processes)",
+            shaped.explanation
+        ),
         Some(w) => format!("{name}: {}, workers={w}", shaped.explanation),
         None => format!("{name}: {}", shaped.explanation),
     };

@@ -34,6 +34,8 @@ struct StageCtx {
     account: Option<String>,
     qos: Option<String>,
     gres: Option<String>,
+    /// `1` when the job takes several GPUs of one node (`--nodes=1`).
+    nodes: Option<u32>,
     array: Option<String>,
 }
 
@@ -63,6 +65,11 @@ struct TrainCtx {
     cache: Option<minijinja::Value>,
     registry: Option<RegistryCtx>,
     args: Vec<String>,
+    /// Ultralytics' `device` as planned: `0`, `0,1,…,N-1` or `cpu` (the
+    /// built-in script uses the count of GPUs the job holds when it differs).
+    device: String,
+    /// `["device=<planned>"]`: what templates written before `device` was in
+    /// the context pass on resume; kept so that they still render.
     resume_args: Vec<String>,
     variants: Vec<Vec<String>>,
     /// `[resources] on_oom = "resume-bigger"`: the most moves to a bigger
@@ -155,6 +162,16 @@ pub struct RenderInput<'a> {
     pub model: Option<&'a crate::registry::spec::RegistryModel>,
 }
 
+/// Ultralytics' `device` for a job holding `gpus` GPUs: Slurm renumbers the
+/// job's devices from 0 in `CUDA_VISIBLE_DEVICES`, so `0`, or `0,1,…,N-1` for
+/// several GPUs of one node (Ultralytics then starts DDP itself).
+pub fn device_list(gpus: u64) -> String {
+    (0..gpus.max(1))
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Render every stage of the plan.
 pub fn render_all(templates: &Templates, input: &RenderInput) -> Result<Vec<StageScript>> {
     input
@@ -189,10 +206,15 @@ fn render_stage(
             file: m.file.clone(),
         })
     };
+    let gpus = stage
+        .gres
+        .as_deref()
+        .and_then(crate::plan::resources::GpuAsk::parse)
+        .map_or(0, |g| g.gpus());
     let device = if matches!(spec.resources.gpu, GpuRequest::None) {
-        "cpu"
+        "cpu".to_string()
     } else {
-        "0"
+        device_list(gpus)
     };
 
     let mut ctx = ScriptCtx {
@@ -217,6 +239,7 @@ fn render_stage(
             account: stage.account.clone(),
             qos: stage.qos.clone(),
             gres: stage.gres.clone(),
+            nodes: (gpus > 1).then_some(1),
             array: stage.array.as_ref().map(|a| a.slurm_value()),
         },
         setup: spec
@@ -257,7 +280,8 @@ fn render_stage(
                 base.entry("imgsz".into())
                     .or_insert(ArgValue::Int(i.into()));
             }
-            base.insert("device".into(), ArgValue::Str(device.into()));
+            // The script adds device= itself (`YS_DEVICE`).
+            base.remove("device");
             if let Some(w) = stage.workers {
                 base.entry("workers".into())
                     .or_insert(ArgValue::Int(w.into()));
@@ -267,9 +291,6 @@ fn render_stage(
             } else {
                 Vec::new()
             };
-            // On resume Ultralytics reloads the arguments from the checkpoint;
-            // only the device may change (another slice).
-            let resume_args = vec![format!("device={device}")];
             let escalate_steps = match spec.resources.on_oom {
                 crate::spec::OnOom::ResumeBigger { steps } if variants.is_empty() => Some(steps),
                 _ => None,
@@ -279,7 +300,8 @@ fn render_stage(
                 cache,
                 registry: registry(),
                 args: arg_words(&base),
-                resume_args,
+                resume_args: vec![format!("device={device}")],
+                device: device.clone(),
                 variants,
                 escalate_steps,
             });

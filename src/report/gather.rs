@@ -186,6 +186,11 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         rightsizing::hints(&manifests, &types)
     });
 
+    let advice = sel
+        .has(Section::Advice)
+        .then(|| layout_advice(slurm, opts, now, usage.as_ref()))
+        .flatten();
+
     Ok(Report {
         schema_version: model::SCHEMA_VERSION,
         generated_at: started.to_rfc3339(),
@@ -202,9 +207,47 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         usage,
         runs,
         right_sizing,
+        advice,
         leaderboard,
         curves,
         curves_omitted,
+    })
+}
+
+/// The window the advice looks at: last week, whatever `--since` says.
+pub const ADVICE_WINDOW_DAYS: i64 = 7;
+
+/// The layout advisor's short form, where accounting answers (the usage
+/// query's verdict, else one probe); `None` without accounting. A failure of
+/// the advisor itself (a node whose model its types do not name) is said in
+/// the section, not raised: the rest of the report stands.
+fn layout_advice(
+    slurm: &Slurm,
+    opts: &Options,
+    now: NaiveDateTime,
+    usage: Option<&model::Usage>,
+) -> Option<model::LayoutAdvice> {
+    let answers = match usage {
+        Some(u) => u.accounting.status == AccountingStatus::Ok,
+        None => !crate::slurm::sacct::accounting_known_off() && crate::slurm::sacct::probe(slurm),
+    };
+    if !answers {
+        return None;
+    }
+    let since = now - chrono::Duration::days(ADVICE_WINDOW_DAYS);
+    let options = crate::advise::Options {
+        since,
+        until: now,
+        partition: opts.filter.partition.clone(),
+        account: opts.filter.account.clone(),
+        nodes: Vec::new(),
+        gpu_model: None,
+        sacct_file: None,
+    };
+    let window_seconds = (now - since).num_seconds();
+    Some(match crate::advise::run(slurm, &options) {
+        Ok(r) => model::LayoutAdvice::from_advice(&r, window_seconds),
+        Err(e) => model::LayoutAdvice::failed(window_seconds, format!("{e:#}")),
     })
 }
 

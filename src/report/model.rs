@@ -16,15 +16,17 @@ pub enum Section {
     Usage,
     Runs,
     RightSizing,
+    Advice,
 }
 
 impl Section {
-    pub const ALL: [Section; 5] = [
+    pub const ALL: [Section; 6] = [
         Section::Inventory,
         Section::Queue,
         Section::Usage,
         Section::Runs,
         Section::RightSizing,
+        Section::Advice,
     ];
 
     /// The name used on the command line, in JSON keys (with `_`) and headings.
@@ -35,6 +37,7 @@ impl Section {
             Section::Usage => "usage",
             Section::Runs => "runs",
             Section::RightSizing => "right-sizing",
+            Section::Advice => "advice",
         }
     }
 }
@@ -58,6 +61,10 @@ pub struct Report {
     pub runs: Option<Runs>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub right_sizing: Option<RightSizing>,
+    /// The layout advisor's short form (`yolo-sched advise`), only where
+    /// accounting answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<LayoutAdvice>,
     /// The runs' leaderboard (`compare`), made for `--format html`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leaderboard: Option<crate::compare::Board>,
@@ -68,6 +75,96 @@ pub struct Report {
     /// dataset are drawn).
     #[serde(skip_serializing_if = "is_zero")]
     pub curves_omitted: u64,
+}
+
+/// Last week's GPU demand, what waited, and whether each node is cut as
+/// `yolo-sched advise` would cut it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayoutAdvice {
+    pub window_seconds: i64,
+    /// Typed GPU jobs of the window.
+    pub jobs: u64,
+    /// Accounting's own figures: jobs that waited over a minute, their
+    /// GPU-hours, and the mean wait of the jobs that started.
+    pub jobs_waited: u64,
+    pub waited_gpu_hours: f64,
+    pub measured_mean_wait_s: f64,
+    /// The simulated mean wait of the window's jobs as the nodes are cut now,
+    /// and as advised.
+    pub predicted_mean_wait_s: f64,
+    pub advised_mean_wait_s: f64,
+    pub nodes: Vec<NodeAdvice>,
+    /// Why there is no advice (a node whose model its GRES types do not name…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl LayoutAdvice {
+    /// The short form of the advisor's report.
+    pub fn from_advice(r: &crate::advise::Report, window_seconds: i64) -> LayoutAdvice {
+        let mean = |name: &str| {
+            r.advice
+                .setups
+                .iter()
+                .find(|s| s.name == name)
+                .map_or(0.0, |s| s.outcome.mean_wait_s)
+        };
+        let nodes = r
+            .nodes
+            .iter()
+            .filter(|n| n.geometry.is_some())
+            .map(|n| {
+                let now = n.layout_words().join("; ");
+                let step = r.advice.steps.iter().find(|s| s.node == n.name);
+                NodeAdvice {
+                    node: n.name.clone(),
+                    advised: step.is_none(),
+                    advised_layout: step.map_or_else(|| now.clone(), |s| s.gpus.join("; ")),
+                    now,
+                }
+            })
+            .collect();
+        LayoutAdvice {
+            window_seconds,
+            jobs: r.counted.jobs,
+            jobs_waited: r.measured.waited,
+            waited_gpu_hours: r.measured.waited_gpu_hours,
+            measured_mean_wait_s: r.measured.mean_wait_s,
+            predicted_mean_wait_s: mean("current"),
+            advised_mean_wait_s: if r.advice.changes {
+                mean("auto")
+            } else {
+                mean("current")
+            },
+            nodes,
+            error: None,
+        }
+    }
+
+    /// No advice, and why.
+    pub fn failed(window_seconds: i64, error: String) -> LayoutAdvice {
+        LayoutAdvice {
+            window_seconds,
+            jobs: 0,
+            jobs_waited: 0,
+            waited_gpu_hours: 0.0,
+            measured_mean_wait_s: 0.0,
+            predicted_mean_wait_s: 0.0,
+            advised_mean_wait_s: 0.0,
+            nodes: Vec::new(),
+            error: Some(error),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeAdvice {
+    pub node: String,
+    /// Its layout is the advised one.
+    pub advised: bool,
+    /// Its GPUs now, and as advised.
+    pub now: String,
+    pub advised_layout: String,
 }
 
 fn is_zero(n: &u64) -> bool {

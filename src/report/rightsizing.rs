@@ -64,6 +64,11 @@ pub fn hints(manifests: &[Manifest], available: &[String]) -> RightSizing {
             let Some(requested) = stage.profile.as_deref() else {
                 continue;
             };
+            // Several whole GPUs (DDP) are sized by the batch split over
+            // them; a smaller profile is no advice for such a training.
+            if stage.gpus > 1 {
+                continue;
+            }
             let (basis, memory, needed) = match (stage.peak_gib, stage.estimate_gib) {
                 (Some(peak), _) => ("measured", peak, peak * MEASURED_HEADROOM),
                 (None, Some(est)) => ("estimate", est, est),
@@ -144,6 +149,14 @@ mod tests {
         );
         assert_eq!(usable_gib("a100"), None);
         assert_eq!(usable_gib("xg.5gb"), None);
+    }
+
+    #[test]
+    fn several_gpus_get_no_smaller_profile_hint() {
+        let mut s = stage("a100", Some(3.0), None);
+        s.gpus = 4;
+        let r = hints(&[run(vec![s])], &types());
+        assert!(r.hints.is_empty(), "{:?}", r.hints);
     }
 
     #[test]

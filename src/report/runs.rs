@@ -35,6 +35,10 @@ pub struct Stage {
     pub tasks: u64,
     /// The MIG profile or GRES type asked for (`1g.5gb`).
     pub profile: Option<String>,
+    /// How many of it (several whole GPUs of one node: `gpu:h100:4` → 4; 0
+    /// without a GPU).
+    pub gpus: u64,
+    /// Per GPU on several GPUs (the batch split over them).
     pub estimate_gib: Option<f64>,
     /// Peak GPU memory the run measured, when it recorded one.
     pub peak_gib: Option<f64>,
@@ -199,6 +203,11 @@ pub fn view(manifest: &RunManifest, status: &RunStatus) -> Manifest {
         .iter()
         .map(|s| {
             let profile = s.gres.as_deref().and_then(profile_of);
+            let gpus = s
+                .gres
+                .as_deref()
+                .and_then(crate::plan::resources::GpuAsk::parse)
+                .map_or(0, |g| g.gpus());
             let state = status
                 .stage(&s.stage)
                 .map_or(TaskState::Unknown, |st| st.state);
@@ -209,6 +218,7 @@ pub fn view(manifest: &RunManifest, status: &RunStatus) -> Manifest {
                 tasks: s.tasks.max(1) as u64,
                 estimate_gib: profile.as_ref().and_then(|_| estimate.take()),
                 profile,
+                gpus,
                 peak_gib: None,
             }
         })

@@ -51,6 +51,17 @@ impl ControllerConfig {
 
 /// `scontrol ping`: whether the controller answers. The exit status and
 /// text are handed back as they are; the caller reads `is UP`.
+/// The typed GPU GRES (`gpu:1g.5gb`) among `keys` that `AccountingStorageTRES`
+/// does not record: sacct keeps only `gres/gpu=N` for their jobs, and the
+/// layout advisor cannot tell what they asked for.
+pub fn untracked_gpu_types<'a>(tres: &str, keys: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let tracked: Vec<&str> = tres.split(',').map(str::trim).collect();
+    keys.filter_map(|k| k.strip_prefix("gpu:"))
+        .filter(|t| !tracked.contains(&format!("gres/gpu:{t}").as_str()))
+        .map(str::to_string)
+        .collect()
+}
+
 pub fn ping(slurm: &Slurm) -> Result<crate::process::Captured> {
     slurm.run_raw("scontrol", &["ping"])
 }
@@ -65,6 +76,14 @@ pub fn fetch(slurm: &Slurm) -> Result<ControllerConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_gpu_gres_missing_from_accounting_are_named() {
+        let tres = "cpu,mem,energy,node,billing,fs/disk,vmem,pages,gres/gpu,gres/gpu:1g.5gb";
+        let keys = ["gpu:1g.5gb", "gpu:a100", "shard", "gpu"];
+        assert_eq!(untracked_gpu_types(tres, keys.into_iter()), ["a100"]);
+        assert!(untracked_gpu_types("gres/gpu:a100", ["gpu:a100"].into_iter()).is_empty());
+    }
 
     #[test]
     fn parses_the_fields_we_use() {

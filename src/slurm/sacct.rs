@@ -284,6 +284,35 @@ pub fn usage(slurm: &Slurm, since: NaiveDateTime, filter: &Filter) -> Result<Cap
     slurm.run_raw("sacct", &args)
 }
 
+/// The layout advisor's query: every allocation of the window (one line per
+/// job or array task, `advise::history::FIELDS`), one call, not retried; a
+/// non-zero exit is handed back for the caller to word.
+pub fn history(
+    slurm: &Slurm,
+    since: NaiveDateTime,
+    until: NaiveDateTime,
+    fields: &str,
+    filter: &Filter,
+) -> Result<Captured> {
+    let mut args = vec![
+        "-X".to_string(),
+        "--noheader".into(),
+        "--parsable2".into(),
+        "--allusers".into(),
+        format!("--starttime={}", since.format("%Y-%m-%dT%H:%M:%S")),
+        format!("--endtime={}", until.format("%Y-%m-%dT%H:%M:%S")),
+        format!("--format={fields}"),
+    ];
+    if let Some(partition) = &filter.partition {
+        args.push(format!("--partition={partition}"));
+    }
+    if let Some(account) = &filter.account {
+        args.push(format!("--accounts={account}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    slurm.run_raw("sacct", &args)
+}
+
 /// Whether `sacct` answers at all (slurmdbd is there): a query for the last
 /// minute's allocations, whose rows are not read.
 pub fn probe(slurm: &Slurm) -> bool {

@@ -14,7 +14,7 @@ pub const TRAIN_KEYS: &[&str] = &["model", "data", "epochs", "imgsz", "batch", "
 pub fn controlled_reason(stage: StageKind, key: &str) -> Option<&'static str> {
     let common = match key {
         "device" => Some(
-            "yolo-sched runs each GPU stage with device=0, the one GPU or MIG slice Slurm gives the job; choose the GPU with `resources.gpu`",
+            "yolo-sched runs each GPU stage with device=0, the one GPU or MIG slice Slurm gives the job (device=0,1,… for several GPUs of one node); choose the GPU with `resources.gpu` and the count with `resources.gpus`",
         ),
         "project" | "name" | "exist_ok" => Some(
             "yolo-sched sets project=<workdir> name=<stage> exist_ok=True so that every stage finds the others' files; choose the place with `run.workdir`",

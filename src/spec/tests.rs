@@ -221,8 +221,59 @@ time = "eight hours"
 }
 
 #[test]
+fn several_gpus_are_a_count_of_whole_gpus() {
+    let spec = parse(
+        &format!("{MINIMAL}[resources]\ngpu = \"h100:4\"\n"),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(spec.resources.gpu, GpuRequest::Type("h100".into()));
+    assert_eq!(spec.resources.gpus, Some(4));
+    let spec = parse(&format!("{MINIMAL}[resources]\ngpus = 2\n"), "s.toml").unwrap();
+    assert_eq!(spec.resources.gpu, GpuRequest::Auto);
+    assert_eq!(spec.resources.gpus, Some(2));
+    let spec = parse(
+        &format!("{MINIMAL}[resources]\ngpu = \"a100\"\ngpus = 4\n"),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(spec.resources.gpus, Some(4));
+    assert_eq!(
+        parse(&format!("{MINIMAL}[resources]\ngpu = \"a100\"\n"), "s.toml")
+            .unwrap()
+            .resources
+            .gpus,
+        None
+    );
+    for (resources, wanted) in [
+        (
+            "gpu = \"1g.5gb\"\ngpus = 2",
+            "one CUDA process sees only one MIG device",
+        ),
+        (
+            "gpu = \"shard:2\"\ngpus = 2",
+            "shards are pieces of one GPU",
+        ),
+        ("gpu = \"none\"\ngpus = 2", "trains on the CPU"),
+        ("gpu = \"a100:2\"\ngpus = 4", "already asks for 2"),
+        ("gpus = 0", "out of range"),
+        ("gpus = 65", "out of range"),
+        ("gpus = \"4\"", "a number of whole GPUs"),
+        (
+            "gpu = \"3g.20gb:2\"",
+            "one CUDA process sees only one MIG device",
+        ),
+    ] {
+        let e = one_error(&format!("{MINIMAL}[resources]\n{resources}\n"));
+        assert!(e.message.contains(wanted), "{resources}: {e:?}");
+        assert!(e.key.starts_with("resources.gpu"), "{resources}: {e:?}");
+        assert!(e.line > 0, "{e:?}");
+    }
+}
+
+#[test]
 fn unknown_keys_get_suggestions_or_their_home() {
-    let e = one_error(&format!("{MINIMAL}[resources]\ngpus = \"auto\"\n"));
+    let e = one_error(&format!("{MINIMAL}[resources]\ngpuz = \"auto\"\n"));
     assert_eq!(e.help.as_deref(), Some("did you mean `gpu`?"));
     let e = one_error(&format!("{MINIMAL}lr0 = 0.01\n"));
     assert!(

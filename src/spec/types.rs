@@ -100,6 +100,10 @@ pub enum Batch {
 #[derive(Debug, Clone, Serialize)]
 pub struct Resources {
     pub gpu: GpuRequest,
+    /// Whole GPUs of one node the training asks for: `gpu = "h100:4"` or
+    /// `gpus = 4`. `None` leaves it to the planner: one GPU for a named type;
+    /// for `auto`, as many as the estimate needs in the exclusive pool.
+    pub gpus: Option<u32>,
     pub time: Option<SlurmTime>,
     /// Default: workers + 1 when the spec sets workers, else the slice's
     /// share of the node (`plan::resources`).
@@ -122,8 +126,9 @@ pub enum OnOom {
     ResumeBigger { steps: u32 },
 }
 
-/// What GPU a stage asks for. Always exactly one device: one CUDA process sees one
-/// MIG device, and `yolo train` runs with `device=0`.
+/// What GPU a stage asks for: one device (one CUDA process sees one MIG device),
+/// except that training may take several whole GPUs of one node
+/// (`Resources::gpus`, `yolo train device=0,1,…`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GpuRequest {
     /// The planner picks the smallest slice or GPU that fits the estimate.

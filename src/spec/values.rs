@@ -249,16 +249,40 @@ pub fn parse_mem(s: &str) -> Checked<MemSize> {
     })
 }
 
-/// `gpu`: "auto" | a MIG profile ("1g.5gb") | a GPU type ("a100") | "shard:N" | "none".
+/// The most whole GPUs of one node a training may ask for; more is certainly a typo
+/// (the cluster's own nodes are checked by the planner).
+pub const MAX_GPUS: u32 = 64;
+
+/// `gpu` of a stage that runs on one device (`[stages.val] gpu`): as
+/// `parse_gpu_count`, but a count above one is refused: `yolo val` uses one device.
 pub fn parse_gpu(s: &str) -> Checked<GpuRequest> {
-    let expected = "\"auto\", a MIG profile such as \"1g.5gb\", a GPU type such as \"a100\", \"shard:N\" or \"none\"";
+    let (gpu, count) = parse_gpu_count(s)?;
+    if count > 1 {
+        let name = s.split_once(':').map_or(s, |(n, _)| n);
+        return Err(Problem::new(format!(
+            "{s:?} asks for {count} GPUs, but `yolo val` runs on one device (device=0); the others would sit idle"
+        ))
+        .help(format!("write \"{name}\"")));
+    }
+    Ok(gpu)
+}
+
+/// `[resources] gpu`: "auto" | a MIG profile ("1g.5gb") | a GPU type with an
+/// optional count of whole GPUs of one node ("a100", "h100:4") | "shard:N" |
+/// "none". The count is 1 unless written; on a MIG profile it is refused (one
+/// CUDA process sees one MIG device).
+pub fn parse_gpu_count(s: &str) -> Checked<(GpuRequest, u32)> {
+    let expected = "\"auto\", a MIG profile such as \"1g.5gb\", a GPU type such as \"a100\" or \"h100:4\", \"shard:N\" or \"none\"";
     let lower = s.to_ascii_lowercase();
     if s == "auto" || s == "none" {
-        return Ok(if s == "auto" {
-            GpuRequest::Auto
-        } else {
-            GpuRequest::None
-        });
+        return Ok((
+            if s == "auto" {
+                GpuRequest::Auto
+            } else {
+                GpuRequest::None
+            },
+            1,
+        ));
     }
     if lower == "auto" || lower == "none" {
         return Err(
@@ -281,7 +305,7 @@ pub fn parse_gpu(s: &str) -> Checked<GpuRequest> {
     if let Some(n) = s.strip_prefix("shard:") {
         let digits = !n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit());
         return match n.parse::<u32>() {
-            Ok(n) if digits && n >= 1 => Ok(GpuRequest::Shard(n)),
+            Ok(n) if digits && n >= 1 => Ok((GpuRequest::Shard(n), 1)),
             _ => Err(Problem::new(format!(
                 "{s:?}: the shard count must be a whole number ≥ 1, as in \"shard:2\""
             ))),
@@ -299,34 +323,42 @@ pub fn parse_gpu(s: &str) -> Checked<GpuRequest> {
         }
         return Err(p);
     }
-    match count {
-        None | Some("1") => {}
-        Some(c) if c.parse::<u32>().is_ok_and(|c| c > 1) => {
-            return Err(if is_mig {
-                Problem::new(format!(
-                    "{s:?} asks for {c} MIG slices, but one CUDA process sees only one MIG device, so training could use only one of them"
-                ))
-                .help(format!(
-                    "ask for one larger slice instead (e.g. a profile with more memory than \"{name}\"), or gpu = \"auto\""
-                ))
-            } else {
-                Problem::new(format!(
-                    "{s:?} asks for {c} GPUs, but yolo-sched trains with one process on one device (device=0); the others would sit idle"
-                ))
-                .help(format!("write \"{name}\""))
-            });
+    let digits = |c: &str| !c.is_empty() && c.len() <= 6 && c.bytes().all(|b| b.is_ascii_digit());
+    let count = match count {
+        None => 1,
+        Some(c) if digits(c) && c.parse::<u32>().is_ok_and(|c| c >= 1) => {
+            c.parse::<u32>().unwrap_or(1)
         }
         Some(c) => {
             return Err(Problem::new(format!(
                 "{s:?}: {c:?} is not a device count; expected {expected}"
             )))
         }
+    };
+    if is_mig && count > 1 {
+        return Err(Problem::new(format!(
+            "{s:?} asks for {count} MIG slices, but one CUDA process sees only one MIG device, so training could use only one of them (several GPUs means whole GPUs, as in \"a100:{count}\")"
+        ))
+        .help(format!(
+            "ask for one larger slice instead (e.g. a profile with more memory than \"{name}\"), or gpu = \"auto\""
+        )));
     }
-    Ok(if is_mig {
-        GpuRequest::Mig(name.to_string())
-    } else {
-        GpuRequest::Type(name.to_string())
-    })
+    if count > MAX_GPUS {
+        return Err(Problem::new(format!(
+            "{s:?} asks for {count} GPUs; expected at most {MAX_GPUS} GPUs of one node"
+        ))
+        .help(
+            "Ultralytics trains on the GPUs of one node; ask for at most as many as a node has",
+        ));
+    }
+    Ok((
+        if is_mig {
+            GpuRequest::Mig(name.to_string())
+        } else {
+            GpuRequest::Type(name.to_string())
+        },
+        count,
+    ))
 }
 
 /// A MIG profile name (`mig::profile::ProfileName`: `<n>g.<m>gb` and
@@ -495,7 +527,28 @@ mod tests {
         assert!(parse_gpu("a100:2")
             .unwrap_err()
             .message
-            .contains("device=0"));
+            .contains("`yolo val` runs on one device"));
+        assert_eq!(
+            parse_gpu_count("h100:4"),
+            Ok((GpuRequest::Type("h100".into()), 4))
+        );
+        assert_eq!(
+            parse_gpu_count("a100"),
+            Ok((GpuRequest::Type("a100".into()), 1))
+        );
+        let mig = parse_gpu_count("2g.10gb:2").unwrap_err();
+        assert!(
+            mig.message
+                .contains("one CUDA process sees only one MIG device"),
+            "{mig:?}"
+        );
+        assert!(parse_gpu_count("a100:0").is_err());
+        assert!(parse_gpu_count("a100:-2").is_err());
+        assert!(parse_gpu_count("a100:65")
+            .unwrap_err()
+            .message
+            .contains("at most 64"));
+        assert!(parse_gpu_count("a100:4x").is_err());
         assert!(parse_gpu("shard:0").is_err());
         assert!(parse_gpu("shard:x").is_err());
         assert_eq!(

@@ -95,6 +95,15 @@ fn doctor_sees_accounting_with_job_comments() {
             .contains("PrivateData=jobs"),
         "{comments}"
     );
+    // The local cluster records every GPU type it has (slurm/cluster.sh's
+    // AccountingStorageTRES), so the advisor sees what jobs asked for.
+    let typed = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "typed_gpu_accounting")
+        .unwrap_or_else(|| panic!("no typed_gpu_accounting check in {v}"));
+    assert_eq!(typed["status"], "ok", "{typed}");
 }
 
 #[test]
@@ -200,4 +209,141 @@ fn report_counts_slice_hours_inside_the_window_only() {
         after < inside,
         "{after} slice-hours after the run, {inside} with it"
     );
+}
+
+/// `advise` reads the window's typed GPU jobs from the real sacct, infers the
+/// nodes' A100-40GB from their GRES types, and simulates the set-ups: the
+/// `2g.10gb` jobs fit no `1g.5gb` slice, so `all-1g` cannot run them, while
+/// the current layout and whole GPUs can. `--demand-out` writes them for
+/// `node-setup --layout auto --demand`.
+#[test]
+#[ignore = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)"]
+fn advise_reads_the_windows_typed_jobs_and_simulates_the_set_ups() {
+    let _cluster = common::cluster(module_path!());
+    assert_accounting();
+    let since = (chrono::Utc::now() - chrono::Duration::seconds(5))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let dir = common::shared_tempdir();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let out = run(Command::new("sbatch")
+            .args([
+                "--parsable",
+                "--partition=gpu",
+                "--gres=gpu:2g.10gb:1",
+                "--cpus-per-task=1",
+                "--mem=100M",
+                "--time=5",
+            ])
+            .arg(format!("--output={}/advise-{i}.out", dir.path().display()))
+            .args(["--wrap", "sleep 3"]));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        ids.push(
+            text.trim()
+                .split(';')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap(),
+        );
+    }
+    // An untyped request is counted and left out.
+    let out = run(Command::new("sbatch")
+        .args([
+            "--parsable",
+            "--partition=gpu",
+            "--gres=gpu:1",
+            "--mem=100M",
+            "--time=5",
+        ])
+        .arg(format!(
+            "--output={}/advise-untyped.out",
+            dir.path().display()
+        ))
+        .args(["--wrap", "sleep 1"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    ids.push(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap(),
+    );
+    let states = wait_jobs(&ids, Duration::from_secs(180));
+    assert!(states.iter().all(|s| s == "COMPLETED"), "{states:?}");
+
+    let demand = dir.path().join("demand.csv");
+    // sacct may take a moment to hold the last job's end: poll until it does.
+    let started = Instant::now();
+    let v = loop {
+        let out = run(yolo()
+            .args(["advise", "--since", &since, "--partition", "gpu", "--json"])
+            .arg("--demand-out")
+            .arg(&demand));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let lines = std::fs::read_to_string(&demand).unwrap();
+        if lines.matches("gpu:2g.10gb:1,").count() >= 5
+            && v["counted"]["untyped"].as_u64() >= Some(1)
+        {
+            break v;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{v}\n{lines}");
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    for n in v["nodes"].as_array().unwrap() {
+        assert_eq!(n["model"], "NVIDIA A100-SXM4-40GB", "{n}");
+        assert_eq!(n["model_from"], "gres types");
+        // 4 × 1g.5gb and 2 × 2g.10gb need two A100s; the a100 is a third.
+        assert_eq!(n["gpus"].as_array().unwrap().len(), 3, "{n}");
+    }
+    let setup = |name: &str| -> Value {
+        v["advice"]["setups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no set-up {name}: {v}"))
+            .clone()
+    };
+    assert_eq!(setup("current")["outcome"]["never_run"], 0, "{v}");
+    assert_eq!(setup("whole")["outcome"]["never_run"], 0, "{v}");
+    assert!(
+        setup("all-1g")["outcome"]["never_run"].as_u64().unwrap() >= 5,
+        "{v}"
+    );
+    assert_eq!(setup("auto")["outcome"]["never_run"], 0, "{v}");
+    // The report carries the short form where accounting answers: one
+    // row and one gauge per node of the partition.
+    let out = run(yolo().args([
+        "report",
+        "--partition",
+        "gpu",
+        "--section",
+        "advice",
+        "--json",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let advice = &r["advice"];
+    assert!(advice["error"].is_null(), "{advice}");
+    assert!(advice["jobs"].as_u64() >= Some(5), "{advice}");
+    let nodes = advice["nodes"].as_array().unwrap();
+    assert!(
+        nodes.len() >= 2 && nodes.iter().all(|n| n["advised"].is_boolean()),
+        "{advice}"
+    );
+    let out = run(yolo().args(["report", "--partition", "gpu", "--format", "prometheus"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("yolo_sched_advice_node_layout_advised{node=\"node1\"}"),
+        "{text}"
+    );
+    // The text form names the set-ups and ends with the advice.
+    let out = run(yolo().args(["advise", "--since", &since, "--partition", "gpu"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in ["current", "whole", "all-1g", "balanced", "auto", "advice:"] {
+        assert!(text.contains(word), "{word} missing:\n{text}");
+    }
 }

@@ -66,8 +66,15 @@ pub fn write_manifest(workdir: &Path, spec_extra: &str) {
 impl Setup {
     /// `processes` go on GPU 0 of `fixture`; `site_extra` adds `[guard]` lines.
     fn new(fixture: &str, processes: Value, site_extra: &str) -> Setup {
+        Setup::on_gpus(fixture, vec![(0, processes)], site_extra)
+    }
+
+    /// `processes` on each GPU index of `fixture`.
+    fn on_gpus(fixture: &str, gpus: Vec<(usize, Value)>, site_extra: &str) -> Setup {
         let node = FakeNode::with_fixture(fixture, |f| {
-            f["gpus"][0]["processes"] = processes;
+            for (i, processes) in gpus {
+                f["gpus"][i]["processes"] = processes;
+            }
         });
         let dir = tempfile::tempdir().unwrap();
         write_manifest(&dir.path().join("run"), "");
@@ -302,6 +309,95 @@ fn a_600_mb_per_min_leak_is_stopped_with_its_reason_recorded() {
     assert_eq!(shown.status.code(), Some(0));
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("guard-stop"), "{text}");
+}
+
+#[test]
+fn on_four_gpus_a_leak_on_one_is_seen_and_the_stop_ends_every_rank() {
+    crate::fake_nvml::built();
+    // A DDP trainer: a launcher with four ranks below it.
+    let mut trainer = Trainer(
+        Command::new("bash")
+            .args(["-c", "for r in 0 1 2 3; do sleep 120 & done; wait"])
+            .spawn()
+            .unwrap(),
+    );
+    let launcher = trainer.pid() as i32;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let ranks: Vec<u32> = loop {
+        let below = children_of(launcher);
+        if below.len() == 4 {
+            break below;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the ranks did not start: {below:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // GPUs 0, 1 and 3 hold a steady 30 GiB; rank 2 leaks 600 MB/min.
+    let rate = mib_per_s(600.0);
+    let steady = |pid: u32| json!([{"pid": pid, "used_memory_mib": 30720}]);
+    let s = Setup::on_gpus(
+        "8xh200.json",
+        vec![
+            (0, steady(ranks[0])),
+            (1, steady(ranks[1])),
+            (
+                2,
+                json!([{"pid": ranks[2], "memory_curve": [[0, 30720], [3600, 30720.0 + 3600.0 * rate]]}]),
+            ),
+            (3, steady(ranks[3])),
+        ],
+        "",
+    );
+    let (outcome, log) = finish(&mut s.agent("0,1,2,3", Some(trainer.pid()), &[]));
+    assert_eq!(outcome["device"], "0,1,2,3", "{outcome}");
+    assert!(
+        log.contains(
+            "the job holds 4 devices (0,1,2,3); the guard reads each and counts the fullest"
+        ),
+        "{log}"
+    );
+    assert_eq!(outcome["ended"], "stopped", "{outcome}\n{log}");
+    let stop = &decisions(&outcome, "stop")[0];
+    let mb = stop["cause"]["mb_per_min"].as_f64().unwrap();
+    assert!((540.0..660.0).contains(&mb), "{stop}");
+    assert!(!trainer.running(), "the launcher still runs");
+    for r in ranks {
+        let state = std::fs::read_to_string(format!("/proc/{r}/stat")).unwrap_or_default();
+        let state = state.rsplit(')').next().unwrap_or("").trim_start();
+        assert!(
+            state.is_empty() || state.starts_with('Z'),
+            "rank {r} outlived the guard's stop: {state}"
+        );
+    }
+    let record: Value = serde_json::from_str(&read(&s.state("train.guard.json"))).unwrap();
+    assert_eq!(record["action"], "stopped");
+    assert!(
+        record["device"].as_str().unwrap().starts_with("0,1,2,3 "),
+        "{record}"
+    );
+}
+
+/// The direct children of `pid`.
+fn children_of(pid: i32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().nth(1))
+            .and_then(|x| x.parse::<i32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod fake_nvml;
 mod s3;
 
 mod accounting_live;
+mod advise;
 mod agent_fake;
 mod agent_live;
 mod agent_script;
@@ -34,6 +35,7 @@ mod mig_plans_on_fake;
 mod node_setup;
 mod node_setup_slurm;
 mod nvml_fake;
+mod pool_live;
 mod registry_live;
 mod registry_s3;
 mod render_hostile;

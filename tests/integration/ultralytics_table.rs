@@ -109,3 +109,69 @@ fn export_formats_are_the_installed_ones() {
     let extra: BTreeSet<&str> = ours.difference(&installed).map(String::as_str).collect();
     assert_eq!(extra, BTreeSet::from(["tflite", "tfjs"]), "{extra:?}");
 }
+
+/// Ultralytics' own DDP launch (`ultralytics/utils/dist.py`), as two DDP jobs
+/// of one run on one node start it: the same `YOLO_CONFIG_DIR` (the run's,
+/// as the job scripts set it), the offline switches on. Each gets a launcher
+/// file of its own under `$YOLO_CONFIG_DIR/Ultralytics/DDP` (never `~/.config`), and a
+/// port below Linux's ephemeral range; nothing is installed at run time
+/// (cloudpickle, which DDP needs, comes with `slurm/trainer.sh`).
+#[test]
+fn two_ddp_launches_in_one_config_dir_get_their_own_files_offline() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join(".ultralytics");
+    let code = "from types import SimpleNamespace\n\
+                from ultralytics.utils.dist import generate_ddp_file, find_free_network_port\n\
+                t = SimpleNamespace(args=SimpleNamespace(), model=None, callbacks={})\n\
+                print(generate_ddp_file(t))\n\
+                print(find_free_network_port())";
+    let start = |home: &str| {
+        Command::new(&py)
+            .args(["-c", code])
+            .env("YOLO_CONFIG_DIR", &config)
+            .env("YOLO_OFFLINE", "1")
+            .env("YOLO_AUTOINSTALL", "false")
+            .env("HOME", dir.path().join(home))
+            // Any attempt to reach the network fails at once.
+            .env("http_proxy", "http://127.0.0.1:9")
+            .env("https_proxy", "http://127.0.0.1:9")
+            .env("PIP_NO_INDEX", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (start("a"), start("b"));
+    let mut files = Vec::new();
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            !stderr.contains("AutoUpdate"),
+            "no install at run time: {stderr}"
+        );
+        let lines: Vec<&str> = stdout.lines().collect();
+        let file = PathBuf::from(lines[lines.len() - 2]);
+        let port: u32 = lines[lines.len() - 1].parse().unwrap();
+        assert!(
+            file.starts_with(config.join("Ultralytics/DDP")),
+            "{}",
+            file.display()
+        );
+        assert!(
+            file.exists() && file.with_extension("pt").exists(),
+            "{}",
+            file.display()
+        );
+        assert!((10_000..32_768).contains(&port), "{port}");
+        files.push(file);
+    }
+    assert_ne!(files[0], files[1], "the two launches share a file");
+    assert!(
+        !dir.path().join("a/.config").exists() && !dir.path().join("b/.config").exists(),
+        "settings went to ~/.config instead of YOLO_CONFIG_DIR"
+    );
+}

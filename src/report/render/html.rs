@@ -826,17 +826,23 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
 }
 
 /// The page.
-pub fn render(r: &Report) -> String {
-    let mut out = String::with_capacity(64 << 10);
+/// The page's head, up to the opening `<body>`: the one style and the policy
+/// that forbids fetching anything.
+fn head(out: &mut String, title: &str) {
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     out.push_str("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
     out.push_str("<meta name=\"generator\" content=\"yolo-sched\">");
     let _ = write!(
         out,
-        "<title>yolo-sched report {}</title><style>{STYLE}</style></head><body>",
-        esc(&r.generated_at)
+        "<title>{}</title><style>{STYLE}</style></head><body>",
+        esc(title)
     );
+}
+
+pub fn render(r: &Report) -> String {
+    let mut out = String::with_capacity(64 << 10);
+    head(&mut out, &format!("yolo-sched report {}", r.generated_at));
     let mut filters = Vec::new();
     for (k, v) in [
         ("partition", &r.filters.partition),
@@ -860,10 +866,188 @@ pub fn render(r: &Report) -> String {
     );
     section_slices(&mut out, r);
     section_queue(&mut out, r);
+    section_advice(&mut out, r);
     section_runs(&mut out, r);
     section_board(&mut out, r);
     section_curves(&mut out, &r.curves, r.curves_omitted);
     out.push_str("</main></body></html>\n");
+    out
+}
+
+/// The layout advice, where accounting answered: last week's waits
+/// measured, simulated as cut now and as advised, and each node's verdict.
+fn section_advice(out: &mut String, r: &Report) {
+    let Some(a) = &r.advice else { return };
+    out.push_str("<section id=\"advice\"><h2>Layout advice (last week)</h2>");
+    if let Some(e) = &a.error {
+        let _ = write!(
+            out,
+            "<p class=\"note\">No layout advice: {}</p></section>",
+            esc(e)
+        );
+        return;
+    }
+    let _ = write!(
+        out,
+        "<p class=\"meta\">{} typed GPU jobs; {} waited over a minute ({} GPU-hours). `yolo-sched advise` prints the plan.</p>",
+        a.jobs,
+        a.jobs_waited,
+        fmt_num(a.waited_gpu_hours)
+    );
+    let cats = strings(&["measured", "simulated, as cut now", "simulated, as advised"]);
+    let h = |s: f64| s / 3600.0;
+    bar_chart(
+        out,
+        "mean wait in hours",
+        &cats,
+        &[(
+            "mean wait (h)".to_string(),
+            vec![
+                h(a.measured_mean_wait_s),
+                h(a.predicted_mean_wait_s),
+                h(a.advised_mean_wait_s),
+            ],
+        )],
+    );
+    let rows: Vec<Vec<String>> = a
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.node.clone(),
+                if n.advised { "yes" } else { "re-cut" }.to_string(),
+                n.now.clone(),
+                n.advised_layout.clone(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        "",
+        &strings(&["node", "as advised", "GPUs now", "GPUs as advised"]),
+        &rows,
+    );
+    out.push_str("</section>");
+}
+
+/// `yolo-sched advise --format html`: the waits of each set-up as bars, the
+/// set-ups' numbers, and which node gets which layout, in the order to apply.
+pub fn advice_page(r: &crate::advise::Report) -> String {
+    let mut out = String::with_capacity(16 << 10);
+    head(&mut out, "yolo-sched layout advice");
+    let _ = write!(
+        out,
+        "<header><h1>yolo-sched layout advice</h1><p class=\"meta\">{} typed GPU jobs from {} to {}{}</p></header><main>",
+        r.counted.jobs,
+        esc(&r.since.format("%Y-%m-%d %H:%M").to_string()),
+        esc(&r.until.format("%Y-%m-%d %H:%M").to_string()),
+        r.partition
+            .as_deref()
+            .map(|p| format!(" in partition {}", esc(p)))
+            .unwrap_or_default()
+    );
+    out.push_str("<section id=\"waits\"><h2>Waits per set-up (simulated)</h2>");
+    let cats: Vec<String> = r.advice.setups.iter().map(|s| s.name.clone()).collect();
+    let h = |s: f64| s / 3600.0;
+    bar_chart(
+        &mut out,
+        "wait per set-up in hours",
+        &cats,
+        &[
+            (
+                "mean wait (h)".to_string(),
+                r.advice
+                    .setups
+                    .iter()
+                    .map(|s| h(s.outcome.mean_wait_s))
+                    .collect(),
+            ),
+            (
+                "p95 wait (h)".to_string(),
+                r.advice
+                    .setups
+                    .iter()
+                    .map(|s| h(s.outcome.p95_wait_s as f64))
+                    .collect(),
+            ),
+        ],
+    );
+    let rows: Vec<Vec<String>> = r
+        .advice
+        .setups
+        .iter()
+        .map(|s| {
+            let o = &s.outcome;
+            vec![
+                s.name.clone(),
+                (o.jobs - o.never_run).to_string(),
+                o.never_run.to_string(),
+                format!("{:.2}", h(o.mean_wait_s)),
+                format!("{:.2}", h(o.p95_wait_s as f64)),
+                o.peak_concurrent.to_string(),
+                format!("{:.1}", o.mean_concurrent),
+                format!("{:.1}/{:.1}", o.gpu_hours_used, o.gpu_hours_offered),
+            ]
+        })
+        .collect();
+    numbers(
+        &mut out,
+        "The numbers",
+        &strings(&[
+            "set-up",
+            "jobs run",
+            "never run",
+            "mean wait (h)",
+            "p95 wait (h)",
+            "peak jobs",
+            "mean jobs",
+            "GPU-h held/offered",
+        ]),
+        &rows,
+        true,
+    );
+    out.push_str("</section><section id=\"plan\"><h2>The plan</h2>");
+    if r.advice.steps.is_empty() {
+        out.push_str("<p class=\"note\">No change of layout would run more of these jobs or shorten their mean wait by a minute or more: nothing to change.</p>");
+    } else {
+        let rows: Vec<Vec<String>> = r
+            .advice
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let now = r
+                    .nodes
+                    .iter()
+                    .find(|n| n.name == s.node)
+                    .map(|n| n.layout_words().join("; "))
+                    .unwrap_or_default();
+                vec![
+                    (i + 1).to_string(),
+                    s.node.clone(),
+                    now,
+                    s.gpus.join("; "),
+                    format!("{:.2}", h(s.after.mean_wait_s)),
+                    s.after.never_run.to_string(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            "",
+            &strings(&[
+                "step",
+                "node",
+                "GPUs now",
+                "GPUs after",
+                "mean wait after (h)",
+                "never run after",
+            ]),
+            &rows,
+        );
+        out.push_str("<p class=\"meta\">On each node in turn: <code>yolo-sched node-setup --apply --layout auto --demand FILE</code> (FILE from <code>advise --demand-out</code>).</p>");
+    }
+    out.push_str("</section></main></body></html>\n");
     out
 }
 

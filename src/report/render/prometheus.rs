@@ -288,6 +288,31 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
         families.extend([runs, failures, unreadable]);
     }
 
+    if let (Some(a), true) = (&report.advice, selection.has(Section::Advice)) {
+        if a.error.is_none() {
+            let mut advised = Family::new(
+                "advice_node_layout_advised",
+                "1 when the node is cut as `yolo-sched advise` would cut it from last week's accounting, 0 when it would re-cut it.",
+            );
+            for n in &a.nodes {
+                advised.add(&[("node", n.node.as_str())], f64::from(u8::from(n.advised)));
+            }
+            let mut wait = Family::new(
+                "advice_mean_wait_seconds",
+                "Mean wait of last week's typed GPU jobs: measured (accounting), simulated as the nodes are cut now (current), and as advised.",
+            );
+            wait.add(&[("setup", "measured")], a.measured_mean_wait_s);
+            wait.add(&[("setup", "current")], a.predicted_mean_wait_s);
+            wait.add(&[("setup", "advised")], a.advised_mean_wait_s);
+            let mut waited = Family::new(
+                "advice_waited_gpu_hours",
+                "GPU-hours of last week's typed GPU jobs that waited over a minute to start (accounting).",
+            );
+            waited.add(&[], a.waited_gpu_hours);
+            families.extend([advised, wait, waited]);
+        }
+    }
+
     if let (Some(rs), true) = (&report.right_sizing, selection.has(Section::RightSizing)) {
         let mut data = Family::new(
             "rightsizing_stages_with_data",
@@ -361,6 +386,7 @@ mod tests {
             leaderboard: None,
             curves: vec![],
             curves_omitted: 0,
+            advice: None,
         };
         let text = render(&report, &Selection::all(), 1_700_000_000);
         assert!(text.starts_with("# HELP yolo_sched_report_generated_timestamp_seconds Unix time"));
@@ -377,6 +403,80 @@ mod tests {
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with(PREFIX), "{line}");
         }
+    }
+
+    /// The advice section: a gauge per node (is it cut as advised), the mean
+    /// waits measured, simulated now and as advised; nothing when the advisor
+    /// failed (its reason is in the text and JSON forms).
+    #[test]
+    fn layout_advice_is_a_gauge_per_node_and_three_waits() {
+        use crate::report::model::{LayoutAdvice, NodeAdvice};
+        let advice = LayoutAdvice {
+            window_seconds: 7 * 86400,
+            jobs: 40,
+            jobs_waited: 12,
+            waited_gpu_hours: 3.5,
+            measured_mean_wait_s: 5400.0,
+            predicted_mean_wait_s: 5000.0,
+            advised_mean_wait_s: 600.0,
+            nodes: vec![
+                NodeAdvice {
+                    node: "gpu1".into(),
+                    advised: false,
+                    now: "whole; whole".into(),
+                    advised_layout: "1g.5gb*7; whole".into(),
+                },
+                NodeAdvice {
+                    node: "gpu2".into(),
+                    advised: true,
+                    now: "1g.5gb*7".into(),
+                    advised_layout: "1g.5gb*7".into(),
+                },
+            ],
+            error: None,
+        };
+        let mut report = Report {
+            schema_version: SCHEMA_VERSION,
+            generated_at: String::new(),
+            generated_unix: 0,
+            filters: Filters::default(),
+            inventory: None,
+            queue: None,
+            usage: None,
+            runs: None,
+            right_sizing: None,
+            leaderboard: None,
+            curves: vec![],
+            curves_omitted: 0,
+            advice: Some(advice.clone()),
+        };
+        let text = render(&report, &Selection::all(), 1_700_000_000);
+        assert!(
+            text.contains(r#"yolo_sched_advice_node_layout_advised{node="gpu1"} 0"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"yolo_sched_advice_node_layout_advised{node="gpu2"} 1"#));
+        assert!(text.contains(r#"yolo_sched_advice_mean_wait_seconds{setup="advised"} 600"#));
+        assert!(text.contains("yolo_sched_advice_waited_gpu_hours 3.5"));
+        // Not selected: not rendered.
+        let only_queue = Selection::parse(&["queue".into()]).unwrap();
+        assert!(!render(&report, &only_queue, 0).contains("advice"));
+        report.advice = Some(LayoutAdvice::failed(1, "node x: refusing to guess".into()));
+        assert!(!render(&report, &Selection::all(), 0).contains("advice_"));
+        // The table form says what to do.
+        report.advice = Some(advice);
+        let tables = crate::report::render::tables(
+            &report,
+            &Selection::all(),
+            crate::report::render::Style::Human,
+        );
+        let t = tables.iter().find(|t| t.name == "advice").unwrap();
+        assert_eq!(t.rows.len(), 2);
+        assert!(
+            t.notes.iter().any(|n| n.contains("1 node(s) to re-cut")),
+            "{:?}",
+            t.notes
+        );
     }
 
     #[test]
@@ -404,6 +504,7 @@ mod tests {
             leaderboard: None,
             curves: vec![],
             curves_omitted: 0,
+            advice: None,
         };
         let text = render(&report, &Selection::all(), 0);
         let lines: Vec<&str> = text

@@ -4,7 +4,7 @@ use crate::report::model::Section;
 
 /// Every table name, with the section it belongs to. `--section` accepts
 /// section names and these.
-pub const TABLES: [(&str, Section); 10] = [
+pub const TABLES: [(&str, Section); 11] = [
     ("inventory", Section::Inventory),
     ("inventory-totals", Section::Inventory),
     ("queue", Section::Queue),
@@ -15,6 +15,7 @@ pub const TABLES: [(&str, Section); 10] = [
     ("runs", Section::Runs),
     ("runs-failing-stages", Section::Runs),
     ("right-sizing", Section::RightSizing),
+    ("advice", Section::Advice),
 ];
 
 /// Which sections and tables to print.

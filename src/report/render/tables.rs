@@ -357,6 +357,55 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
             notes: Vec::new(),
         });
     }
+    if let Some(a) = &report.advice {
+        let h = |s: f64| format!("{:.2} h", s / 3600.0);
+        let mut notes = Vec::new();
+        match &a.error {
+            Some(e) => notes.push(format!("no layout advice: {e}")),
+            None => {
+                notes.push(format!(
+                    "last {}: {} typed GPU job(s); {} waited over a minute ({:.1} GPU-hours), mean wait {} (accounting)",
+                    human_duration(a.window_seconds),
+                    a.jobs,
+                    a.jobs_waited,
+                    a.waited_gpu_hours,
+                    h(a.measured_mean_wait_s)
+                ));
+                let to_change = a.nodes.iter().filter(|n| !n.advised).count();
+                notes.push(if to_change == 0 {
+                    format!(
+                        "every node is cut as advised (simulated mean wait {})",
+                        h(a.predicted_mean_wait_s)
+                    )
+                } else {
+                    format!(
+                        "{to_change} node(s) to re-cut: simulated mean wait {} as cut now, {} as advised; `yolo-sched advise` prints the plan",
+                        h(a.predicted_mean_wait_s),
+                        h(a.advised_mean_wait_s)
+                    )
+                });
+            }
+        }
+        push(TableData {
+            name: "advice",
+            section: Section::Advice,
+            title: "Layout advice",
+            headers: vec!["node", "advised", "now", "advised_layout"],
+            rows: a
+                .nodes
+                .iter()
+                .map(|n| {
+                    vec![
+                        n.node.clone(),
+                        if n.advised { "yes" } else { "no" }.to_string(),
+                        n.now.clone(),
+                        n.advised_layout.clone(),
+                    ]
+                })
+                .collect(),
+            notes,
+        });
+    }
     if let Some(rs) = &report.right_sizing {
         push(TableData {
             name: "right-sizing",

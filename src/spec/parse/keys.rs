@@ -26,7 +26,15 @@ pub(super) const RUN_KEYS: &[&str] = &["name", "workdir", "account", "qos", "par
 pub(super) const TRAIN_TABLE_KEYS: &[&str] = &[
     "model", "data", "epochs", "imgsz", "batch", "workers", "args",
 ];
-pub(super) const RESOURCE_KEYS: &[&str] = &["gpu", "time", "cpus", "mem", "on_oom", "on_oom_steps"];
+pub(super) const RESOURCE_KEYS: &[&str] = &[
+    "gpu",
+    "gpus",
+    "time",
+    "cpus",
+    "mem",
+    "on_oom",
+    "on_oom_steps",
+];
 /// The most automatic moves to a bigger slice one training may make.
 pub const MAX_OOM_STEPS: i64 = 4;
 pub(super) const STAGE_NAMES: &[&str] = &["prepare", "val", "export"];

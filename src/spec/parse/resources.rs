@@ -13,15 +13,18 @@ use crate::spec::values;
 pub(super) fn read_resources(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Resources> {
     let f = cx.fields("resources", t, RESOURCE_KEYS);
     let gpu = match f.get("gpu") {
-        Some(v) => read_gpu(cx, "resources.gpu", v),
-        None => Some(GpuRequest::Auto),
+        Some(v) => read_gpu_count(cx, v),
+        None => Some((GpuRequest::Auto, 1)),
     };
+    let gpus = read_gpus(cx, &f, gpu.as_ref());
     let time = opt_time(cx, &f, "resources");
     let cpus = opt_cpus(cx, &f, "resources");
     let mem = opt_mem(cx, &f, "resources");
     let on_oom = read_on_oom(cx, &f);
+    let (gpu, written) = gpu?;
     Some(Resources {
-        gpu: gpu?,
+        gpu,
+        gpus: gpus?.or((written > 1).then_some(written)),
         time: time.ok()?,
         cpus: cpus.ok()?,
         mem: mem.ok()?,
@@ -94,6 +97,101 @@ fn read_oom_steps(
             }
             Some(n as u32)
         }
+    }
+}
+
+/// `[resources] gpu`, with the count of whole GPUs it may carry (`"h100:4"`).
+fn read_gpu_count(cx: &mut Cx<'_>, v: &Val<'_>) -> Option<(GpuRequest, u32)> {
+    let path = "resources.gpu";
+    let s = match v.get_ref() {
+        DeValue::String(s) => s.as_ref(),
+        _ => {
+            cx.wrong_type(
+                path,
+                v,
+                "a string: \"auto\", a MIG profile (\"1g.5gb\"), a GPU type (\"a100\", or \"h100:4\" for four of one node), \"shard:N\" or \"none\"",
+                Some("write gpu = \"auto\" to let yolo-sched pick the smallest slice that fits".into()),
+            );
+            return None;
+        }
+    };
+    match values::parse_gpu_count(s) {
+        Ok(g) => Some(g),
+        Err(p) => {
+            cx.problem(v.span(), path, p);
+            None
+        }
+    }
+}
+
+/// `[resources] gpus = N`: whole GPUs of one node. Only with `gpu = "auto"`
+/// (the planner picks the type) or a GPU type without a count of its own.
+/// `Some(None)` when not written; `None` after an error.
+fn read_gpus(
+    cx: &mut Cx<'_>,
+    f: &BTreeMap<String, &Val<'_>>,
+    gpu: Option<&(GpuRequest, u32)>,
+) -> Option<Option<u32>> {
+    let Some(v) = f.get("gpus") else {
+        return Some(None);
+    };
+    let path = "resources.gpus";
+    let n = cx.int_of(
+        path,
+        v,
+        "a number of whole GPUs of one node (an integer ≥ 1)",
+    )?;
+    let max = i64::from(values::MAX_GPUS);
+    if !(1..=max).contains(&n) {
+        cx.error(
+            v.span(),
+            path,
+            format!("{n} is out of range; expected 1 to {max} GPUs of one node"),
+            Some(
+                "Ultralytics trains on the GPUs of one node; ask for at most as many as a node has"
+                    .into(),
+            ),
+        );
+        return None;
+    }
+    let n = n as u32;
+    let refuse = |cx: &mut Cx<'_>, why: String, help: String| {
+        cx.error(v.span(), path, why, Some(help));
+    };
+    match gpu {
+        Some((GpuRequest::Mig(t), _)) if n > 1 => {
+            refuse(
+                cx,
+                format!("{n} GPUs on the MIG slice {t:?}: one CUDA process sees only one MIG device, so training could use only one of them"),
+                "ask for whole GPUs (gpu = \"auto\" or a GPU type such as \"a100\"), or one larger slice without `gpus`".into(),
+            );
+            None
+        }
+        Some((GpuRequest::Shard(_), _)) if n > 1 => {
+            refuse(
+                cx,
+                format!("{n} GPUs with shards: shards are pieces of one GPU, not several GPUs"),
+                "ask for whole GPUs (gpu = \"auto\" or a GPU type such as \"a100\")".into(),
+            );
+            None
+        }
+        Some((GpuRequest::None, _)) => {
+            refuse(
+                cx,
+                format!("{n} GPU(s), but gpu = \"none\" trains on the CPU"),
+                "remove `gpus`, or set gpu = \"auto\"".into(),
+            );
+            None
+        }
+        Some((GpuRequest::Type(t), c)) if *c > 1 && *c != n => {
+            refuse(
+                cx,
+                format!("{n} GPUs, but `gpu` already asks for {c} ({t}:{c})"),
+                format!("write the count once: gpu = \"{t}:{n}\" without `gpus`, or gpu = \"{t}\" with gpus = {n}"),
+            );
+            None
+        }
+        _ => Some(Some(n)),
     }
 }
 

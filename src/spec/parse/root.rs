@@ -161,6 +161,7 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
             .and_then(|t| read_resources(cx, t)),
         None => Some(Resources {
             gpu: GpuRequest::Auto,
+            gpus: None,
             time: None,
             cpus: None,
             mem: None,

@@ -136,6 +136,7 @@ fn report() -> Report {
             epochs: vec![epoch(1, 0.1), epoch(2, 0.3)],
         }],
         curves_omitted: 0,
+        advice: None,
     }
 }
 
