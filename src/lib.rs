@@ -20,6 +20,7 @@ pub mod nvml;
 pub mod plan;
 pub(crate) mod printer;
 pub mod process;
+pub mod registry;
 pub mod render;
 pub mod report;
 pub mod run;

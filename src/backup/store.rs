@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::StreamExt;
 use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjPath;
 use object_store::{
-    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
-    WriteMultipart,
+    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    RetryConfig, WriteMultipart,
 };
 use sha2::{Digest, Sha256};
 
@@ -288,6 +289,86 @@ impl Store {
         })
     }
 
+    /// A directory of the local (or shared) file system as a store (`file://`):
+    /// object_store's local store, which writes each object to a staged file
+    /// and renames it into place (`PutMode::Create` links it, failing when the
+    /// key exists), so a reader never sees half an object.
+    pub fn local(dir: &Path) -> Result<Store> {
+        let fs = LocalFileSystem::new_with_prefix(dir)
+            .map_err(|e| anyhow!("opening {} as a store: {e}", dir.display()))?;
+        Ok(Store {
+            inner: Arc::new(fs),
+            runtime: runtime()?,
+            name: format!("file://{}", dir.display()),
+            endpoint: None,
+        })
+    }
+
+    /// Create `key` with `bytes` unless an object is there already
+    /// (`PutMode::Create`: S3's `If-None-Match: *`, the local store's link):
+    /// `Ok(true)` when this call created it, `Ok(false)` when it existed.
+    pub fn put_new(&self, key: &str, bytes: Vec<u8>) -> Result<bool> {
+        let p = Self::path(key)?;
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self
+            .runtime
+            .block_on(self.inner.put_opts(&p, PutPayload::from(bytes), opts))
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    /// The size of the object at `key`; `None` when there is none.
+    pub fn size_of(&self, key: &str) -> Result<Option<u64>> {
+        let p = Self::path(key)?;
+        match self.runtime.block_on(self.inner.head(&p)) {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    /// Stream the object at `key` into `to`, hashing it: its SHA-256 and
+    /// size, or `None` when there is no such object. At most `limit` bytes.
+    pub fn get_into(
+        &self,
+        key: &str,
+        to: &mut dyn std::io::Write,
+        limit: u64,
+    ) -> Result<Option<(String, u64)>> {
+        let p = Self::path(key)?;
+        self.runtime.block_on(async {
+            let got = match self.inner.get(&p).await {
+                Ok(g) => g,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(self.error(e)),
+            };
+            if got.meta.size > limit {
+                bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
+            }
+            let mut h = Sha256::new();
+            let mut total = 0u64;
+            let mut stream = got.into_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| self.error(e))?;
+                total += chunk.len() as u64;
+                if total > limit {
+                    bail!("{key} grew past {limit} bytes while being read");
+                }
+                h.update(&chunk);
+                to.write_all(&chunk)
+                    .with_context(|| format!("writing {key} out"))?;
+            }
+            Ok(Some((hex(&h.finalize()), total)))
+        })
+    }
+
     fn path(key: &str) -> Result<ObjPath> {
         ObjPath::parse(key).map_err(|e| anyhow!("object key {key:?}: {e}"))
     }
@@ -324,6 +405,37 @@ impl Store {
             }
             Ok(Some(out))
         })
+    }
+
+    /// The objects at `keys` (at most `limit` bytes each), in order, with up
+    /// to `concurrency` requests in flight: what `get_bytes` gives for each.
+    pub fn get_many(
+        &self,
+        keys: &[String],
+        limit: u64,
+        concurrency: usize,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let one = |key: String| async move {
+            let p = Self::path(&key)?;
+            let got = match self.inner.get(&p).await {
+                Ok(g) => g,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(self.error(e)),
+            };
+            if got.meta.size > limit {
+                bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
+            }
+            let bytes = got.bytes().await.map_err(|e| self.error(e))?;
+            if bytes.len() as u64 > limit {
+                bail!("{key} grew past {limit} bytes while being read");
+            }
+            Ok(Some(bytes.to_vec()))
+        };
+        self.runtime.block_on(
+            futures_util::stream::iter(keys.iter().cloned().map(one))
+                .buffered(concurrency.max(1))
+                .collect(),
+        )
     }
 
     /// SHA-256 of the object at `key`, streamed.
@@ -404,7 +516,9 @@ impl Store {
         })
     }
 
-    fn put_snapshot(
+    /// Upload the local file `snapshot` (`size` bytes, SHA-256 `sent`) to
+    /// `key`, then read it back and hash it; a mismatch deletes the object.
+    pub(crate) fn put_snapshot(
         &self,
         snapshot: &Path,
         size: u64,

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use super::{
-    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, node_setup, report,
-    runs, status, submit, validate, watch,
+    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
+    report, runs, status, submit, validate, watch,
 };
 
 const AFTER_HELP: &str = "\
@@ -87,4 +87,6 @@ pub enum Command {
     Agent(agent::AgentArgs),
     /// Back up checkpoints to S3-compatible storage, restore them, show the last backup.
     Backup(backup::BackupArgs),
+    /// The shared library of validated models: publish, import, list, show, pull, tag, remove.
+    Models(models::ModelsArgs),
 }

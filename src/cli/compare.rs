@@ -73,6 +73,11 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub json: super::args::JsonArg,
 
+    /// Also rank the versions of the site's model registry (`[registry] url`):
+    /// rows `registry:NAME@N`, grouped with runs on the same dataset fingerprint.
+    #[arg(long)]
+    pub registry: bool,
+
     /// Run index to read instead of yours ($XDG_STATE_HOME/yolo-sched/runs).
     #[arg(
         long,
@@ -160,13 +165,20 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
         ));
     }
     let now = Utc::now();
-    let rows = manifests
+    let mut rows: Vec<compare::Row> = manifests
         .iter()
         .flat_map(|m| {
             let st = crate::run::status::of_run(m, &view.rows, &view.acct, view.reachable);
             compare::facts(m, &st, now).into_iter().map(|f| f.row)
         })
         .collect();
+    if args.registry {
+        let (models, problems) = registry_rows(ctx)?;
+        for p in problems {
+            ctx.printer.warn(format!("registry: not ranked: {p}"));
+        }
+        rows.extend(models);
+    }
     let options = compare::Options {
         user: args.user.clone(),
         data: args.data.clone(),
@@ -208,4 +220,11 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The registry's versions as leaderboard rows (`--registry`).
+pub(super) fn registry_rows(ctx: &mut Context) -> Result<(Vec<compare::Row>, Vec<String>)> {
+    let site = crate::registry::SiteRegistry::from_site(ctx.site()?)?;
+    let reg = crate::registry::Registry::open(site.require()?)?;
+    reg.board_rows()
 }

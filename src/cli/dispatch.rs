@@ -5,8 +5,8 @@ use anyhow::Result;
 use clap::Parser;
 
 use super::{
-    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, node_setup, report,
-    runs, status, submit, validate, watch, Cli, Command, Context,
+    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
+    report, runs, status, submit, validate, watch, Cli, Command, Context,
 };
 use crate::error::{self, exit};
 use crate::printer::Printer;
@@ -56,6 +56,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Advise(args) => advise::run(&mut ctx, &args),
         Command::Agent(args) => agent::run(&mut ctx, &args),
         Command::Backup(args) => backup::run(&mut ctx, &args),
+        Command::Models(args) => models::run(&mut ctx, &args),
     }
 }
 

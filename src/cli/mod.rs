@@ -17,6 +17,7 @@ mod dispatch;
 pub(crate) mod doctor;
 pub(crate) mod gc;
 pub(crate) mod generate;
+pub(crate) mod models;
 pub(crate) mod node_setup;
 pub(crate) mod report;
 pub(crate) mod runs;

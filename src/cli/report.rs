@@ -72,6 +72,10 @@ pub struct ReportArgs {
     /// each job's comment).
     #[arg(long, value_name = "DIR", env = "YOLO_SCHED_RUNS_DIR")]
     pub runs_dir: Option<PathBuf>,
+
+    /// With --format html: also rank the model registry's versions on the leaderboard.
+    #[arg(long)]
+    pub registry: bool,
 }
 
 use super::args::check_name;
@@ -92,6 +96,15 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
         partition: check_name("--partition", &args.partition)?,
         account: check_name("--account", &args.account)?,
     };
+    let extra_rows = if args.registry && format == Format::Html {
+        let (rows, problems) = super::compare::registry_rows(ctx)?;
+        for p in problems {
+            ctx.printer.warn(format!("registry: not ranked: {p}"));
+        }
+        rows
+    } else {
+        Vec::new()
+    };
     let options = report::Options {
         selection: selection.clone(),
         filter,
@@ -103,6 +116,7 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
         leaderboard: format == Format::Html,
         runs_through_slurm: args.runs_dir.is_none()
             && (args.user.is_some() || args.account.is_some()),
+        extra_rows,
     };
     let data = report::gather(&ctx.slurm, &options).with_context(|| match &args.output {
         Some(path) => format!("no report written; {} was left as it was", path.display()),

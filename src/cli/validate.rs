@@ -62,6 +62,9 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     crate::plan::Policy::from_site(ctx.site()?)?;
     crate::run::audit::Trail::from_site(ctx.site()?)?;
     crate::backup::SiteBackup::from_site(ctx.site()?)?;
+    let has_registry = crate::registry::SiteRegistry::from_site(ctx.site()?)?
+        .url
+        .is_some();
     let mut checked = spec::read_checked(&args.spec)?;
     if let Ok(spec) = &mut checked {
         let policy = crate::plan::Policy::from_site(ctx.site()?)?;
@@ -69,7 +72,13 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
         // The backup place as submit checks it (the store is not asked).
         crate::backup::check(ctx.site()?, spec)?;
         let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
-        let mut errors = crate::run::submit::resolve_weights(spec, &policy, &paths);
+        let missing = spec::apply_default_model(spec, policy.defaults.model.as_deref());
+        if missing.is_none() {
+            // A `registry:` model as submit resolves it (the registry is read, nothing written).
+            crate::registry::spec::resolve_in_spec(ctx.site()?, spec)?;
+        }
+        let mut errors = crate::run::submit::resolve_weights(spec, &policy, &paths, has_registry);
+        errors.extend(missing);
         errors.extend(crate::run::submit::workdir_errors(spec));
         if !errors.is_empty() {
             checked = Err(spec::SpecErrors::new(&spec.origin.file, errors));

@@ -34,6 +34,7 @@ pub const SECTIONS: &[&str] = &[
     "node_setup",
     "guard",
     "backup",
+    "registry",
 ];
 
 /// The largest site file read.

@@ -25,6 +25,10 @@ pub struct Defaults {
     /// Compute nodes reach the internet, so Ultralytics may download a bare
     /// `yolov8n.pt` at run time (default false: such a spec is refused).
     pub download_weights: Option<bool>,
+    /// The model of a spec whose `[train]` names none: a weights path, a model
+    /// YAML, or a registry model (`"registry:yolov8n"`), so a newcomer's spec
+    /// works offline with no weights file at all.
+    pub model: Option<String>,
 }
 
 impl Defaults {
@@ -137,6 +141,9 @@ impl Policy {
             }
         };
         let d = &policy.defaults;
+        if let Some(m) = &d.model {
+            crate::spec::args::check_model(m).map_err(|p| bad("defaults.model", p.message))?;
+        }
         if let Some(p) = &d.cpu_partition {
             name("defaults.cpu_partition", p, true)?;
         }

@@ -44,12 +44,26 @@ struct PrepareCtx {
     data: String,
     /// A shell word (variables expand on the node), marked safe by the caller.
     cache: Option<minijinja::Value>,
+    registry: Option<RegistryCtx>,
+}
+
+/// A registry model the prepare stage copies to node-local storage and the
+/// train stage loads from there.
+#[derive(Debug, Serialize)]
+struct RegistryCtx {
+    /// `NAME@N`.
+    reference: String,
+    /// The node-local directory: a shell word, marked safe.
+    dir: minijinja::Value,
+    /// The weights' file name in it.
+    file: String,
 }
 
 #[derive(Debug, Serialize)]
 struct TrainCtx {
     data: String,
     cache: Option<minijinja::Value>,
+    registry: Option<RegistryCtx>,
     args: Vec<String>,
     /// Ultralytics' `device` as planned: `0`, `0,1,…,N-1` or `cpu` (the
     /// built-in script uses the count of GPUs the job holds when it differs).
@@ -144,6 +158,8 @@ pub struct RenderInput<'a> {
     pub base_dir: &'a Path,
     /// The site's `[paths] yolo_font`, copied into each run's Ultralytics config dir.
     pub font: Option<&'a Path>,
+    /// The registry version the spec's `model = "registry:…"` resolved to.
+    pub model: Option<&'a crate::registry::spec::RegistryModel>,
 }
 
 /// Ultralytics' `device` for a job holding `gpus` GPUs: Slurm renumbers the
@@ -183,6 +199,13 @@ fn render_stage(
         .as_ref()
         .and_then(|p| p.cache.as_ref())
         .map(|c| minijinja::Value::from_safe_string(c.shell_word()));
+    let registry = || {
+        input.model.map(|m| RegistryCtx {
+            reference: m.reference.clone(),
+            dir: minijinja::Value::from_safe_string(m.dir.clone()),
+            file: m.file.clone(),
+        })
+    };
     let gpus = stage
         .gres
         .as_deref()
@@ -235,10 +258,20 @@ fn render_stage(
     };
 
     match stage.kind {
-        StageKind::Prepare => ctx.prepare = Some(PrepareCtx { data, cache }),
+        StageKind::Prepare => {
+            ctx.prepare = Some(PrepareCtx {
+                data,
+                cache,
+                registry: registry(),
+            })
+        }
         StageKind::Train => {
             let mut base = spec.train_args(&BTreeMap::new());
             base.remove("data");
+            if input.model.is_some() {
+                // The node-local copy, `"model=$MODEL"` in the template.
+                base.remove("model");
+            }
             if let Some(b) = plan.batch_default {
                 base.entry("batch".into())
                     .or_insert(ArgValue::Int(b.into()));
@@ -265,6 +298,7 @@ fn render_stage(
             ctx.train = Some(TrainCtx {
                 data,
                 cache,
+                registry: registry(),
                 args: arg_words(&base),
                 resume_args: vec![format!("device={device}")],
                 device: device.clone(),

@@ -29,6 +29,8 @@ pub struct Options {
     /// `--runs-dir`): every run of the filter's account or user that Slurm
     /// shows the caller, not only the caller's own index.
     pub runs_through_slurm: bool,
+    /// Rows ranked beside the runs' on the leaderboard (the model registry's versions).
+    pub extra_rows: Vec<crate::compare::Row>,
 }
 
 /// A local time as RFC 3339 with the offset in force then.
@@ -164,7 +166,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         .map(|(m, st)| runs::view(m, st))
         .collect();
     let (leaderboard, curves, curves_omitted) = if opts.leaderboard && sel.has(Section::Runs) {
-        leaderboard(&run_manifests, &statuses)?
+        leaderboard(&run_manifests, &statuses, &opts.extra_rows)?
     } else {
         (None, Vec::new(), 0)
     };

@@ -10,9 +10,10 @@ use super::model;
 pub(super) fn leaderboard(
     manifests: &[crate::run::Manifest],
     statuses: &[crate::run::status::RunStatus],
+    extra: &[crate::compare::Row],
 ) -> Result<(Option<crate::compare::Board>, Vec<model::Curve>, u64)> {
     let now = chrono::Utc::now();
-    let mut rows = Vec::new();
+    let mut rows = extra.to_vec();
     let mut curves = Vec::new();
     for (m, st) in manifests.iter().zip(statuses) {
         for f in crate::compare::facts(m, st, now) {

@@ -267,11 +267,11 @@ pub fn state(run_dir: &Path) -> CheckpointState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A minimal stored zip with the given entry names, as torch.save lays it out.
-    fn zip(names: &[&str]) -> Vec<u8> {
+    pub(crate) fn zip(names: &[&str]) -> Vec<u8> {
         let mut out = Vec::new();
         let mut central = Vec::new();
         for n in names {

@@ -417,6 +417,7 @@ mod tests {
             variants: 1,
             gpu_explanation: vec![],
             estimate_gib: None,
+            model_ref: None,
             stages: vec![StageRecord {
                 stage: "train".into(),
                 job_name: "r-train".into(),

@@ -68,6 +68,10 @@ pub struct Manifest {
     pub variants: usize,
     pub gpu_explanation: Vec<String>,
     pub estimate_gib: Option<f64>,
+    /// The registry version the spec's `model = "registry:…"` resolved to at
+    /// submission (`registry:NAME@N`): `resume` uses it even after a tag moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_ref: Option<String>,
     pub stages: Vec<StageRecord>,
 }
 

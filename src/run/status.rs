@@ -992,6 +992,7 @@ mod tests {
             variants: 1,
             gpu_explanation: vec![],
             estimate_gib: None,
+            model_ref: None,
             stages,
         }
     }

@@ -90,7 +90,17 @@ pub fn submit(
     // The backup place, checked as validate checks it, before Slurm is asked.
     crate::backup::check(site, &spec)?;
     let paths: Paths = site.section("paths")?;
-    let weights = resolve_weights(&mut spec, &policy, &paths);
+    if let Some(e) = crate::spec::apply_default_model(&mut spec, policy.defaults.model.as_deref()) {
+        return Err(invalid(
+            crate::spec::SpecErrors::new(&spec.origin.file, vec![e]).to_string(),
+        ));
+    }
+    let has_registry = crate::registry::SiteRegistry::from_site(site)?
+        .url
+        .is_some();
+    // A `registry:` model: one exact version, its blobs checked, before Slurm is asked.
+    let registry_model = crate::registry::spec::resolve_in_spec(site, &mut spec)?;
+    let weights = resolve_weights(&mut spec, &policy, &paths, has_registry);
     if !weights.is_empty() {
         return Err(invalid(
             crate::spec::SpecErrors::new(&spec.origin.file, weights).to_string(),
@@ -136,6 +146,7 @@ pub fn submit(
             yolo: req.yolo,
             base_dir: &base_dir,
             font: paths.yolo_font.as_deref(),
+            model: registry_model.as_ref(),
         },
     )?;
 
@@ -197,16 +208,9 @@ pub fn submit(
             depends_on: vec![u64::MAX; s.depends_on.len()],
         })
         .collect();
-    let manifest_len = serde_json::to_vec_pretty(&build_manifest(
-        req.spec,
-        &spec,
-        &plan,
-        &run_id,
-        &workdir,
-        &placeholder,
-        now,
-    )?)?
-    .len() as u64;
+    let mut sized = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &placeholder, now)?;
+    sized.model_ref = registry_model.as_ref().map(|m| m.manifest_ref());
+    let manifest_len = serde_json::to_vec_pretty(&sized)?.len() as u64;
     let state = manifest::state_dir()?;
     crate::fsutil::ensure_room(&[
         (workdir.as_path(), &[manifest_len]),
@@ -228,7 +232,8 @@ pub fn submit(
             return Err(e);
         }
     };
-    let manifest = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &submitted, now)?;
+    let mut manifest = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &submitted, now)?;
+    manifest.model_ref = registry_model.as_ref().map(|m| m.manifest_ref());
     if let Err(e) = manifest
         .save()
         .and_then(|()| journal.set_phase(Phase::Recorded))
@@ -319,12 +324,14 @@ pub fn resolve_weights(
     spec: &mut Spec,
     policy: &Policy,
     paths: &Paths,
+    registry: bool,
 ) -> Vec<crate::spec::SpecError> {
     crate::spec::resolve_weights(
         spec,
         &crate::spec::WeightsSource {
             cache: paths.weights.as_deref(),
             downloads_allowed: policy.defaults.download_weights.unwrap_or(false),
+            registry,
         },
     )
 }
@@ -478,6 +485,7 @@ fn build_manifest(
         variants: plan.variants,
         gpu_explanation: plan.gpu.explanation.clone(),
         estimate_gib: plan.estimate.as_ref().map(|e| e.needed_gib),
+        model_ref: None,
         stages,
     })
 }

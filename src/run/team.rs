@@ -264,6 +264,7 @@ fn from_slurm(
         variants,
         gpu_explanation: vec![],
         estimate_gib: None,
+        model_ref: None,
         stages,
     }
 }

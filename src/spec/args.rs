@@ -224,6 +224,14 @@ fn check_choice(choices: &[&str], v: &ArgValue, bool_ok: bool) -> Result<(), Pro
 /// `model`: weights (`.pt`) or an architecture YAML.
 pub fn check_model(s: &str) -> Result<(), Problem> {
     check_no_control(s)?;
+    if let Some(r) = s.strip_prefix(crate::registry::spec::PREFIX) {
+        return crate::registry::ModelRef::parse(r).map(|_| ()).map_err(|e| {
+            Problem::new(e).help(
+                "write \"registry:NAME\", \"registry:NAME@3\" or \"registry:NAME@production\" (`yolo-sched models list` shows the names)"
+                    .to_string(),
+            )
+        });
+    }
     let lower = s.to_ascii_lowercase();
     if lower.ends_with(".pt") || lower.ends_with(".yaml") || lower.ends_with(".yml") {
         return Ok(());

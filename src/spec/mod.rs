@@ -24,7 +24,7 @@ pub use error::{Location, SpecError, SpecErrors};
 pub use load::{load, parse, read_checked, MAX_SPEC_BYTES};
 pub use parse::backup::SpecBackup;
 pub use parse::{DEFAULT_EXPORT_FORMATS, MAX_VARIANTS};
-pub use paths::{check_paths, resolve_weights, WeightsSource};
+pub use paths::{apply_default_model, check_paths, resolve_weights, WeightsSource};
 pub use types::*;
 
 #[cfg(test)]

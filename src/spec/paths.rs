@@ -55,6 +55,25 @@ pub fn check_paths(spec: &Spec) -> Vec<SpecError> {
     out
 }
 
+/// A spec whose `[train]` names no model takes the site's `[defaults] model`
+/// (which may be a registry model); without one, the error says what to add.
+pub fn apply_default_model(spec: &mut Spec, default: Option<&str>) -> Option<SpecError> {
+    if !spec.train.model.is_empty() {
+        return None;
+    }
+    match default {
+        Some(m) => {
+            spec.train.model = m.to_string();
+            None
+        }
+        None => Some(spec.error_at(
+            "train.model",
+            "missing key `model` in [train] (and the site file has no `[defaults] model`)",
+            Some("add e.g. model = \"yolov8n.pt\", or model = \"registry:NAME\" from the site's model registry".into()),
+        )),
+    }
+}
+
 /// Where pretrained weights a spec names by bare file name (`yolov8n.pt`) may
 /// come from: Ultralytics would download such a name at run time, which fails
 /// on the offline compute nodes most clusters have.
@@ -64,6 +83,8 @@ pub struct WeightsSource<'a> {
     pub cache: Option<&'a Path>,
     /// The site says compute nodes reach the internet (`[defaults] download_weights`).
     pub downloads_allowed: bool,
+    /// The site has a model registry (`[registry] url`): the refusal points to it.
+    pub registry: bool,
 }
 
 /// Make every model the jobs will load a path they can open: a path with a
@@ -76,6 +97,10 @@ pub fn resolve_weights(spec: &mut Spec, source: &WeightsSource<'_>) -> Vec<SpecE
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut errors = Vec::new();
     let mut resolve = |spec: &Spec, key: &str, model: &str| -> Option<String> {
+        // Resolved against the site's registry at submission (`registry::spec`).
+        if model.starts_with(crate::registry::spec::PREFIX) {
+            return None;
+        }
         if model.contains('/') {
             let p = spec.resolve(model);
             return Some(
@@ -112,8 +137,16 @@ pub fn resolve_weights(spec: &mut Spec, source: &WeightsSource<'_>) -> Vec<SpecE
                 ),
                 Some(format!(
                     "give the weights' path (model = \"/shared/weights/{model}\"), ask your administrator to put {model} in \
-                     [paths] weights, or train from scratch with model = \"{}.yaml\"",
-                    model.trim_end_matches(".pt")
+                     [paths] weights, or train from scratch with model = \"{}.yaml\"{}",
+                    model.trim_end_matches(".pt"),
+                    if source.registry {
+                        format!(
+                            "; or train from the site's model registry: model = \"registry:{}\" (`yolo-sched models list` shows what it holds)",
+                            model.trim_end_matches(".pt")
+                        )
+                    } else {
+                        String::new()
+                    }
                 )),
             );
             e.key = key.to_string();

@@ -535,6 +535,7 @@ fn bare_pretrained_weights_come_from_beside_the_spec_or_the_site_cache() {
     let source = crate::spec::WeightsSource {
         cache: Some(cache.path()),
         downloads_allowed: false,
+        registry: false,
     };
     let errors = crate::spec::resolve_weights(&mut spec, &source);
     assert_eq!(
@@ -560,6 +561,7 @@ fn bare_pretrained_weights_come_from_beside_the_spec_or_the_site_cache() {
     let open = crate::spec::WeightsSource {
         cache: None,
         downloads_allowed: true,
+        registry: false,
     };
     assert!(crate::spec::resolve_weights(&mut spec, &open).is_empty());
     assert_eq!(

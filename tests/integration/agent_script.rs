@@ -54,6 +54,7 @@ impl Rendered {
                 yolo: "yolo",
                 base_dir: dir.path(),
                 font: None,
+                model: None,
             },
         )
         .unwrap();

@@ -418,6 +418,7 @@ fn write_agent_manifest(dir: &Path, name: &str) {
         variants: 1,
         gpu_explanation: vec![],
         estimate_gib: None,
+        model_ref: None,
         stages: vec![],
     };
     std::fs::write(

@@ -36,6 +36,8 @@ mod node_setup;
 mod node_setup_slurm;
 mod nvml_fake;
 mod pool_live;
+mod registry_live;
+mod registry_s3;
 mod render_hostile;
 mod report_live;
 mod report_recorded;

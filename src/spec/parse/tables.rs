@@ -121,10 +121,8 @@ pub(super) fn read_train(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>)
     let imgsz = arg_of(cx, "imgsz");
     let batch = arg_of(cx, "batch");
     let workers = arg_of(cx, "workers");
-    for (key, example) in [
-        ("model", "\"yolov8n.pt\""),
-        ("data", "\"datasets/pcb.yaml\""),
-    ] {
+    // A missing `model` is the site's `[defaults] model` (`spec::apply_default_model`).
+    for (key, example) in [("data", "\"datasets/pcb.yaml\"")] {
         if !f.contains_key(key) {
             cx.error(
                 header.clone(),

@@ -1,0 +1,662 @@
+//! `yolo-sched models`: the shared library of validated models (docs/registry.md):
+//! publish a completed run's model, import base weights, list, show, pull
+//! (checksum-verified), tag and remove versions.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::args::JsonArg;
+use super::Context;
+use crate::error::invalid;
+use crate::registry::{self, ModelRecord, ModelRef, Registry, Selector, SiteRegistry};
+use crate::run::audit::AuditRecord;
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The registry is the site's `[registry] url`: \"file:///shared/yolo-models\" or
+\"s3://bucket/prefix\" (credentials as for the backup: AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, or an AWS_PROFILE). Versions never change;
+tags move. A spec trains from a version with `model = \"registry:NAME[@N|@TAG]\"`.
+See docs/registry.md.
+
+Examples:
+  yolo-sched models publish pcb-20261201T120000-1a2b --name pcb-detector --note \"March images\"
+  yolo-sched models import /shared/weights/yolov8n.pt --name yolov8n
+  yolo-sched models list --json
+  yolo-sched models pull pcb-detector@production --to ./models
+  yolo-sched models tag pcb-detector@3 production")]
+pub struct ModelsArgs {
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// Publish a completed run's model (best.pt, best.onnx, args.yaml, results.csv) as a new version.
+    Publish(PublishArgs),
+    /// Bring in base weights (an Ultralytics checkpoint file) as a new version.
+    Import(ImportArgs),
+    /// List the models and their versions.
+    List(ListArgs),
+    /// Show one version's record.
+    Show(ShowArgs),
+    /// Copy a version's files into a directory, checksum-verified.
+    Pull(PullArgs),
+    /// Point a tag (e.g. `production`) at a version.
+    Tag(TagArgs),
+    /// Remove a version (owner only; runs that name it by number keep reading it).
+    Remove(RemoveArgs),
+}
+
+/// The flags publish and import share.
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// A note shown with the version (one line, at most 1000 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+    /// Readable by every user, not only the account's members.
+    #[arg(long)]
+    pub public: bool,
+    /// The Slurm account the version belongs to (default: SLURM_JOB_ACCOUNT or SBATCH_ACCOUNT).
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// Check and say what would be published; upload nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The run's training must have finished (results.csv reached the epochs of args.yaml) and
+weights/best.pt must pass the checkpoint check (a complete torch zip; never unpickled).
+Files that are links, or lie outside the run directory, are refused.
+
+Exit status: 0 published, 1 the registry failed, 2 invalid input (nothing published).")]
+pub struct PublishArgs {
+    /// The run: the id `submit` printed, a unique prefix of it, or the run directory.
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// The model's name (default: the run's name).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// A sweep's variant (its training directory train-N).
+    #[arg(long, value_name = "N")]
+    pub variant: Option<u32>,
+    #[command(flatten)]
+    pub common: VersionArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The checkpoint file (e.g. yolov8n.pt copied onto the cluster once).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The model's name.
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    #[command(flatten)]
+    pub common: VersionArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this model's versions.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Only versions of this Slurm account.
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// Include removed versions.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// `NAME` (the newest version), `NAME@3` or `NAME@TAG`.
+    #[arg(value_name = "NAME[@VERSION]")]
+    pub model: String,
+    #[command(flatten)]
+    pub output: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// `NAME` (the newest version), `NAME@3` or `NAME@TAG`.
+    #[arg(value_name = "NAME[@VERSION]")]
+    pub model: String,
+    /// The directory to copy the files into (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub to: PathBuf,
+    /// Only the weights file.
+    #[arg(long)]
+    pub weights_only: bool,
+    /// Say what would be copied; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub struct TagArgs {
+    /// The version: `NAME@3`.
+    #[arg(value_name = "NAME@VERSION")]
+    pub model: String,
+    /// The tag (a word, not a number): `production`.
+    #[arg(value_name = "TAG")]
+    pub tag: String,
+    /// Say what would change; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The version: `NAME@3`.
+    #[arg(value_name = "NAME@VERSION")]
+    pub model: String,
+    /// Say what would change; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
+}
+
+pub fn run(ctx: &mut Context, args: &ModelsArgs) -> Result<i32> {
+    match &args.action {
+        Action::Publish(a) => publish(ctx, a),
+        Action::Import(a) => import(ctx, a),
+        Action::List(a) => list(ctx, a),
+        Action::Show(a) => show(ctx, a),
+        Action::Pull(a) => pull(ctx, a),
+        Action::Tag(a) => tag(ctx, a),
+        Action::Remove(a) => remove(ctx, a),
+    }
+}
+
+fn open(ctx: &mut Context) -> Result<Registry> {
+    let site = SiteRegistry::from_site(ctx.site()?)?;
+    Registry::open(site.require()?)
+}
+
+fn parse_ref(text: &str) -> Result<ModelRef> {
+    ModelRef::parse(text).map_err(invalid)
+}
+
+/// `NAME@N`, exactly.
+fn exact(text: &str) -> Result<(String, u32)> {
+    let r = parse_ref(text)?;
+    match r.selector {
+        Selector::Version(v) => Ok((r.name, v)),
+        _ => Err(invalid(format!(
+            "`{}` names no version: expected NAME@VERSION such as `{}@3`",
+            crate::text::echo(text),
+            r.name
+        ))),
+    }
+}
+
+fn publisher(name: &str, common: &VersionArgs) -> Result<registry::Publisher> {
+    registry::names::check_name(name).map_err(invalid)?;
+    if let Some(n) = &common.note {
+        registry::names::check_note(n).map_err(invalid)?;
+    }
+    super::args::check_name("--account", &common.account)?;
+    let account = common.account.clone().or_else(|| {
+        ["SLURM_JOB_ACCOUNT", "SBATCH_ACCOUNT"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|a| !a.is_empty()))
+    });
+    Ok(registry::Publisher {
+        name: name.to_string(),
+        note: common.note.clone(),
+        public: common.public,
+        user: crate::identity::current_user(),
+        account,
+    })
+}
+
+#[derive(Serialize)]
+struct PublishOut<'a> {
+    dry_run: bool,
+    model: &'a ModelRecord,
+}
+
+fn finish_publish(
+    ctx: &mut Context,
+    reg: Option<&Registry>,
+    draft: ModelRecord,
+    paths: &[PathBuf],
+    common: &VersionArgs,
+    command: &str,
+) -> Result<i32> {
+    let Some(reg) = reg else {
+        if common.output.json {
+            ctx.printer.json(&PublishOut {
+                dry_run: true,
+                model: &draft,
+            })?;
+        } else {
+            ctx.printer.line(format!(
+                "would publish {} as the next version of `{}` ({})",
+                files_line(&draft),
+                draft.name,
+                draft
+                    .metrics
+                    .map50_95
+                    .map_or("no mAP50-95".into(), |m| format!("mAP50-95 {m:.4}"))
+            ))?;
+        }
+        return Ok(0);
+    };
+    let result = registry::commit(reg, draft, paths);
+    let mut rec = AuditRecord::new(
+        command,
+        None,
+        vec![],
+        &match &result {
+            Ok(_) => "ok".to_string(),
+            Err(e) => format!("{e:#}"),
+        },
+    );
+    rec.detail = result
+        .as_ref()
+        .ok()
+        .map(|r| format!("{} {}", r.id(), reg.url));
+    super::runs::record(ctx, &rec);
+    let record = result?;
+    if common.output.json {
+        ctx.printer.json(&PublishOut {
+            dry_run: false,
+            model: &record,
+        })?;
+    } else {
+        ctx.printer.line(format!(
+            "published {} ({}) to {}",
+            record.id(),
+            files_line(&record),
+            reg.url
+        ))?;
+    }
+    Ok(0)
+}
+
+fn files_line(r: &ModelRecord) -> String {
+    r.files
+        .iter()
+        .map(|f| format!("{} {}", f.name, crate::dataset::human_bytes(f.size)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn publish(ctx: &mut Context, args: &PublishArgs) -> Result<i32> {
+    let manifest = crate::run::query::find_run(&args.run)?;
+    let name = args.name.clone().unwrap_or_else(|| manifest.name.clone());
+    let who = publisher(&name, &args.common)?;
+    let reg = if args.common.dry_run {
+        None
+    } else {
+        Some(open(ctx)?)
+    };
+    let snap = registry::Snapshot::new()?;
+    let (draft, paths) = registry::draft_from_run(&manifest, args.variant, &who, &snap)?;
+    finish_publish(
+        ctx,
+        reg.as_ref(),
+        draft,
+        &paths,
+        &args.common,
+        "models publish",
+    )
+}
+
+fn import(ctx: &mut Context, args: &ImportArgs) -> Result<i32> {
+    let who = publisher(&args.name, &args.common)?;
+    let reg = if args.common.dry_run {
+        None
+    } else {
+        Some(open(ctx)?)
+    };
+    let snap = registry::Snapshot::new()?;
+    let (draft, paths) = registry::draft_from_file(&args.file, &who, &snap)?;
+    finish_publish(
+        ctx,
+        reg.as_ref(),
+        draft,
+        &paths,
+        &args.common,
+        "models import",
+    )
+}
+
+#[derive(Serialize)]
+struct ListedOut<'a> {
+    #[serde(flatten)]
+    record: &'a ModelRecord,
+    tags: &'a [String],
+    removed: bool,
+}
+
+#[derive(Serialize)]
+struct ListOut<'a> {
+    registry: &'a str,
+    models: Vec<ListedOut<'a>>,
+    problems: &'a [String],
+}
+
+fn metric(m: Option<f64>) -> String {
+    m.map_or("-".into(), |v| format!("{v:.4}"))
+}
+
+fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
+    if let Some(n) = &args.name {
+        registry::names::check_name(n).map_err(invalid)?;
+    }
+    super::args::check_name("--account", &args.account)?;
+    let reg = open(ctx)?;
+    let (all, problems) = reg.list(args.name.as_deref())?;
+    let shown: Vec<_> = all
+        .iter()
+        .filter(|l| args.all || !l.removed)
+        .filter(|l| {
+            args.account
+                .as_ref()
+                .is_none_or(|a| l.record.account.as_ref() == Some(a))
+        })
+        .collect();
+    if args.output.json {
+        ctx.printer.json(&ListOut {
+            registry: &reg.url,
+            models: shown
+                .iter()
+                .map(|l| ListedOut {
+                    record: &l.record,
+                    tags: &l.tags,
+                    removed: l.removed,
+                })
+                .collect(),
+            problems: &problems,
+        })?;
+    } else if shown.is_empty() {
+        ctx.printer.note(format!("no models in {}", reg.url));
+    } else {
+        let mut table = ctx.printer.table(&[
+            "MODEL", "TAGS", "USER", "ACCOUNT", "CREATED", "mAP50-95", "mAP50", "DATASET", "NOTE",
+        ]);
+        for l in &shown {
+            let r = &l.record;
+            table.add_row(vec![
+                format!("{}{}", r.id(), if l.removed { " (removed)" } else { "" }),
+                l.tags.join(","),
+                crate::text::echo(&r.user),
+                r.account.as_deref().map_or("-".into(), crate::text::echo),
+                r.created_at.format("%Y-%m-%d %H:%M").to_string(),
+                metric(r.metrics.map50_95),
+                metric(r.metrics.map50),
+                r.fingerprint
+                    .as_deref()
+                    .map_or("-".into(), |f| crate::text::shown(f, 12)),
+                r.note
+                    .as_deref()
+                    .map_or(String::new(), |n| crate::text::shown(n, 40)),
+            ]);
+        }
+        ctx.printer.line(table)?;
+    }
+    for p in &problems {
+        ctx.printer.warn(format!("not listed: {p}"));
+    }
+    Ok(0)
+}
+
+fn show(ctx: &mut Context, args: &ShowArgs) -> Result<i32> {
+    let r = parse_ref(&args.model)?;
+    let reg = open(ctx)?;
+    let l = reg.resolve(&r)?;
+    if args.output.json {
+        ctx.printer.json(&ListedOut {
+            record: &l.record,
+            tags: &l.tags,
+            removed: l.removed,
+        })?;
+        return Ok(0);
+    }
+    let rec = &l.record;
+    let mut lines = vec![
+        format!("{}{}", rec.id(), if l.removed { " (removed)" } else { "" }),
+        format!("  tags:        {}", l.tags.join(", ")),
+        format!(
+            "  published:   {} by {}{}",
+            rec.created_at.to_rfc3339(),
+            crate::text::echo(&rec.user),
+            rec.account.as_deref().map_or(String::new(), |a| format!(
+                " (account {})",
+                crate::text::echo(a)
+            ))
+        ),
+        format!(
+            "  readable by: {}",
+            if rec.public {
+                "everyone"
+            } else {
+                "the account"
+            }
+        ),
+    ];
+    if let Some(n) = &rec.note {
+        lines.push(format!("  note:        {}", crate::text::shown(n, 200)));
+    }
+    match rec.source.kind.as_str() {
+        "run" => lines.push(format!(
+            "  from run:    {}{}",
+            rec.source
+                .run_id
+                .as_deref()
+                .map_or("-".into(), crate::text::echo),
+            rec.source
+                .variant
+                .map_or(String::new(), |v| format!(" (variant {v})"))
+        )),
+        _ => lines.push(format!(
+            "  imported:    {}",
+            rec.source
+                .file
+                .as_deref()
+                .map_or("-".into(), crate::text::echo)
+        )),
+    }
+    if let Some(p) = &rec.parent {
+        lines.push(format!("  parent:      {}", crate::text::echo(p)));
+    }
+    lines.push(format!(
+        "  metrics:     mAP50-95 {}  mAP50 {}  precision {}  recall {}",
+        metric(rec.metrics.map50_95),
+        metric(rec.metrics.map50),
+        metric(rec.metrics.precision),
+        metric(rec.metrics.recall)
+    ));
+    if let Some(f) = &rec.fingerprint {
+        lines.push(format!("  dataset:     {}", crate::text::echo(f)));
+    }
+    for f in &rec.files {
+        lines.push(format!(
+            "  file:        {} {} sha256:{}",
+            f.name,
+            crate::dataset::human_bytes(f.size),
+            f.sha256
+        ));
+    }
+    for line in lines {
+        ctx.printer.line(line)?;
+    }
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct PullOut {
+    model: String,
+    dry_run: bool,
+    files: Vec<PathBuf>,
+}
+
+fn pull(ctx: &mut Context, args: &PullArgs) -> Result<i32> {
+    let r = parse_ref(&args.model)?;
+    let reg = open(ctx)?;
+    let l = reg.resolve(&r)?;
+    if l.removed {
+        ctx.printer.warn(format!(
+            "{} is removed; it stays readable by number until `gc`",
+            l.record.id()
+        ));
+    }
+    let files: Vec<_> = l
+        .record
+        .files
+        .iter()
+        .filter(|f| !args.weights_only || f.role == "weights")
+        .collect();
+    let mut out = PullOut {
+        model: l.record.id(),
+        dry_run: args.dry_run,
+        files: vec![],
+    };
+    if args.dry_run {
+        out.files = files.iter().map(|f| args.to.join(&f.name)).collect();
+    } else {
+        std::fs::create_dir_all(&args.to).map_err(|e| {
+            crate::fsutil::io_error(e, format!("creating {}", args.to.display()), &args.to)
+        })?;
+        for f in files {
+            out.files.push(reg.pull_file(f, &args.to)?);
+        }
+    }
+    if args.output.json {
+        ctx.printer.json(&out)?;
+    } else {
+        let verb = if args.dry_run { "would copy" } else { "copied" };
+        for f in &out.files {
+            ctx.printer.line(format!(
+                "{verb} {} {}",
+                out.model,
+                crate::text::echo_path(f)
+            ))?;
+        }
+    }
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct Changed {
+    model: String,
+    tag: Option<String>,
+    dry_run: bool,
+    changed: bool,
+}
+
+fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
+    let (name, version) = exact(&args.model)?;
+    registry::names::check_tag(&args.tag).map_err(invalid)?;
+    let reg = open(ctx)?;
+    let l = reg.resolve(&ModelRef {
+        name: name.clone(),
+        selector: Selector::Version(version),
+    })?;
+    let mut out = Changed {
+        model: l.record.id(),
+        tag: Some(args.tag.clone()),
+        dry_run: args.dry_run,
+        changed: !l.tags.contains(&args.tag),
+    };
+    if !args.dry_run && out.changed {
+        let user = crate::identity::current_user();
+        let result = reg.tag(&name, version, &args.tag, &user);
+        let mut rec = AuditRecord::new(
+            "models tag",
+            None,
+            vec![],
+            &result
+                .as_ref()
+                .map_or_else(|e| format!("{e:#}"), |_| "ok".into()),
+        );
+        rec.detail = Some(format!("{}@{version} {} {}", name, args.tag, reg.url));
+        super::runs::record(ctx, &rec);
+        result?;
+    }
+    if args.output.json {
+        out.changed &= !args.dry_run;
+        ctx.printer.json(&out)?;
+    } else if !out.changed {
+        ctx.printer
+            .line(format!("{} is tagged {} already", out.model, args.tag))?;
+    } else {
+        let verb = if args.dry_run { "would tag" } else { "tagged" };
+        ctx.printer
+            .line(format!("{verb} {} {}", out.model, args.tag))?;
+    }
+    Ok(0)
+}
+
+fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
+    let (name, version) = exact(&args.model)?;
+    let reg = open(ctx)?;
+    let l = reg.resolve(&ModelRef {
+        name: name.clone(),
+        selector: Selector::Version(version),
+    })?;
+    let user = crate::identity::current_user();
+    if l.record.user != user && !nix::unistd::geteuid().is_root() {
+        return Err(invalid(format!(
+            "{} was published by {}; only its owner (or root) removes it",
+            l.record.id(),
+            crate::text::echo(&l.record.user)
+        )));
+    }
+    let mut out = Changed {
+        model: l.record.id(),
+        tag: None,
+        dry_run: args.dry_run,
+        changed: !l.removed,
+    };
+    if !args.dry_run && out.changed {
+        let result = reg.remove(&name, version, &user);
+        let mut rec = AuditRecord::new(
+            "models remove",
+            None,
+            vec![],
+            &result
+                .as_ref()
+                .map_or_else(|e| format!("{e:#}"), |_| "ok".into()),
+        );
+        rec.detail = Some(format!("{}@{version} {}", name, reg.url));
+        super::runs::record(ctx, &rec);
+        out.changed = result?;
+    }
+    if args.output.json {
+        out.changed &= !args.dry_run;
+        ctx.printer.json(&out)?;
+    } else if !out.changed {
+        ctx.printer
+            .line(format!("{} is removed already", out.model))?;
+    } else {
+        let verb = if args.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
+        ctx.printer.line(format!(
+            "{verb} {} (runs that name it by number keep reading it)",
+            out.model
+        ))?;
+    }
+    Ok(0)
+}

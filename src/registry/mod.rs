@@ -1,0 +1,31 @@
+//! The shared library of validated models (docs/registry.md): a site's
+//! `[registry] url` (`file://` or `s3://`), content-addressed blobs under their
+//! SHA-256, immutable version records, tags that move by new records.
+//!
+//! - `url`: the site's `[registry]` and its URL.
+//! - `names`: model names, tags, notes, references (`NAME@3`, `NAME@production`).
+//! - `record`: the JSON records (version, tag move, removal).
+//! - `store`: `Registry`, the objects through `backup::Store` (the one object
+//!   store client): list, resolve, verified blob upload and pull, versions
+//!   created with create-if-absent semantics.
+//! - `spec`: a spec's `model = "registry:NAME[@N|@TAG]"` resolved at submission.
+//! - `publish`: what a version holds, from a completed run or an imported checkpoint.
+//!
+//! Effects: network or the shared directory (the store), a private snapshot
+//! directory under `$TMPDIR`, files written by `pull`; nothing printed.
+
+pub(crate) mod names;
+pub(crate) mod publish;
+pub(crate) mod record;
+pub mod spec;
+pub(crate) mod store;
+pub(crate) mod url;
+
+#[cfg(test)]
+mod tests;
+
+pub use names::{ModelRef, Selector};
+pub use publish::{commit, draft_from_file, draft_from_run, Publisher, Snapshot};
+pub use record::{FileEntry, Metrics, ModelRecord};
+pub use store::{Listed, Registry};
+pub use url::{RegistryUrl, SiteRegistry};

@@ -1,0 +1,399 @@
+//! What goes into a version: the files of a completed run (or an imported
+//! checkpoint) copied to a private snapshot, hashed as they are copied, the
+//! weights checked as a torch zip checkpoint (`run::checkpoint::check_archive`:
+//! never unpickled), the facts for the record read from the snapshot; then
+//! the blobs uploaded verified, and only then the record written.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+use super::record::{FileEntry, Metrics, ModelRecord, Source, FORMAT};
+use super::store::Registry;
+use crate::error::invalid;
+use crate::run::checkpoint::{self, CheckpointState};
+use crate::run::manifest::Manifest;
+
+/// Who publishes, and how the version is shown.
+#[derive(Debug, Clone, Default)]
+pub struct Publisher {
+    pub name: String,
+    pub note: Option<String>,
+    pub public: bool,
+    pub user: String,
+    pub account: Option<String>,
+}
+
+/// A private directory for the copies, removed when dropped.
+pub struct Snapshot {
+    dir: PathBuf,
+}
+
+/// The prefix of snapshot directories: `yolo-sched-publish-<pid>-<random>`.
+const SNAPSHOT_PREFIX: &str = "yolo-sched-publish-";
+
+/// Remove the snapshot directories under `tmp` that a killed publisher left:
+/// ours (same owner), named for a process that no longer runs.
+fn remove_stale(tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(SNAPSHOT_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = e
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == me && !m.file_type().is_symlink());
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+impl Snapshot {
+    /// A new private directory under `$TMPDIR`; those of killed publishers go first.
+    pub fn new() -> Result<Snapshot> {
+        remove_stale(&std::env::temp_dir());
+        let dir = std::env::temp_dir().join(format!(
+            "{SNAPSHOT_PREFIX}{}-{}",
+            std::process::id(),
+            rand_hex(6)
+        ));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Snapshot { dir })
+    }
+
+    /// Copy what `from` reads into the snapshot as `name`: its SHA-256 and size.
+    fn take(&self, from: &mut dyn Read, name: &str) -> Result<(PathBuf, String, u64)> {
+        let path = self.dir.join(name);
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| {
+                crate::fsutil::io_error(e, format!("creating {}", path.display()), &self.dir)
+            })?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            let n = from.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+            to.write_all(&buf[..n]).map_err(|e| {
+                crate::fsutil::io_error(e, format!("writing {}", path.display()), &self.dir)
+            })?;
+            total += n as u64;
+        }
+        to.sync_all()?;
+        Ok((path, crate::backup::store::hex(&h.finalize()), total))
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Random lowercase hex of `bytes` bytes (from the kernel).
+pub fn rand_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if filled.is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+            ^ (u128::from(std::process::id()) << 64);
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (t >> ((i % 16) * 8)) as u8;
+        }
+    }
+    crate::backup::store::hex(&b)
+}
+
+/// A file taken into the snapshot.
+struct Taken {
+    entry: FileEntry,
+    path: PathBuf,
+}
+
+/// The files of a run's training directory that a version holds: role, path
+/// below the training directory, the pulled name, whether it must be there.
+const RUN_FILES: &[(&str, &str, &str, bool)] = &[
+    ("weights", "weights/best.pt", "best.pt", true),
+    ("onnx", "weights/best.onnx", "best.onnx", false),
+    ("args", "args.yaml", "args.yaml", true),
+    ("results", "results.csv", "results.csv", true),
+];
+
+/// A draft of the version `manifest`'s run (training directory `train`, or
+/// `train-<variant>`) would become, with its files in `snap`. Refuses a run
+/// whose training did not finish, whose weights fail the checkpoint check,
+/// or whose files are links (never followed) or not regular files.
+pub fn draft_from_run(
+    manifest: &Manifest,
+    variant: Option<u32>,
+    who: &Publisher,
+    snap: &Snapshot,
+) -> Result<(ModelRecord, Vec<PathBuf>)> {
+    let workdir = &manifest.workdir;
+    let dir = match variant {
+        Some(v) => format!("train-{v}"),
+        None if manifest.variants > 1 => {
+            return Err(invalid(format!(
+                "run {} is a sweep of {} variants: name one with --variant N (its training directory train-N)",
+                manifest.run_id, manifest.variants
+            )))
+        }
+        None => "train".to_string(),
+    };
+    let train = workdir.join(&dir);
+    crate::fsutil::within::check(workdir, &Path::new(&dir).join("args.yaml")).map_err(|e| {
+        invalid(format!(
+            "{e:#}; publish reads only files inside the run directory"
+        ))
+    })?;
+    match checkpoint::state(&train) {
+        CheckpointState::Finished { .. } => {}
+        other => {
+            return Err(invalid(format!(
+                "run {} ({dir}) is not complete: {}; publish a run whose training finished",
+                manifest.run_id,
+                other.line()
+            )))
+        }
+    }
+    let mut taken = Vec::new();
+    for (role, rel, name, required) in RUN_FILES {
+        let rel = Path::new(&dir).join(rel);
+        match std::fs::symlink_metadata(workdir.join(&rel)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => continue,
+            _ => {}
+        }
+        let mut f = crate::fsutil::within::open_read(workdir, &rel).map_err(|e| {
+            if crate::fsutil::within::is_refused(&e) {
+                invalid(format!(
+                    "{e:#}; publish copies only regular files inside the run directory"
+                ))
+            } else {
+                e
+            }
+        })?;
+        let (path, sha256, size) = snap.take(&mut f, name)?;
+        taken.push(Taken {
+            entry: FileEntry {
+                role: role.to_string(),
+                name: name.to_string(),
+                sha256,
+                size,
+            },
+            path,
+        });
+    }
+    let weights = &taken[0].path;
+    checkpoint::check_archive(weights).map_err(|e| {
+        invalid(format!(
+            "run {}: {dir}/weights/best.pt fails the checkpoint check ({e}); it is not published",
+            manifest.run_id
+        ))
+    })?;
+    let read = |role: &str| {
+        taken
+            .iter()
+            .find(|t| t.entry.role == role)
+            .and_then(|t| crate::fsutil::read_regular(&t.path, 16 << 20).ok())
+            .unwrap_or_default()
+    };
+    let args = crate::compare::facts::parse_args_yaml(&read("args"));
+    let epochs = crate::run::results::parse(&read("results")).unwrap_or_default();
+    let best = crate::run::results::best(&epochs);
+    let max_of = |f: fn(&crate::run::results::Epoch) -> Option<f64>| {
+        epochs
+            .iter()
+            .filter_map(f)
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+    };
+    let prepare = prepare_summary(workdir);
+    // The export stage's validation of the ONNX model, as its log says.
+    let export_log = match variant {
+        Some(v) => format!("export-{v}.out"),
+        None => "export.out".into(),
+    };
+    let onnx = crate::run::status::read_tail(&workdir.join("logs").join(export_log), 256 << 10)
+        .and_then(|l| crate::run::status::validation_summary(&l));
+    let model = args.get("model").cloned();
+    let record = ModelRecord {
+        format: FORMAT,
+        name: who.name.clone(),
+        version: 0,
+        publish_id: rand_hex(16),
+        created_at: chrono::Utc::now(),
+        user: who.user.clone(),
+        account: who.account.clone(),
+        public: who.public,
+        note: who.note.clone(),
+        source: Source {
+            kind: "run".into(),
+            run_id: Some(manifest.run_id.clone()),
+            variant,
+            spec_hash: Some(manifest.spec_hash.clone()),
+            file: None,
+        },
+        fingerprint: crate::compare::facts::recorded_fingerprint(workdir),
+        data: args.get("data").cloned(),
+        class_names: prepare
+            .as_ref()
+            .and_then(|p| p.get("names"))
+            .and_then(|n| serde_json::from_value(n.clone()).ok())
+            .unwrap_or_default(),
+        scale: model.as_deref().and_then(scale_of),
+        imgsz: args.get("imgsz").cloned(),
+        metrics: Metrics {
+            map50_95: best.and_then(|b| b.map50_95),
+            map50: max_of(|e| e.map50),
+            precision: best.and_then(|b| b.precision),
+            recall: best.and_then(|b| b.recall),
+            best_epoch: best.map(|b| b.epoch),
+            epochs: args.get("epochs").and_then(|e| e.parse().ok()),
+            onnx_map50_95: onnx.as_ref().map(|v| v.map50_95),
+            onnx_ms_per_image: onnx.as_ref().and_then(|v| v.inference_ms_per_image),
+        },
+        ultralytics: version_in(&prepare, "ultralytics"),
+        torch: version_in(&prepare, "torch"),
+        parent: parent_of(manifest).or(model),
+        files: taken.iter().map(|t| t.entry.clone()).collect(),
+    };
+    Ok((record, taken.into_iter().map(|t| t.path).collect()))
+}
+
+/// A draft of the version the checkpoint file `file` would become (an
+/// administrator's base weights): a regular file, not a link, that passes
+/// the checkpoint check.
+pub fn draft_from_file(
+    file: &Path,
+    who: &Publisher,
+    snap: &Snapshot,
+) -> Result<(ModelRecord, Vec<PathBuf>)> {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(file)
+        .map_err(|e| {
+            let what = if e.raw_os_error() == Some(nix::libc::ELOOP) {
+                "is a symbolic link; name the file itself".to_string()
+            } else {
+                e.to_string()
+            };
+            invalid(format!("{}: {what}", crate::text::echo_path(file)))
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(invalid(format!(
+            "{} is not a regular file",
+            crate::text::echo_path(file)
+        )));
+    }
+    let base = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| super::names::check_name(n).is_ok())
+        .unwrap_or_else(|| "weights.pt".into());
+    let (path, sha256, size) = snap.take(&mut f, &base)?;
+    checkpoint::check_archive(&path).map_err(|e| {
+        invalid(format!(
+            "{} fails the checkpoint check ({e}); only an Ultralytics (torch zip) checkpoint can be imported",
+            crate::text::echo_path(file)
+        ))
+    })?;
+    let record = ModelRecord {
+        format: FORMAT,
+        name: who.name.clone(),
+        version: 0,
+        publish_id: rand_hex(16),
+        created_at: chrono::Utc::now(),
+        user: who.user.clone(),
+        account: who.account.clone(),
+        public: who.public,
+        note: who.note.clone(),
+        source: Source {
+            kind: "import".into(),
+            file: Some(base.clone()),
+            ..Source::default()
+        },
+        fingerprint: None,
+        data: None,
+        class_names: vec![],
+        scale: scale_of(&base),
+        imgsz: None,
+        metrics: Metrics::default(),
+        ultralytics: None,
+        torch: None,
+        parent: None,
+        files: vec![FileEntry {
+            role: "weights".into(),
+            name: base,
+            sha256,
+            size,
+        }],
+    };
+    Ok((record, vec![path]))
+}
+
+/// Upload the draft's files (verified), then write its record: no record
+/// ever names a blob that is not fully there.
+pub fn commit(reg: &Registry, draft: ModelRecord, paths: &[PathBuf]) -> Result<ModelRecord> {
+    for (f, p) in draft.files.iter().zip(paths) {
+        reg.put_blob(p, &f.sha256, f.size)
+            .with_context(|| format!("uploading {}", f.name))?;
+    }
+    reg.add_version(draft)
+}
+
+/// `prepare/summary.json` of the run, if it has one.
+fn prepare_summary(workdir: &Path) -> Option<serde_json::Value> {
+    let text = crate::fsutil::read_regular(&workdir.join("prepare/summary.json"), 1 << 20).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn version_in(summary: &Option<serde_json::Value>, key: &str) -> Option<String> {
+    summary
+        .as_ref()?
+        .get("versions")?
+        .get(key)?
+        .as_str()
+        .map(|s| crate::text::clip_to(s, 40))
+}
+
+/// The registry model the run was trained from, as its manifest recorded it.
+fn parent_of(manifest: &Manifest) -> Option<String> {
+    manifest.model_ref.clone()
+}
+
+/// `n` of `yolov8n.pt`, `s` of `yolo11s.yaml`.
+pub fn scale_of(model: &str) -> Option<String> {
+    let file = model.rsplit('/').next()?;
+    let stem = file.split('.').next()?;
+    if !stem.starts_with("yolo") {
+        return None;
+    }
+    let last = stem.chars().last()?;
+    matches!(last, 'n' | 's' | 'm' | 'l' | 'x').then(|| last.to_string())
+}

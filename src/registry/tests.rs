@@ -1,0 +1,372 @@
+//! The registry against a real `file://` directory (object_store's local
+//! store): publish from a run, list, show, pull, tags, lineage, removal, and
+//! what must be refused: unfinished runs, damaged weights, links out of the
+//! run directory, corrupted and missing blobs, records that are not valid,
+//! and concurrent publishers of one name.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::run::manifest::Manifest;
+
+fn checkpoint(extra: &str) -> Vec<u8> {
+    crate::run::checkpoint::tests::zip(&["archive/data.pkl", extra])
+}
+
+/// A finished run directory: manifest, train/{weights/{best,last}.pt, args.yaml, results.csv}.
+fn finished_run(root: &Path, name: &str, tag: &str) -> Manifest {
+    let w = root.join(name);
+    std::fs::create_dir_all(w.join("train/weights")).unwrap();
+    std::fs::write(
+        w.join("train/weights/best.pt"),
+        checkpoint(&format!("archive/{tag}")),
+    )
+    .unwrap();
+    std::fs::write(w.join("train/weights/last.pt"), checkpoint("archive/last")).unwrap();
+    std::fs::write(
+        w.join("train/args.yaml"),
+        "model: yolov8n.pt\ndata: pcb.yaml\nepochs: 2\nimgsz: 640\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.join("train/results.csv"),
+        "epoch,metrics/precision(B),metrics/recall(B),metrics/mAP50(B),metrics/mAP50-95(B)\n1,0.5,0.4,0.6,0.30\n2,0.6,0.5,0.7,0.42\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(w.join("prepare")).unwrap();
+    std::fs::write(
+        w.join("prepare/summary.json"),
+        r#"{"fingerprint":"sha256:abc123","names":["short","open"]}"#,
+    )
+    .unwrap();
+    let m: Manifest = serde_json::from_value(serde_json::json!({
+        "schema_version": 1, "run_id": format!("{name}-20261202T000000-0001"), "name": name,
+        "user": "alice", "host": "h", "submitted_at": "2026-12-02T00:00:00Z",
+        "workdir": w, "spec_file": w.join("s.toml"), "spec_hash": "feed", "spec_text": "",
+        "variants": 1, "gpu_explanation": [], "estimate_gib": null, "stages": []
+    }))
+    .unwrap();
+    std::fs::write(w.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+    m
+}
+
+fn who(name: &str) -> Publisher {
+    Publisher {
+        name: name.into(),
+        user: "alice".into(),
+        account: Some("vision".into()),
+        ..Publisher::default()
+    }
+}
+
+fn registry(dir: &Path) -> Registry {
+    Registry::open(&RegistryUrl::File(dir.to_path_buf())).unwrap()
+}
+
+fn publish(reg: &Registry, m: &Manifest, name: &str) -> anyhow::Result<ModelRecord> {
+    let snap = Snapshot::new()?;
+    let (draft, paths) = draft_from_run(m, None, &who(name), &snap)?;
+    commit(reg, draft, &paths)
+}
+
+fn blob_path(dir: &Path, sha: &str) -> PathBuf {
+    dir.join("blobs/sha256").join(sha)
+}
+
+#[test]
+fn publish_list_show_pull_tag_remove_round_trip() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let m = finished_run(runs.path(), "pcb", "a");
+    std::fs::create_dir_all(m.workdir.join("logs")).unwrap();
+    std::fs::write(
+        m.workdir.join("logs/export.out"),
+        "val: Scanning...\n                   all          4         20      0.61      0.52      0.66      0.39\nSpeed: 0.2ms preprocess, 3.4ms inference, 0.0ms loss, 0.6ms postprocess per image\n",
+    )
+    .unwrap();
+    let v1 = publish(&reg, &m, "pcb-detector").unwrap();
+    assert_eq!(v1.version, 1);
+    assert_eq!(v1.metrics.onnx_map50_95, Some(0.39));
+    assert_eq!(v1.metrics.onnx_ms_per_image, Some(3.4));
+    let row = v1.board_row();
+    assert_eq!(row.id, "registry:pcb-detector@1");
+    assert_eq!(row.inference_ms, Some(3.4));
+    assert_eq!(row.best_map50_95, Some(0.42));
+    assert_eq!(v1.metrics.map50_95, Some(0.42));
+    assert_eq!(v1.metrics.map50, Some(0.7));
+    assert_eq!(v1.fingerprint.as_deref(), Some("sha256:abc123"));
+    assert_eq!(v1.class_names, vec!["short", "open"]);
+    assert_eq!(v1.scale.as_deref(), Some("n"));
+    assert_eq!(v1.imgsz.as_deref(), Some("640"));
+    assert_eq!(v1.parent.as_deref(), Some("yolov8n.pt"));
+    assert_eq!(v1.source.run_id.as_deref(), Some(m.run_id.as_str()));
+    let roles: Vec<_> = v1.files.iter().map(|f| f.role.as_str()).collect();
+    assert_eq!(roles, ["weights", "args", "results"]);
+    // Content-addressed: the same weights again share the blob.
+    let mut m2 = finished_run(runs.path(), "pcb2", "a");
+    m2.model_ref = Some("registry:pcb-detector@1".into());
+    let v2 = publish(&reg, &m2, "pcb-detector").unwrap();
+    assert_eq!(v2.version, 2);
+    assert_eq!(v2.parent.as_deref(), Some("registry:pcb-detector@1"));
+    assert_eq!(v2.weights().unwrap().sha256, v1.weights().unwrap().sha256);
+    let blobs = std::fs::read_dir(dir.path().join("blobs/sha256"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        blobs, 3,
+        "best.pt, args.yaml and results.csv stored once each"
+    );
+
+    reg.tag("pcb-detector", 1, "production", "alice").unwrap();
+    let r = ModelRef::parse("pcb-detector@production").unwrap();
+    assert_eq!(reg.resolve(&r).unwrap().record.version, 1);
+    reg.tag("pcb-detector", 2, "production", "alice").unwrap();
+    assert_eq!(reg.resolve(&r).unwrap().record.version, 2);
+    let latest = reg
+        .resolve(&ModelRef::parse("pcb-detector").unwrap())
+        .unwrap();
+    assert_eq!(latest.record, v2);
+    assert_eq!(latest.tags, vec!["production"]);
+
+    let out = tempfile::tempdir().unwrap();
+    let pulled = reg.pull_file(v1.weights().unwrap(), out.path()).unwrap();
+    assert_eq!(
+        std::fs::read(&pulled).unwrap(),
+        std::fs::read(m.workdir.join("train/weights/best.pt")).unwrap()
+    );
+
+    assert!(reg.remove("pcb-detector", 2, "alice").unwrap());
+    assert!(!reg.remove("pcb-detector", 2, "alice").unwrap());
+    let latest = reg
+        .resolve(&ModelRef::parse("pcb-detector").unwrap())
+        .unwrap();
+    assert_eq!(latest.record.version, 1, "latest skips a removed version");
+    let exact = reg
+        .resolve(&ModelRef::parse("pcb-detector@2").unwrap())
+        .unwrap();
+    assert!(exact.removed, "an exact removed version stays readable");
+    let e = reg.resolve(&r).unwrap_err();
+    assert!(format!("{e:#}").contains("removed"), "{e:#}");
+    assert!(reg.tag("pcb-detector", 2, "staging", "alice").is_err());
+    let (all, problems) = reg.list(None).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(all.len(), 2);
+    assert!(all[1].removed);
+}
+
+#[test]
+fn an_unknown_name_lists_the_names_there_are_and_suggests_one() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let e = reg.resolve(&ModelRef::parse("pcb").unwrap()).unwrap_err();
+    assert!(format!("{e:#}").contains("no models yet"), "{e:#}");
+    publish(&reg, &finished_run(runs.path(), "pcb", "a"), "pcb-detector").unwrap();
+    let e = reg
+        .resolve(&ModelRef::parse("pcb-detectr@3").unwrap())
+        .unwrap_err();
+    let text = format!("{e:#}");
+    assert_eq!(crate::error::exit_code_for(&e), 2);
+    assert!(
+        text.contains("`pcb-detector`") && text.contains("did you mean"),
+        "{text}"
+    );
+    let e = reg
+        .resolve(&ModelRef::parse("pcb-detector@7").unwrap())
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("versions are 1 to 1"), "{e:#}");
+    let e = reg
+        .resolve(&ModelRef::parse("pcb-detector@prod").unwrap())
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("no tags"), "{e:#}");
+}
+
+#[test]
+fn unfinished_runs_damaged_weights_and_links_are_refused() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let m = finished_run(runs.path(), "short", "a");
+    // Not finished: results.csv has 2 epochs of 5.
+    std::fs::write(
+        m.workdir.join("train/args.yaml"),
+        "model: yolov8n.pt\nepochs: 5\n",
+    )
+    .unwrap();
+    let e = publish(&reg, &m, "x").unwrap_err();
+    assert!(format!("{e:#}").contains("is not complete"), "{e:#}");
+    assert_eq!(crate::error::exit_code_for(&e), 2);
+
+    let m = finished_run(runs.path(), "torn", "a");
+    let best = m.workdir.join("train/weights/best.pt");
+    let bytes = std::fs::read(&best).unwrap();
+    std::fs::write(&best, &bytes[..bytes.len() / 2]).unwrap();
+    let e = publish(&reg, &m, "x").unwrap_err();
+    assert!(
+        format!("{e:#}").contains("fails the checkpoint check"),
+        "{e:#}"
+    );
+
+    // best.pt a link to a checkpoint outside the run directory.
+    let m = finished_run(runs.path(), "linked", "a");
+    let outside = runs.path().join("outside.pt");
+    std::fs::write(&outside, checkpoint("archive/secret")).unwrap();
+    std::fs::remove_file(best_of(&m)).unwrap();
+    std::os::unix::fs::symlink(&outside, best_of(&m)).unwrap();
+    let e = publish(&reg, &m, "x").unwrap_err();
+    assert!(format!("{e:#}").contains("link"), "{e:#}");
+    assert_eq!(crate::error::exit_code_for(&e), 2);
+    // The training directory itself a link out of the run directory.
+    let m = finished_run(runs.path(), "dirlink", "a");
+    let elsewhere = runs.path().join("elsewhere");
+    std::fs::rename(m.workdir.join("train"), &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, m.workdir.join("train")).unwrap();
+    let e = publish(&reg, &m, "x").unwrap_err();
+    assert!(format!("{e:#}").contains("link"), "{e:#}");
+    assert!(reg.names().unwrap().is_empty(), "nothing was published");
+    assert!(!dir.path().join("blobs").exists(), "no blob was stored");
+}
+
+fn best_of(m: &Manifest) -> PathBuf {
+    m.workdir.join("train/weights/best.pt")
+}
+
+#[test]
+fn a_corrupted_or_missing_blob_is_refused_and_nothing_is_written() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let v = publish(&reg, &finished_run(runs.path(), "pcb", "a"), "pcb").unwrap();
+    let w = v.weights().unwrap().clone();
+    let blob = blob_path(dir.path(), &w.sha256);
+    let mut bytes = std::fs::read(&blob).unwrap();
+    bytes[10] ^= 0xff;
+    std::fs::write(&blob, &bytes).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let e = reg.pull_file(&w, out.path()).unwrap_err();
+    assert!(format!("{e:#}").contains("damaged"), "{e:#}");
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
+    // A publication of the same weights repairs the blob (it is hashed, not trusted).
+    let v2 = publish(&reg, &finished_run(runs.path(), "pcb2", "a"), "pcb").unwrap();
+    assert_eq!(v2.weights().unwrap().sha256, w.sha256);
+    reg.pull_file(&w, out.path()).unwrap();
+
+    std::fs::remove_file(&blob).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let e = reg.pull_file(&w, out.path()).unwrap_err();
+    assert!(format!("{e:#}").contains("missing"), "{e:#}");
+    let e = reg.check_blobs(&v).unwrap_err();
+    assert!(format!("{e:#}").contains("missing"), "{e:#}");
+    // A record is never written naming a blob that is not there.
+    let mut draft = v.clone();
+    draft.publish_id = "other".into();
+    let e = reg.add_version(draft).unwrap_err();
+    assert!(format!("{e:#}").contains("missing"), "{e:#}");
+    assert_eq!(reg.index(Some("pcb")).unwrap().versions["pcb"].len(), 2);
+}
+
+#[test]
+fn records_that_are_not_valid_are_never_used() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let v = publish(&reg, &finished_run(runs.path(), "pcb", "a"), "pcb").unwrap();
+    let versions = dir.path().join("models/pcb/versions");
+    // Half a record (as a torn write on a store without atomic puts would leave).
+    let text = std::fs::read_to_string(versions.join("00000001.json")).unwrap();
+    std::fs::write(versions.join("00000002.json"), &text[..text.len() / 2]).unwrap();
+    // A record stored under another number than it names.
+    std::fs::write(versions.join("00000003.json"), &text).unwrap();
+    // A record naming a file with a path in its name.
+    let mut hostile = v.clone();
+    hostile.version = 4;
+    hostile.files[0].name = "../../etc/passwd".into();
+    std::fs::write(
+        versions.join("00000004.json"),
+        serde_json::to_vec(&hostile).unwrap(),
+    )
+    .unwrap();
+    // A record with a hostile note (a terminal escape, 10 kB).
+    let mut noisy = v.clone();
+    noisy.version = 5;
+    noisy.note = Some(format!("\u{1b}]0;owned\u{7}{}", "n".repeat(10_240)));
+    std::fs::write(
+        versions.join("00000005.json"),
+        serde_json::to_vec(&noisy).unwrap(),
+    )
+    .unwrap();
+    let (listed, problems) = reg.list(None).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    for p in &problems {
+        assert!(!p.contains('\u{1b}') && p.len() < 400, "{p}");
+    }
+    for v in 2..=5 {
+        let r = ModelRef::parse(&format!("pcb@{v}")).unwrap();
+        assert!(reg.resolve(&r).is_err(), "pcb@{v} used");
+    }
+    // The next publication takes a fresh number past them.
+    let v6 = publish(&reg, &finished_run(runs.path(), "pcb2", "b"), "pcb").unwrap();
+    assert_eq!(v6.version, 6);
+}
+
+#[test]
+fn concurrent_publishers_of_one_name_get_distinct_complete_versions() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manifests: Vec<_> = (0..4)
+        .map(|i| finished_run(runs.path(), &format!("r{i}"), &format!("w{i}")))
+        .collect();
+    for round in 0..5 {
+        std::thread::scope(|s| {
+            for m in &manifests {
+                let d = dir.path().to_path_buf();
+                s.spawn(move || publish(&registry(&d), m, "shared").unwrap());
+            }
+        });
+        let reg = registry(dir.path());
+        let (listed, problems) = reg.list(Some("shared")).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(listed.len(), 4 * (round + 1));
+        let ids: std::collections::BTreeSet<_> =
+            listed.iter().map(|l| l.record.publish_id.clone()).collect();
+        assert_eq!(ids.len(), listed.len(), "a version was overwritten");
+        for (i, l) in listed.iter().enumerate() {
+            assert_eq!(
+                l.record.version as usize,
+                i + 1,
+                "versions are 1..n with no gap"
+            );
+            reg.check_blobs(&l.record).unwrap();
+        }
+    }
+}
+
+#[test]
+fn import_checks_the_file_and_refuses_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let pt = files.path().join("yolov8n.pt");
+    std::fs::write(&pt, checkpoint("archive/base")).unwrap();
+    let snap = Snapshot::new().unwrap();
+    let (draft, paths) = draft_from_file(&pt, &who("yolov8n"), &snap).unwrap();
+    let v = commit(&reg, draft, &paths).unwrap();
+    assert_eq!(v.source.kind, "import");
+    assert_eq!(v.weights().unwrap().name, "yolov8n.pt");
+    assert_eq!(v.scale.as_deref(), Some("n"));
+    let link = files.path().join("link.pt");
+    std::os::unix::fs::symlink(&pt, &link).unwrap();
+    let snap = Snapshot::new().unwrap();
+    let e = draft_from_file(&link, &who("x"), &snap).unwrap_err();
+    assert!(format!("{e:#}").contains("symbolic link"), "{e:#}");
+    let text = files.path().join("notes.pt");
+    std::fs::write(&text, "not a checkpoint at all, just some text").unwrap();
+    let e = draft_from_file(&text, &who("x"), &snap).unwrap_err();
+    assert!(format!("{e:#}").contains("checkpoint check"), "{e:#}");
+}
