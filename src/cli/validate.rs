@@ -39,22 +39,17 @@ pub struct ValidateArgs {
     pub no_cluster: bool,
 }
 
-/// Plan the spec against the cluster as submit would. `Ok(Err(why))` when
-/// the cluster could not be asked (the check was not made).
+/// Plan the spec against the cluster as submit would. `Err(why)` when the
+/// cluster could not be asked (the check was not made).
 fn check_against_cluster(
-    ctx: &mut Context,
-    spec: &spec::Spec,
-) -> Result<Result<Result<(), spec::SpecErrors>, String>> {
-    let policy = crate::plan::Policy::from_site(ctx.site()?)?;
-    let cluster = match crate::slurm::cluster::fetch(&ctx.slurm) {
-        Ok(c) => c,
-        Err(e) => return Ok(Err(format!("{e:#}"))),
-    };
+    ctx: &Context,
+    checked: &crate::run::submit::Checked,
+) -> std::result::Result<std::result::Result<(), spec::SpecErrors>, String> {
+    let cluster = crate::slurm::cluster::fetch(&ctx.slurm).map_err(|e| format!("{e:#}"))?;
+    let spec = &checked.spec;
     let workdir = crate::run::submit::resolve_workdir(spec, None)
         .unwrap_or_else(|_| spec.origin.base_dir.clone());
-    Ok(Ok(
-        crate::plan::plan(spec, &workdir, &cluster, &policy).map(|_| ())
-    ))
+    Ok(crate::plan::plan(spec, &workdir, &cluster, &checked.policy).map(|_| ()))
 }
 
 pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
@@ -62,36 +57,25 @@ pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     crate::plan::Policy::from_site(ctx.site()?)?;
     crate::run::audit::Trail::from_site(ctx.site()?)?;
     crate::backup::SiteBackup::from_site(ctx.site()?)?;
-    let has_registry = crate::registry::SiteRegistry::from_site(ctx.site()?)?
-        .url
-        .is_some();
-    let mut checked = spec::read_checked(&args.spec)?;
-    if let Ok(spec) = &mut checked {
-        let policy = crate::plan::Policy::from_site(ctx.site()?)?;
-        crate::agent::check_spec(ctx.site()?, spec)?;
-        // The backup place as submit checks it (the store is not asked).
-        crate::backup::check(ctx.site()?, spec)?;
-        let paths: crate::run::audit::Paths = ctx.site()?.section("paths")?;
-        let missing = spec::apply_default_model(spec, policy.defaults.model.as_deref());
-        if missing.is_none() {
-            // A `registry:` model as submit resolves it (the registry is read, nothing written).
-            crate::registry::spec::resolve_in_spec(ctx.site()?, spec)?;
-        }
-        let mut errors = crate::run::submit::resolve_weights(spec, &policy, &paths, has_registry);
-        errors.extend(missing);
-        errors.extend(crate::run::submit::workdir_errors(spec));
-        if !errors.is_empty() {
-            checked = Err(spec::SpecErrors::new(&spec.origin.file, errors));
-        }
-    }
+    crate::registry::SiteRegistry::from_site(ctx.site()?)?;
+    // The spec's own checks, then the same `check` submit runs.
+    let checked = match spec::read_checked(&args.spec)? {
+        Ok(spec) => crate::run::submit::check(ctx.site()?, spec, None)?,
+        Err(errors) => Err(errors),
+    };
     let mut cluster_note: Option<String> = None;
-    if let (Ok(spec), false) = (&checked, args.no_cluster) {
-        match check_against_cluster(ctx, spec)? {
-            Ok(Ok(())) => {}
-            Ok(Err(errors)) => checked = Err(errors),
-            Err(why) => cluster_note = Some(why),
-        }
-    }
+    let checked = match (checked, args.no_cluster) {
+        (Ok(c), false) => match check_against_cluster(ctx, &c) {
+            Ok(Ok(())) => Ok(c.spec),
+            Ok(Err(errors)) => Err(errors),
+            Err(why) => {
+                cluster_note = Some(why);
+                Ok(c.spec)
+            }
+        },
+        (Ok(c), true) => Ok(c.spec),
+        (Err(e), _) => Err(e),
+    };
     let cluster_checked = !args.no_cluster && cluster_note.is_none();
     match checked {
         Ok(spec) => {

@@ -32,7 +32,7 @@ use crate::plan::{self, stage_name, Plan, Policy};
 use crate::render::scripts::{render_all, RenderInput};
 use crate::render::Templates;
 use crate::slurm::Slurm;
-use crate::spec::Spec;
+use crate::spec::{Spec, SpecErrors};
 
 /// What to submit and how.
 #[derive(Debug, Clone)]
@@ -79,33 +79,15 @@ pub fn submit(
     req: &Request<'_>,
     record: &mut dyn FnMut(&AuditRecord),
 ) -> Result<Outcome> {
-    let mut spec = crate::spec::load(req.spec)?;
+    let spec = crate::spec::load(req.spec)?;
     // A bad template directory is refused before Slurm is asked anything.
     let templates = Templates::from_source(req.templates)?;
-    let policy = Policy::from_site(site)?;
-    // Where the record of this submission goes, checked before any change.
-    super::audit::Trail::from_site(site)?;
-    // The memory guard's settings (spec [guard] within the site's limits).
-    crate::agent::check_spec(site, &spec)?;
-    // The backup place, checked as validate checks it, before Slurm is asked.
-    crate::backup::check(site, &spec)?;
-    let paths: Paths = site.section("paths")?;
-    if let Some(e) = crate::spec::apply_default_model(&mut spec, policy.defaults.model.as_deref()) {
-        return Err(invalid(
-            crate::spec::SpecErrors::new(&spec.origin.file, vec![e]).to_string(),
-        ));
-    }
-    let has_registry = crate::registry::SiteRegistry::from_site(site)?
-        .url
-        .is_some();
-    // A `registry:` model: one exact version, its blobs checked, before Slurm is asked.
-    let registry_model = crate::registry::spec::resolve_in_spec(site, &mut spec)?;
-    let weights = resolve_weights(&mut spec, &policy, &paths, has_registry);
-    if !weights.is_empty() {
-        return Err(invalid(
-            crate::spec::SpecErrors::new(&spec.origin.file, weights).to_string(),
-        ));
-    }
+    let Checked {
+        spec,
+        policy,
+        paths,
+        registry_model,
+    } = check(site, spec, req.workdir)?.map_err(|e| invalid(e.to_string()))?;
     let cluster = crate::slurm::cluster::fetch(slurm)
         .context("asking Slurm for the cluster's nodes, partitions and limits")?;
     let workdir = resolve_workdir(&spec, req.workdir)?;
@@ -320,6 +302,65 @@ fn dry_run_jobs(run_id: &str, requests: &[JobRequest]) -> Result<Vec<Job>> {
 
 /// The spec's models as paths the jobs can open, from the site's weights
 /// directory and download policy (`spec::resolve_weights`); the problems found.
+/// A spec that passed every check `validate` and `submit` make before Slurm
+/// is asked, with what they found on the way.
+pub struct Checked {
+    pub spec: Spec,
+    pub policy: Policy,
+    pub paths: Paths,
+    /// A `registry:` model resolved to one exact version.
+    pub registry_model: Option<crate::registry::spec::RegistryModel>,
+}
+
+/// The one check of a parsed spec against the site, shared by `validate` and
+/// `submit` so that neither accepts what the other refuses: the site's
+/// sections (policy, audit, guard, backup, registry), the spec's guard and
+/// backup within the site's limits, the default model, a `registry:` model,
+/// the weights and the spec's workdir (unless `--workdir` replaces it). `Ok(Err(..))`:
+/// the spec's own mistakes, all of them; `Err`: a site file that is wrong, or
+/// a registry that cannot be read.
+pub fn check(
+    site: &Site,
+    mut spec: Spec,
+    workdir_flag: Option<&Path>,
+) -> Result<Result<Checked, SpecErrors>> {
+    let policy = Policy::from_site(site)?;
+    // Where the record of a submission goes, checked before any change.
+    super::audit::Trail::from_site(site)?;
+    // The memory guard's settings (spec [guard] within the site's limits).
+    crate::agent::check_spec(site, &spec)?;
+    // The backup place (the store itself is tried by `submit` only).
+    crate::backup::check(site, &spec)?;
+    let paths: Paths = site.section("paths")?;
+    let has_registry = crate::registry::SiteRegistry::from_site(site)?
+        .url
+        .is_some();
+    let mut errors: Vec<crate::spec::SpecError> =
+        crate::spec::apply_default_model(&mut spec, policy.defaults.model.as_deref())
+            .into_iter()
+            .collect();
+    // A `registry:` model: one exact version, its blobs checked (the registry
+    // is read, nothing written).
+    let registry_model = if errors.is_empty() {
+        crate::registry::spec::resolve_in_spec(site, &mut spec)?
+    } else {
+        None
+    };
+    errors.extend(resolve_weights(&mut spec, &policy, &paths, has_registry));
+    if workdir_flag.is_none() {
+        errors.extend(workdir_errors(&spec));
+    }
+    if !errors.is_empty() {
+        return Ok(Err(SpecErrors::new(&spec.origin.file, errors)));
+    }
+    Ok(Ok(Checked {
+        spec,
+        policy,
+        paths,
+        registry_model,
+    }))
+}
+
 pub fn resolve_weights(
     spec: &mut Spec,
     policy: &Policy,

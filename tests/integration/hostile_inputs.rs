@@ -447,3 +447,65 @@ fn validate_and_submit_agree_on_backup_mistakes_and_never_echo_a_credential() {
     );
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
+
+/// `validate` and `submit` run one check (`run::submit::check`): a spec whose
+/// workdir names an unset variable, weights that would have to be
+/// downloaded, or no model with no site default is refused by both, exit 2,
+/// with the same message, before Slurm is asked (a spec that passed would
+/// reach Slurm and exit otherwise).
+#[test]
+fn validate_and_submit_refuse_the_same_specs_with_the_same_words() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let head = |workdir: &str, model: &str| {
+        format!(
+            "version = 1\n[run]\nname = \"same\"\nworkdir = \"{workdir}\"\n[train]\n{model}data = \"data.yaml\"\n"
+        )
+    };
+    let cases = [
+        (
+            "an unset variable in the workdir",
+            head("$YS_SURELY_UNSET_VAR/runs", "model = \"yolov8n.yaml\"\n"),
+            "uses $YS_SURELY_UNSET_VAR",
+        ),
+        (
+            "weights that would download",
+            head("runs/w", "model = \"yolov8n.pt\"\n"),
+            "yolov8n.pt",
+        ),
+        ("no model and no site default", head("runs/m", ""), "model"),
+    ];
+    let mut problems = Vec::new();
+    for (name, spec, says) in &cases {
+        std::fs::write(dir.path().join("spec.toml"), spec).unwrap();
+        let mut answers = Vec::new();
+        for args in [
+            &["validate", "--no-cluster", "spec.toml"][..],
+            &["submit", "--dry-run", "spec.toml"][..],
+        ] {
+            let (out, _) = bounded(dir.path(), args, &[]);
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.code() != Some(2) || !err.contains(says) {
+                problems.push(format!(
+                    "{name}, {}: exit {:?}\n{err}",
+                    args[0],
+                    out.status.code()
+                ));
+            }
+            // The located lines, as both print them.
+            answers.push(
+                err.lines()
+                    .filter(|l| l.starts_with("spec.toml:") || l.trim_start().starts_with("hint:"))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>(),
+            );
+        }
+        if answers[0] != answers[1] {
+            problems.push(format!(
+                "{name}: validate said {:?}, submit {:?}",
+                answers[0], answers[1]
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
