@@ -51,6 +51,17 @@ pub struct PastJob {
     pub limit_s: Option<u64>,
 }
 
+impl PastJob {
+    /// In one of `partitions` (a job may name several), or any when empty.
+    pub fn in_partitions(&self, partitions: &[String]) -> bool {
+        partitions.is_empty()
+            || self
+                .partition
+                .split(',')
+                .any(|p| partitions.iter().any(|w| w == p))
+    }
+}
+
 /// Lines that gave no GPU job, by why.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Skipped {
@@ -196,12 +207,7 @@ pub fn demand(
         u64::try_from((to - from).num_seconds()).unwrap_or(0)
     };
     for job in &history.jobs {
-        let in_scope = partitions.is_empty()
-            || job
-                .partition
-                .split(',')
-                .any(|p| partitions.iter().any(|w| w == p));
-        if !in_scope {
+        if !job.in_partitions(partitions) {
             counted.elsewhere += 1;
             continue;
         }
@@ -257,12 +263,8 @@ pub fn measured(history: &History, partitions: &[String]) -> Measured {
     let mut m = Measured::default();
     let mut total = 0.0;
     for job in &history.jobs {
-        let in_scope = partitions.is_empty()
-            || job
-                .partition
-                .split(',')
-                .any(|p| partitions.iter().any(|w| w == p));
-        let (GpuAsk::Typed { kind, count }, Some(start), true) = (&job.ask, job.start, in_scope)
+        let (GpuAsk::Typed { kind, count }, Some(start), true) =
+            (&job.ask, job.start, job.in_partitions(partitions))
         else {
             continue;
         };

@@ -214,12 +214,7 @@ pub fn trace_file(report: &Report) -> (String, u64) {
     let partitions: Vec<String> = report.partition.iter().cloned().collect();
     let mut left_out = 0;
     for job in &report.history.jobs {
-        let in_scope = partitions.is_empty()
-            || job
-                .partition
-                .split(',')
-                .any(|p| partitions.iter().any(|w| w == p));
-        if !in_scope {
+        if !job.in_partitions(&partitions) {
             continue;
         }
         let history::GpuAsk::Typed { kind, count: 1 } = &job.ask else {
