@@ -334,6 +334,20 @@ pub fn recover(slurm: &Slurm, dry_run: bool) -> Result<Recovery> {
     Ok(out)
 }
 
+/// Whether an interrupted submission's release went through (pure), from its
+/// phase and its jobs still in the queue, held or not. Once the chain was
+/// recorded, a chain with no held job left was released (its jobs run, or
+/// ran and left the queue) or cancelled by someone: either way the run is
+/// real and its manifest stays. Only held jobs of an unreleased chain are
+/// undone.
+fn release_began(phase: Phase, held: usize, unheld: usize) -> bool {
+    match phase {
+        Phase::Released => true,
+        Phase::Recorded => unheld > 0 || held == 0,
+        Phase::Submitting => false,
+    }
+}
+
 fn recover_one(
     slurm: &Slurm,
     entry: &Entry,
@@ -348,8 +362,7 @@ fn recover_one(
         })
         .collect();
     let held: Vec<u64> = mine.iter().filter(|j| j.held).map(|j| j.job_id).collect();
-    let release_began = entry.phase == Phase::Released
-        || (entry.phase == Phase::Recorded && mine.iter().any(|j| !j.held));
+    let release_began = release_began(entry.phase, held.len(), mine.len() - held.len());
     let mut done = Recovered {
         run_id: entry.run_id.clone(),
         token: entry.token.clone(),
@@ -406,6 +419,18 @@ mod tests {
         );
         assert_eq!(parse_comment("someone else's comment"), None);
         assert_eq!(parse_comment("yolo-sched:"), None);
+    }
+
+    /// A chain killed after its release whose jobs all ended before `gc`:
+    /// none of them is in the queue any more, and the run (its manifest) must
+    /// stay; it was discarded as a run that never ran.
+    #[test]
+    fn a_released_chain_whose_jobs_left_the_queue_is_kept() {
+        assert!(release_began(Phase::Recorded, 0, 0));
+        assert!(release_began(Phase::Recorded, 1, 2), "some ran: released");
+        assert!(!release_began(Phase::Recorded, 3, 0), "all held: undo");
+        assert!(!release_began(Phase::Submitting, 2, 0));
+        assert!(release_began(Phase::Released, 2, 0));
     }
 
     #[test]
