@@ -81,6 +81,65 @@ pub fn describe(code: &str) -> String {
     words.to_string()
 }
 
+/// How a pending reason that never clears is shown.
+pub const NEVER_RUNS: &str = "will never run: ";
+
+/// A pending reason in plain words.
+pub fn reason_in_words(reason: &str, gres: Option<&str>, upstream: Option<&str>) -> Option<String> {
+    let slice = gres
+        .and_then(crate::slurm::gres::parse_item)
+        .map(|i| match i.kind {
+            Some(k) if i.name == "gpu" => format!("a free {k} slice"),
+            Some(k) => format!("free {} {k}", i.name),
+            None => format!("a free {}", i.name),
+        });
+    let code = code(reason);
+    if never_runnable(code) && code != "DependencyNeverSatisfied" {
+        let words = match code {
+            "BadConstraints" => "the request does not fit any node".to_string(),
+            "PartitionTimeLimit" => {
+                "its time limit is longer than the partition allows".to_string()
+            }
+            other => describe(other),
+        };
+        return Some(format!("{NEVER_RUNS}{words} ({code})"));
+    }
+    let text = match reason {
+        "" | "None" => return None,
+        "Resources" => format!(
+            "waiting for {}",
+            slice.unwrap_or_else(|| "free resources".into())
+        ),
+        "Priority" => "waiting behind jobs of higher priority".into(),
+        "Dependency" => match upstream {
+            Some(u) => format!("waiting for {u} to finish"),
+            None => "waiting for the stage before it".into(),
+        },
+        "DependencyNeverSatisfied" => match upstream {
+            Some(u) => format!("will never run: {u} failed"),
+            None => "will never run: the stage before it failed".into(),
+        },
+        "JobHeldUser" | "JobHeldAdmin" => "held; `scontrol release` it".into(),
+        "BeginTime" => "waiting for its start time".into(),
+        "JobArrayTaskLimit" => "waiting: the sweep's max_parallel tasks are running".into(),
+        "ReqNodeNotAvail" => "a node it needs is down, drained or reserved".into(),
+        "QOSMaxJobsPerUserLimit" | "AssocMaxJobsLimit" => {
+            "you have as many jobs running as your limit allows".into()
+        }
+        "QOSMaxGRESPerUser" | "AssocGrpGRES" => {
+            "your group holds as many GPUs as its limit allows".into()
+        }
+        "NonZeroExitCode" => "the script exited with an error".into(),
+        "TimeLimit" => "ran out of time".into(),
+        "OutOfMemory" => "ran out of memory".into(),
+        other if other.starts_with("Nodes required for job are DOWN") => {
+            "a node it needs is down, drained or reserved".into()
+        }
+        other => other.to_string(),
+    };
+    Some(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
