@@ -730,7 +730,7 @@ fn watch<'d>(
         ));
     }
     let key = opts.key();
-    let state = opts.workdir.join("state");
+    let state = opts.workdir.join(crate::run::layout::STATE);
     if opts.write_files {
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
     }
@@ -772,8 +772,12 @@ fn watch<'d>(
             device: format!("{ids} ({})", device.name),
             ..GuardRecord::default()
         },
-        series_path: state.join(format!("{key}.memory.csv")),
-        record_path: state.join(format!("{key}.guard.json")),
+        series_path: opts
+            .workdir
+            .join(crate::run::layout::memory_series(&opts.stage, opts.task)),
+        record_path: opts
+            .workdir
+            .join(crate::run::layout::guard_record(&opts.stage, opts.task)),
         textfile: p
             .textfile_dir
             .as_ref()

@@ -191,7 +191,7 @@ pub fn state_dir(workdir: &Path) -> PathBuf {
 
 /// `state/backup`, relative to the run directory.
 pub fn state_rel() -> PathBuf {
-    Path::new("state").join("backup")
+    Path::new(crate::run::layout::STATE).join(crate::run::layout::BACKUP)
 }
 
 /// The saved settings of a run.

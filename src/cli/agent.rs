@@ -144,12 +144,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
     // Shards mean other jobs on the GPU, known share or not.
     let shared = share.is_some() || shards.is_some_and(|n| n > 0);
     let save_dir = args.save_dir.clone().or_else(|| {
-        (args.stage == "train").then(|| {
-            args.workdir.join(match task {
-                Some(t) => format!("train-{t}"),
-                None => "train".into(),
-            })
-        })
+        (args.stage == "train").then(|| args.workdir.join(crate::run::layout::train_dir(task)))
     });
     let job_id = env("SLURM_JOB_ID").unwrap_or_default();
     let opts = Options {

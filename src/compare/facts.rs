@@ -114,10 +114,7 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
     let swept = spec.swept.clone();
     let mut out = Vec::new();
     for task in &train.tasks {
-        let (dir, suffix) = match task.task {
-            Some(i) => (format!("train-{i}"), format!("-{i}")),
-            None => ("train".to_string(), String::new()),
-        };
+        let dir = crate::run::layout::train_dir(task.task);
         let workdir = &manifest.workdir;
         let args =
             crate::fsutil::read_regular(&workdir.join(&dir).join("args.yaml"), SMALL_FILE_LIMIT)
@@ -157,7 +154,9 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
         // then training's own final validation of best.pt.
         let log = |stage: &str| {
             status::read_tail(
-                &workdir.join("logs").join(format!("{stage}{suffix}.out")),
+                &workdir
+                    .join(crate::run::layout::LOGS)
+                    .join(crate::run::layout::log_file(stage, task.task)),
                 LOG_TAIL,
             )
         };

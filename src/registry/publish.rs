@@ -157,14 +157,14 @@ pub fn draft_from_run(
 ) -> Result<(ModelRecord, Vec<PathBuf>)> {
     let workdir = &manifest.workdir;
     let dir = match variant {
-        Some(v) => format!("train-{v}"),
+        Some(v) => crate::run::layout::train_dir(Some(v)),
         None if manifest.variants > 1 => {
             return Err(invalid(format!(
                 "run {} is a sweep of {} variants: name one with --variant N (its training directory train-N)",
                 manifest.run_id, manifest.variants
             )))
         }
-        None => "train".to_string(),
+        None => crate::run::layout::train_dir(None),
     };
     let train = workdir.join(&dir);
     crate::fsutil::within::check(workdir, &Path::new(&dir).join("args.yaml")).map_err(|e| {
@@ -234,12 +234,12 @@ pub fn draft_from_run(
     };
     let prepare = prepare_summary(workdir);
     // The export stage's validation of the ONNX model, as its log says.
-    let export_log = match variant {
-        Some(v) => format!("export-{v}.out"),
-        None => "export.out".into(),
-    };
-    let onnx = crate::run::status::read_tail(&workdir.join("logs").join(export_log), 256 << 10)
-        .and_then(|l| crate::run::status::validation_summary(&l));
+    let export_log = crate::run::layout::log_file("export", variant);
+    let onnx = crate::run::status::read_tail(
+        &workdir.join(crate::run::layout::LOGS).join(export_log),
+        256 << 10,
+    )
+    .and_then(|l| crate::run::status::validation_summary(&l));
     let model = args.get("model").cloned();
     let record = ModelRecord {
         format: FORMAT,

@@ -109,6 +109,16 @@ struct ScriptCtx<'a> {
     train: Option<TrainCtx>,
     val: Option<ValCtx>,
     export: Option<ExportCtx>,
+    /// The run directory's names (`run::layout`), so no template spells them.
+    layout: LayoutCtx,
+}
+
+#[derive(Debug, Serialize)]
+struct LayoutCtx {
+    /// The training directory without a variant (`train`; a variant adds `-<task>`).
+    train: &'static str,
+    /// The job-written records' directory (`state`).
+    state: &'static str,
 }
 
 /// A rendered stage script.
@@ -139,11 +149,9 @@ pub fn absolute_in(base: &Path, p: &str) -> String {
 /// Where Slurm writes a stage's output: `<workdir>/logs/<stage>[-<task>].out`.
 pub fn log_path(workdir: &Path, stage: StageKind, array: bool) -> PathBuf {
     let name = stage_name(stage);
-    workdir.join("logs").join(if array {
-        format!("{name}-%a.out")
-    } else {
-        format!("{name}.out")
-    })
+    workdir
+        .join(crate::run::layout::LOGS)
+        .join(crate::run::layout::log_pattern(name, array))
 }
 
 pub struct RenderInput<'a> {
@@ -249,6 +257,10 @@ fn render_stage(
             .map(|l| minijinja::Value::from_safe_string(l.clone()))
             .collect(),
         yolo_sched: input.yolo_sched.display().to_string(),
+        layout: LayoutCtx {
+            train: crate::run::layout::TRAIN,
+            state: crate::run::layout::STATE,
+        },
         yolo: input.yolo.to_string(),
         font: input.font.map(|f| f.display().to_string()),
         prepare: None,

@@ -41,7 +41,7 @@ pub fn write_record(path: &Path, record: &GuardRecord) -> Result<()> {
 /// ones are skipped, as the job files are.
 pub fn read_records(workdir: &Path) -> BTreeMap<(String, Option<u32>), GuardRecord> {
     let mut out = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(workdir.join("state")) else {
+    let Ok(entries) = std::fs::read_dir(workdir.join(super::layout::STATE)) else {
         return out;
     };
     for e in entries.flatten() {

@@ -32,9 +32,9 @@ pub fn log_path(manifest: &Manifest, stage: &str, task: Option<u32>) -> Result<P
                 names.join(", ")
             ))
         })?;
-    let logs = manifest.workdir.join("logs");
+    let logs = manifest.workdir.join(super::layout::LOGS);
     if record.tasks <= 1 {
-        return Ok(logs.join(format!("{}.out", record.stage)));
+        return Ok(logs.join(super::layout::log_file(&record.stage, None)));
     }
     let task = task.ok_or_else(|| {
         invalid(format!(
@@ -49,7 +49,7 @@ pub fn log_path(manifest: &Manifest, stage: &str, task: Option<u32>) -> Result<P
             record.tasks - 1
         )));
     }
-    Ok(logs.join(format!("{}-{task}.out", record.stage)))
+    Ok(logs.join(super::layout::log_file(&record.stage, Some(task))))
 }
 
 /// Hand everything in `path` from `offset` on to `sink`; the new offset, or

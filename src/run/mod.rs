@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub(crate) mod escalate;
 pub(crate) mod guard;
 pub(crate) mod journal;
+pub(crate) mod layout;
 pub(crate) mod logs;
 pub mod manifest;
 pub(crate) mod query;

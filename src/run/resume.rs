@@ -100,10 +100,8 @@ pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan
             None => vec![None],
         };
         for v in variants {
-            let dir = match v {
-                Some(i) if manifest.variants > 1 => format!("train-{i}"),
-                _ => "train".to_string(),
-            };
+            // A task exists only for a sweep of several variants (layout's one rule).
+            let dir = super::layout::train_dir(v.filter(|_| manifest.variants > 1));
             let best = manifest.workdir.join(&dir).join("weights").join("best.pt");
             if !best.exists() {
                 return Err(anyhow!(

@@ -132,7 +132,8 @@ pub fn submit(
         },
     )?;
 
-    for sub in ["scripts", "logs", "state"] {
+    use super::layout::{LOGS, SCRIPTS, STATE};
+    for sub in [SCRIPTS, LOGS, STATE] {
         let dir = workdir.join(sub);
         std::fs::create_dir_all(&dir).map_err(|e| {
             crate::fsutil::io_error(e, format!("creating {}", dir.display()), &workdir)
@@ -140,7 +141,7 @@ pub fn submit(
     }
     let script_paths: Vec<PathBuf> = scripts
         .iter()
-        .map(|s| workdir.join("scripts").join(&s.file_name))
+        .map(|s| workdir.join(SCRIPTS).join(&s.file_name))
         .collect();
     let files: Vec<(&Path, &[u8], u32)> = scripts
         .iter()

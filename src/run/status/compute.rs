@@ -178,14 +178,8 @@ pub fn compute(
             tasks
                 .iter()
                 .filter_map(|t| {
-                    let train_dir = match t.task {
-                        Some(i) => format!("train-{i}"),
-                        None => "train".to_string(),
-                    };
-                    let log = match t.task {
-                        Some(i) => format!("train-{i}.out"),
-                        None => "train.out".to_string(),
-                    };
+                    let train_dir = crate::run::layout::train_dir(t.task);
+                    let log = crate::run::layout::log_file("train", t.task);
                     progress_of(&dir.results(&train_dir)?, epochs).map(|mut p| {
                         p.final_validation = dir.log_tail(&log).and_then(|l| final_validation(&l));
                         (t.task, p)

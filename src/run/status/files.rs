@@ -26,7 +26,7 @@ pub type JobFiles = BTreeMap<(String, Option<u32>), (Option<JobFileRecord>, Opti
 /// a record being written right now is simply not there yet.
 pub fn read_job_files(workdir: &Path) -> JobFiles {
     let mut out: JobFiles = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(workdir.join("state")) else {
+    let Ok(entries) = std::fs::read_dir(workdir.join(crate::run::layout::STATE)) else {
         return out;
     };
     for entry in entries.flatten() {
@@ -94,7 +94,7 @@ impl RunDir for OnDisk<'_> {
         crate::run::results::read(&self.0.join(dir).join("results.csv"))
     }
     fn log_tail(&self, log: &str) -> Option<String> {
-        read_tail(&self.0.join("logs").join(log), 256 << 10)
+        read_tail(&self.0.join(crate::run::layout::LOGS).join(log), 256 << 10)
     }
     fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::run::guard::GuardRecord> {
         crate::run::guard::read_records(self.0)

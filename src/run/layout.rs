@@ -1,0 +1,81 @@
+//! The one place that names what lives in a run directory (pure): the
+//! scripts, each stage's Slurm output, the job-written records, each
+//! variant's training directory, the guard's and the backup's files. The
+//! stage scripts receive these names as template variables
+//! (`render::scripts`), so a name changes here and nowhere else.
+//!
+//! One rule for variants: a stage runs as a Slurm array exactly when the run
+//! sweeps more than one variant (`plan::build`), and then each array task `i`
+//! has `train-i/` and `<stage>-i.out`; otherwise there is no task and the
+//! names carry no suffix.
+
+/// The directory of the rendered stage scripts.
+pub const SCRIPTS: &str = "scripts";
+/// The directory of the stages' Slurm output.
+pub const LOGS: &str = "logs";
+/// The directory of the job-written records (`<key>.start.json`, …).
+pub const STATE: &str = "state";
+/// The training directory's name without a variant.
+pub const TRAIN: &str = "train";
+/// The checkpoint backup's state, below `STATE`.
+pub const BACKUP: &str = "backup";
+
+/// The training directory of a variant: `train`, or `train-<task>`.
+pub fn train_dir(task: Option<u32>) -> String {
+    match task {
+        Some(t) => format!("{TRAIN}-{t}"),
+        None => TRAIN.to_string(),
+    }
+}
+
+/// A stage's Slurm output of one task: `<stage>.out`, or `<stage>-<task>.out`.
+pub fn log_file(stage: &str, task: Option<u32>) -> String {
+    match task {
+        Some(t) => format!("{stage}-{t}.out"),
+        None => format!("{stage}.out"),
+    }
+}
+
+/// The `--output` pattern of a stage: `<stage>.out`, or `<stage>-%a.out` for an array.
+pub fn log_pattern(stage: &str, array: bool) -> String {
+    if array {
+        format!("{stage}-%a.out")
+    } else {
+        format!("{stage}.out")
+    }
+}
+
+/// The key of a task's records in `STATE`: `<stage>`, or `<stage>.<task>`.
+pub fn state_key(stage: &str, task: Option<u32>) -> String {
+    match task {
+        Some(t) => format!("{stage}.{t}"),
+        None => stage.to_string(),
+    }
+}
+
+/// The memory guard's record of a task, relative to the run directory.
+pub fn guard_record(stage: &str, task: Option<u32>) -> String {
+    format!("{STATE}/{}.guard.json", state_key(stage, task))
+}
+
+/// The job agent's memory series of a task, relative to the run directory.
+pub fn memory_series(stage: &str, task: Option<u32>) -> String {
+    format!("{STATE}/{}.memory.csv", state_key(stage, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_with_and_without_a_variant() {
+        assert_eq!(train_dir(None), "train");
+        assert_eq!(train_dir(Some(3)), "train-3");
+        assert_eq!(log_file("train", Some(3)), "train-3.out");
+        assert_eq!(log_file("export", None), "export.out");
+        assert_eq!(log_pattern("val", true), "val-%a.out");
+        assert_eq!(state_key("train", Some(2)), "train.2");
+        assert_eq!(guard_record("train", None), "state/train.guard.json");
+        assert_eq!(memory_series("train", Some(1)), "state/train.1.memory.csv");
+    }
+}
