@@ -119,6 +119,10 @@ struct LayoutCtx {
     train: &'static str,
     /// The job-written records' directory (`state`).
     state: &'static str,
+    /// What follows a task's key there: the start and end records, the guard's record.
+    start: &'static str,
+    end: &'static str,
+    guard: &'static str,
 }
 
 /// A rendered stage script.
@@ -260,6 +264,9 @@ fn render_stage(
         layout: LayoutCtx {
             train: crate::run::layout::TRAIN,
             state: crate::run::layout::STATE,
+            start: crate::run::layout::START,
+            end: crate::run::layout::END,
+            guard: crate::run::layout::GUARD,
         },
         yolo: input.yolo.to_string(),
         font: input.font.map(|f| f.display().to_string()),

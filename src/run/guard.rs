@@ -46,7 +46,7 @@ pub fn read_records(workdir: &Path) -> BTreeMap<(String, Option<u32>), GuardReco
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(key) = name.strip_suffix(".guard.json") else {
+        let Some(key) = name.strip_suffix(super::layout::GUARD) else {
             continue;
         };
         let (stage, task) = match key.split_once('.') {

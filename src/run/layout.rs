@@ -19,6 +19,13 @@ pub const STATE: &str = "state";
 pub const TRAIN: &str = "train";
 /// The checkpoint backup's state, below `STATE`.
 pub const BACKUP: &str = "backup";
+/// What follows a task's key (`state_key`) in `STATE`: the records the stage
+/// script writes when the job starts and ends, the guard's record, the agent's
+/// memory series.
+pub const START: &str = ".start.json";
+pub const END: &str = ".end.json";
+pub const GUARD: &str = ".guard.json";
+pub const MEMORY: &str = ".memory.csv";
 
 /// The training directory of a variant: `train`, or `train-<task>`.
 pub fn train_dir(task: Option<u32>) -> String {
@@ -55,12 +62,12 @@ pub fn state_key(stage: &str, task: Option<u32>) -> String {
 
 /// The memory guard's record of a task, relative to the run directory.
 pub fn guard_record(stage: &str, task: Option<u32>) -> String {
-    format!("{STATE}/{}.guard.json", state_key(stage, task))
+    format!("{STATE}/{}{GUARD}", state_key(stage, task))
 }
 
 /// The job agent's memory series of a task, relative to the run directory.
 pub fn memory_series(stage: &str, task: Option<u32>) -> String {
-    format!("{STATE}/{}.memory.csv", state_key(stage, task))
+    format!("{STATE}/{}{MEMORY}", state_key(stage, task))
 }
 
 #[cfg(test)]

@@ -31,9 +31,9 @@ pub fn read_job_files(workdir: &Path) -> JobFiles {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let (key, is_end) = if let Some(k) = name.strip_suffix(".start.json") {
+        let (key, is_end) = if let Some(k) = name.strip_suffix(crate::run::layout::START) {
             (k.to_string(), false)
-        } else if let Some(k) = name.strip_suffix(".end.json") {
+        } else if let Some(k) = name.strip_suffix(crate::run::layout::END) {
             (k.to_string(), true)
         } else {
             continue;
