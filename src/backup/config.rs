@@ -45,13 +45,10 @@ impl SiteBackup {
             interval: DEFAULT_INTERVAL,
             ..SiteBackup::default()
         };
-        let Some(section) = site.raw.get("backup") else {
+        let Some(table) = site.table("backup")? else {
             return Ok(out);
         };
         let here = |key: &str| format!("{}: in [backup]", site.at(&["backup", key]));
-        let table = section
-            .as_table()
-            .ok_or_else(|| invalid(format!("{}: expected a table", here(""))))?;
         for (key, value) in table {
             let bad = |what: String| invalid(format!("{}: `{key}` {what}", here(key)));
             match key.as_str() {

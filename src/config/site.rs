@@ -121,6 +121,20 @@ impl Site {
         }
     }
 
+    /// A section read key by key (`[backup]`, `[registry]`): its table, `None`
+    /// when absent, an invalid-input error at its place when it is no table.
+    pub fn table(&self, name: &str) -> Result<Option<&toml::Table>> {
+        match self.raw.get(name) {
+            None => Ok(None),
+            Some(v) => v.as_table().map(Some).ok_or_else(|| {
+                invalid(format!(
+                    "{}: in [{name}]: expected a table",
+                    self.at(&[name])
+                ))
+            }),
+        }
+    }
+
     /// A section of the site file deserialized into `T` (defaults when absent).
     pub fn section<T>(&self, name: &str) -> Result<T>
     where

@@ -83,13 +83,10 @@ impl SiteRegistry {
     /// an invalid-input error naming the file, line and key, with a suggestion.
     pub fn from_site(site: &Site) -> Result<SiteRegistry> {
         let mut out = SiteRegistry::default();
-        let Some(section) = site.raw.get("registry") else {
+        let Some(table) = site.table("registry")? else {
             return Ok(out);
         };
         let here = |key: &str| format!("{}: in [registry]", site.at(&["registry", key]));
-        let table = section
-            .as_table()
-            .ok_or_else(|| invalid(format!("{}: expected a table", here(""))))?;
         for (key, value) in table {
             let bad = |what: String| invalid(format!("{}: `{key}` {what}", here(key)));
             match key.as_str() {

@@ -73,20 +73,25 @@ fn week(dir: &std::path::Path) -> (std::path::PathBuf, String, String) {
     )
 }
 
+/// `advise` over the saved week in `partition`, with `extra` arguments.
+fn week_cmd(file: &std::path::Path, since: &str, until: &str, partition: &str) -> Command {
+    let mut cmd = yolo();
+    cmd.args([
+        "advise",
+        "--since",
+        since,
+        "--until",
+        until,
+        "--partition",
+        partition,
+    ])
+    .arg("--sacct-file")
+    .arg(file);
+    cmd
+}
+
 fn advise(file: &std::path::Path, since: &str, until: &str, partition: &str) -> Value {
-    let out = run(yolo()
-        .args([
-            "advise",
-            "--json",
-            "--since",
-            since,
-            "--until",
-            until,
-            "--partition",
-            partition,
-        ])
-        .arg("--sacct-file")
-        .arg(file));
+    let out = run(week_cmd(file, since, until, partition).arg("--json"));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -143,41 +148,16 @@ fn a_saved_week_is_simulated_on_both_node_shapes() {
     assert!(!steps.is_empty());
     // Cron: --check says whether a re-cut is advised, in its exit status.
     let check = |partition: &str| {
-        run(yolo()
-            .args([
-                "advise",
-                "--check",
-                "--since",
-                &since,
-                "--until",
-                &until,
-                "--partition",
-                partition,
-            ])
-            .arg("--sacct-file")
-            .arg(&file))
-        .status
-        .code()
+        run(week_cmd(&file, &since, &until, partition).arg("--check"))
+            .status
+            .code()
     };
     assert_eq!(check("gpu"), Some(1));
     assert_eq!(check("small"), Some(0));
     // The page: the set-ups as bars, the plan as a table, nothing fetched.
     let page = dir.path().join("advice.html");
-    let out = run(yolo()
-        .args([
-            "advise",
-            "--format",
-            "html",
-            "--since",
-            &since,
-            "--until",
-            &until,
-            "--partition",
-            "gpu",
-        ])
-        .arg("--sacct-file")
-        .arg(&file)
-        .arg("-o")
+    let out = run(week_cmd(&file, &since, &until, "gpu")
+        .args(["--format", "html", "-o"])
         .arg(&page));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let html = std::fs::read_to_string(&page).unwrap();
@@ -193,18 +173,7 @@ fn a_saved_week_is_simulated_on_both_node_shapes() {
     assert!(!html.contains("http://") && !html.contains("https://"));
     // The window as a trace for the replay, accepted by the replay's own parser.
     let trace = dir.path().join("trace.csv");
-    let out = run(yolo()
-        .args([
-            "advise",
-            "--since",
-            &since,
-            "--until",
-            &until,
-            "--partition",
-            "gpu",
-        ])
-        .arg("--sacct-file")
-        .arg(&file)
+    let out = run(week_cmd(&file, &since, &until, "gpu")
         .arg("--trace-out")
         .arg(&trace));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
