@@ -618,9 +618,29 @@ impl Store {
             | object_store::Error::Unauthenticated { .. } => anyhow::Error::new(Refused(scrub(
                 format!("{} refused the request: {e}", self.name),
             ))),
+            // The local store's "unable to open" carries the file system's
+            // refusal (a record of another account's group) as its source.
+            other if denied_by_os(&other) => anyhow::Error::new(Refused(scrub(format!(
+                "{}: permission denied: {other}",
+                self.name
+            )))),
             other => anyhow!(scrub(format!("{}: {other}", self.name))),
         }
     }
+}
+
+/// Whether the error's causes hold an I/O permission refusal.
+fn denied_by_os(e: &object_store::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// The store refused the credentials or the request (HTTP 401/403).

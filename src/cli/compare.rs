@@ -226,5 +226,5 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
 pub(super) fn registry_rows(ctx: &mut Context) -> Result<(Vec<compare::Row>, Vec<String>)> {
     let site = crate::registry::SiteRegistry::from_site(ctx.site()?)?;
     let reg = crate::registry::Registry::open(site.require()?)?;
-    reg.board_rows()
+    reg.board_rows(&crate::registry::Caller::current())
 }

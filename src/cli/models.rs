@@ -11,7 +11,9 @@ use serde::Serialize;
 use super::args::JsonArg;
 use super::Context;
 use crate::error::invalid;
-use crate::registry::{self, ModelRecord, ModelRef, Registry, Selector, SiteRegistry};
+use crate::registry::{
+    self, Caller, ModelRecord, ModelRef, Registry, Right, Selector, SiteRegistry,
+};
 use crate::run::audit::AuditRecord;
 
 #[derive(Debug, Args)]
@@ -47,7 +49,7 @@ pub enum Action {
     Pull(PullArgs),
     /// Point a tag (e.g. `production`) at a version.
     Tag(TagArgs),
-    /// Remove a version (owner only; runs that name it by number keep reading it).
+    /// Remove a version (its publisher, a coordinator of its account, or an operator; runs that name it by number keep reading it).
     Remove(RemoveArgs),
 }
 
@@ -57,10 +59,10 @@ pub struct VersionArgs {
     /// A note shown with the version (one line, at most 1000 characters).
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
-    /// Readable by every user, not only the account's members.
+    /// Readable by every user, not only the account's members, coordinators and Slurm operators.
     #[arg(long)]
     pub public: bool,
-    /// The Slurm account the version belongs to (default: SLURM_JOB_ACCOUNT or SBATCH_ACCOUNT).
+    /// The Slurm account the version belongs to; you must be a member (default: SLURM_JOB_ACCOUNT, SBATCH_ACCOUNT, else your default account).
     #[arg(long, value_name = "NAME")]
     pub account: Option<String>,
     /// Check and say what would be published; upload nothing.
@@ -212,18 +214,14 @@ fn publisher(name: &str, common: &VersionArgs) -> Result<registry::Publisher> {
         registry::names::check_note(n).map_err(invalid)?;
     }
     super::args::check_name("--account", &common.account)?;
-    let account = common.account.clone().or_else(|| {
-        ["SLURM_JOB_ACCOUNT", "SBATCH_ACCOUNT"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok().filter(|a| !a.is_empty()))
-    });
-    Ok(registry::Publisher {
-        name: name.to_string(),
-        note: common.note.clone(),
-        public: common.public,
-        user: crate::identity::current_user(),
-        account,
-    })
+    let caller = Caller::current();
+    registry::Publisher::under_account(
+        name,
+        common.note.clone(),
+        common.public,
+        common.account.clone(),
+        &caller,
+    )
 }
 
 #[derive(Serialize)]
@@ -352,6 +350,8 @@ struct ListOut<'a> {
     registry: &'a str,
     models: Vec<ListedOut<'a>>,
     problems: &'a [String],
+    /// Versions the caller may not read (not listed).
+    hidden: usize,
 }
 
 fn metric(m: Option<f64>) -> String {
@@ -364,8 +364,10 @@ fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
     }
     super::args::check_name("--account", &args.account)?;
     let reg = open(ctx)?;
-    let (all, problems) = reg.list(args.name.as_deref())?;
-    let shown: Vec<_> = all
+    let listing = reg.list(args.name.as_deref(), &Caller::current())?;
+    let problems = listing.problems;
+    let shown: Vec<_> = listing
+        .versions
         .iter()
         .filter(|l| args.all || !l.removed)
         .filter(|l| {
@@ -386,6 +388,7 @@ fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
                 })
                 .collect(),
             problems: &problems,
+            hidden: listing.hidden,
         })?;
     } else if shown.is_empty() {
         ctx.printer.note(format!("no models in {}", reg.url));
@@ -416,13 +419,19 @@ fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
     for p in &problems {
         ctx.printer.warn(format!("not listed: {p}"));
     }
+    if listing.hidden > 0 && !args.output.json {
+        ctx.printer.note(format!(
+            "{} version(s) of other accounts are not shown: they are not public, and you are not a member of their account",
+            listing.hidden
+        ));
+    }
     Ok(0)
 }
 
 fn show(ctx: &mut Context, args: &ShowArgs) -> Result<i32> {
     let r = parse_ref(&args.model)?;
     let reg = open(ctx)?;
-    let l = reg.resolve(&r)?;
+    let l = reg.resolve(&r, &Caller::current())?;
     if args.output.json {
         ctx.printer.json(&ListedOut {
             record: &l.record,
@@ -446,10 +455,14 @@ fn show(ctx: &mut Context, args: &ShowArgs) -> Result<i32> {
         ),
         format!(
             "  readable by: {}",
-            if rec.public {
-                "everyone"
-            } else {
-                "the account"
+            match (rec.public, &rec.account) {
+                (true, _) => "everyone".to_string(),
+                (false, Some(a)) => format!(
+                    "members and coordinators of `{}`, Slurm operators, {}",
+                    crate::text::echo(a),
+                    crate::text::echo(&rec.user)
+                ),
+                (false, None) => format!("{}, Slurm operators", crate::text::echo(&rec.user)),
             }
         ),
     ];
@@ -512,7 +525,7 @@ struct PullOut {
 fn pull(ctx: &mut Context, args: &PullArgs) -> Result<i32> {
     let r = parse_ref(&args.model)?;
     let reg = open(ctx)?;
-    let l = reg.resolve(&r)?;
+    let l = reg.resolve(&r, &Caller::current())?;
     if l.removed {
         ctx.printer.warn(format!(
             "{} is removed; it stays readable by number until `gc`",
@@ -567,10 +580,15 @@ fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
     let (name, version) = exact(&args.model)?;
     registry::names::check_tag(&args.tag).map_err(invalid)?;
     let reg = open(ctx)?;
-    let l = reg.resolve(&ModelRef {
-        name: name.clone(),
-        selector: Selector::Version(version),
-    })?;
+    let caller = Caller::current();
+    let l = reg.resolve(
+        &ModelRef {
+            name: name.clone(),
+            selector: Selector::Version(version),
+        },
+        &caller,
+    )?;
+    caller.require(&l.record, Right::Manage)?;
     let mut out = Changed {
         model: l.record.id(),
         tag: Some(args.tag.clone()),
@@ -609,18 +627,16 @@ fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
 fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
     let (name, version) = exact(&args.model)?;
     let reg = open(ctx)?;
-    let l = reg.resolve(&ModelRef {
-        name: name.clone(),
-        selector: Selector::Version(version),
-    })?;
-    let user = crate::identity::current_user();
-    if l.record.user != user && !nix::unistd::geteuid().is_root() {
-        return Err(invalid(format!(
-            "{} was published by {}; only its owner (or root) removes it",
-            l.record.id(),
-            crate::text::echo(&l.record.user)
-        )));
-    }
+    let caller = Caller::current();
+    let l = reg.resolve(
+        &ModelRef {
+            name: name.clone(),
+            selector: Selector::Version(version),
+        },
+        &caller,
+    )?;
+    caller.require(&l.record, Right::Manage)?;
+    let user = caller.user.clone();
     let mut out = Changed {
         model: l.record.id(),
         tag: None,

@@ -3,6 +3,7 @@
 //! SHA-256, immutable version records, tags that move by new records.
 //!
 //! - `url`: the site's `[registry]` and its URL.
+//! - `access`: who reads, tags and removes a version, from Slurm's accounts.
 //! - `names`: model names, tags, notes, references (`NAME@3`, `NAME@production`).
 //! - `record`: the JSON records (version, tag move, removal).
 //! - `store`: `Registry`, the objects through `backup::Store` (the one object
@@ -14,6 +15,7 @@
 //! Effects: network or the shared directory (the store), a private snapshot
 //! directory under `$TMPDIR`, files written by `pull`; nothing printed.
 
+pub mod access;
 pub(crate) mod names;
 pub(crate) mod publish;
 pub(crate) mod record;
@@ -24,6 +26,7 @@ pub(crate) mod url;
 #[cfg(test)]
 mod tests;
 
+pub use access::{Caller, Right};
 pub use names::{ModelRef, Selector};
 pub use publish::{commit, draft_from_file, draft_from_run, Publisher, Snapshot};
 pub use record::{FileEntry, Metrics, ModelRecord};

@@ -27,6 +27,43 @@ pub struct Publisher {
     pub account: Option<String>,
 }
 
+impl Publisher {
+    /// The publisher of `name` under `account` (else SLURM_JOB_ACCOUNT,
+    /// SBATCH_ACCOUNT, else the caller's default account in accounting). The
+    /// caller must be a member of it (a coordinator or an operator may too),
+    /// or the account's members would read what an outsider put in their name.
+    pub fn under_account(
+        name: &str,
+        note: Option<String>,
+        public: bool,
+        account: Option<String>,
+        caller: &super::access::Caller,
+    ) -> Result<Publisher> {
+        let account = account
+            .or_else(|| {
+                ["SLURM_JOB_ACCOUNT", "SBATCH_ACCOUNT"]
+                    .iter()
+                    .find_map(|v| std::env::var(v).ok().filter(|a| !a.is_empty()))
+            })
+            .or_else(|| caller.default_account());
+        if let Some(a) = &account {
+            caller.may_publish_under(a).map_err(|e| {
+                crate::error::with_hint(
+                    invalid(format!("{e}; nothing was published")),
+                    "name an account of yours with --account, or ask its coordinator to add you",
+                )
+            })?;
+        }
+        Ok(Publisher {
+            name: name.to_string(),
+            note,
+            public,
+            user: caller.user.clone(),
+            account,
+        })
+    }
+}
+
 /// A private directory for the copies, removed when dropped.
 pub struct Snapshot {
     dir: PathBuf,

@@ -7,6 +7,7 @@
 
 use anyhow::Result;
 
+use super::access::Caller;
 use super::names::ModelRef;
 use super::store::Registry;
 use super::url::SiteRegistry;
@@ -75,14 +76,19 @@ pub fn resolve_in_spec(site: &Site, spec: &mut Spec) -> Result<Option<RegistryMo
         ));
     };
     let reg = Registry::open(url)?;
-    let listed = reg.resolve(&r).map_err(|e| {
+    // The submitter must be allowed to read the version: the prepare stage
+    // pulls it as them, and a run must not be the way around the account.
+    let listed = reg.resolve(&r, &Caller::current()).map_err(|e| {
         if kind_of(&e) == Some(Kind::InvalidInput) {
-            at(
-                spec,
-                "train.model",
-                format!("{e:#}"),
-                Some("`yolo-sched models list` shows the models; nothing was submitted".into()),
-            )
+            let message = e
+                .chain()
+                .find_map(|c| c.downcast_ref::<crate::error::Typed>())
+                .map_or_else(|| format!("{e:#}"), |t| t.message.clone());
+            let hint = e.downcast_ref::<crate::error::Hint>().map_or_else(
+                || "`yolo-sched models list` shows the models; nothing was submitted".into(),
+                |h| format!("{}; nothing was submitted", h.0),
+            );
+            at(spec, "train.model", message, Some(hint))
         } else {
             e
         }

@@ -16,12 +16,20 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use super::access::{Caller, Right};
 use super::names::{ModelRef, Selector};
 use super::record::{FileEntry, ModelRecord, Removal, TagMove, FORMAT, MAX_RECORD};
 use super::url::RegistryUrl;
 use crate::backup::store::{PutError, MAX_OBJECT};
 use crate::backup::{Credentials, Store};
-use crate::error::invalid;
+use crate::error::{invalid, with_hint};
+
+/// Whether `e` is the store refusing the caller (S3's 403, a file the
+/// caller's Unix permissions do not open).
+pub fn is_denied(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| c.downcast_ref::<crate::backup::store::Refused>().is_some())
+}
 
 /// How many version numbers one publication tries before it gives up.
 const MAX_TRIES: u32 = 1000;
@@ -44,6 +52,17 @@ pub struct Index {
     pub versions: BTreeMap<String, BTreeSet<u32>>,
     pub tags: BTreeMap<String, BTreeMap<String, u32>>,
     pub removed: BTreeMap<String, BTreeSet<u32>>,
+}
+
+/// What `list` found.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// The versions the caller may read.
+    pub versions: Vec<Listed>,
+    /// Records that are not valid (never used), in words.
+    pub problems: Vec<String>,
+    /// How many versions the caller may not read.
+    pub hidden: usize,
 }
 
 /// A version as listings show it.
@@ -199,12 +218,12 @@ impl Registry {
         Ok(out)
     }
 
-    /// Every version (of `name`, or of all models) with its tags, oldest
-    /// first; records that are not valid are left out and said in `problems`.
-    pub fn list(&self, name: Option<&str>) -> Result<(Vec<Listed>, Vec<String>)> {
+    /// Every version (of `name`, or of all models) that `caller` may read,
+    /// with its tags, oldest first; records that are not valid are left out
+    /// and said in `problems`, those the caller may not read are counted.
+    pub fn list(&self, name: Option<&str>, caller: &Caller) -> Result<Listing> {
         let idx = self.index(name)?;
-        let mut out = Vec::new();
-        let mut problems = Vec::new();
+        let mut out = Listing::default();
         for (n, versions) in &idx.versions {
             let tags = self.tags(&idx, n)?;
             let removed = idx.removed.get(n);
@@ -218,7 +237,10 @@ impl Registry {
                         .map_err(|e| anyhow!(e)),
                 });
                 match record {
-                    Ok(Some(record)) => out.push(Listed {
+                    Ok(Some(record)) if caller.check(&record, Right::Read).is_err() => {
+                        out.hidden += 1;
+                    }
+                    Ok(Some(record)) => out.versions.push(Listed {
                         tags: tags
                             .iter()
                             .filter(|(_, tv)| *tv == v)
@@ -228,31 +250,39 @@ impl Registry {
                         record,
                     }),
                     Ok(None) => {}
-                    Err(e) => problems.push(format!("{e:#}")),
+                    Err(e) if is_denied(&e) => out.hidden += 1,
+                    Err(e) => out.problems.push(format!("{e:#}")),
                 }
             }
         }
-        Ok((out, problems))
+        Ok(out)
     }
 
-    /// The leaderboard rows of every version that is not removed, and the
-    /// records that could not be read.
-    pub(crate) fn board_rows(&self) -> Result<(Vec<crate::compare::Row>, Vec<String>)> {
-        let (listed, problems) = self.list(None)?;
+    /// The leaderboard rows of every version `caller` may read that is not
+    /// removed, and the records that could not be read.
+    pub(crate) fn board_rows(
+        &self,
+        caller: &Caller,
+    ) -> Result<(Vec<crate::compare::Row>, Vec<String>)> {
+        let listing = self.list(None, caller)?;
         Ok((
-            listed
+            listing
+                .versions
                 .iter()
                 .filter(|l| !l.removed)
                 .map(|l| l.record.board_row())
                 .collect(),
-            problems,
+            listing.problems,
         ))
     }
 
-    /// The one version `r` means. An unknown name is invalid input listing
-    /// the names there are; `Latest` skips removed versions, an exact version
-    /// is found even when removed (runs that name it keep working).
-    pub fn resolve(&self, r: &ModelRef) -> Result<Listed> {
+    /// The one version `r` means, which `caller` may read. An unknown name
+    /// is invalid input listing the names there are; `Latest` is the newest
+    /// version that is not removed and that the caller may read; an exact
+    /// version is found even when removed (runs that name it keep working).
+    /// A version the caller may not read is invalid input with the reason:
+    /// for them it is as good as absent, and nothing was changed.
+    pub fn resolve(&self, r: &ModelRef, caller: &Caller) -> Result<Listed> {
         let idx = self.index(Some(&r.name))?;
         let Some(versions) = idx.versions.get(&r.name) else {
             let names = self.names()?;
@@ -274,6 +304,15 @@ impl Registry {
         };
         let removed = idx.removed.get(&r.name).cloned().unwrap_or_default();
         let tags = self.tags(&idx, &r.name)?;
+        let listed = |record: ModelRecord| Listed {
+            tags: tags
+                .iter()
+                .filter(|(_, tv)| **tv == record.version)
+                .map(|(t, _)| t.clone())
+                .collect(),
+            removed: removed.contains(&record.version),
+            record,
+        };
         let v = match &r.selector {
             Selector::Version(v) => {
                 if !versions.contains(v) {
@@ -300,35 +339,68 @@ impl Registry {
                     }
                 ))
             })?,
-            Selector::Latest => *versions
-                .iter()
-                .rev()
-                .find(|v| !removed.contains(v))
-                .ok_or_else(|| {
-                    invalid(format!(
+            Selector::Latest => {
+                // Newest first: the usual answer costs one record read.
+                let mut first_refusal = None;
+                for v in versions.iter().rev().filter(|v| !removed.contains(v)) {
+                    match self.readable(&r.name, *v, caller)? {
+                        Ok(record) => return Ok(listed(record)),
+                        Err(refusal) => {
+                            first_refusal.get_or_insert(refusal);
+                        }
+                    }
+                }
+                return Err(match first_refusal {
+                    Some(refusal) => with_hint(
+                        invalid(format!(
+                            "no version of model `{}` is readable by you: the newest, {}",
+                            r.name, refusal.0
+                        )),
+                        refusal.1,
+                    ),
+                    None => invalid(format!(
                         "every version of model `{}` is removed; name one by number (`{}@{}`)",
                         r.name,
                         r.name,
                         versions.last().copied().unwrap_or(1)
-                    ))
-                })?,
+                    )),
+                });
+            }
         };
         if matches!(r.selector, Selector::Tag(_)) && removed.contains(&v) {
             return Err(invalid(format!(
                 "tag `{r}` points at version {v}, which is removed; move the tag (`yolo-sched models tag`)"
             )));
         }
-        let record = self
-            .record(&r.name, v)?
-            .ok_or_else(|| anyhow!("record {}@{v} vanished while being read", r.name))?;
-        Ok(Listed {
-            tags: tags
-                .iter()
-                .filter(|(_, tv)| **tv == v)
-                .map(|(t, _)| t.clone())
-                .collect(),
-            removed: removed.contains(&v),
-            record,
+        match self.readable(&r.name, v, caller)? {
+            Ok(record) => Ok(listed(record)),
+            Err((refusal, hint)) => Err(with_hint(invalid(refusal), hint)),
+        }
+    }
+
+    /// Version `v` of `name` if `caller` may read it, else the refusal and
+    /// its hint. A record the file system does not let the caller read (a
+    /// `file://` registry's account group) is a refusal too.
+    fn readable(
+        &self,
+        name: &str,
+        v: u32,
+        caller: &Caller,
+    ) -> Result<std::result::Result<ModelRecord, (String, String)>> {
+        let record = match self.record(name, v) {
+            Ok(Some(record)) => record,
+            Ok(None) => bail!("record {name}@{v} vanished while being read"),
+            Err(e) if is_denied(&e) => {
+                return Ok(Err((
+                    format!("{name}@{v}: the registry's file system does not let you read its record ({e:#})"),
+                    "its account's members read it; see `yolo-sched models list`".to_string(),
+                )))
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(match caller.check(&record, Right::Read) {
+            Ok(_) => Ok(record),
+            Err(refusal) => Err((refusal, caller.hint(&record, Right::Read))),
         })
     }
 

@@ -50,6 +50,11 @@ fn finished_run(root: &Path, name: &str, tag: &str) -> Manifest {
     m
 }
 
+/// The publisher of `who`'s versions, on a machine without accounting.
+fn me() -> crate::registry::Caller {
+    crate::registry::Caller::new("alice", false, || Err("no accounting here".into()))
+}
+
 fn who(name: &str) -> Publisher {
     Publisher {
         name: name.into(),
@@ -120,11 +125,11 @@ fn publish_list_show_pull_tag_remove_round_trip() {
 
     reg.tag("pcb-detector", 1, "production", "alice").unwrap();
     let r = ModelRef::parse("pcb-detector@production").unwrap();
-    assert_eq!(reg.resolve(&r).unwrap().record.version, 1);
+    assert_eq!(reg.resolve(&r, &me()).unwrap().record.version, 1);
     reg.tag("pcb-detector", 2, "production", "alice").unwrap();
-    assert_eq!(reg.resolve(&r).unwrap().record.version, 2);
+    assert_eq!(reg.resolve(&r, &me()).unwrap().record.version, 2);
     let latest = reg
-        .resolve(&ModelRef::parse("pcb-detector").unwrap())
+        .resolve(&ModelRef::parse("pcb-detector").unwrap(), &me())
         .unwrap();
     assert_eq!(latest.record, v2);
     assert_eq!(latest.tags, vec!["production"]);
@@ -139,17 +144,18 @@ fn publish_list_show_pull_tag_remove_round_trip() {
     assert!(reg.remove("pcb-detector", 2, "alice").unwrap());
     assert!(!reg.remove("pcb-detector", 2, "alice").unwrap());
     let latest = reg
-        .resolve(&ModelRef::parse("pcb-detector").unwrap())
+        .resolve(&ModelRef::parse("pcb-detector").unwrap(), &me())
         .unwrap();
     assert_eq!(latest.record.version, 1, "latest skips a removed version");
     let exact = reg
-        .resolve(&ModelRef::parse("pcb-detector@2").unwrap())
+        .resolve(&ModelRef::parse("pcb-detector@2").unwrap(), &me())
         .unwrap();
     assert!(exact.removed, "an exact removed version stays readable");
-    let e = reg.resolve(&r).unwrap_err();
+    let e = reg.resolve(&r, &me()).unwrap_err();
     assert!(format!("{e:#}").contains("removed"), "{e:#}");
     assert!(reg.tag("pcb-detector", 2, "staging", "alice").is_err());
-    let (all, problems) = reg.list(None).unwrap();
+    let l = reg.list(None, &me()).unwrap();
+    let (all, problems) = (l.versions, l.problems);
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(all.len(), 2);
     assert!(all[1].removed);
@@ -160,11 +166,13 @@ fn an_unknown_name_lists_the_names_there_are_and_suggests_one() {
     let runs = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path());
-    let e = reg.resolve(&ModelRef::parse("pcb").unwrap()).unwrap_err();
+    let e = reg
+        .resolve(&ModelRef::parse("pcb").unwrap(), &me())
+        .unwrap_err();
     assert!(format!("{e:#}").contains("no models yet"), "{e:#}");
     publish(&reg, &finished_run(runs.path(), "pcb", "a"), "pcb-detector").unwrap();
     let e = reg
-        .resolve(&ModelRef::parse("pcb-detectr@3").unwrap())
+        .resolve(&ModelRef::parse("pcb-detectr@3").unwrap(), &me())
         .unwrap_err();
     let text = format!("{e:#}");
     assert_eq!(crate::error::exit_code_for(&e), 2);
@@ -173,11 +181,11 @@ fn an_unknown_name_lists_the_names_there_are_and_suggests_one() {
         "{text}"
     );
     let e = reg
-        .resolve(&ModelRef::parse("pcb-detector@7").unwrap())
+        .resolve(&ModelRef::parse("pcb-detector@7").unwrap(), &me())
         .unwrap_err();
     assert!(format!("{e:#}").contains("versions are 1 to 1"), "{e:#}");
     let e = reg
-        .resolve(&ModelRef::parse("pcb-detector@prod").unwrap())
+        .resolve(&ModelRef::parse("pcb-detector@prod").unwrap(), &me())
         .unwrap_err();
     assert!(format!("{e:#}").contains("no tags"), "{e:#}");
 }
@@ -300,7 +308,8 @@ fn records_that_are_not_valid_are_never_used() {
         serde_json::to_vec(&noisy).unwrap(),
     )
     .unwrap();
-    let (listed, problems) = reg.list(None).unwrap();
+    let l = reg.list(None, &me()).unwrap();
+    let (listed, problems) = (l.versions, l.problems);
     assert_eq!(listed.len(), 1);
     assert_eq!(problems.len(), 4, "{problems:?}");
     for p in &problems {
@@ -308,7 +317,7 @@ fn records_that_are_not_valid_are_never_used() {
     }
     for v in 2..=5 {
         let r = ModelRef::parse(&format!("pcb@{v}")).unwrap();
-        assert!(reg.resolve(&r).is_err(), "pcb@{v} used");
+        assert!(reg.resolve(&r, &me()).is_err(), "pcb@{v} used");
     }
     // The next publication takes a fresh number past them.
     let v6 = publish(&reg, &finished_run(runs.path(), "pcb2", "b"), "pcb").unwrap();
@@ -330,7 +339,8 @@ fn concurrent_publishers_of_one_name_get_distinct_complete_versions() {
             }
         });
         let reg = registry(dir.path());
-        let (listed, problems) = reg.list(Some("shared")).unwrap();
+        let l = reg.list(Some("shared"), &me()).unwrap();
+        let (listed, problems) = (l.versions, l.problems);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(listed.len(), 4 * (round + 1));
         let ids: std::collections::BTreeSet<_> =
@@ -369,4 +379,59 @@ fn import_checks_the_file_and_refuses_links() {
     std::fs::write(&text, "not a checkpoint at all, just some text").unwrap();
     let e = draft_from_file(&text, &who("x"), &snap).unwrap_err();
     assert!(format!("{e:#}").contains("checkpoint check"), "{e:#}");
+}
+
+#[test]
+fn an_outsider_gets_the_newest_version_they_may_read_and_a_reason_for_the_rest() {
+    use crate::slurm::accounts::Membership;
+    let runs = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let mut public = who("pcb");
+    public.public = true;
+    for (run, publisher) in [("a", public), ("b", who("pcb"))] {
+        let snap = Snapshot::new().unwrap();
+        let m = finished_run(runs.path(), run, run);
+        let (d, p) = draft_from_run(&m, None, &publisher, &snap).unwrap();
+        commit(&reg, d, &p).unwrap();
+    }
+    let outsider = || {
+        crate::registry::Caller::new("dave", false, || {
+            Ok(Membership {
+                accounts: ["robots".to_string()].into(),
+                ..Membership::default()
+            })
+        })
+    };
+    let member = || {
+        crate::registry::Caller::new("bob", false, || {
+            Ok(Membership {
+                accounts: ["vision".to_string()].into(),
+                ..Membership::default()
+            })
+        })
+    };
+    let latest = ModelRef::parse("pcb").unwrap();
+    assert_eq!(reg.resolve(&latest, &member()).unwrap().record.version, 2);
+    assert_eq!(reg.resolve(&latest, &outsider()).unwrap().record.version, 1);
+    let e = reg
+        .resolve(&ModelRef::parse("pcb@2").unwrap(), &outsider())
+        .unwrap_err();
+    assert_eq!(crate::error::exit_code_for(&e), 2);
+    let text = crate::error::describe(&e).join("\n");
+    assert!(
+        text.contains("pcb@2 belongs to the Slurm account `vision`"),
+        "{text}"
+    );
+    assert!(text.contains("hint: ask a member of `vision`"), "{text}");
+    let l = reg.list(None, &outsider()).unwrap();
+    assert_eq!((l.versions.len(), l.hidden), (1, 1));
+    let l = reg.list(None, &member()).unwrap();
+    assert_eq!((l.versions.len(), l.hidden), (2, 0));
+    let (rows, _) = reg.board_rows(&outsider()).unwrap();
+    assert_eq!(
+        rows.len(),
+        1,
+        "the leaderboard shows only what the caller may read"
+    );
 }

@@ -7,6 +7,7 @@
 //! holds the one model of a node that both node readers (`cluster`,
 //! `sinfo`) fill.
 
+pub mod accounts;
 pub mod cluster;
 pub(crate) mod config;
 pub(crate) mod control;
