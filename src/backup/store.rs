@@ -211,6 +211,9 @@ pub struct Store {
     pub name: String,
     /// Scrubbed from messages: the endpoint stays out of logs.
     endpoint: Option<String>,
+    /// The directory of a local store (`file://`), where the registry sets
+    /// Unix modes and groups itself.
+    root: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Store {
@@ -276,6 +279,7 @@ impl Store {
                 .endpoint
                 .as_ref()
                 .map(|e| e.trim_end_matches('/').to_string()),
+            root: None,
         })
     }
 
@@ -286,6 +290,7 @@ impl Store {
             runtime: runtime()?,
             name: "memory".into(),
             endpoint: None,
+            root: None,
         })
     }
 
@@ -301,7 +306,13 @@ impl Store {
             runtime: runtime()?,
             name: format!("file://{}", dir.display()),
             endpoint: None,
+            root: Some(dir.to_path_buf()),
         })
+    }
+
+    /// The file of `key` in a local store; `None` for other stores.
+    pub fn local_path(&self, key: &str) -> Option<std::path::PathBuf> {
+        self.root.as_ref().map(|r| r.join(key))
     }
 
     /// Create `key` with `bytes` unless an object is there already

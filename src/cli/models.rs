@@ -257,6 +257,9 @@ fn finish_publish(
         }
         return Ok(0);
     };
+    for note in reg.enforcement_notes(&draft) {
+        ctx.printer.warn(note);
+    }
     let result = registry::commit(reg, draft, paths);
     let mut rec = AuditRecord::new(
         command,

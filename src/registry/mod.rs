@@ -10,6 +10,7 @@
 //!   store client): list, resolve, verified blob upload and pull, versions
 //!   created with create-if-absent semantics.
 //! - `spec`: a spec's `model = "registry:NAME[@N|@TAG]"` resolved at submission.
+//! - `unix`: a `file://` registry's Unix modes and groups (the account's group).
 //! - `publish`: what a version holds, from a completed run or an imported checkpoint.
 //!
 //! Effects: network or the shared directory (the store), a private snapshot
@@ -21,6 +22,7 @@ pub(crate) mod publish;
 pub(crate) mod record;
 pub mod spec;
 pub(crate) mod store;
+pub(crate) mod unix;
 pub(crate) mod url;
 
 #[cfg(test)]

@@ -183,15 +183,32 @@ impl Registry {
     /// Version `v` of `name`: `None` when there is no such record; `Err` when
     /// the record is there but not valid (it is never used).
     pub fn record(&self, name: &str, v: u32) -> Result<Option<ModelRecord>> {
-        let Some(bytes) = self
-            .store
-            .get_bytes(&self.version_key(name, v), MAX_RECORD)?
-        else {
+        let key = self.version_key(name, v);
+        let Some(bytes) = self.store.get_bytes(&key, MAX_RECORD)? else {
             return Ok(None);
         };
-        ModelRecord::from_stored(&bytes, name, v)
-            .map(Some)
-            .map_err(|e| anyhow!(e))
+        self.parse_record(&key, &bytes, name, v).map(Some)
+    }
+
+    /// A stored record checked: valid, the one its key names, and on
+    /// `file://` written by the user it names (or root). A record anyone
+    /// could write in a shared directory must not speak for another user.
+    fn parse_record(&self, key: &str, bytes: &[u8], name: &str, v: u32) -> Result<ModelRecord> {
+        let r = ModelRecord::from_stored(bytes, name, v).map_err(|e| anyhow!(e))?;
+        if let Some(owner) = self
+            .store
+            .local_path(key)
+            .and_then(|p| super::unix::owner_of(&p))
+        {
+            if owner != r.user && owner != "root" {
+                bail!(
+                    "record {name}@{v} says {} published it, but its file belongs to {}; it is not used",
+                    crate::text::echo(&r.user),
+                    crate::text::echo(&owner)
+                );
+            }
+        }
+        Ok(r)
     }
 
     fn tag_move(&self, name: &str, tag: &str, seq: u32) -> Result<Option<TagMove>> {
@@ -230,11 +247,10 @@ impl Registry {
             let keys: Vec<String> = versions.iter().map(|v| self.version_key(n, *v)).collect();
             let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
             for (v, bytes) in versions.iter().zip(got) {
+                let key = self.version_key(n, *v);
                 let record = bytes.and_then(|b| match b {
                     None => Ok(None),
-                    Some(b) => ModelRecord::from_stored(&b, n, *v)
-                        .map(Some)
-                        .map_err(|e| anyhow!(e)),
+                    Some(b) => self.parse_record(&key, &b, n, *v).map(Some),
                 });
                 match record {
                     Ok(Some(record)) if caller.check(&record, Right::Read).is_err() => {
@@ -412,6 +428,7 @@ impl Registry {
         if self.store.size_of(&key)? == Some(size) && self.store.sha256_of(&key)? == sha {
             return Ok(());
         }
+        self.ensure_parents(&key)?;
         self.store
             .put_snapshot(path, size, sha, &key)
             .map_err(|e| match e {
@@ -420,7 +437,11 @@ impl Registry {
                     "the blob stored at {key} reads back as SHA-256 {stored}, not {sent}; it was deleted"
                 ),
                 PutError::Changed => anyhow!("{} changed while it was uploaded", path.display()),
-            })
+            })?;
+        match self.store.local_path(&key) {
+            Some(p) => super::unix::open_blob(&p),
+            None => Ok(()),
+        }
     }
 
     /// Whether every file `r` names is there as a blob of the right size.
@@ -462,7 +483,7 @@ impl Registry {
             draft.version = next;
             let key = self.version_key(&draft.name, next);
             let bytes = serde_json::to_vec_pretty(&draft)?;
-            if self.store.put_new(&key, bytes)? {
+            if self.put_record(&key, bytes, &draft)? {
                 match self.record(&draft.name, next)? {
                     Some(stored) if stored.publish_id == draft.publish_id => return Ok(stored),
                     // Another publisher's record won the number after all
@@ -475,6 +496,55 @@ impl Registry {
             "could not find a free version number for `{}` after {MAX_TRIES} tries",
             draft.name
         )
+    }
+
+    /// For a `file://` registry, make `key`'s missing directories with the
+    /// registry's modes (`unix::ensure_parents`).
+    fn ensure_parents(&self, key: &str) -> Result<()> {
+        match (&self.local_root(), self.store.local_path(key)) {
+            (Some(root), Some(_)) => super::unix::ensure_parents(root, key),
+            _ => Ok(()),
+        }
+    }
+
+    /// The registry's directory when it is `file://`.
+    fn local_root(&self) -> Option<PathBuf> {
+        self.store.local_path("")
+    }
+
+    /// Create the version record `key` (create-if-absent). On `file://` a
+    /// private version's record is written under umask 077, then given its
+    /// account's group and mode (`unix`): never readable by others meanwhile.
+    fn put_record(&self, key: &str, bytes: Vec<u8>, r: &ModelRecord) -> Result<bool> {
+        let Some(path) = self.store.local_path(key) else {
+            return self.store.put_new(key, bytes);
+        };
+        self.ensure_parents(key)?;
+        let created = {
+            let _umask = (!r.public).then(super::unix::PrivateUmask::set);
+            self.store.put_new(key, bytes)?
+        };
+        if created {
+            super::unix::protect_record(&path, r.account.as_deref(), r.public)?;
+        }
+        Ok(created)
+    }
+
+    /// What a `file://` registry's file system will not enforce for `r`
+    /// (said before publishing; nothing for S3, whose bucket policy is the
+    /// site's, docs/registry.md).
+    pub fn enforcement_notes(&self, r: &ModelRecord) -> Vec<String> {
+        let Some(root) = self.local_root() else {
+            return vec![];
+        };
+        let mut notes: Vec<String> =
+            super::unix::enforcement_note(r.account.as_deref(), r.public)
+                .into_iter()
+                .collect();
+        if !r.public {
+            notes.extend(super::unix::listable_blobs_note(&root));
+        }
+        notes
     }
 
     /// Point `tag` of `name` at `version` (which must exist and not be removed).
@@ -506,6 +576,7 @@ impl Registry {
                 time: chrono::Utc::now(),
             };
             let key = self.key(&format!("models/{name}/tags/{tag}/{seq:08}.json"));
+            self.ensure_parents(&key)?;
             if self.store.put_new(&key, serde_json::to_vec_pretty(&t)?)?
                 && self.tag_move(name, tag, seq)?.as_ref() == Some(&t)
             {
@@ -525,6 +596,7 @@ impl Registry {
             time: chrono::Utc::now(),
         };
         let key = self.key(&format!("models/{name}/removed/{version:08}.json"));
+        self.ensure_parents(&key)?;
         self.store.put_new(&key, serde_json::to_vec_pretty(&r)?)
     }
 
