@@ -22,11 +22,14 @@ The registry is the site's `[registry] url`: \"file:///shared/yolo-models\" or
 \"s3://bucket/prefix\" (credentials as for the backup: AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, or an AWS_PROFILE). Versions never change;
 tags move. A spec trains from a version with `model = \"registry:NAME[@N|@TAG]\"`.
+A version is read by its Slurm account's members and coordinators, Slurm operators
+and its publisher, or by everyone when published --public; tags and removal are for
+its publisher, the account's coordinators and operators.
 See docs/registry.md.
 
 Examples:
   yolo-sched models publish pcb-20261201T120000-1a2b --name pcb-detector --note \"March images\"
-  yolo-sched models import /shared/weights/yolov8n.pt --name yolov8n
+  yolo-sched models import /shared/weights/yolov8n.pt --name yolov8n --public
   yolo-sched models list --json
   yolo-sched models pull pcb-detector@production --to ./models
   yolo-sched models tag pcb-detector@3 production")]

@@ -409,7 +409,7 @@ impl Registry {
             Err(e) if is_denied(&e) => {
                 return Ok(Err((
                     format!("{name}@{v}: the registry's file system does not let you read its record ({e:#})"),
-                    "its account's members read it; see `yolo-sched models list`".to_string(),
+                    "a `file://` registry keeps a private version to the Unix group named as its account; if Slurm's accounts let you read it, ask an administrator to add you to that group (docs/registry.md)".to_string(),
                 )))
             }
             Err(e) => return Err(e),
@@ -537,10 +537,9 @@ impl Registry {
         let Some(root) = self.local_root() else {
             return vec![];
         };
-        let mut notes: Vec<String> =
-            super::unix::enforcement_note(r.account.as_deref(), r.public)
-                .into_iter()
-                .collect();
+        let mut notes: Vec<String> = super::unix::enforcement_note(r.account.as_deref(), r.public)
+            .into_iter()
+            .collect();
         if !r.public {
             notes.extend(super::unix::listable_blobs_note(&root));
         }

@@ -43,11 +43,8 @@ pub fn ensure_parents(root: &Path, key: &str) -> Result<()> {
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => {
                 // Set after creation: the umask does not apply to chmod.
-                std::fs::set_permissions(
-                    &dir,
-                    std::fs::Permissions::from_mode(dir_mode(&rel)),
-                )
-                .with_context(|| format!("setting the mode of {}", dir.display()))?;
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(dir_mode(&rel)))
+                    .with_context(|| format!("setting the mode of {}", dir.display()))?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
@@ -131,8 +128,8 @@ pub fn protect_record(path: &Path, account: Option<&str>, public: bool) -> Resul
 /// A blob readable by all who know its name (ours only: another's is theirs
 /// to keep).
 pub fn open_blob(path: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(path)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let meta =
+        std::fs::symlink_metadata(path).with_context(|| format!("reading {}", path.display()))?;
     if meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o777 != 0o644 {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
             .with_context(|| format!("setting the mode of {}", path.display()))?;

@@ -21,6 +21,8 @@ const NEEDS: &str = "needs the local Slurm cluster with accounting (ACCOUNTING=1
 const ALICE: &str = "ys-alice";
 const BOB: &str = "ys-bob";
 const CAROL: &str = "ys-carol";
+/// A plain member of `robots` (the registry's outsider to `vision`).
+const DAVE: &str = "ys-dave";
 
 fn sh(cmd: &str) -> Output {
     Command::new("bash").args(["-c", cmd]).output().unwrap()
@@ -41,7 +43,7 @@ fn setup_tiers() {
             .any(|l| l.starts_with("PrivateData") && l.contains("jobs")),
         "this test {NEEDS} (PrivateData=jobs)"
     );
-    for u in [ALICE, BOB, CAROL] {
+    for u in [ALICE, BOB, CAROL, DAVE] {
         let out = sh(&format!(
             "id {u} >/dev/null 2>&1 || useradd -m -s /bin/bash {u}"
         ));
@@ -55,6 +57,10 @@ fn setup_tiers() {
         "sacctmgr -i add user ys-alice Account=vision",
         "sacctmgr -i add user ys-bob Account=vision",
         "sacctmgr -i add user ys-carol Account=robots",
+        "sacctmgr -i add user ys-dave Account=robots",
+        // An account with no Unix group of its name.
+        "sacctmgr -i add account lab Description=lab Organization=tests",
+        "sacctmgr -i add user ys-bob Account=lab",
         "sacctmgr -i add coordinator account=vision names=ys-alice",
         "sacctmgr -i modify user ys-carol set AdminLevel=Operator",
     ] {
@@ -64,6 +70,17 @@ fn setup_tiers() {
             out.status.success() || out.status.code() == Some(1),
             "{cmd}: {out:?}"
         );
+    }
+    // The Unix groups named as the accounts (a `file://` registry's mapping,
+    // docs/registry.md): the members, the coordinators and the operator.
+    for (group, users) in [
+        ("vision", "ys-alice,ys-bob,ys-carol"),
+        ("robots", "ys-carol,ys-dave"),
+    ] {
+        let out = sh(&format!(
+            "getent group {group} >/dev/null || groupadd {group}; gpasswd -M {users} {group}"
+        ));
+        assert!(out.status.success(), "group {group}: {out:?}");
     }
     let users = String::from_utf8_lossy(
         &sh("sacctmgr -n -P show user ys-alice,ys-carol withcoord format=User,AdminLevel,Coordinators").stdout,
@@ -416,4 +433,228 @@ fn each_tier_sees_and_cancels_what_slurm_allows() {
         let _ = Command::new("scancel").args(&ids).output();
     }
     let _ = std::fs::remove_dir_all(format!("/home/{BOB}/tiers-{tag}"));
+}
+
+/// The registry's rights come from the same accounts: a private version of
+/// `vision` is read by its members (bob publishes, alice coordinates), by an
+/// operator (carol), and by nobody else (dave, of `robots`): not listed, not
+/// shown, not pulled, not trained from (exit 2, nothing queued), and on the
+/// `file://` registry not even readable as a file. Tags and removal are for
+/// the publisher, the coordinator and operators; a public version is read by
+/// all; a record written by one user in another's name is not used.
+#[test]
+#[ignore = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)"]
+fn registry_versions_are_read_by_their_accounts_members_only() {
+    let _cluster = common::cluster(module_path!());
+    setup_tiers();
+    let t = Tiers::new();
+    let reg = t.dir.path().join("registry");
+    std::fs::create_dir(&reg).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&reg, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    }
+    let site = t.dir.path().join("site.toml");
+    std::fs::write(
+        &site,
+        format!("[registry]\nurl = \"file://{}\"\n", reg.display()),
+    )
+    .unwrap();
+    let weights = t.dir.path().join("weights.pt");
+    let ok = Command::new("python3")
+        .args([
+            "-c",
+            "import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w'); z.writestr('archive/data.pkl', b'w'*5000); z.close()",
+        ])
+        .arg(&weights)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let models = |user: &str, args: &[&str]| {
+        run(t
+            .cmd_with(user, &[("YOLO_SCHED_SITE", site.to_str().unwrap())])
+            .arg("models")
+            .args(args))
+    };
+    let code = |o: &Output| o.status.code();
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).to_string();
+
+    // Bob publishes under his default account (vision, from accounting).
+    let w = weights.to_str().unwrap();
+    let out = models(BOB, &["import", w, "--name", "pcb-vision", "--json"]);
+    assert_eq!(code(&out), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["model"]["account"], "vision", "{v}");
+    assert_eq!(v["model"]["public"], false);
+    let record = reg.join("models/pcb-vision/versions/00000001.json");
+    let st = sh(&format!("stat -c '%a %U %G' {}", record.display()));
+    assert_eq!(
+        String::from_utf8_lossy(&st.stdout).trim(),
+        "640 ys-bob vision"
+    );
+    let out = models(BOB, &["import", w, "--name", "base", "--public", "--json"]);
+    assert_eq!(code(&out), Some(0), "{out:?}");
+    // Under an account with no Unix group the file system cannot help: said,
+    // and yolo-sched's own check is what refuses outsiders.
+    let out = models(BOB, &["import", w, "--name", "pcb-lab", "--account", "lab"]);
+    assert_eq!(code(&out), Some(0), "{out:?}");
+    assert!(
+        stderr(&out).contains("there is no Unix group `lab` here"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Members, the coordinator and the operator read it.
+    for user in [ALICE, BOB, CAROL] {
+        let out = models(user, &["show", "pcb-vision", "--json"]);
+        assert_eq!(code(&out), Some(0), "{user}: {out:?}");
+    }
+    let listed = |user: &str| {
+        let out = models(user, &["list", "--json"]);
+        assert_eq!(code(&out), Some(0), "{user}: {out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let names: Vec<String> = v["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| format!("{}@{}", m["name"].as_str().unwrap(), m["version"]))
+            .collect();
+        (names, v["hidden"].as_u64().unwrap())
+    };
+    assert_eq!(
+        listed(ALICE),
+        (vec!["base@1".into(), "pcb-vision@1".into()], 1)
+    );
+    assert_eq!(listed(CAROL).0.len(), 3);
+
+    // Dave (robots) does not: not listed, not shown, not pulled, not a file he can open.
+    assert_eq!(listed(DAVE), (vec!["base@1".into()], 2));
+    let out = models(DAVE, &["show", "pcb-vision@1"]);
+    assert_eq!(code(&out), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("file system does not let you read its record"),
+        "{}",
+        stderr(&out)
+    );
+    let out = models(DAVE, &["show", "pcb-lab@1"]);
+    assert_eq!(code(&out), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("belongs to the Slurm account `lab` and is not public"),
+        "{}",
+        stderr(&out)
+    );
+    let pulled = t.dir.path().join("dave-pull");
+    let out = models(
+        DAVE,
+        &["pull", "pcb-vision@1", "--to", pulled.to_str().unwrap()],
+    );
+    assert_eq!(code(&out), Some(2), "{out:?}");
+    assert!(!pulled.exists(), "nothing is written for a refused pull");
+    let out = models(DAVE, &["show", "pcb-vision"]);
+    assert_eq!(code(&out), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("no version of model `pcb-vision` is readable by you"),
+        "{}",
+        stderr(&out)
+    );
+    let cat = sh(&format!("runuser -u {DAVE} -- cat {}", record.display()));
+    assert!(
+        !cat.status.success(),
+        "the file system keeps the record to vision too"
+    );
+    // The public version he reads and pulls (its blob is 0644 in a 1733 directory).
+    let out = models(DAVE, &["pull", "base", "--to", pulled.to_str().unwrap()]);
+    assert_eq!(code(&out), Some(0), "{out:?}");
+    assert!(pulled.join("weights.pt").is_file());
+    let ls = sh(&format!(
+        "runuser -u {DAVE} -- ls {}",
+        reg.join("blobs/sha256").display()
+    ));
+    assert!(!ls.status.success(), "nobody lists the blobs: {ls:?}");
+
+    // Nor does he train from it: exit 2 at the spec's line, nothing queued.
+    let spec = t.dir.path().join("dave.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "version = 1\n[run]\nname = \"dave-reg\"\naccount = \"robots\"\npartition = \"gpu\"\nworkdir = \"{}\"\n\
+             [train]\nmodel = \"registry:pcb-lab@1\"\ndata = \"{}\"\nepochs = 1\nimgsz = 64\nbatch = 8\n",
+            t.dir.path().join("dave-runs").display(),
+            t.dir.path().join("dataset/data.yaml").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&spec, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let before = sh(&format!("squeue -h -u {DAVE} -t all | wc -l"));
+    let out = run(
+        Tiers::cmd_with(&t, DAVE, &[("YOLO_SCHED_SITE", site.to_str().unwrap())])
+            .args(["submit"])
+            .arg(&spec),
+    );
+    assert_eq!(code(&out), Some(2), "{out:?}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("dave.toml:"),
+        "the spec's file and line: {err}"
+    );
+    assert!(err.contains("belongs to the Slurm account `lab`"), "{err}");
+    let after = sh(&format!("squeue -h -u {DAVE} -t all | wc -l"));
+    assert_eq!(before.stdout, after.stdout, "nothing queued");
+    // Carol (an operator) may: the same spec validates for her.
+    let out = run(
+        Tiers::cmd_with(&t, CAROL, &[("YOLO_SCHED_SITE", site.to_str().unwrap())])
+            .args(["validate"])
+            .arg(&spec),
+    );
+    assert_eq!(code(&out), Some(0), "{out:?}");
+
+    // Dave cannot publish in vision's name, tag or remove its version.
+    let out = models(
+        DAVE,
+        &["import", w, "--name", "fake", "--account", "vision"],
+    );
+    assert_eq!(code(&out), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("not a member of the Slurm account `vision`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = models(DAVE, &["remove", "base@1"]);
+    assert_eq!(code(&out), Some(2), "{out:?}");
+    assert!(
+        stderr(&out)
+            .contains("only its publisher, a coordinator of its account, or a Slurm operator"),
+        "{}",
+        stderr(&out)
+    );
+    // Alice, the coordinator, tags and removes bob's version.
+    let out = models(ALICE, &["tag", "pcb-vision@1", "production"]);
+    assert_eq!(code(&out), Some(0), "{out:?}");
+    let out = models(ALICE, &["remove", "pcb-vision@1"]);
+    assert_eq!(code(&out), Some(0), "{out:?}");
+
+    // A record Dave writes in Bob's name is not used.
+    let forged = reg.join("models/base/versions/00000002.json");
+    let text = read(&reg.join("models/base/versions/00000001.json"))
+        .replace("\"version\": 1,", "\"version\": 2,");
+    let out = sh(&format!(
+        "runuser -u {DAVE} -- tee {} >/dev/null <<'EOF'\n{text}\nEOF",
+        forged.display()
+    ));
+    assert!(out.status.success(), "{out:?}");
+    let out = models(ALICE, &["list", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = v["problems"].to_string();
+    assert!(
+        problems.contains("says ys-bob published it, but its file belongs to ys-dave"),
+        "{v}"
+    );
+    assert!(
+        !v["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["version"] == 2),
+        "{v}"
+    );
 }
