@@ -10,10 +10,12 @@
 //!   created with create-if-absent semantics.
 //! - `spec`: a spec's `model = "registry:NAME[@N|@TAG]"` resolved at submission.
 //! - `publish`: what a version holds, from a completed run or an imported checkpoint.
+//! - `gc`: removed versions and unnamed blobs deleted after their grace.
 //!
 //! Effects: network or the shared directory (the store), a private snapshot
 //! directory under `$TMPDIR`, files written by `pull`; nothing printed.
 
+pub mod gc;
 pub(crate) mod names;
 pub(crate) mod publish;
 pub(crate) mod record;
