@@ -1,6 +1,7 @@
 //! `yolo-sched models`: the shared library of validated models (docs/registry.md):
 //! publish a completed run's model, import base weights, list, show, pull
-//! (checksum-verified), tag and remove versions.
+//! (checksum-verified), tag and remove versions, collect removed versions
+//! and unnamed blobs (`gc`).
 
 use std::path::PathBuf;
 
@@ -781,7 +782,8 @@ fn gc(ctx: &mut Context, args: &GcArgs) -> Result<i32> {
         for k in &o.kept {
             ctx.printer.line(format!(
                 "kept {}: {}{}",
-                crate::text::echo(&k.what),
+                // Object keys come from the store's listing: escaped.
+                crate::text::shown(&k.what, crate::text::PATH_CHARS),
                 k.reason,
                 k.until.map_or(String::new(), |u| format!(
                     " (until {})",
@@ -801,8 +803,10 @@ fn gc(ctx: &mut Context, args: &GcArgs) -> Result<i32> {
         ))?;
     }
     for p in &o.problems {
-        ctx.printer
-            .warn(format!("not valid, left alone: {}", crate::text::echo(p)));
+        ctx.printer.warn(format!(
+            "not valid, left alone: {}",
+            crate::text::shown(p, crate::text::PATH_CHARS)
+        ));
     }
     for e in &o.errors {
         ctx.printer.warn(e);

@@ -334,7 +334,9 @@ fn span(d: TimeDelta) -> String {
     match (days, hours, minutes) {
         (0, 0, 0) => format!("{s}s"),
         (0, 0, m) => format!("{m}m"),
+        (0, h, 0) => format!("{h}h"),
         (0, h, m) => format!("{h}h {m}m"),
+        (d, 0, _) => format!("{d}d"),
         (d, h, _) => format!("{d}d {h}h"),
     }
 }
@@ -829,6 +831,9 @@ mod tests {
         assert_eq!(span(TimeDelta::zero()), "0s");
         assert_eq!(span(TimeDelta::minutes(12)), "12m");
         assert_eq!(span(TimeDelta::minutes(90)), "1h 30m");
-        assert_eq!(span(TimeDelta::days(30)), "30d 0h");
+        assert_eq!(span(TimeDelta::days(30)), "30d");
+        assert_eq!(span(TimeDelta::hours(24)), "1d");
+        assert_eq!(span(TimeDelta::hours(12)), "12h");
+        assert_eq!(span(TimeDelta::hours(30)), "1d 6h");
     }
 }
