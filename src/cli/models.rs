@@ -184,7 +184,8 @@ blobs before its record; a killed one leaves blobs no record names). The removal
 stays: the number is never given again and `show NAME@N` says the version was collected.
 Kept, with the reason: a version a tag points at now (move the tag first), records that
 are not valid (reported, never deleted) and the blobs they mention. Durations: 30d, 12h,
-90m, 1d12h, 0s. A --keep-unnamed under an hour is safe only while nobody publishes.
+90m, 1d12h, 0s. A --keep-unnamed shorter than an hour plus the longest publication is
+safe only while nobody publishes.
 
 Examples:
   yolo-sched models gc --dry-run                   # what would go, as any user
