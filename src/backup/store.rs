@@ -74,6 +74,25 @@ impl Stamp {
     }
 }
 
+/// One object as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+    /// The store's time (S3's `Last-Modified`; the file's mtime for `file://`).
+    pub last_modified: chrono::DateTime<chrono::Utc>,
+}
+
+impl From<object_store::ObjectMeta> for ObjectInfo {
+    fn from(m: object_store::ObjectMeta) -> ObjectInfo {
+        ObjectInfo {
+            key: m.location.to_string(),
+            size: m.size,
+            last_modified: m.last_modified,
+        }
+    }
+}
+
 /// What one upload did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Uploaded {
@@ -479,6 +498,35 @@ impl Store {
             out.sort();
             Ok(out)
         })
+    }
+
+    /// Every object under `prefix` (as `list`) with its size and the store's
+    /// last-modified time, sorted by key.
+    pub fn list_meta(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        let trimmed = prefix.trim_end_matches('/');
+        let p = (!trimmed.is_empty())
+            .then(|| Self::path(trimmed))
+            .transpose()?;
+        self.runtime.block_on(async {
+            let mut stream = self.inner.list(p.as_ref());
+            let mut out = Vec::new();
+            while let Some(meta) = stream.next().await {
+                out.push(ObjectInfo::from(meta.map_err(|e| self.error(e))?));
+            }
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            Ok(out)
+        })
+    }
+
+    /// The size and last-modified time of the object at `key`; `None` when
+    /// there is none.
+    pub fn head(&self, key: &str) -> Result<Option<ObjectInfo>> {
+        let p = Self::path(key)?;
+        match self.runtime.block_on(self.inner.head(&p)) {
+            Ok(meta) => Ok(Some(ObjectInfo::from(meta))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error(e)),
+        }
     }
 
     pub fn delete(&self, key: &str) -> Result<()> {

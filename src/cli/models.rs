@@ -1,6 +1,7 @@
 //! `yolo-sched models`: the shared library of validated models (docs/registry.md):
 //! publish a completed run's model, import base weights, list, show, pull
-//! (checksum-verified), tag and remove versions.
+//! (checksum-verified), tag and remove versions, collect removed versions
+//! and unnamed blobs (`gc`).
 
 use std::path::PathBuf;
 
@@ -54,6 +55,8 @@ pub enum Action {
     Tag(TagArgs),
     /// Remove a version (its publisher, a coordinator of its account, or an operator; runs that name it by number keep reading it).
     Remove(RemoveArgs),
+    /// Delete removed versions and blobs no version names, once their grace is over (root).
+    Gc(GcArgs),
 }
 
 /// The flags publish and import share.
@@ -177,6 +180,39 @@ pub struct RemoveArgs {
     pub output: JsonArg,
 }
 
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Deletes the version record of each version removed at least --keep-removed ago (runs that
+name it by number read it until then) and the older tag moves to it, then every blob no
+remaining version names that was written at least --keep-unnamed ago (a publisher uploads
+blobs before its record; a killed one leaves blobs no record names). The removal record
+stays: the number is never given again and `show NAME@N` says the version was collected.
+Kept, with the reason: a version a tag points at now (move the tag first), records that
+are not valid (reported, never deleted) and the blobs they mention. Durations: 30d, 12h,
+90m, 1d12h, 0s. A --keep-unnamed shorter than an hour plus the longest publication is
+safe only while nobody publishes.
+
+Examples:
+  yolo-sched models gc --dry-run                   # what would go, as any user
+  sudo yolo-sched models gc                        # removed 30 days ago, unnamed for 24 hours
+  sudo yolo-sched models gc --keep-removed 7d --json
+
+Exit status: 0 done (also when nothing was due), 1 a deletion or the registry failed, or
+not root (only --dry-run works as any user), 2 invalid input (nothing deleted).")]
+pub struct GcArgs {
+    /// How long a removed version stays readable by number after its removal.
+    #[arg(long, value_name = "DURATION", default_value = "30d")]
+    pub keep_removed: String,
+    /// How long a blob no version names is kept after it was written.
+    #[arg(long, value_name = "DURATION", default_value = "24h")]
+    pub keep_unnamed: String,
+    /// Say what would be deleted; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub output: JsonArg,
+}
+
 pub fn run(ctx: &mut Context, args: &ModelsArgs) -> Result<i32> {
     match &args.action {
         Action::Publish(a) => publish(ctx, a),
@@ -186,6 +222,7 @@ pub fn run(ctx: &mut Context, args: &ModelsArgs) -> Result<i32> {
         Action::Pull(a) => pull(ctx, a),
         Action::Tag(a) => tag(ctx, a),
         Action::Remove(a) => remove(ctx, a),
+        Action::Gc(a) => gc(ctx, a),
     }
 }
 
@@ -681,4 +718,121 @@ fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
         ))?;
     }
     Ok(0)
+}
+
+#[derive(Serialize)]
+struct GcOut<'a> {
+    registry: &'a str,
+    #[serde(flatten)]
+    outcome: &'a registry::gc::Outcome,
+}
+
+fn gc(ctx: &mut Context, args: &GcArgs) -> Result<i32> {
+    let keep = |flag: &str, text: &str| {
+        crate::report::window::duration(text).map_err(|e| invalid(format!("{flag}: {e}")))
+    };
+    let keep_removed = keep("--keep-removed", &args.keep_removed)?;
+    let keep_unnamed = keep("--keep-unnamed", &args.keep_unnamed)?;
+    // Deletion changes what every user of the registry reads: an
+    // administrator's (root's) act. Looking is anyone's.
+    if !args.dry_run && !nix::unistd::geteuid().is_root() {
+        return Err(crate::error::with_hint(
+            crate::error::typed(
+                crate::error::Kind::NotRoot,
+                "models gc deletes shared records and files and must run as root",
+            ),
+            "try `sudo yolo-sched models gc …`; --dry-run works as any user",
+        ));
+    }
+    let reg = open(ctx)?;
+    let result = registry::gc::run(&reg, keep_removed, keep_unnamed, args.dry_run);
+    if !args.dry_run {
+        let mut rec = AuditRecord::new(
+            "models gc",
+            None,
+            vec![],
+            &match &result {
+                Ok(o) if o.errors.is_empty() => "ok".to_string(),
+                Ok(o) => o.errors.join("; "),
+                Err(e) => format!("{e:#}"),
+            },
+        );
+        rec.detail = result.as_ref().ok().map(|o| {
+            format!(
+                "{} versions ({}), {} blobs, {} bytes {}",
+                o.versions.len(),
+                o.versions
+                    .iter()
+                    .map(|v| v.model.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                o.blobs.len(),
+                o.bytes_freed,
+                reg.url
+            )
+        });
+        super::runs::record(ctx, &rec);
+    }
+    let o = result?;
+    if args.output.json {
+        ctx.printer.json(&GcOut {
+            registry: &reg.url,
+            outcome: &o,
+        })?;
+    } else {
+        let verb = if o.dry_run { "would delete" } else { "deleted" };
+        for v in &o.versions {
+            ctx.printer.line(format!(
+                "{verb} {} (removed {})",
+                v.model,
+                v.removed_at.format("%Y-%m-%d %H:%M UTC")
+            ))?;
+        }
+        for m in &o.tag_moves {
+            ctx.printer.line(format!(
+                "{verb} the move #{} of tag {} to {}",
+                m.seq, m.tag, m.model
+            ))?;
+        }
+        for b in &o.blobs {
+            ctx.printer.line(format!(
+                "{verb} blob {} ({}, named by no version, written {})",
+                b.sha256,
+                crate::dataset::human_bytes(b.bytes),
+                b.last_modified.format("%Y-%m-%d %H:%M UTC")
+            ))?;
+        }
+        for k in &o.kept {
+            ctx.printer.line(format!(
+                "kept {}: {}{}",
+                // Object keys come from the store's listing: escaped.
+                crate::text::shown(&k.what, crate::text::PATH_CHARS),
+                k.reason,
+                k.until.map_or(String::new(), |u| format!(
+                    " (until {})",
+                    u.format("%Y-%m-%d %H:%M UTC")
+                ))
+            ))?;
+        }
+        ctx.printer.line(format!(
+            "{} {} in {} ({} versions, {} tag moves, {} blobs; {} blobs in use)",
+            if o.dry_run { "would free" } else { "freed" },
+            crate::dataset::human_bytes(o.bytes_freed),
+            reg.url,
+            o.versions.len(),
+            o.tag_moves.len(),
+            o.blobs.len(),
+            o.blobs_in_use
+        ))?;
+    }
+    for p in &o.problems {
+        ctx.printer.warn(format!(
+            "not valid, left alone: {}",
+            crate::text::shown(p, crate::text::PATH_CHARS)
+        ));
+    }
+    for e in &o.errors {
+        ctx.printer.warn(e);
+    }
+    Ok(if o.errors.is_empty() { 0 } else { 1 })
 }

@@ -12,11 +12,13 @@
 //! - `spec`: a spec's `model = "registry:NAME[@N|@TAG]"` resolved at submission.
 //! - `unix`: a `file://` registry's Unix modes and groups (the account's group).
 //! - `publish`: what a version holds, from a completed run or an imported checkpoint.
+//! - `gc`: removed versions and unnamed blobs deleted after their grace.
 //!
 //! Effects: network or the shared directory (the store), a private snapshot
 //! directory under `$TMPDIR`, files written by `pull`; nothing printed.
 
 pub mod access;
+pub mod gc;
 pub(crate) mod names;
 pub(crate) mod publish;
 pub(crate) mod record;

@@ -33,6 +33,9 @@ pub fn is_denied(e: &anyhow::Error) -> bool {
 
 /// How many version numbers one publication tries before it gives up.
 const MAX_TRIES: u32 = 1000;
+/// A blob already there is uploaded again when it is older than this (its
+/// time refreshed for `gc`'s grace; see `put_blob`).
+pub const BLOB_REFRESH: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 /// Records read at once by `list`.
 const LIST_CONCURRENCY: usize = 32;
 
@@ -63,6 +66,15 @@ pub struct Listing {
     pub problems: Vec<String>,
     /// How many versions the caller may not read.
     pub hidden: usize,
+}
+
+impl Index {
+    /// Whether `name@v` was garbage-collected: its removal record is there
+    /// (kept by `gc` as a tombstone), its version record is not.
+    pub fn collected(&self, name: &str, v: u32) -> bool {
+        self.removed.get(name).is_some_and(|r| r.contains(&v))
+            && !self.versions.get(name).is_some_and(|s| s.contains(&v))
+    }
 }
 
 /// A version as listings show it.
@@ -122,7 +134,7 @@ impl Registry {
         }
     }
 
-    fn key(&self, rel: &str) -> String {
+    pub(super) fn key(&self, rel: &str) -> String {
         format!("{}{rel}", self.base)
     }
 
@@ -130,7 +142,7 @@ impl Registry {
         self.key(&format!("blobs/sha256/{sha256}"))
     }
 
-    fn version_key(&self, name: &str, v: u32) -> String {
+    pub(super) fn version_key(&self, name: &str, v: u32) -> String {
         self.key(&format!("models/{name}/versions/{v:08}.json"))
     }
 
@@ -300,6 +312,14 @@ impl Registry {
     /// for them it is as good as absent, and nothing was changed.
     pub fn resolve(&self, r: &ModelRef, caller: &Caller) -> Result<Listed> {
         let idx = self.index(Some(&r.name))?;
+        if let Selector::Version(v) = r.selector {
+            if idx.collected(&r.name, v) {
+                return Err(invalid(format!(
+                    "{}@{v} was removed and garbage-collected (`yolo-sched models gc`): its record and files are gone; name another version",
+                    r.name
+                )));
+            }
+        }
         let Some(versions) = idx.versions.get(&r.name) else {
             let names = self.names()?;
             let list = if names.is_empty() {
@@ -422,11 +442,18 @@ impl Registry {
 
     /// Store the local file `path` (SHA-256 `sha`, `size` bytes) as a blob,
     /// verified by reading it back. A blob that is already there with this
-    /// content is kept (checked by hashing it); one that is not is replaced.
+    /// content and was written within `BLOB_REFRESH` is kept (checked by
+    /// hashing it); any other is uploaded again. The fresh time matters to
+    /// `gc`, which deletes a blob no record names only once it is older than
+    /// its grace (24 h by default): an old unnamed blob this publication is
+    /// about to name must not look abandoned.
     pub fn put_blob(&self, path: &Path, sha: &str, size: u64) -> Result<()> {
         let key = self.blob_key(sha);
-        if self.store.size_of(&key)? == Some(size) && self.store.sha256_of(&key)? == sha {
-            return Ok(());
+        if let Some(there) = self.store.head(&key)? {
+            let fresh = chrono::Utc::now() - there.last_modified < BLOB_REFRESH;
+            if fresh && there.size == size && self.store.sha256_of(&key)? == sha {
+                return Ok(());
+            }
         }
         self.ensure_parents(&key)?;
         self.store
@@ -472,13 +499,15 @@ impl Registry {
     pub fn add_version(&self, mut draft: ModelRecord) -> Result<ModelRecord> {
         self.check_blobs(&draft)?;
         draft.format = FORMAT;
-        let first = self
-            .index(Some(&draft.name))?
-            .versions
-            .get(&draft.name)
-            .and_then(|v| v.last().copied())
-            .unwrap_or(0)
-            + 1;
+        // A garbage-collected version leaves its removal record: its number
+        // is never given again (a run that names it must not get other weights).
+        let idx = self.index(Some(&draft.name))?;
+        let last = |m: &BTreeMap<String, BTreeSet<u32>>| {
+            m.get(&draft.name)
+                .and_then(|v| v.last().copied())
+                .unwrap_or(0)
+        };
+        let first = last(&idx.versions).max(last(&idx.removed)) + 1;
         for next in first..first + MAX_TRIES {
             draft.version = next;
             let key = self.version_key(&draft.name, next);

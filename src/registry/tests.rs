@@ -435,3 +435,48 @@ fn an_outsider_gets_the_newest_version_they_may_read_and_a_reason_for_the_rest()
         "the leaderboard shows only what the caller may read"
     );
 }
+
+#[test]
+fn an_old_blob_is_written_again_and_a_collected_number_is_never_given_again() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let m = finished_run(runs.path(), "pcb", "a");
+    let v1 = publish(&reg, &m, "pcb").unwrap();
+    let blob = blob_path(dir.path(), &v1.weights().unwrap().sha256);
+    let mtime = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let set = |p: &Path, t: std::time::SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_modified(t)
+            .unwrap()
+    };
+    // Written within the hour: kept as it is.
+    let recent = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    set(&blob, recent);
+    publish(&reg, &m, "pcb").unwrap();
+    assert_eq!(mtime(&blob), recent);
+    // Older: written again, so a gc's grace counts from now.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 86_400);
+    set(&blob, old);
+    let v3 = publish(&reg, &m, "pcb").unwrap();
+    assert!(mtime(&blob) > recent, "the old blob was not refreshed");
+    // v3 removed and collected: its removal record stays, so the next is 4.
+    reg.remove("pcb", 3, "alice").unwrap();
+    let out = gc::run(
+        &reg,
+        chrono::TimeDelta::zero(),
+        chrono::TimeDelta::days(1),
+        false,
+    )
+    .unwrap();
+    assert_eq!(out.versions.len(), 1, "{out:?}");
+    assert_eq!(out.versions[0].model, v3.id());
+    let err = reg
+        .resolve(&ModelRef::parse("pcb@3").unwrap(), &me())
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("garbage-collected"), "{err:#}");
+    assert_eq!(publish(&reg, &m, "pcb").unwrap().version, 4);
+}

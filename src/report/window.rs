@@ -54,7 +54,29 @@ fn absolute(t: &str) -> Option<NaiveDateTime> {
         .map(|d| d.and_time(NaiveTime::MIN))
 }
 
+/// A length of time (`30d`, `12h`, `1d12h`, `90m`, `0s`) for flags that keep
+/// things for a while (`models gc --keep-removed`): the same units as
+/// `--since`, and zero allowed. The error says what is accepted.
+pub fn duration(text: &str) -> Result<TimeDelta, String> {
+    seconds(text.trim())
+        .and_then(TimeDelta::try_seconds)
+        .ok_or_else(|| {
+            format!(
+                "{:?} is not a length of time: expected a number with a unit, such as 30d, 12h, 90m, 1d12h or 0s (units s, m, h, d, w)",
+                crate::text::clip(text)
+            )
+        })
+}
+
 fn length(t: &str) -> Option<TimeDelta> {
+    seconds(t)
+        .filter(|s| *s > 0)
+        .and_then(TimeDelta::try_seconds)
+}
+
+/// The seconds of a length such as `1d12h` (zero allowed); `None` when it is
+/// not one or is over 100 years.
+fn seconds(t: &str) -> Option<i64> {
     let mut total = 0i64;
     let mut number = String::new();
     let mut any = false;
@@ -77,10 +99,10 @@ fn length(t: &str) -> Option<TimeDelta> {
         any = true;
     }
     // A trailing bare number has no unit: refuse rather than guess.
-    if !number.is_empty() || !any || total == 0 || total > 100 * 366 * 86_400 {
+    if !number.is_empty() || !any || total > 100 * 366 * 86_400 {
         return None;
     }
-    TimeDelta::try_seconds(total)
+    Some(total)
 }
 
 #[cfg(test)]
@@ -89,6 +111,16 @@ mod tests {
 
     fn now() -> NaiveDateTime {
         NaiveDateTime::parse_from_str("2026-11-30T12:00:00", "%Y-%m-%dT%H:%M:%S").unwrap()
+    }
+
+    #[test]
+    fn durations_allow_zero_and_need_a_unit() {
+        assert_eq!(duration("30d").unwrap(), TimeDelta::days(30));
+        assert_eq!(duration("1d12h").unwrap(), TimeDelta::hours(36));
+        assert_eq!(duration("0s").unwrap(), TimeDelta::zero());
+        for bad in ["", "30", "3x", "d", "-1d", "999999w"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

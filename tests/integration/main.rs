@@ -36,6 +36,7 @@ mod node_setup;
 mod node_setup_slurm;
 mod nvml_fake;
 mod pool_live;
+mod registry_gc;
 mod registry_live;
 mod registry_s3;
 mod render_hostile;
