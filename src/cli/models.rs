@@ -631,7 +631,7 @@ fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
         },
         &caller,
     )?;
-    caller.require(&l.record, Right::Manage)?;
+    manage(ctx, &caller, &l.record, "models tag", &reg)?;
     let mut out = Changed {
         model: l.record.id(),
         tag: Some(args.tag.clone()),
@@ -667,6 +667,23 @@ fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The caller's right to tag or remove `r`; a refusal goes to the audit
+/// trail too (an attempt on another account's model is worth knowing).
+fn manage(
+    ctx: &mut Context,
+    caller: &Caller,
+    r: &ModelRecord,
+    command: &str,
+    reg: &Registry,
+) -> Result<()> {
+    caller.require(r, Right::Manage).map(|_| ()).map_err(|e| {
+        let mut rec = AuditRecord::new(command, None, vec![], &format!("refused: {e:#}"));
+        rec.detail = Some(format!("{} {}", r.id(), reg.url));
+        super::runs::record(ctx, &rec);
+        e
+    })
+}
+
 fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
     let (name, version) = exact(&args.model)?;
     let reg = open(ctx)?;
@@ -678,7 +695,7 @@ fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
         },
         &caller,
     )?;
-    caller.require(&l.record, Right::Manage)?;
+    manage(ctx, &caller, &l.record, "models remove", &reg)?;
     let user = caller.user.clone();
     let mut out = Changed {
         model: l.record.id(),

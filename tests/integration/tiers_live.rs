@@ -627,6 +627,14 @@ fn registry_versions_are_read_by_their_accounts_members_only() {
         "{}",
         stderr(&out)
     );
+    // The refused attempt is in Dave's audit trail.
+    let trail = read(Path::new("/home/ys-dave/.local/state/yolo-sched/audit.log"));
+    assert!(
+        trail.lines().any(|l| l.contains("\"models remove\"")
+            && l.contains("refused")
+            && l.contains("base@1")),
+        "{trail}"
+    );
     // Alice, the coordinator, tags and removes bob's version.
     let out = models(ALICE, &["tag", "pcb-vision@1", "production"]);
     assert_eq!(code(&out), Some(0), "{out:?}");
