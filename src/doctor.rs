@@ -357,3 +357,105 @@ fn accounting_state(slurm: &Slurm, ctl: Option<&config::ControllerConfig>) -> Ac
         None => Accounting::Unknown,
     }
 }
+
+/// The model registry, when the site has one (`[registry] url`): reachable,
+/// a `file://` directory others can publish to and whose blobs they cannot
+/// list, and whether the caller's Slurm accounts are known (the read rule
+/// rests on them) and have Unix groups (what `file://` enforces with).
+/// Nothing when the site has no registry.
+pub fn registry_checks(site: &crate::config::Site) -> Vec<Check> {
+    use crate::registry::{Caller, Registry, RegistryUrl, SiteRegistry};
+    use std::os::unix::fs::MetadataExt;
+    let mut checks = Vec::new();
+    let url = match SiteRegistry::from_site(site) {
+        Err(e) => {
+            check(
+                &mut checks,
+                "model registry",
+                Status::Fail,
+                format!("{e:#}"),
+            );
+            return checks;
+        }
+        Ok(SiteRegistry { url: None, .. }) => return checks,
+        Ok(SiteRegistry { url: Some(u), .. }) => u,
+    };
+    match Registry::open(&url).and_then(|r| r.names().map(|n| (r, n))) {
+        Ok((_, names)) => check(
+            &mut checks,
+            "model registry",
+            Status::Ok,
+            format!("{url}: {} model name(s)", names.len()),
+        ),
+        Err(e) => {
+            check(
+                &mut checks,
+                "model registry",
+                Status::Fail,
+                format!("{url}: {e:#}"),
+            );
+            return checks;
+        }
+    }
+    if let RegistryUrl::File(dir) = &url {
+        if let Ok(meta) = std::fs::metadata(dir) {
+            let mode = meta.mode() & 0o7777;
+            let (status, detail) = if mode & 0o1002 == 0o1002 {
+                (
+                    Status::Ok,
+                    format!(
+                        "{} is mode {mode:o}: anyone publishes, nobody replaces another's record",
+                        dir.display()
+                    ),
+                )
+            } else {
+                (Status::Info, format!("{} is mode {mode:o}: only its owner{} can publish; `chmod 1777` it for every user (docs/registry.md)", dir.display(), if mode & 0o020 != 0 { " and group" } else { "" }))
+            };
+            check(&mut checks, "registry directory", status, detail);
+        }
+        if let Some(note) = crate::registry::unix_listable_blobs_note(dir) {
+            check(&mut checks, "registry blobs", Status::Warn, note);
+        }
+    }
+    let caller = Caller::current();
+    match caller.membership() {
+        Err(why) => check(
+            &mut checks,
+            "registry accounts",
+            Status::Warn,
+            format!("your Slurm accounts are not known ({why}): only public versions and your own are readable"),
+        ),
+        Ok(m) => {
+            let mut detail = if caller.root
+                || m.admin >= crate::slurm::accounts::AdminLevel::Operator
+            {
+                "you read every version (root or a Slurm operator)".to_string()
+            } else if m.accounts.is_empty() {
+                "accounting knows no account of yours: only public versions and your own are readable".to_string()
+            } else {
+                format!(
+                    "you read the private versions of {}",
+                    crate::suggest::ticked_list(m.accounts.iter().chain(&m.coordinates).map(String::as_str))
+                )
+            };
+            let mut status = Status::Ok;
+            if matches!(url, RegistryUrl::File(_)) {
+                let groupless: Vec<&str> = m
+                    .accounts
+                    .iter()
+                    .filter(|a| crate::registry::unix_group_for(Some(a)).is_err())
+                    .map(String::as_str)
+                    .collect();
+                if !groupless.is_empty() {
+                    status = Status::Info;
+                    detail.push_str(&format!(
+                        "; on this file system the private versions you publish under {} stay readable by every user (no Unix group of that name you are in)",
+                        crate::suggest::ticked_list(groupless.into_iter())
+                    ));
+                }
+            }
+            check(&mut checks, "registry accounts", status, detail);
+        }
+    }
+    checks
+}

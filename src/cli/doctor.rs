@@ -26,7 +26,9 @@ pub struct DoctorArgs {
 }
 
 pub fn run(ctx: &mut Context, args: &DoctorArgs) -> Result<i32> {
-    let report = doctor::gather(&ctx.slurm, args.nvml_lib.path.as_ref());
+    let mut report = doctor::gather(&ctx.slurm, args.nvml_lib.path.as_ref());
+    report.checks.extend(doctor::registry_checks(ctx.site()?));
+    report.usable = !report.checks.iter().any(|c| c.status == Status::Fail);
     if args.output.json {
         ctx.printer.json(&report)?;
     } else {

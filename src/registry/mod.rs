@@ -35,4 +35,5 @@ pub use names::{ModelRef, Selector};
 pub use publish::{commit, draft_from_file, draft_from_run, Publisher, Snapshot};
 pub use record::{FileEntry, Metrics, ModelRecord};
 pub use store::{Listed, Registry};
+pub use unix::{group_for as unix_group_for, listable_blobs_note as unix_listable_blobs_note};
 pub use url::{RegistryUrl, SiteRegistry};

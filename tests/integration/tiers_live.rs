@@ -572,6 +572,34 @@ fn registry_versions_are_read_by_their_accounts_members_only() {
     ));
     assert!(!ls.status.success(), "nobody lists the blobs: {ls:?}");
 
+    // doctor says what he reads, and what an administrator opened up.
+    let doctor = |user: &str| {
+        let out = run(t
+            .cmd_with(user, &[("YOLO_SCHED_SITE", site.to_str().unwrap())])
+            .arg("doctor"));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let said = doctor(DAVE);
+    assert!(
+        said.contains("registry accounts: you read the private versions of `robots`"),
+        "{said}"
+    );
+    assert!(said.contains("ok    registry directory:"), "{said}");
+    assert!(!said.contains("registry blobs"), "{said}");
+    sh(&format!(
+        "chmod 0755 {}",
+        reg.join("blobs/sha256").display()
+    ));
+    let said = doctor(DAVE);
+    sh(&format!(
+        "chmod 1733 {}",
+        reg.join("blobs/sha256").display()
+    ));
+    assert!(
+        said.contains("warn  registry blobs:") && said.contains("chmod 1733"),
+        "{said}"
+    );
+
     // Nor does he train from it: exit 2 at the spec's line, nothing queued.
     let spec = t.dir.path().join("dave.toml");
     std::fs::write(
