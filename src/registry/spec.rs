@@ -42,8 +42,8 @@ impl RegistryModel {
 /// What a spec's `registry:` models resolved to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resolved {
-    /// `[train] model`'s version, when every variant trains from it (the
-    /// sweep, if any, does not sweep `model`).
+    /// The version every variant trains from: `[train] model`'s when the
+    /// sweep (if any) does not sweep `model`, or a one-variant sweep's.
     pub single: Option<RegistryModel>,
     /// With a sweep over `model` that names a registry model: one entry per
     /// variant, in `Spec::sweep_variants` order (the array task's index), that
@@ -134,7 +134,7 @@ pub fn resolve_in_spec(site: &Site, spec: &mut Spec) -> Result<Resolved> {
         });
     }
     let values = &spec.sweep.axes[a].values;
-    let variants = spec
+    let variants: Vec<Option<RegistryModel>> = spec
         .sweep_variants()
         .iter()
         .map(|variant| {
@@ -148,6 +148,13 @@ pub fn resolve_in_spec(site: &Site, spec: &mut Spec) -> Result<Resolved> {
         if let Some((_, stand_in)) = resolved {
             *v = ArgValue::Str(stand_in.clone());
         }
+    }
+    if variants.len() == 1 {
+        // A sweep of one variant is a single training (no array).
+        return Ok(Resolved {
+            single: variants.into_iter().next().flatten(),
+            variants: Vec::new(),
+        });
     }
     Ok(Resolved {
         single: None,

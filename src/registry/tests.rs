@@ -645,3 +645,66 @@ fn trainer_versions_are_read_as_plain_text_inside_the_run() {
         (Some("8.4.190"), Some("2.5.1"))
     );
 }
+
+#[test]
+fn a_sweep_of_one_variant_is_a_single_training_with_its_values() {
+    use crate::render::scripts::{render_all, RenderInput};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    import_as(&reg, files.path(), "yolov8s.pt", "one", "pcb");
+    let cluster = crate::slurm::cluster::Cluster::uniform(
+        "node",
+        2,
+        16,
+        64000,
+        "gpu:1g.5gb:4,gpu:a100:1",
+        &["gpu"],
+    );
+    for (sweep, model) in [
+        (
+            "model = [\"registry:pcb@1\"]\nlr0 = [0.5]\n",
+            "\"model=$MODEL\"",
+        ),
+        (
+            "model = [\"/w/yolov8n.pt\"]\nlr0 = [0.5]\n",
+            "model=/w/yolov8n.pt",
+        ),
+    ] {
+        let (site, mut spec) = site_and_spec(dir.path(), files.path(), sweep);
+        let resolved = spec::resolve_in_spec(&site, &mut spec).unwrap();
+        assert!(resolved.variants.is_empty(), "{sweep}");
+        assert_eq!(resolved.single.is_some(), sweep.contains("registry:"));
+        let plan = crate::plan::plan(
+            &spec,
+            Path::new("/srv/runs/one"),
+            &cluster,
+            &crate::plan::Policy::default(),
+        )
+        .unwrap();
+        let scripts = render_all(
+            &crate::render::Templates::new(None).unwrap(),
+            &RenderInput {
+                spec: &spec,
+                plan: &plan,
+                run_id: "one-1",
+                yolo_sched: Path::new("/usr/local/bin/yolo-sched"),
+                yolo: "yolo",
+                base_dir: files.path(),
+                font: None,
+                models: &resolved,
+            },
+        )
+        .unwrap();
+        let train = &scripts
+            .iter()
+            .find(|s| s.kind == crate::spec::StageKind::Train)
+            .unwrap()
+            .text;
+        assert!(
+            train.contains(model) && train.contains("lr0=0.5"),
+            "{sweep}: {train}"
+        );
+        assert!(!train.contains("model=yolov8n.pt"), "{train}");
+    }
+}

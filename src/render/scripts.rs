@@ -330,10 +330,16 @@ fn render_stage(
             })
         }
         StageKind::Train => {
-            let mut base = spec.train_args(&BTreeMap::new());
+            // A sweep of one variant is no array: its values are the base's.
+            let array = plan.variants > 1;
+            let only = match array {
+                false => spec.sweep_variants().into_iter().next(),
+                true => None,
+            };
+            let mut base = spec.train_args(&only.unwrap_or_default());
             base.remove("data");
             let swept_model = spec.sweep.axes.iter().any(|a| a.key == "model");
-            if input.models.single.is_some() || swept_model {
+            if input.models.single.is_some() || (array && swept_model) {
                 // The node-local copy, `"model=$MODEL"` in the template; or
                 // each variant's own model.
                 base.remove("model");
@@ -352,7 +358,7 @@ fn render_stage(
                 base.entry("workers".into())
                     .or_insert(ArgValue::Int(w.into()));
             }
-            let variants: Vec<Vec<String>> = if plan.variants > 1 {
+            let variants: Vec<Vec<String>> = if array {
                 let pinned = &input.models.variants;
                 spec.sweep_variants()
                     .into_iter()
