@@ -64,7 +64,7 @@ fn parse_plan_render_1000_variants(bencher: divan::Bencher) {
                 yolo: "yolo",
                 base_dir: dir.path(),
                 font: None,
-                model: None,
+                models: &Default::default(),
             },
         )
         .unwrap();

@@ -544,6 +544,14 @@ fn show(ctx: &mut Context, args: &ShowArgs) -> Result<i32> {
     if let Some(f) = &rec.fingerprint {
         lines.push(format!("  dataset:     {}", crate::text::echo(f)));
     }
+    if rec.ultralytics.is_some() || rec.torch.is_some() {
+        let v = |v: &Option<String>| v.as_deref().map_or("-".into(), crate::text::echo);
+        lines.push(format!(
+            "  trained on:  Ultralytics {}, torch {}",
+            v(&rec.ultralytics),
+            v(&rec.torch)
+        ));
+    }
     for f in &rec.files {
         lines.push(format!(
             "  file:        {} {} sha256:{}",

@@ -93,7 +93,7 @@ pub fn plan(
     let mut estimate = None;
     let gpu = match &spec.resources.gpu {
         GpuRequest::Auto => {
-            let est = Estimate::new(&spec.train.model, max_imgsz, max_batch);
+            let est = Estimate::new(largest_model(spec), max_imgsz, max_batch);
             let choice = gpu::choose_auto(
                 &est,
                 &auto_offer,
@@ -501,6 +501,30 @@ fn explicit_choice(gres: String, kind: &str, offer: &Offer, why: &str) -> GpuCho
 }
 
 /// The largest batch (None = AutoBatch) and imgsz over all sweep variants.
+/// The model the estimate sizes for: `[train] model`, or with a sweep over
+/// `model` the largest swept one (a model whose name does not say its size
+/// counts as the largest, as `Estimate` assumes), so one slice fits every
+/// variant. A registry model is here as its stand-in path, which carries its
+/// version's recorded scale (`registry::spec`).
+fn largest_model(spec: &Spec) -> &str {
+    use crate::spec::ArgValue;
+    let rank = |m: &str| super::estimate::scale_of(m).map_or(5, |s| s as u8);
+    spec.sweep
+        .axes
+        .iter()
+        .filter(|a| a.key == "model")
+        .flat_map(|a| a.values.iter())
+        .filter_map(|v| match v {
+            ArgValue::Str(s) => Some(s.as_str()),
+            _ => None,
+        })
+        .fold(None, |best: Option<&str>, m| match best {
+            Some(b) if rank(b) >= rank(m) => Some(b),
+            _ => Some(m),
+        })
+        .unwrap_or(&spec.train.model)
+}
+
 fn sweep_maxima(spec: &Spec, batch: Option<u32>, imgsz: u32) -> (Option<u32>, u32) {
     use crate::spec::ArgValue;
     let mut max_batch = batch;

@@ -270,6 +270,7 @@ pub fn draft_from_run(
             .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
     };
     let prepare = prepare_summary(workdir);
+    let trained = trainer_versions(workdir, variant);
     // The export stage's validation of the ONNX model, as its log says.
     let export_log = crate::run::layout::log_file("export", variant);
     let onnx = crate::run::status::read_tail(
@@ -314,9 +315,11 @@ pub fn draft_from_run(
             onnx_map50_95: onnx.as_ref().map(|v| v.map50_95),
             onnx_ms_per_image: onnx.as_ref().and_then(|v| v.inference_ms_per_image),
         },
-        ultralytics: version_in(&prepare, "ultralytics"),
-        torch: version_in(&prepare, "torch"),
-        parent: parent_of(manifest).or(model),
+        ultralytics: trained
+            .ultralytics
+            .or_else(|| version_in(&prepare, "ultralytics")),
+        torch: trained.torch.or_else(|| version_in(&prepare, "torch")),
+        parent: parent_of(manifest, variant).or(model),
         files: taken.iter().map(|t| t.entry.clone()).collect(),
     };
     Ok((record, taken.into_iter().map(|t| t.path).collect()))
@@ -411,17 +414,51 @@ fn prepare_summary(workdir: &Path) -> Option<serde_json::Value> {
 }
 
 fn version_in(summary: &Option<serde_json::Value>, key: &str) -> Option<String> {
-    summary
-        .as_ref()?
-        .get("versions")?
-        .get(key)?
-        .as_str()
-        .map(|s| crate::text::clip_to(s, 40))
+    plain_version(summary.as_ref()?.get("versions")?.get(key)?)
 }
 
-/// The registry model the run was trained from, as its manifest recorded it.
-fn parent_of(manifest: &Manifest) -> Option<String> {
-    manifest.model_ref.clone()
+/// The Ultralytics and torch versions a training ran with, as its train
+/// stage recorded them (`run::layout::versions_record`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct TrainerVersions {
+    pub ultralytics: Option<String>,
+    pub torch: Option<String>,
+}
+
+/// The versions record of `variant`'s training, read only inside the run
+/// directory (no link followed, at most 64 KiB); missing, unreadable or odd
+/// values are none: publishing never depends on it.
+pub(crate) fn trainer_versions(workdir: &Path, variant: Option<u32>) -> TrainerVersions {
+    let rel = crate::run::layout::versions_record(variant);
+    let read = || -> Option<serde_json::Value> {
+        let f = crate::fsutil::within::open_read(workdir, Path::new(&rel)).ok()?;
+        let mut text = String::new();
+        f.take(64 << 10).read_to_string(&mut text).ok()?;
+        serde_json::from_str(&text).ok()
+    };
+    let Some(v) = read() else {
+        return TrainerVersions::default();
+    };
+    TrainerVersions {
+        ultralytics: v.get("ultralytics").and_then(plain_version),
+        torch: v.get("torch").and_then(plain_version),
+    }
+}
+
+/// A version string as a record keeps it: plain text (letters, digits and
+/// `. + - _`; anything else is none), clipped to 40 characters.
+fn plain_version(v: &serde_json::Value) -> Option<String> {
+    let s = v.as_str()?.trim();
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-' | '_'));
+    plain.then(|| crate::text::clip_to(s, 40))
+}
+
+/// The registry model the run (or its variant `variant`, in a sweep over
+/// registry models) was trained from, as its manifest pinned it.
+fn parent_of(manifest: &Manifest, variant: Option<u32>) -> Option<String> {
+    manifest.model_ref_of(variant).map(str::to_string)
 }
 
 /// `n` of `yolov8n.pt`, `s` of `yolo11s.yaml`.

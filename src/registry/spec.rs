@@ -1,9 +1,11 @@
-//! `model = "registry:NAME[@N|@TAG]"` in a spec: resolved at submission to one
-//! exact version (written into the manifest and the scripts, so `resume` runs
-//! the same bytes even after a tag moved). The prepare stage copies the
-//! weights to node-local storage, checksum-verified, before any GPU is held;
-//! the train stage verifies (or copies again, on another node) and hands
-//! Ultralytics the local path.
+//! `model = "registry:NAME[@N|@TAG]"` in a spec (`[train] model`, or values
+//! of `[sweep] model`): each resolved at submission to one exact version
+//! (written into the manifest and the scripts, so `resume` runs the same
+//! bytes even after a tag moved). The prepare stage copies every distinct
+//! version's weights to node-local storage, checksum-verified, before any GPU
+//! is held; the train stage (each array task its own variant's version)
+//! verifies (or copies again, on another node) and hands Ultralytics the
+//! local path.
 
 use anyhow::Result;
 
@@ -38,47 +40,170 @@ impl RegistryModel {
     }
 }
 
-/// Resolve the spec's `registry:` model against the site's registry and put
-/// a stand-in path in `train.model` (its scale kept for the memory estimate).
-/// `None` when the spec names no registry model. An unknown name, version or
-/// tag, or a site without a registry, is invalid input at the spec's line.
-pub fn resolve_in_spec(site: &Site, spec: &mut Spec) -> Result<Option<RegistryModel>> {
-    let at = |spec: &Spec, key: &str, message: String, help: Option<String>| {
-        invalid(
-            SpecErrors::new(&spec.origin.file, vec![spec.error_at(key, message, help)]).to_string(),
-        )
-    };
-    let swept = spec.sweep.axes.iter().any(|a| {
-        a.key == "model"
-            && a.values
-                .iter()
-                .any(|v| matches!(v, ArgValue::Str(s) if s.starts_with(PREFIX)))
-    });
-    if swept {
-        return Err(at(
-            spec,
-            "sweep.model",
-            "registry models cannot be swept yet".into(),
-            Some("train one registry model per run (`[train] model = \"registry:NAME\"`)".into()),
-        ));
+/// What a spec's `registry:` models resolved to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// The version every variant trains from: `[train] model`'s when the
+    /// sweep (if any) does not sweep `model`, or a one-variant sweep's.
+    pub single: Option<RegistryModel>,
+    /// With a sweep over `model` that names a registry model: one entry per
+    /// variant, in `Spec::sweep_variants` order (the array task's index), that
+    /// variant's version or `None` for a weights file. Empty otherwise.
+    pub variants: Vec<Option<RegistryModel>>,
+}
+
+impl Resolved {
+    /// No registry model at all.
+    pub fn is_empty(&self) -> bool {
+        self.single.is_none() && self.variants.iter().all(Option::is_none)
     }
-    let Some(text) = spec.train.model.strip_prefix(PREFIX).map(str::to_string) else {
-        return Ok(None);
+
+    /// Every version the run trains from, each weights file once (by SHA-256),
+    /// in the order the variants first use them: what the prepare stage pulls.
+    pub fn distinct(&self) -> Vec<&RegistryModel> {
+        let mut out: Vec<&RegistryModel> = Vec::new();
+        for m in self.single.iter().chain(self.variants.iter().flatten()) {
+            if !out.iter().any(|o| o.sha256 == m.sha256) {
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    /// The manifest's `model_ref` (the single case) and `model_refs` (one per
+    /// variant of a sweep over registry models; empty otherwise).
+    pub fn manifest_refs(&self) -> (Option<String>, Vec<Option<String>>) {
+        (
+            self.single.as_ref().map(RegistryModel::manifest_ref),
+            self.variants
+                .iter()
+                .map(|m| m.as_ref().map(RegistryModel::manifest_ref))
+                .collect(),
+        )
+    }
+}
+
+/// The error of a spec key, as invalid input at the spec's `file:line`.
+fn at(spec: &Spec, key: &str, message: String, help: Option<String>) -> anyhow::Error {
+    invalid(SpecErrors::new(&spec.origin.file, vec![spec.error_at(key, message, help)]).to_string())
+}
+
+/// Resolve the spec's `registry:` models against the site's registry: `[train]
+/// model` and every value of `[sweep] model`. Each is replaced in the spec by a
+/// stand-in path that keeps its recorded scale (`NAME@N/yolov8s.pt`), for the
+/// memory estimate; the scripts never see it. An unknown name, version or tag,
+/// or a site without a registry, is invalid input at the spec's line
+/// (`train.model` or `sweep.model`); nothing is written anywhere.
+pub fn resolve_in_spec(site: &Site, spec: &mut Spec) -> Result<Resolved> {
+    let mut slot: Option<Registry> = None;
+    // Asked of sacctmgr at most once, and only for a version that is neither
+    // public nor the submitter's own.
+    let caller = Caller::current();
+    let model_axis = spec.sweep.axes.iter().position(|a| a.key == "model");
+
+    // `[train] model`: checked even when a sweep over `model` replaces it.
+    let mut train = None;
+    if let Some(text) = spec.train.model.strip_prefix(PREFIX).map(str::to_string) {
+        let r = ModelRef::parse(&text).map_err(|e| at(spec, "train.model", e, None))?;
+        let reg = opened(&mut slot, site, spec, "train.model", &r)?;
+        let (m, stand_in) = resolve_one(spec, "train.model", reg, &r, &caller)?;
+        spec.train.model = stand_in;
+        train = Some(m);
+    }
+    let Some(a) = model_axis else {
+        return Ok(Resolved {
+            single: train,
+            variants: Vec::new(),
+        });
     };
-    let r = ModelRef::parse(&text).map_err(|e| at(spec, "train.model", e, None))?;
-    let site_reg = SiteRegistry::from_site(site)?;
-    let Some(url) = site_reg.url.as_ref() else {
-        return Err(at(
-            spec,
-            "train.model",
-            format!("names the registry model `{r}`, but the site has no model registry"),
-            Some("ask your administrator for `[registry] url` in the site file (docs/registry.md), or name a weights file".into()),
-        ));
-    };
-    let reg = Registry::open(url)?;
+
+    // `[sweep] model`: each registry value once, then each variant its own.
+    let mut by_value: Vec<Option<(RegistryModel, String)>> = Vec::new();
+    for v in spec.sweep.axes[a].values.clone() {
+        let resolved = match v {
+            ArgValue::Str(s) if s.starts_with(PREFIX) => {
+                let r = ModelRef::parse(&s[PREFIX.len()..])
+                    .map_err(|e| at(spec, "sweep.model", e, None))?;
+                let reg = opened(&mut slot, site, spec, "sweep.model", &r)?;
+                Some(resolve_one(spec, "sweep.model", reg, &r, &caller)?)
+            }
+            _ => None,
+        };
+        by_value.push(resolved);
+    }
+    if by_value.iter().all(Option::is_none) {
+        return Ok(Resolved {
+            single: None,
+            variants: Vec::new(),
+        });
+    }
+    let values = &spec.sweep.axes[a].values;
+    let variants: Vec<Option<RegistryModel>> = spec
+        .sweep_variants()
+        .iter()
+        .map(|variant| {
+            let i = variant
+                .get("model")
+                .and_then(|m| values.iter().position(|v| v == m))?;
+            by_value[i].as_ref().map(|(m, _)| m.clone())
+        })
+        .collect();
+    for (v, resolved) in spec.sweep.axes[a].values.iter_mut().zip(&by_value) {
+        if let Some((_, stand_in)) = resolved {
+            *v = ArgValue::Str(stand_in.clone());
+        }
+    }
+    if variants.len() == 1 {
+        // A sweep of one variant is a single training (no array).
+        return Ok(Resolved {
+            single: variants.into_iter().next().flatten(),
+            variants: Vec::new(),
+        });
+    }
+    Ok(Resolved {
+        single: None,
+        variants,
+    })
+}
+
+/// The site's registry, opened at the first registry model (`key`, `r`: the
+/// error of a site without one names them).
+fn opened<'a>(
+    slot: &'a mut Option<Registry>,
+    site: &Site,
+    spec: &Spec,
+    key: &str,
+    r: &ModelRef,
+) -> Result<&'a Registry> {
+    if slot.is_none() {
+        let site_reg = SiteRegistry::from_site(site)?;
+        let Some(url) = site_reg.url.as_ref() else {
+            return Err(at(
+                spec,
+                key,
+                format!("names the registry model `{r}`, but the site has no model registry"),
+                Some("ask your administrator for `[registry] url` in the site file (docs/registry.md), or name a weights file".into()),
+            ));
+        };
+        *slot = Some(Registry::open(url)?);
+    }
+    Ok(slot.as_ref().expect("opened above"))
+}
+
+/// Resolve ONE registry reference of the spec (at `key`, for errors) to its
+/// exact version, its blobs checked (the registry is read, nothing written):
+/// the version as the scripts use it, and the stand-in model path that keeps
+/// its recorded scale for the memory estimate.
+pub fn resolve_one(
+    spec: &Spec,
+    key: &str,
+    reg: &Registry,
+    r: &ModelRef,
+    caller: &Caller,
+) -> Result<(RegistryModel, String)> {
     // The submitter must be allowed to read the version: the prepare stage
     // pulls it as them, and a run must not be the way around the account.
-    let listed = reg.resolve(&r, &Caller::current()).map_err(|e| {
+    let listed = reg.resolve(r, caller).map_err(|e| {
         if kind_of(&e) == Some(Kind::InvalidInput) {
             let message = e
                 .chain()
@@ -88,7 +213,7 @@ pub fn resolve_in_spec(site: &Site, spec: &mut Spec) -> Result<Option<RegistryMo
                 || "`yolo-sched models list` shows the models; nothing was submitted".into(),
                 |h| format!("{}; nothing was submitted", h.0),
             );
-            at(spec, "train.model", message, Some(hint))
+            at(spec, key, message, Some(hint))
         } else {
             e
         }
@@ -104,14 +229,17 @@ pub fn resolve_in_spec(site: &Site, spec: &mut Spec) -> Result<Option<RegistryMo
         Some(cache) => format!("{}/yolo-sched-models/{short}", cache.shell_word()),
         None => format!("\"${{TMPDIR:-/tmp}}\"/yolo-sched-models/{short}"),
     };
-    spec.train.model = match &listed.record.scale {
+    let stand_in = match &listed.record.scale {
         Some(s) => format!("{}/yolo{s}.pt", listed.record.id()),
         None => format!("{}/{}", listed.record.id(), w.name),
     };
-    Ok(Some(RegistryModel {
-        reference: listed.record.id(),
-        file: w.name,
-        sha256: w.sha256,
-        dir,
-    }))
+    Ok((
+        RegistryModel {
+            reference: listed.record.id(),
+            file: w.name,
+            sha256: w.sha256,
+            dir,
+        },
+        stand_in,
+    ))
 }

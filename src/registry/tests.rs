@@ -480,3 +480,341 @@ fn an_old_blob_is_written_again_and_a_collected_number_is_never_given_again() {
     assert!(format!("{err:#}").contains("garbage-collected"), "{err:#}");
     assert_eq!(publish(&reg, &m, "pcb").unwrap().version, 4);
 }
+
+/// Import `file` (a small checkpoint, content `tag`) as a version of `name`.
+fn import_as(reg: &Registry, files: &Path, file: &str, tag: &str, name: &str) -> ModelRecord {
+    let pt = files.join(file);
+    std::fs::write(&pt, checkpoint(&format!("archive/{tag}"))).unwrap();
+    let snap = Snapshot::new().unwrap();
+    let (draft, paths) = draft_from_file(&pt, &who(name), &snap).unwrap();
+    commit(reg, draft, &paths).unwrap()
+}
+
+/// A site file naming the `file://` registry at `dir`, and a spec in `files`.
+fn site_and_spec(
+    dir: &Path,
+    files: &Path,
+    sweep: &str,
+) -> (crate::config::Site, crate::spec::Spec) {
+    let site = files.join("site.toml");
+    std::fs::write(
+        &site,
+        format!("[registry]\nurl = \"file://{}\"\n", dir.display()),
+    )
+    .unwrap();
+    let spec = files.join("spec.toml");
+    let text = format!(
+        "version = 1\n[run]\nname = \"sw\"\n[train]\nmodel = \"yolov8n.pt\"\ndata = \"d.yaml\"\n\n[sweep]\n{sweep}"
+    );
+    std::fs::write(&spec, &text).unwrap();
+    (
+        crate::config::Site::load(Some(&site)).unwrap(),
+        crate::spec::parse(&text, &spec.display().to_string()).unwrap(),
+    )
+}
+
+#[test]
+fn a_sweep_over_registry_and_file_models_pins_each_variant() {
+    use crate::spec::ArgValue;
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let v1 = import_as(&reg, files.path(), "yolov8s.pt", "one", "pcb");
+    let v2 = import_as(&reg, files.path(), "yolov8l.pt", "two", "pcb");
+    // The same bytes again: a third version, one weights file.
+    let v3 = import_as(&reg, files.path(), "yolov8l.pt", "two", "pcb");
+    reg.tag("pcb", 2, "production", "alice").unwrap();
+    let (site, mut spec) = site_and_spec(
+        dir.path(),
+        files.path(),
+        "model = [\"registry:pcb@1\", \"registry:pcb@production\", \"yolov8x.pt\", \"registry:pcb@3\"]\nlr0 = [0.01, 0.001]\n",
+    );
+    let resolved = spec::resolve_in_spec(&site, &mut spec).unwrap();
+    assert_eq!(resolved.single, None, "every variant names its own model");
+    // The first axis varies slowest: two variants (lr0) per model.
+    let refs: Vec<Option<&str>> = resolved
+        .variants
+        .iter()
+        .map(|m| m.as_ref().map(|m| m.reference.as_str()))
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            Some("pcb@1"),
+            Some("pcb@1"),
+            Some("pcb@2"),
+            Some("pcb@2"),
+            None,
+            None,
+            Some("pcb@3"),
+            Some("pcb@3")
+        ]
+    );
+    let (single, pinned) = resolved.manifest_refs();
+    assert_eq!(single, None);
+    assert_eq!(pinned[2].as_deref(), Some("registry:pcb@2"));
+    assert_eq!(pinned[4], None);
+    // pcb@2 and pcb@3 share their weights: pulled once.
+    let distinct: Vec<&str> = resolved
+        .distinct()
+        .iter()
+        .map(|m| m.reference.as_str())
+        .collect();
+    assert_eq!(distinct, ["pcb@1", "pcb@2"]);
+    assert_eq!(
+        resolved.variants[0].as_ref().unwrap().sha256,
+        v1.weights().unwrap().sha256
+    );
+    assert_eq!(v2.weights().unwrap().sha256, v3.weights().unwrap().sha256);
+    // The spec keeps each version's scale for the memory estimate.
+    let values = &spec.sweep.axes[0].values;
+    assert_eq!(values[0], ArgValue::Str("pcb@1/yolos.pt".into()));
+    assert_eq!(values[1], ArgValue::Str("pcb@2/yolol.pt".into()));
+    assert_eq!(values[2], ArgValue::Str("yolov8x.pt".into()));
+
+    // The manifest's pins give each variant's parent, and old manifests read.
+    let mut m = finished_run(files.path(), "sweep", "a");
+    m.variants = 8;
+    m.model_refs = pinned;
+    assert_eq!(m.model_ref_of(Some(3)), Some("registry:pcb@2"));
+    assert_eq!(m.model_ref_of(Some(4)), None);
+    let text = serde_json::to_string(&m).unwrap();
+    let back: Manifest = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.model_refs, m.model_refs);
+    let old: Manifest =
+        serde_json::from_str(&std::fs::read_to_string(m.workdir.join("manifest.json")).unwrap())
+            .unwrap();
+    assert!(old.model_refs.is_empty() && old.model_ref_of(Some(1)).is_none());
+}
+
+#[test]
+fn an_unknown_registry_model_in_a_sweep_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    import_as(&reg, files.path(), "yolov8s.pt", "one", "pcb");
+    for bad in ["registry:pcb@7", "registry:pbc", "registry:pcb@staging"] {
+        let (site, mut spec) = site_and_spec(
+            dir.path(),
+            files.path(),
+            &format!("lr0 = [0.1, 0.2]\nmodel = [\"registry:pcb@1\", \"{bad}\"]\n"),
+        );
+        let e = spec::resolve_in_spec(&site, &mut spec).unwrap_err();
+        assert_eq!(
+            crate::error::kind_of(&e),
+            Some(crate::error::Kind::InvalidInput)
+        );
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("spec.toml:10:") && text.contains("sweep.model"),
+            "{bad}: {text}"
+        );
+    }
+    // A site without a registry: refused at the sweep's line too.
+    let (_, mut spec) = site_and_spec(
+        dir.path(),
+        files.path(),
+        "model = [\"registry:pcb@1\", \"yolov8n.pt\"]\n",
+    );
+    std::fs::write(files.path().join("bare.toml"), "").unwrap();
+    let bare = crate::config::Site::load(Some(&files.path().join("bare.toml"))).unwrap();
+    let e = spec::resolve_in_spec(&bare, &mut spec).unwrap_err();
+    assert!(format!("{e:#}").contains("sweep.model"), "{e:#}");
+}
+
+#[test]
+fn a_sweep_over_registry_models_renders_each_task_its_own_local_copy() {
+    use crate::render::scripts::{render_all, RenderInput};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let v1 = import_as(&reg, files.path(), "yolov8s.pt", "one", "pcb");
+    let v2 = import_as(&reg, files.path(), "yolov8m.pt", "two", "pcb");
+    let (site, mut spec) = site_and_spec(
+        dir.path(),
+        files.path(),
+        "model = [\"registry:pcb@1\", \"registry:pcb@2\", \"/w/yolov8n.pt\"]\n",
+    );
+    let resolved = spec::resolve_in_spec(&site, &mut spec).unwrap();
+    let cluster = crate::slurm::cluster::Cluster::uniform(
+        "node",
+        2,
+        16,
+        64000,
+        "gpu:1g.5gb:4,gpu:a100:1",
+        &["gpu"],
+    );
+    let plan = crate::plan::plan(
+        &spec,
+        Path::new("/srv/runs/sw"),
+        &cluster,
+        &crate::plan::Policy::default(),
+    )
+    .unwrap();
+    // Sized for the largest variant: pcb@2's recorded scale (m).
+    let est = plan.estimate.as_ref().unwrap();
+    assert_eq!(est.scale.map(|s| s.letter()), Some('m'), "{}", est.model);
+    let scripts = render_all(
+        &crate::render::Templates::new(None).unwrap(),
+        &RenderInput {
+            spec: &spec,
+            plan: &plan,
+            run_id: "sw-1",
+            yolo_sched: Path::new("/usr/local/bin/yolo-sched"),
+            yolo: "yolo",
+            base_dir: files.path(),
+            font: None,
+            models: &resolved,
+        },
+    )
+    .unwrap();
+    let text = |kind| &scripts.iter().find(|s| s.kind == kind).unwrap().text;
+    let prepare = text(crate::spec::StageKind::Prepare);
+    let train = text(crate::spec::StageKind::Train);
+    let short = |r: &ModelRecord| r.weights().unwrap().sha256[..16].to_string();
+    for (r, v) in [("pcb@1", &v1), ("pcb@2", &v2)] {
+        let dir = format!("\"${{TMPDIR:-/tmp}}\"/yolo-sched-models/{}", short(v));
+        let pull = format!("models pull {r} --weights-only --to {dir}");
+        assert_eq!(prepare.matches(&pull).count(), 1, "{prepare}");
+        assert!(train.contains(&pull), "{train}");
+        assert!(
+            train.contains(&format!("MODEL={dir}/{}", v.weights().unwrap().name)),
+            "{train}"
+        );
+    }
+    assert!(
+        train.contains("\n0)\n") && train.contains("\n1)\n"),
+        "{train}"
+    );
+    // Registry variants get `model=$MODEL`; the file variant its own path.
+    assert!(
+        train.contains("2) VARIANT=(model=/w/yolov8n.pt) ;;"),
+        "{train}"
+    );
+    assert!(train.contains("0) VARIANT=() ;;"), "{train}");
+    assert!(train.contains("${MODEL:+\"model=$MODEL\"}"), "{train}");
+    assert!(
+        !train.contains("registry:") && !train.contains("pcb@1/yolos.pt"),
+        "{train}"
+    );
+    // The base arguments name no model: each variant does.
+    assert!(!train.contains("model=yolov8n.pt"), "{train}");
+}
+
+#[test]
+fn trainer_versions_are_read_as_plain_text_inside_the_run() {
+    let runs = tempfile::tempdir().unwrap();
+    let m = finished_run(runs.path(), "v", "a");
+    let state = m.workdir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    assert_eq!(
+        publish::trainer_versions(&m.workdir, None),
+        publish::TrainerVersions::default()
+    );
+    std::fs::write(
+        state.join("train.versions.json"),
+        r#"{"ultralytics":"8.4.190","torch":"2.5.1+cu124","cuda":"12.4"}"#,
+    )
+    .unwrap();
+    let v = publish::trainer_versions(&m.workdir, None);
+    assert_eq!(v.ultralytics.as_deref(), Some("8.4.190"));
+    assert_eq!(v.torch.as_deref(), Some("2.5.1+cu124"));
+    std::fs::write(
+        state.join("train.1.versions.json"),
+        r#"{"ultralytics":"8.4 $(rm -rf)","torch":"2222222222222222222222222222222222222222222222222222"}"#,
+    )
+    .unwrap();
+    let v = publish::trainer_versions(&m.workdir, Some(1));
+    assert_eq!(v.ultralytics, None, "not plain text");
+    assert_eq!(
+        v.torch.as_ref().map(|t| t.chars().count()),
+        Some(41),
+        "clipped: {:?}",
+        v.torch
+    );
+    // A link is never followed.
+    std::fs::remove_file(state.join("train.versions.json")).unwrap();
+    let outside = runs.path().join("outside.json");
+    std::fs::write(&outside, r#"{"ultralytics":"9.9.9"}"#).unwrap();
+    std::os::unix::fs::symlink(&outside, state.join("train.versions.json")).unwrap();
+    assert_eq!(
+        publish::trainer_versions(&m.workdir, None).ultralytics,
+        None
+    );
+    // Published records carry them.
+    std::fs::remove_file(state.join("train.versions.json")).unwrap();
+    std::fs::write(
+        state.join("train.versions.json"),
+        r#"{"ultralytics":"8.4.190","torch":"2.5.1"}"#,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let v = publish(&registry(dir.path()), &m, "pcb").unwrap();
+    assert_eq!(
+        (v.ultralytics.as_deref(), v.torch.as_deref()),
+        (Some("8.4.190"), Some("2.5.1"))
+    );
+}
+
+#[test]
+fn a_sweep_of_one_variant_is_a_single_training_with_its_values() {
+    use crate::render::scripts::{render_all, RenderInput};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    import_as(&reg, files.path(), "yolov8s.pt", "one", "pcb");
+    let cluster = crate::slurm::cluster::Cluster::uniform(
+        "node",
+        2,
+        16,
+        64000,
+        "gpu:1g.5gb:4,gpu:a100:1",
+        &["gpu"],
+    );
+    for (sweep, model) in [
+        (
+            "model = [\"registry:pcb@1\"]\nlr0 = [0.5]\n",
+            "\"model=$MODEL\"",
+        ),
+        (
+            "model = [\"/w/yolov8n.pt\"]\nlr0 = [0.5]\n",
+            "model=/w/yolov8n.pt",
+        ),
+    ] {
+        let (site, mut spec) = site_and_spec(dir.path(), files.path(), sweep);
+        let resolved = spec::resolve_in_spec(&site, &mut spec).unwrap();
+        assert!(resolved.variants.is_empty(), "{sweep}");
+        assert_eq!(resolved.single.is_some(), sweep.contains("registry:"));
+        let plan = crate::plan::plan(
+            &spec,
+            Path::new("/srv/runs/one"),
+            &cluster,
+            &crate::plan::Policy::default(),
+        )
+        .unwrap();
+        let scripts = render_all(
+            &crate::render::Templates::new(None).unwrap(),
+            &RenderInput {
+                spec: &spec,
+                plan: &plan,
+                run_id: "one-1",
+                yolo_sched: Path::new("/usr/local/bin/yolo-sched"),
+                yolo: "yolo",
+                base_dir: files.path(),
+                font: None,
+                models: &resolved,
+            },
+        )
+        .unwrap();
+        let train = &scripts
+            .iter()
+            .find(|s| s.kind == crate::spec::StageKind::Train)
+            .unwrap()
+            .text;
+        assert!(
+            train.contains(model) && train.contains("lr0=0.5"),
+            "{sweep}: {train}"
+        );
+        assert!(!train.contains("model=yolov8n.pt"), "{train}");
+    }
+}

@@ -44,7 +44,12 @@ struct PrepareCtx {
     data: String,
     /// A shell word (variables expand on the node), marked safe by the caller.
     cache: Option<minijinja::Value>,
+    /// `[train] model`'s registry version (templates written before sweeps
+    /// could name registry models read this one).
     registry: Option<RegistryCtx>,
+    /// Every registry version the run trains from, each weights file once
+    /// (by SHA-256): the built-in template pulls them all.
+    models: Vec<RegistryCtx>,
 }
 
 /// A registry model the prepare stage copies to node-local storage and the
@@ -59,11 +64,26 @@ struct RegistryCtx {
     file: String,
 }
 
+/// The registry version of some array tasks of a sweep over `model`.
+#[derive(Debug, Serialize)]
+struct TaskModelCtx {
+    /// The tasks that train from it, as a `case` pattern (`0|3`), marked safe.
+    tasks: minijinja::Value,
+    /// `NAME@N`, its node-local directory (marked safe) and file, as in `RegistryCtx`.
+    reference: String,
+    dir: minijinja::Value,
+    file: String,
+}
+
 #[derive(Debug, Serialize)]
 struct TrainCtx {
     data: String,
     cache: Option<minijinja::Value>,
+    /// `[train] model`'s registry version, when every variant trains from it.
     registry: Option<RegistryCtx>,
+    /// A sweep over `model` naming registry versions: each version and the
+    /// array tasks that train from it (the others' `model=` is in `variants`).
+    models: Vec<TaskModelCtx>,
     args: Vec<String>,
     /// Ultralytics' `device` as planned: `0`, `0,1,…,N-1` or `cpu` (the
     /// built-in script uses the count of GPUs the job holds when it differs).
@@ -123,6 +143,8 @@ struct LayoutCtx {
     start: &'static str,
     end: &'static str,
     guard: &'static str,
+    /// What follows a task's key there: the trainer's Ultralytics and torch versions.
+    versions: &'static str,
 }
 
 /// A rendered stage script.
@@ -170,8 +192,9 @@ pub struct RenderInput<'a> {
     pub base_dir: &'a Path,
     /// The site's `[paths] yolo_font`, copied into each run's Ultralytics config dir.
     pub font: Option<&'a Path>,
-    /// The registry version the spec's `model = "registry:…"` resolved to.
-    pub model: Option<&'a crate::registry::spec::RegistryModel>,
+    /// The registry versions the spec's `registry:` models resolved to
+    /// (`[train] model`, or per variant of a sweep over `model`).
+    pub models: &'a crate::registry::spec::Resolved,
 }
 
 /// Ultralytics' `device` for a job holding `gpus` GPUs: Slurm renumbers the
@@ -182,6 +205,22 @@ pub fn device_list(gpus: u64) -> String {
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The registry versions of a sweep's variants, each with the array tasks
+/// that train from it as a `case` pattern (`0|3`), in first-use order.
+fn task_models(
+    variants: &[Option<crate::registry::spec::RegistryModel>],
+) -> Vec<(String, &crate::registry::spec::RegistryModel)> {
+    let mut out: Vec<(String, &crate::registry::spec::RegistryModel)> = Vec::new();
+    for (task, m) in variants.iter().enumerate() {
+        let Some(m) = m else { continue };
+        match out.iter_mut().find(|(_, o)| *o == m) {
+            Some((tasks, _)) => tasks.push_str(&format!("|{task}")),
+            None => out.push((task.to_string(), m)),
+        }
+    }
+    out
 }
 
 /// Render every stage of the plan.
@@ -211,13 +250,12 @@ fn render_stage(
         .as_ref()
         .and_then(|p| p.cache.as_ref())
         .map(|c| minijinja::Value::from_safe_string(c.shell_word()));
-    let registry = || {
-        input.model.map(|m| RegistryCtx {
-            reference: m.reference.clone(),
-            dir: minijinja::Value::from_safe_string(m.dir.clone()),
-            file: m.file.clone(),
-        })
+    let registry_ctx = |m: &crate::registry::spec::RegistryModel| RegistryCtx {
+        reference: m.reference.clone(),
+        dir: minijinja::Value::from_safe_string(m.dir.clone()),
+        file: m.file.clone(),
     };
+    let registry = || input.models.single.as_ref().map(registry_ctx);
     let gpus = stage
         .gres
         .as_deref()
@@ -267,6 +305,7 @@ fn render_stage(
             start: crate::run::layout::START,
             end: crate::run::layout::END,
             guard: crate::run::layout::GUARD,
+            versions: crate::run::layout::VERSIONS,
         },
         yolo: input.yolo.to_string(),
         font: input.font.map(|f| f.display().to_string()),
@@ -282,13 +321,27 @@ fn render_stage(
                 data,
                 cache,
                 registry: registry(),
+                models: input
+                    .models
+                    .distinct()
+                    .into_iter()
+                    .map(registry_ctx)
+                    .collect(),
             })
         }
         StageKind::Train => {
-            let mut base = spec.train_args(&BTreeMap::new());
+            // A sweep of one variant is no array: its values are the base's.
+            let array = plan.variants > 1;
+            let only = match array {
+                false => spec.sweep_variants().into_iter().next(),
+                true => None,
+            };
+            let mut base = spec.train_args(&only.unwrap_or_default());
             base.remove("data");
-            if input.model.is_some() {
-                // The node-local copy, `"model=$MODEL"` in the template.
+            let swept_model = spec.sweep.axes.iter().any(|a| a.key == "model");
+            if input.models.single.is_some() || (array && swept_model) {
+                // The node-local copy, `"model=$MODEL"` in the template; or
+                // each variant's own model.
                 base.remove("model");
             }
             if let Some(b) = plan.batch_default {
@@ -305,11 +358,31 @@ fn render_stage(
                 base.entry("workers".into())
                     .or_insert(ArgValue::Int(w.into()));
             }
-            let variants: Vec<Vec<String>> = if plan.variants > 1 {
-                spec.sweep_variants().iter().map(arg_words).collect()
+            let variants: Vec<Vec<String>> = if array {
+                let pinned = &input.models.variants;
+                spec.sweep_variants()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut v)| {
+                        if pinned.get(i).is_some_and(Option::is_some) {
+                            // A registry version: `"model=$MODEL"`, set per task.
+                            v.remove("model");
+                        }
+                        arg_words(&v)
+                    })
+                    .collect()
             } else {
                 Vec::new()
             };
+            let models = task_models(&input.models.variants)
+                .into_iter()
+                .map(|(tasks, m)| TaskModelCtx {
+                    tasks: minijinja::Value::from_safe_string(tasks),
+                    reference: m.reference.clone(),
+                    dir: minijinja::Value::from_safe_string(m.dir.clone()),
+                    file: m.file.clone(),
+                })
+                .collect();
             let escalate_steps = match spec.resources.on_oom {
                 crate::spec::OnOom::ResumeBigger { steps } if variants.is_empty() => Some(steps),
                 _ => None,
@@ -318,6 +391,7 @@ fn render_stage(
                 data,
                 cache,
                 registry: registry(),
+                models,
                 args: arg_words(&base),
                 resume_args: vec![format!("device={device}")],
                 device: device.clone(),

@@ -418,6 +418,7 @@ mod tests {
             gpu_explanation: vec![],
             estimate_gib: None,
             model_ref: None,
+            model_refs: Vec::new(),
             stages: vec![StageRecord {
                 stage: "train".into(),
                 job_name: "r-train".into(),

@@ -21,11 +21,13 @@ pub const TRAIN: &str = "train";
 pub const BACKUP: &str = "backup";
 /// What follows a task's key (`state_key`) in `STATE`: the records the stage
 /// script writes when the job starts and ends, the guard's record, the agent's
-/// memory series.
+/// memory series, the trainer's Ultralytics and torch versions (written by
+/// the train stage after a training, read by `models publish`).
 pub const START: &str = ".start.json";
 pub const END: &str = ".end.json";
 pub const GUARD: &str = ".guard.json";
 pub const MEMORY: &str = ".memory.csv";
+pub const VERSIONS: &str = ".versions.json";
 
 /// The training directory of a variant: `train`, or `train-<task>`.
 pub fn train_dir(task: Option<u32>) -> String {
@@ -70,6 +72,11 @@ pub fn memory_series(stage: &str, task: Option<u32>) -> String {
     format!("{STATE}/{}{MEMORY}", state_key(stage, task))
 }
 
+/// The trainer's versions record of a train task, relative to the run directory.
+pub fn versions_record(task: Option<u32>) -> String {
+    format!("{STATE}/{}{VERSIONS}", state_key("train", task))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +91,7 @@ mod tests {
         assert_eq!(state_key("train", Some(2)), "train.2");
         assert_eq!(guard_record("train", None), "state/train.guard.json");
         assert_eq!(memory_series("train", Some(1)), "state/train.1.memory.csv");
+        assert_eq!(versions_record(Some(2)), "state/train.2.versions.json");
+        assert_eq!(versions_record(None), "state/train.versions.json");
     }
 }

@@ -72,6 +72,12 @@ pub struct Manifest {
     /// submission (`registry:NAME@N`): `resume` uses it even after a tag moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_ref: Option<String>,
+    /// A sweep over `model` that names registry models: one entry per variant
+    /// (the array task's index), its version as resolved at submission
+    /// (`registry:NAME@N`), or `None` for a weights file. Empty otherwise
+    /// (and in manifests written before sweeps could name registry models).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_refs: Vec<Option<String>>,
     pub stages: Vec<StageRecord>,
 }
 
@@ -122,6 +128,16 @@ impl Manifest {
             .with_context(|| format!("reading manifest {}", path.display()))?;
         serde_json::from_str(&text)
             .with_context(|| format!("manifest {} is corrupt", path.display()))
+    }
+
+    /// The registry version variant `variant` (or the single training) was
+    /// trained from, as pinned at submission: `registry:NAME@N`.
+    pub fn model_ref_of(&self, variant: Option<u32>) -> Option<&str> {
+        match variant.and_then(|v| self.model_refs.get(v as usize)) {
+            Some(r) => r.as_deref(),
+            None if self.model_refs.is_empty() => self.model_ref.as_deref(),
+            None => None,
+        }
     }
 
     /// Every job id of every attempt.

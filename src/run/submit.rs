@@ -86,7 +86,7 @@ pub fn submit(
         spec,
         policy,
         paths,
-        registry_model,
+        registry,
     } = check(site, spec, req.workdir)?.map_err(|e| invalid(e.to_string()))?;
     let cluster = crate::slurm::cluster::fetch(slurm)
         .context("asking Slurm for the cluster's nodes, partitions and limits")?;
@@ -128,7 +128,7 @@ pub fn submit(
             yolo: req.yolo,
             base_dir: &base_dir,
             font: paths.yolo_font.as_deref(),
-            model: registry_model.as_ref(),
+            models: &registry,
         },
     )?;
 
@@ -192,7 +192,7 @@ pub fn submit(
         })
         .collect();
     let mut sized = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &placeholder, now)?;
-    sized.model_ref = registry_model.as_ref().map(|m| m.manifest_ref());
+    (sized.model_ref, sized.model_refs) = registry.manifest_refs();
     let manifest_len = serde_json::to_vec_pretty(&sized)?.len() as u64;
     let state = manifest::state_dir()?;
     crate::fsutil::ensure_room(&[
@@ -216,7 +216,7 @@ pub fn submit(
         }
     };
     let mut manifest = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &submitted, now)?;
-    manifest.model_ref = registry_model.as_ref().map(|m| m.manifest_ref());
+    (manifest.model_ref, manifest.model_refs) = registry.manifest_refs();
     if let Err(e) = manifest
         .save()
         .and_then(|()| journal.set_phase(Phase::Recorded))
@@ -309,14 +309,15 @@ pub struct Checked {
     pub spec: Spec,
     pub policy: Policy,
     pub paths: Paths,
-    /// A `registry:` model resolved to one exact version.
-    pub registry_model: Option<crate::registry::spec::RegistryModel>,
+    /// The `registry:` models, each resolved to one exact version (per
+    /// variant for a sweep over `model`).
+    pub registry: crate::registry::spec::Resolved,
 }
 
 /// The one check of a parsed spec against the site, shared by `validate` and
 /// `submit` so that neither accepts what the other refuses: the site's
 /// sections (policy, audit, guard, backup, registry), the spec's guard and
-/// backup within the site's limits, the default model, a `registry:` model,
+/// backup within the site's limits, the default model, the `registry:` models,
 /// the weights and the spec's workdir (unless `--workdir` replaces it). `Ok(Err(..))`:
 /// the spec's own mistakes, all of them; `Err`: a site file that is wrong, or
 /// a registry that cannot be read.
@@ -340,12 +341,12 @@ pub fn check(
         crate::spec::apply_default_model(&mut spec, policy.defaults.model.as_deref())
             .into_iter()
             .collect();
-    // A `registry:` model: one exact version, its blobs checked (the registry
-    // is read, nothing written).
-    let registry_model = if errors.is_empty() {
+    // The `registry:` models (`[train] model`, `[sweep] model`): each one
+    // exact version, its blobs checked (the registry is read, nothing written).
+    let registry = if errors.is_empty() {
         crate::registry::spec::resolve_in_spec(site, &mut spec)?
     } else {
-        None
+        crate::registry::spec::Resolved::default()
     };
     errors.extend(resolve_weights(&mut spec, &policy, &paths, has_registry));
     if workdir_flag.is_none() {
@@ -358,7 +359,7 @@ pub fn check(
         spec,
         policy,
         paths,
-        registry_model,
+        registry,
     }))
 }
 
@@ -528,6 +529,7 @@ fn build_manifest(
         gpu_explanation: plan.gpu.explanation.clone(),
         estimate_gib: plan.estimate.as_ref().map(|e| e.needed_gib),
         model_ref: None,
+        model_refs: Vec::new(),
         stages,
     })
 }

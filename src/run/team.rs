@@ -265,6 +265,7 @@ fn from_slurm(
         gpu_explanation: vec![],
         estimate_gib: None,
         model_ref: None,
+        model_refs: Vec::new(),
         stages,
     }
 }

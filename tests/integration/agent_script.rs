@@ -54,7 +54,7 @@ impl Rendered {
                 yolo: "yolo",
                 base_dir: dir.path(),
                 font: None,
-                model: None,
+                models: &Default::default(),
             },
         )
         .unwrap();

@@ -419,6 +419,7 @@ fn write_agent_manifest(dir: &Path, name: &str) {
         gpu_explanation: vec![],
         estimate_gib: None,
         model_ref: None,
+        model_refs: Vec::new(),
         stages: vec![],
     };
     std::fs::write(

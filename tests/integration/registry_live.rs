@@ -4,7 +4,10 @@
 //! trainer gets that local path; after the tag moved, `resume` still uses the
 //! original version; an unknown name is refused at submit with exit 2, the
 //! names that exist, and nothing queued; a corrupted blob fails the prepare
-//! stage, before any GPU is held.
+//! stage, before any GPU is held. A sweep over registry versions and a weights
+//! file: each array task trains from its own variant's verified copy, each
+//! version pinned in the manifest; an unknown version in the sweep is refused
+//! at its line.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -59,6 +62,22 @@ impl Fixture {
         p
     }
 
+    /// A spec with a `[sweep]` of `models` (TOML strings, as written).
+    fn sweep_spec(&self, name: &str, models: &[String]) -> PathBuf {
+        let p = self.spec(name, "", 2);
+        let mut text = read(&p).replace("[train]\n", "[train]\nmodel = \"yolov8n.yaml\"\n");
+        text.push_str(&format!(
+            "[sweep]\nmodel = [{}]\n",
+            models
+                .iter()
+                .map(|m| format!("\"{m}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
     fn cmd(&self) -> Command {
         let mut c = yolo();
         c.current_dir(self.path())
@@ -80,8 +99,8 @@ impl Fixture {
         c
     }
 
-    /// Import a small checkpoint as NAME; its weights' SHA-256.
-    fn import(&self, name: &str, tag: &str) -> String {
+    /// A small checkpoint `<tag>.pt` in the fixture, its content `tag`'s own.
+    fn checkpoint(&self, tag: &str) -> PathBuf {
         let file = self.path().join(format!("{tag}.pt"));
         let ok = Command::new("python3")
             .args([
@@ -93,6 +112,12 @@ impl Fixture {
             .status()
             .unwrap();
         assert!(ok.success());
+        file
+    }
+
+    /// Import a small checkpoint as NAME; its weights' SHA-256.
+    fn import(&self, name: &str, tag: &str) -> String {
+        let file = self.checkpoint(tag);
         let out = run(self
             .cmd()
             .args(["models", "import", "--name", name, "--json"])
@@ -143,7 +168,12 @@ fn sha256(path: &Path) -> String {
 
 /// The `model:` the trainer was started with (the stand-in writes args.yaml).
 fn trained_model(workdir: &Path) -> PathBuf {
-    let args = read(&workdir.join("train/args.yaml"));
+    trained_model_in(&workdir.join("train"))
+}
+
+/// The `model:` of the training in `train` (`train`, `train-N`).
+fn trained_model_in(train: &Path) -> PathBuf {
+    let args = read(&train.join("args.yaml"));
     PathBuf::from(
         args.lines()
             .find_map(|l| l.strip_prefix("model: "))
@@ -364,6 +394,17 @@ fn a_real_model_published_and_trained_from_the_registry_loads() {
         .unwrap()
         .to_string();
     assert!(v1["model"]["metrics"]["map50_95"].is_number(), "{v1}");
+    // The versions the training ran with, as the train stage recorded them.
+    assert_eq!(v1["model"]["ultralytics"], "8.4.190", "{v1}");
+    assert!(
+        v1["model"]["torch"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(|c: char| c.is_ascii_digit())),
+        "{v1}"
+    );
+    let out = run(f.real_cmd().args(["models", "show", "pcb-real@1"]));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("Ultralytics 8.4.190, torch "), "{shown}");
     assert!(
         v1["model"]["fingerprint"].is_string(),
         "the prepare stage's fingerprint: {v1}"
@@ -393,4 +434,131 @@ fn a_real_model_published_and_trained_from_the_registry_loads() {
     );
     assert_eq!(v["model"]["version"], 2);
     assert_eq!(v["model"]["parent"], "registry:pcb-real@1", "lineage: {v}");
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
+fn a_sweep_of_registry_versions_trains_each_task_from_its_own_verified_copy() {
+    let _cluster = cluster_shared(module_path!());
+    let f = Fixture::new();
+    let v1 = f.import("base", "one");
+    let v2 = f.import("base", "two");
+    let out = run(f.cmd().args(["models", "tag", "base@2", "production"]));
+    assert!(out.status.success());
+    let file = f.checkpoint("three");
+    let spec = f.sweep_spec(
+        "regsweep",
+        &[
+            "registry:base@1".into(),
+            "registry:base@production".into(),
+            file.display().to_string(),
+        ],
+    );
+    let (run_id, _jobs) = submit(&f, &spec, &[]);
+    let workdir = f.path().join("runs/regsweep");
+    let manifest: Value = serde_json::from_str(&read(&workdir.join("manifest.json"))).unwrap();
+    assert_eq!(
+        manifest["model_refs"],
+        serde_json::json!(["registry:base@1", "registry:base@2", null]),
+        "each variant's version pinned: {manifest}"
+    );
+    let prepare = read(&workdir.join("scripts/prepare.sh"));
+    assert!(
+        prepare.contains("models pull base@1 ") && prepare.contains("models pull base@2 "),
+        "{prepare}"
+    );
+    let train = read(&workdir.join("scripts/train.sh"));
+    assert!(
+        !train.contains("production"),
+        "the tag is not in the scripts: {train}"
+    );
+    // The tag moves while the run waits or trains: nothing changes for it.
+    let out = run(f.cmd().args(["models", "tag", "base@1", "production"]));
+    assert!(out.status.success());
+    assert_eq!(watch(&f, &run_id, Duration::from_secs(300)), 0);
+    let prepare_log = read(&workdir.join("logs/prepare.out"));
+    assert!(
+        prepare_log.contains("copied base@1") && prepare_log.contains("copied base@2"),
+        "{prepare_log}"
+    );
+    for (task, want) in [(0, &v1), (1, &v2)] {
+        let local = trained_model_in(&workdir.join(format!("train-{task}")));
+        assert!(
+            local.is_absolute() && !local.starts_with(f.path()),
+            "task {task} trains from a node-local copy: {}",
+            local.display()
+        );
+        assert_eq!(&sha256(&local), want, "task {task}");
+    }
+    assert_eq!(trained_model_in(&workdir.join("train-2")), file);
+    // Each variant's version is its published child's parent.
+    for (variant, parent) in [
+        ("1", serde_json::json!("registry:base@2")),
+        ("2", serde_json::json!(file.display().to_string())),
+    ] {
+        let out = run(f
+            .cmd()
+            .args([
+                "models",
+                "publish",
+                "--name",
+                "swept",
+                "--variant",
+                variant,
+                "--json",
+            ])
+            .arg(&workdir));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["model"]["parent"], parent, "variant {variant}: {v}");
+        // The stand-in trainer has no Ultralytics or torch to report.
+        assert!(
+            v["model"]["ultralytics"].is_null() && v["model"]["torch"].is_null(),
+            "{v}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up)"]
+fn an_unknown_registry_model_in_a_sweep_is_refused_at_its_line_and_nothing_is_queued() {
+    let _cluster = cluster_shared(module_path!());
+    let f = Fixture::new();
+    f.import("base", "one");
+    let spec = f.sweep_spec(
+        "regsweepbad",
+        &["registry:base@1".into(), "registry:base@9".into()],
+    );
+    let line = read(&spec)
+        .lines()
+        .position(|l| l.starts_with("model = ["))
+        .unwrap()
+        + 1;
+    for args in [
+        &["validate", "--no-cluster"][..],
+        &["submit"],
+        &["submit", "--dry-run"],
+    ] {
+        let out = run(f.cmd().args(args).arg(&spec));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            err.contains(&format!("regsweepbad.toml:{line}:")) && err.contains("sweep.model"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!f.path().join("runs/regsweepbad/manifest.json").exists());
+    assert!(!f.path().join("runs/regsweepbad/scripts").exists());
+    let q = Command::new("squeue")
+        .args(["-h", "-o", "%j"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&q.stdout).contains("regsweepbad"),
+        "nothing queued"
+    );
 }

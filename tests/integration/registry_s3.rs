@@ -450,3 +450,66 @@ fn a_corrupted_blob_is_refused_at_pull_over_s3() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("missing"), "{}", text(&out));
 }
+
+/// `validate` (no Slurm needed) resolves every registry value of a sweep over
+/// `model`: a sweep of two versions and a weights file is valid; an unknown
+/// version is refused with exit 2 at `sweep.model`'s line.
+#[test]
+fn a_sweep_over_registry_versions_is_validated_against_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    std::fs::create_dir(&registry).unwrap();
+    let site = site(dir.path(), &format!("file://{}", registry.display()));
+    let run_dir = finished_run(dir.path(), "pcb", 20_000, "a");
+    for _ in 0..2 {
+        ok_json(&mut models(
+            None,
+            &site,
+            &[
+                "publish",
+                run_dir.to_str().unwrap(),
+                "--name",
+                "pcb",
+                "--json",
+            ],
+        ));
+    }
+    let weights = run_dir.join("train/weights/last.pt");
+    std::fs::write(
+        dir.path().join("data.yaml"),
+        "path: .\ntrain: images\nval: images\nnames: [a]\n",
+    )
+    .unwrap();
+    let spec = |name: &str, second: &str| {
+        let p = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &p,
+            format!(
+                "version = 1\n[run]\nname = \"{name}\"\nworkdir = \"{}\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"data.yaml\"\n\n[sweep]\nlr0 = [0.01, 0.001]\nmodel = [\"registry:pcb@1\", \"{second}\", \"{}\"]\n",
+                dir.path().join("runs").join(name).display(),
+                weights.display()
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let validate = |p: &Path| {
+        run(yolo()
+            .current_dir(dir.path())
+            .arg("--site")
+            .arg(&site)
+            .args(["validate", "--no-cluster"])
+            .arg(p))
+    };
+    let out = validate(&spec("good", "registry:pcb"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("6 variants"), "{}", text(&out));
+    let out = validate(&spec("bad", "registry:pcb@3"));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("bad.toml:11:") && text(&out).contains("sweep.model"),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.path().join("runs").exists());
+}

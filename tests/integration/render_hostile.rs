@@ -55,7 +55,7 @@ fn run_train_script(dir: &Path, spec_text: &str) -> Option<Vec<String>> {
             yolo: recorder.to_str().unwrap(),
             base_dir: dir,
             font: None,
-            model: None,
+            models: &Default::default(),
         },
     )
     .unwrap();
@@ -180,7 +180,7 @@ fn train_script(
             yolo: yolo.to_str().unwrap(),
             base_dir: d,
             font,
-            model: None,
+            models: &Default::default(),
         },
     )
     .unwrap();

@@ -67,7 +67,7 @@ fn rendered_stage_scripts() {
             yolo: "yolo",
             base_dir: Path::new("/srv/specs"),
             font: None,
-            model: None,
+            models: &Default::default(),
         },
     )
     .unwrap();

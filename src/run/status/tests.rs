@@ -41,6 +41,7 @@ fn manifest(stages: Vec<StageRecord>) -> Manifest {
         gpu_explanation: vec![],
         estimate_gib: None,
         model_ref: None,
+        model_refs: Vec::new(),
         stages,
     }
 }
