@@ -485,19 +485,7 @@ impl Store {
     /// The keys of every object under `prefix` (a key prefix ending in `/`,
     /// or empty for the whole bucket), sorted.
     pub fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        let trimmed = prefix.trim_end_matches('/');
-        let p = (!trimmed.is_empty())
-            .then(|| Self::path(trimmed))
-            .transpose()?;
-        self.runtime.block_on(async {
-            let mut stream = self.inner.list(p.as_ref());
-            let mut out = Vec::new();
-            while let Some(meta) = stream.next().await {
-                out.push(meta.map_err(|e| self.error(e))?.location.to_string());
-            }
-            out.sort();
-            Ok(out)
-        })
+        Ok(self.list_meta(prefix)?.into_iter().map(|o| o.key).collect())
     }
 
     /// Every object under `prefix` (as `list`) with its size and the store's

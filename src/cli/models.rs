@@ -630,16 +630,7 @@ struct Changed {
 fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
     let (name, version) = exact(&args.model)?;
     registry::names::check_tag(&args.tag).map_err(invalid)?;
-    let reg = open(ctx)?;
-    let caller = Caller::current();
-    let l = reg.resolve(
-        &ModelRef {
-            name: name.clone(),
-            selector: Selector::Version(version),
-        },
-        &caller,
-    )?;
-    manage(ctx, &caller, &l.record, "models tag", &reg)?;
+    let (reg, caller, l) = managed(ctx, &name, version, "models tag")?;
     let mut out = Changed {
         model: l.record.id(),
         tag: Some(args.tag.clone()),
@@ -647,8 +638,7 @@ fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
         changed: !l.tags.contains(&args.tag),
     };
     if !args.dry_run && out.changed {
-        let user = crate::identity::current_user();
-        let result = reg.tag(&name, version, &args.tag, &user);
+        let result = reg.tag(&name, version, &args.tag, &caller.user);
         let mut rec = AuditRecord::new(
             "models tag",
             None,
@@ -675,35 +665,35 @@ fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// The caller's right to tag or remove `r`; a refusal goes to the audit
-/// trail too (an attempt on another account's model is worth knowing).
-fn manage(
+/// `name@version`, which the caller may tag or remove; a refusal goes to
+/// the audit trail too (an attempt on another account's model is worth knowing).
+fn managed(
     ctx: &mut Context,
-    caller: &Caller,
-    r: &ModelRecord,
+    name: &str,
+    version: u32,
     command: &str,
-    reg: &Registry,
-) -> Result<()> {
-    caller.require(r, Right::Manage).map(|_| ()).map_err(|e| {
-        let mut rec = AuditRecord::new(command, None, vec![], &format!("refused: {e:#}"));
-        rec.detail = Some(format!("{} {}", r.id(), reg.url));
-        super::runs::record(ctx, &rec);
-        e
-    })
-}
-
-fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
-    let (name, version) = exact(&args.model)?;
+) -> Result<(Registry, Caller, registry::Listed)> {
     let reg = open(ctx)?;
     let caller = Caller::current();
     let l = reg.resolve(
         &ModelRef {
-            name: name.clone(),
+            name: name.to_string(),
             selector: Selector::Version(version),
         },
         &caller,
     )?;
-    manage(ctx, &caller, &l.record, "models remove", &reg)?;
+    if let Err(e) = caller.require(&l.record, Right::Manage) {
+        let mut rec = AuditRecord::new(command, None, vec![], &format!("refused: {e:#}"));
+        rec.detail = Some(format!("{} {}", l.record.id(), reg.url));
+        super::runs::record(ctx, &rec);
+        return Err(e);
+    }
+    Ok((reg, caller, l))
+}
+
+fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
+    let (name, version) = exact(&args.model)?;
+    let (reg, caller, l) = managed(ctx, &name, version, "models remove")?;
     let user = caller.user.clone();
     let mut out = Changed {
         model: l.record.id(),
