@@ -624,7 +624,6 @@ fn an_unknown_registry_model_in_a_sweep_is_refused_at_its_line() {
 
 #[test]
 fn a_sweep_over_registry_models_renders_each_task_its_own_local_copy() {
-    use crate::render::scripts::{render_all, RenderInput};
     let dir = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let reg = registry(dir.path());
@@ -654,20 +653,7 @@ fn a_sweep_over_registry_models_renders_each_task_its_own_local_copy() {
     // Sized for the largest variant: pcb@2's recorded scale (m).
     let est = plan.estimate.as_ref().unwrap();
     assert_eq!(est.scale.map(|s| s.letter()), Some('m'), "{}", est.model);
-    let scripts = render_all(
-        &crate::render::Templates::new(None).unwrap(),
-        &RenderInput {
-            spec: &spec,
-            plan: &plan,
-            run_id: "sw-1",
-            yolo_sched: Path::new("/usr/local/bin/yolo-sched"),
-            yolo: "yolo",
-            base_dir: files.path(),
-            font: None,
-            models: &resolved,
-        },
-    )
-    .unwrap();
+    let scripts = scripts_of(&spec, &plan, &resolved, "sw-1", files.path());
     let text = |kind| &scripts.iter().find(|s| s.kind == kind).unwrap().text;
     let prepare = text(crate::spec::StageKind::Prepare);
     let train = text(crate::spec::StageKind::Train);
@@ -758,7 +744,6 @@ fn trainer_versions_are_read_as_plain_text_inside_the_run() {
 
 #[test]
 fn a_sweep_of_one_variant_is_a_single_training_with_its_values() {
-    use crate::render::scripts::{render_all, RenderInput};
     let dir = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let reg = registry(dir.path());
@@ -792,20 +777,7 @@ fn a_sweep_of_one_variant_is_a_single_training_with_its_values() {
             &crate::plan::Policy::default(),
         )
         .unwrap();
-        let scripts = render_all(
-            &crate::render::Templates::new(None).unwrap(),
-            &RenderInput {
-                spec: &spec,
-                plan: &plan,
-                run_id: "one-1",
-                yolo_sched: Path::new("/usr/local/bin/yolo-sched"),
-                yolo: "yolo",
-                base_dir: files.path(),
-                font: None,
-                models: &resolved,
-            },
-        )
-        .unwrap();
+        let scripts = scripts_of(&spec, &plan, &resolved, "one-1", files.path());
         let train = &scripts
             .iter()
             .find(|s| s.kind == crate::spec::StageKind::Train)
@@ -817,4 +789,28 @@ fn a_sweep_of_one_variant_is_a_single_training_with_its_values() {
         );
         assert!(!train.contains("model=yolov8n.pt"), "{train}");
     }
+}
+
+/// The stage scripts of `spec` as `submit` renders them (built-in templates).
+fn scripts_of(
+    spec: &crate::spec::Spec,
+    plan: &crate::plan::Plan,
+    resolved: &crate::registry::spec::Resolved,
+    run_id: &str,
+    base_dir: &Path,
+) -> Vec<crate::render::scripts::StageScript> {
+    crate::render::scripts::render_all(
+        &crate::render::Templates::new(None).unwrap(),
+        &crate::render::scripts::RenderInput {
+            spec,
+            plan,
+            run_id,
+            yolo_sched: Path::new("/usr/local/bin/yolo-sched"),
+            yolo: "yolo",
+            base_dir,
+            font: None,
+            models: resolved,
+        },
+    )
+    .unwrap()
 }
