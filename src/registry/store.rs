@@ -376,15 +376,33 @@ impl Registry {
                 ))
             })?,
             Selector::Latest => {
-                // Newest first: the usual answer costs one record read.
+                // Newest first: the usual answer costs one record read; an
+                // outsider's search goes on in concurrent batches.
+                let candidates: Vec<u32> = versions
+                    .iter()
+                    .rev()
+                    .filter(|v| !removed.contains(v))
+                    .copied()
+                    .collect();
                 let mut first_refusal = None;
-                for v in versions.iter().rev().filter(|v| !removed.contains(v)) {
-                    match self.readable(&r.name, *v, caller)? {
-                        Ok(record) => return Ok(listed(record)),
-                        Err(refusal) => {
-                            first_refusal.get_or_insert(refusal);
+                let (mut start, mut batch) = (0, 1);
+                while start < candidates.len() {
+                    let chunk = &candidates[start..(start + batch).min(candidates.len())];
+                    let keys: Vec<String> = chunk
+                        .iter()
+                        .map(|v| self.version_key(&r.name, *v))
+                        .collect();
+                    let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
+                    for (v, fetched) in chunk.iter().zip(got) {
+                        match self.judge(&r.name, *v, fetched, caller)? {
+                            Ok(record) => return Ok(listed(record)),
+                            Err(refusal) => {
+                                first_refusal.get_or_insert(refusal);
+                            }
                         }
                     }
+                    start += chunk.len();
+                    batch = LIST_CONCURRENCY;
                 }
                 return Err(match first_refusal {
                     Some(refusal) => with_hint(
@@ -423,7 +441,23 @@ impl Registry {
         v: u32,
         caller: &Caller,
     ) -> Result<std::result::Result<ModelRecord, (String, String)>> {
-        let record = match self.record(name, v) {
+        let fetched = self.store.get_bytes(&self.version_key(name, v), MAX_RECORD);
+        self.judge(name, v, fetched, caller)
+    }
+
+    /// `readable` of a record already fetched.
+    fn judge(
+        &self,
+        name: &str,
+        v: u32,
+        fetched: Result<Option<Vec<u8>>>,
+        caller: &Caller,
+    ) -> Result<std::result::Result<ModelRecord, (String, String)>> {
+        let key = self.version_key(name, v);
+        let record = match fetched.and_then(|b| match b {
+            Some(b) => self.parse_record(&key, &b, name, v).map(Some),
+            None => Ok(None),
+        }) {
             Ok(Some(record)) => record,
             Ok(None) => bail!("record {name}@{v} vanished while being read"),
             Err(e) if is_denied(&e) => {
