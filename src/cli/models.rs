@@ -445,7 +445,12 @@ fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
                 format!("{}{}", r.id(), if l.removed { " (removed)" } else { "" }),
                 l.tags.join(","),
                 crate::text::echo(&r.user),
-                r.account.as_deref().map_or("-".into(), crate::text::echo),
+                match (r.account.as_deref(), r.public) {
+                    (Some(a), true) => format!("{} (public)", crate::text::echo(a)),
+                    (Some(a), false) => crate::text::echo(a),
+                    (None, true) => "(public)".into(),
+                    (None, false) => "-".into(),
+                },
                 r.created_at.format("%Y-%m-%d %H:%M").to_string(),
                 metric(r.metrics.map50_95),
                 metric(r.metrics.map50),
