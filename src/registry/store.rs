@@ -575,22 +575,15 @@ impl Registry {
         self.store.local_path("")
     }
 
-    /// Create the version record `key` (create-if-absent). On `file://` a
-    /// private version's record is written under umask 077, then given its
-    /// account's group and mode (`unix`): never readable by others meanwhile.
+    /// Create the version record `key` (create-if-absent). On `file://` the
+    /// record gets its account's group and mode before it has its name
+    /// (`unix::create_record`): never readable by others meanwhile.
     fn put_record(&self, key: &str, bytes: Vec<u8>, r: &ModelRecord) -> Result<bool> {
         let Some(path) = self.store.local_path(key) else {
             return self.store.put_new(key, bytes);
         };
         self.ensure_parents(key)?;
-        let created = {
-            let _umask = (!r.public).then(super::unix::PrivateUmask::set);
-            self.store.put_new(key, bytes)?
-        };
-        if created {
-            super::unix::protect_record(&path, r.account.as_deref(), r.public)?;
-        }
-        Ok(created)
+        super::unix::create_record(&path, &bytes, r.account.as_deref(), r.public)
     }
 
     /// What a `file://` registry's file system will not enforce for `r`

@@ -6,9 +6,9 @@
 //!   deletes or replaces another's record: the sticky bit), except
 //!   `blobs/sha256`, `1733`: a blob is found only through a record naming it;
 //! - a private version's record is `0640`, group the Unix group named as its
-//!   Slurm account; it is created under umask `077`, so it is never readable
-//!   by others, not even for a moment; a public one (and tag and removal
-//!   records) is `0644`;
+//!   Slurm account, given before the record has its name (`create_record`),
+//!   so it is never readable by others, not even for a moment; a public one
+//!   (and tag and removal records) is `0644`;
 //! - blobs are `0644`: their names are SHA-256s nobody can list.
 //!
 //! Effects on the local file system only; each function says what it did not
@@ -18,7 +18,6 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use nix::sys::stat::{umask, Mode};
 
 /// The mode of the directory `rel` (below the registry) when yolo-sched makes it.
 fn dir_mode(rel: &Path) -> u32 {
@@ -59,22 +58,6 @@ pub fn ensure_parents(root: &Path, key: &str) -> Result<()> {
     Ok(())
 }
 
-/// The process umask set to `077` while it lives (one publication's record
-/// write; the CLI writes nothing else meanwhile).
-pub struct PrivateUmask(Mode);
-
-impl PrivateUmask {
-    pub fn set() -> PrivateUmask {
-        PrivateUmask(umask(Mode::from_bits_truncate(0o077)))
-    }
-}
-
-impl Drop for PrivateUmask {
-    fn drop(&mut self) {
-        umask(self.0);
-    }
-}
-
 /// The Unix group a private version of `account` gets: the group named as
 /// the account, when it exists and the publisher may give files to it (root,
 /// or a member). `Err` says why not.
@@ -109,20 +92,62 @@ pub fn enforcement_note(account: Option<&str>, public: bool) -> Option<String> {
     })
 }
 
-/// Give the record at `path` its mode and group: `0644` when `public`, else
-/// `0640` with the account's group (`group_for`); where there is none, `0644`
-/// (`enforcement_note` said so before the publication).
-pub fn protect_record(path: &Path, account: Option<&str>, public: bool) -> Result<()> {
-    let mode = match (public, group_for(account)) {
-        (false, Ok(gid)) => {
-            nix::unistd::chown(path, None, Some(gid))
-                .with_context(|| format!("giving {} its account's group", path.display()))?;
-            0o640
-        }
-        _ => 0o644,
+/// Create the record `path` with `bytes` unless a file is there already
+/// (`Ok(false)`): `PutMode::Create` of the local store, done here so the
+/// record has its group and mode before anyone can open it. The bytes go to
+/// a private temporary file beside it (mode 0600, then the account's group
+/// and `0640`, or `0644` when `public` or the account has no group of its
+/// own here: `group_for`), synced, then hard-linked to the record's name,
+/// which fails when the name exists. A publisher killed at any point leaves
+/// at worst a temporary file no listing reads (not `NNNNNNNN.json`).
+pub fn create_record(
+    path: &Path,
+    bytes: &[u8],
+    account: Option<&str>,
+    public: bool,
+) -> Result<bool> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().context("a record has a directory")?;
+    let tmp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        path.file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        std::process::id(),
+        super::publish::rand_hex(6)
+    ));
+    let write = || -> Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
+        let mode = match (public, group_for(account)) {
+            (false, Ok(gid)) => {
+                nix::unistd::fchown(&f, None, Some(gid))
+                    .with_context(|| format!("giving {} its account's group", tmp.display()))?;
+                0o640
+            }
+            _ => 0o644,
+        };
+        f.write_all(bytes)
+            .and_then(|()| f.set_permissions(std::fs::Permissions::from_mode(mode)))
+            .and_then(|()| f.sync_all())
+            .with_context(|| format!("writing {}", tmp.display()))
     };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("setting the mode of {}", path.display()))
+    let created = write().and_then(|()| match std::fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(crate::fsutil::io_error(
+            e,
+            format!("creating {}", path.display()),
+            dir,
+        )),
+    });
+    let _ = std::fs::remove_file(&tmp);
+    created
 }
 
 /// A blob readable by all who know its name (ours only: another's is theirs
