@@ -418,6 +418,38 @@ pub fn registry_checks(site: &crate::config::Site) -> Vec<Check> {
         }
     }
     let caller = Caller::current();
+    // The site's default model, when it names the registry: what every spec
+    // without a model trains from, so it must resolve and be readable by all.
+    let default_model = crate::plan::Policy::from_site(site)
+        .ok()
+        .and_then(|p| p.defaults.model)
+        .and_then(|m| {
+            m.strip_prefix(crate::registry::spec::PREFIX)
+                .map(str::to_string)
+        });
+    if let Some(text) = default_model {
+        let (status, detail) = match crate::registry::ModelRef::parse(&text)
+            .map_err(anyhow::Error::msg)
+            .and_then(|r| Registry::open(&url)?.resolve(&r, &caller))
+        {
+            Ok(l) if l.record.public => (
+                Status::Ok,
+                format!("[defaults] model = \"registry:{text}\" is {}, public", l.record.id()),
+            ),
+            Ok(l) => (
+                Status::Warn,
+                format!(
+                    "[defaults] model = \"registry:{text}\" is {}, which is not public: users outside its account cannot train with the site's default (import it with --public)",
+                    l.record.id()
+                ),
+            ),
+            Err(e) => (
+                Status::Fail,
+                format!("[defaults] model = \"registry:{text}\": {e:#}"),
+            ),
+        };
+        check(&mut checks, "registry default model", status, detail);
+    }
     match caller.membership() {
         Err(why) => check(
             &mut checks,

@@ -600,6 +600,37 @@ fn registry_versions_are_read_by_their_accounts_members_only() {
         "{said}"
     );
 
+    // The site's default model must be public, or newcomers cannot use it.
+    let plain_site = read(&site);
+    std::fs::write(
+        &site,
+        format!("{plain_site}[defaults]\nmodel = \"registry:base\"\n"),
+    )
+    .unwrap();
+    let said = doctor(DAVE);
+    assert!(
+        said.contains(
+            "ok    registry default model: [defaults] model = \"registry:base\" is base@1, public"
+        ),
+        "{said}"
+    );
+    std::fs::write(
+        &site,
+        format!("{plain_site}[defaults]\nmodel = \"registry:pcb-lab\"\n"),
+    )
+    .unwrap();
+    let said = doctor(BOB);
+    assert!(
+        said.contains("warn  registry default model:") && said.contains("not public"),
+        "{said}"
+    );
+    let said = doctor(DAVE);
+    assert!(
+        said.contains("FAIL  registry default model:") && said.contains("`lab`"),
+        "{said}"
+    );
+    std::fs::write(&site, plain_site).unwrap();
+
     // Nor does he train from it: exit 2 at the spec's line, nothing queued.
     let spec = t.dir.path().join("dave.toml");
     std::fs::write(
