@@ -329,6 +329,68 @@ impl Store {
         })
     }
 
+    /// Read a local store's object in chunks into `sink`, at most `limit`
+    /// bytes: its size, or `None` when it is not there. The file is opened
+    /// without following a link and without blocking on a FIFO, and must be
+    /// a regular file: anyone may create files in a shared registry's
+    /// directories, and what they put where an object is expected must
+    /// neither be followed nor hang the reader.
+    fn read_local(
+        &self,
+        key: &str,
+        limit: u64,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<Option<u64>> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self
+            .local_path(key)
+            .context("read_local is for local stores")?;
+        let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+        let mut f = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags.bits())
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(anyhow::Error::new(Refused(format!(
+                    "{}: permission denied: {key}: {e}",
+                    self.name
+                ))))
+            }
+            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+                bail!("{}: {key} is a symbolic link; it is not read", self.name)
+            }
+            Err(e) => bail!("{}: opening {key}: {e}", self.name),
+        };
+        let meta = f
+            .metadata()
+            .with_context(|| format!("{}: reading {key}", self.name))?;
+        if !meta.is_file() {
+            bail!("{}: {key} is not a regular file; it is not read", self.name);
+        }
+        if meta.len() > limit {
+            bail!("{key} is {} bytes; at most {limit} are read", meta.len());
+        }
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            let n = f
+                .read(&mut buf)
+                .with_context(|| format!("{}: reading {key}", self.name))?;
+            if n == 0 {
+                return Ok(Some(total));
+            }
+            total += n as u64;
+            if total > limit {
+                bail!("{key} grew past {limit} bytes while being read");
+            }
+            sink(&buf[..n])?;
+        }
+    }
+
     /// The file of `key` in a local store; `None` for other stores.
     pub fn local_path(&self, key: &str) -> Option<std::path::PathBuf> {
         self.root.as_ref().map(|r| r.join(key))
@@ -372,6 +434,15 @@ impl Store {
         to: &mut dyn std::io::Write,
         limit: u64,
     ) -> Result<Option<(String, u64)>> {
+        if self.root.is_some() {
+            let mut h = Sha256::new();
+            let got = self.read_local(key, limit, &mut |chunk| {
+                h.update(chunk);
+                to.write_all(chunk)
+                    .with_context(|| format!("writing {key} out"))
+            })?;
+            return Ok(got.map(|size| (hex(&h.finalize()), size)));
+        }
         let p = Self::path(key)?;
         self.runtime.block_on(async {
             let got = match self.inner.get(&p).await {
@@ -414,6 +485,14 @@ impl Store {
 
     /// The object at `key`, at most `limit` bytes; `None` when there is none.
     pub fn get_bytes(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        if self.root.is_some() {
+            let mut out = Vec::new();
+            let got = self.read_local(key, limit, &mut |chunk| {
+                out.extend_from_slice(chunk);
+                Ok(())
+            })?;
+            return Ok(got.map(|_| out));
+        }
         let p = Self::path(key)?;
         self.runtime.block_on(async {
             let got = match self.inner.get(&p).await {
@@ -445,6 +524,9 @@ impl Store {
         limit: u64,
         concurrency: usize,
     ) -> Vec<Result<Option<Vec<u8>>>> {
+        if self.root.is_some() {
+            return keys.iter().map(|k| self.get_bytes(k, limit)).collect();
+        }
         let one = |key: String| async move {
             let p = Self::path(&key)?;
             let got = match self.inner.get(&p).await {
@@ -470,6 +552,15 @@ impl Store {
 
     /// SHA-256 of the object at `key`, streamed.
     pub fn sha256_of(&self, key: &str) -> Result<String> {
+        if self.root.is_some() {
+            let mut h = Sha256::new();
+            self.read_local(key, u64::MAX, &mut |chunk| {
+                h.update(chunk);
+                Ok(())
+            })?
+            .ok_or_else(|| anyhow!("{}: {key} is not there", self.name))?;
+            return Ok(hex(&h.finalize()));
+        }
         let p = Self::path(key)?;
         self.runtime.block_on(async {
             let got = self.inner.get(&p).await.map_err(|e| self.error(e))?;

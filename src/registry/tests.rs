@@ -814,3 +814,59 @@ fn scripts_of(
     )
     .unwrap()
 }
+
+#[test]
+fn a_fifo_or_a_link_where_a_record_or_blob_belongs_is_refused_not_waited_on() {
+    // Anyone may create files in a shared registry's directories: a FIFO
+    // would block an open for reading forever, a link would be followed.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runs = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let reg = registry(dir.path());
+        let v1 = publish(&reg, &finished_run(runs.path(), "a", "a"), "pcb").unwrap();
+        let versions = dir.path().join("models/pcb/versions");
+        nix::unistd::mkfifo(
+            &versions.join("00000002.json"),
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            versions.join("00000001.json"),
+            versions.join("00000003.json"),
+        )
+        .unwrap();
+        let l = reg.list(None, &me()).unwrap();
+        let problems = l.problems.join("\n");
+        let e2 = format!(
+            "{:#}",
+            reg.resolve(&ModelRef::parse("pcb@2").unwrap(), &me())
+                .unwrap_err()
+        );
+        // The weights' blob replaced by a FIFO: pull refuses it.
+        let w = v1.weights().unwrap().clone();
+        let blob = blob_path(dir.path(), &w.sha256);
+        std::fs::remove_file(&blob).unwrap();
+        nix::unistd::mkfifo(&blob, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let pulled = reg
+            .pull_file(&w, to.path())
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"));
+        tx.send((l.versions.len(), problems, e2, pulled)).unwrap();
+    });
+    let (listed, problems, e2, pulled) = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("a FIFO in the registry made a reader wait");
+    assert_eq!(listed, 1);
+    // object_store's listing leaves the FIFO out; the link it lists, and it
+    // is reported, not followed.
+    assert!(
+        problems.contains("00000003.json is a symbolic link"),
+        "{problems}"
+    );
+    assert!(!problems.contains("00000002"), "{problems}");
+    assert!(e2.contains("has no version 2"), "{e2}");
+    let e = pulled.unwrap_err();
+    assert!(e.contains("is not a regular file"), "{e}");
+}
