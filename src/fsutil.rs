@@ -10,7 +10,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -604,6 +604,102 @@ pub mod within {
     }
 }
 
+/// Make `dir` (missing directories mode 0700) and check that no other user
+/// can change what is in it, now or later: every directory on the way is
+/// owned by root or the caller, and one that others may write to has the
+/// sticky bit with the next step owned by root or the caller (so, as in
+/// `/tmp`, nobody else can rename it away); `dir` itself is the caller's and
+/// writable by nobody else. A link on the way is followed only when root or
+/// the caller owns it. For files verified here and used later (the registry's
+/// node-local weights, which the trainer unpickles): without this, another
+/// user could swap them after the check.
+pub fn private_dir(dir: &Path) -> Result<()> {
+    use std::path::Component;
+    let me = nix::unistd::geteuid().as_raw();
+    let trusted = |uid: u32| uid == 0 || uid == me;
+    let absolute = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .context("reading the current directory")?
+            .join(dir)
+    };
+    let mut at = PathBuf::from("/");
+    let mut parent = fs::metadata(&at).context("reading /")?;
+    let components: Vec<Component> = absolute.components().collect();
+    for (n, c) in components.iter().enumerate() {
+        let name = match c {
+            Component::RootDir | Component::CurDir => continue,
+            Component::ParentDir => bail!(
+                "{}: `..` is not allowed in a private directory's path",
+                dir.display()
+            ),
+            Component::Normal(name) => name,
+            Component::Prefix(_) => continue,
+        };
+        at.push(name);
+        let link = match fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match fs::DirBuilder::new().mode(0o700).create(&at) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(io_error(e, format!("creating {}", at.display()), &at)),
+                }
+                fs::symlink_metadata(&at).with_context(|| format!("reading {}", at.display()))?
+            }
+            Err(e) => return Err(io_error(e, format!("reading {}", at.display()), &at)),
+        };
+        let shared_parent = parent.mode() & 0o022 != 0;
+        if shared_parent && (parent.mode() & 0o1000 == 0 || !trusted(link.uid())) {
+            bail!(
+                "{} is not private: {} can be changed by other users (mode {:o}{}), so the files in it could be swapped after they were verified; choose a directory only you can change",
+                dir.display(),
+                at.parent().unwrap_or(Path::new("/")).display(),
+                parent.mode() & 0o7777,
+                if parent.mode() & 0o1000 != 0 {
+                    format!(", and {} belongs to uid {}", at.display(), link.uid())
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if link.file_type().is_symlink() && !trusted(link.uid()) {
+            bail!(
+                "{} is not private: {} is a link owned by uid {}",
+                dir.display(),
+                at.display(),
+                link.uid()
+            );
+        }
+        let meta = fs::metadata(&at).with_context(|| format!("reading {}", at.display()))?;
+        if !meta.is_dir() {
+            bail!("{} is not a directory", at.display());
+        }
+        if !trusted(meta.uid()) {
+            bail!(
+                "{} is not private: {} belongs to uid {}",
+                dir.display(),
+                at.display(),
+                meta.uid()
+            );
+        }
+        let last = components[n + 1..]
+            .iter()
+            .all(|c| matches!(c, Component::CurDir));
+        if last && (meta.uid() != me || meta.mode() & 0o022 != 0) {
+            bail!(
+                "{} is not private: it is mode {:o}, owner uid {}; it must be yours and writable by you alone",
+                dir.display(),
+                meta.mode() & 0o7777,
+                meta.uid()
+            );
+        }
+        parent = meta;
+    }
+    Ok(())
+}
+
 /// An I/O error with what was being done; a full filesystem (or quota) is
 /// said in plain words with the directory it happened in, since the OS's
 /// "No space left on device" names neither.
@@ -687,6 +783,46 @@ fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_private_directory_is_one_no_other_user_can_change() {
+        let t = tempfile::tempdir().unwrap();
+        let chmod =
+            |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
+        // Made 0700 all the way down.
+        let deep = t.path().join("a/b");
+        private_dir(&deep).unwrap();
+        assert_eq!((mode(&t.path().join("a")), mode(&deep)), (0o700, 0o700));
+        private_dir(&deep).unwrap();
+        // Below a directory anyone writes to, without the sticky bit: refused.
+        chmod(t.path(), 0o777);
+        let e = format!("{:#}", private_dir(&t.path().join("c")).unwrap_err());
+        assert!(
+            e.contains("can be changed by other users (mode 777)"),
+            "{e}"
+        );
+        // With it (as /tmp), a step the caller owns is safe.
+        chmod(t.path(), 0o1777);
+        private_dir(&t.path().join("c")).unwrap();
+        // ... one another user owns is not (they could swap what is inside).
+        let theirs = t.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        let e = format!("{:#}", private_dir(&theirs.join("x")).unwrap_err());
+        assert!(e.contains("belongs to uid 65534"), "{e}");
+        // The directory itself, writable by others: refused.
+        let open = t.path().join("open");
+        fs::create_dir(&open).unwrap();
+        chmod(&open, 0o777);
+        let e = format!("{:#}", private_dir(&open).unwrap_err());
+        assert!(e.contains("mode 777"), "{e}");
+        // A link on the way that another user owns is not followed.
+        std::os::unix::fs::symlink(t.path().join("c"), t.path().join("link")).unwrap();
+        std::os::unix::fs::lchown(t.path().join("link"), Some(65534), None).unwrap();
+        let e = format!("{:#}", private_dir(&t.path().join("link/y")).unwrap_err());
+        assert!(e.contains("not private"), "{e}");
+    }
 
     #[test]
     fn ensure_room_refuses_what_does_not_fit_and_says_the_disk_is_full() {

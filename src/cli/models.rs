@@ -146,6 +146,12 @@ pub struct PullArgs {
     /// Only the weights file.
     #[arg(long)]
     pub weights_only: bool,
+    /// Make DIR mode 0700 and refuse one that another user could change (a
+    /// directory on the way writable by others without the sticky bit, or
+    /// owned by someone else): the stage scripts' node-local copy, which the
+    /// trainer loads after it was verified.
+    #[arg(long)]
+    pub private: bool,
     /// Say what would be copied; write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -602,9 +608,13 @@ fn pull(ctx: &mut Context, args: &PullArgs) -> Result<i32> {
     if args.dry_run {
         out.files = files.iter().map(|f| args.to.join(&f.name)).collect();
     } else {
-        std::fs::create_dir_all(&args.to).map_err(|e| {
-            crate::fsutil::io_error(e, format!("creating {}", args.to.display()), &args.to)
-        })?;
+        if args.private {
+            crate::fsutil::private_dir(&args.to)?;
+        } else {
+            std::fs::create_dir_all(&args.to).map_err(|e| {
+                crate::fsutil::io_error(e, format!("creating {}", args.to.display()), &args.to)
+            })?;
+        }
         for f in files {
             out.files.push(reg.pull_file(f, &args.to)?);
         }

@@ -28,7 +28,7 @@ pub struct RegistryModel {
     /// The weights' file name (`best.pt`).
     pub file: String,
     pub sha256: String,
-    /// The node-local directory, a shell word (`"${TMPDIR:-/tmp}"/yolo-sched-models/<sha>`,
+    /// The node-local directory, a shell word (`"${TMPDIR:-/tmp}/yolo-sched-models-$(id -u)"/<sha>`,
     /// or below the dataset cache).
     pub dir: String,
 }
@@ -226,8 +226,13 @@ pub fn resolve_one(
         .clone();
     let short = &w.sha256[..16];
     let dir = match spec.stages.prepare.as_ref().and_then(|p| p.cache.as_ref()) {
-        Some(cache) => format!("{}/yolo-sched-models/{short}", cache.shell_word()),
-        None => format!("\"${{TMPDIR:-/tmp}}\"/yolo-sched-models/{short}"),
+        // One directory per user: `pull --private` refuses one another user
+        // made or could change, and `/tmp` is everyone's.
+        Some(cache) => format!(
+            "{}/yolo-sched-models-\"$(id -u)\"/{short}",
+            cache.shell_word()
+        ),
+        None => format!("\"${{TMPDIR:-/tmp}}/yolo-sched-models-$(id -u)\"/{short}"),
     };
     let stand_in = match &listed.record.scale {
         Some(s) => format!("{}/yolo{s}.pt", listed.record.id()),

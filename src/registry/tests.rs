@@ -659,8 +659,11 @@ fn a_sweep_over_registry_models_renders_each_task_its_own_local_copy() {
     let train = text(crate::spec::StageKind::Train);
     let short = |r: &ModelRecord| r.weights().unwrap().sha256[..16].to_string();
     for (r, v) in [("pcb@1", &v1), ("pcb@2", &v2)] {
-        let dir = format!("\"${{TMPDIR:-/tmp}}\"/yolo-sched-models/{}", short(v));
-        let pull = format!("models pull {r} --weights-only --to {dir}");
+        let dir = format!(
+            "\"${{TMPDIR:-/tmp}}/yolo-sched-models-$(id -u)\"/{}",
+            short(v)
+        );
+        let pull = format!("models pull {r} --weights-only --private --to {dir}");
         assert_eq!(prepare.matches(&pull).count(), 1, "{prepare}");
         assert!(train.contains(&pull), "{train}");
         assert!(
