@@ -513,3 +513,56 @@ fn a_sweep_over_registry_versions_is_validated_against_the_registry() {
     );
     assert!(!dir.path().join("runs").exists());
 }
+
+/// `pull --private` (the stage scripts' node-local copy) makes its directory
+/// 0700 and refuses one another user could change: the trainer unpickles
+/// the weights after they were verified, so nobody else may swap them.
+#[test]
+fn a_private_pull_refuses_a_directory_others_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let reg = dir.path().join("registry");
+    std::fs::create_dir(&reg).unwrap();
+    let site = site(dir.path(), &format!("file://{}", reg.display()));
+    let run_dir = finished_run(dir.path(), "pcb", 10_000, "p");
+    ok_json(&mut models(
+        None,
+        &site,
+        &[
+            "publish",
+            run_dir.to_str().unwrap(),
+            "--name",
+            "p",
+            "--json",
+        ],
+    ));
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let to = shared.join("models-0/abc");
+    let out = run(models(
+        None,
+        &site,
+        &["pull", "p@1", "--weights-only", "--private", "--to"],
+    )
+    .arg(&to));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("can be changed by other users (mode 777)"),
+        "{}",
+        text(&out)
+    );
+    assert!(!to.join("best.pt").exists(), "nothing written");
+    // Sticky, as /tmp: the user's own directory below it is private.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = run(models(
+        None,
+        &site,
+        &["pull", "p@1", "--weights-only", "--private", "--to"],
+    )
+    .arg(&to));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(to.join("best.pt").is_file());
+    let mode = std::fs::metadata(&to).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}
