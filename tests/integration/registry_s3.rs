@@ -456,11 +456,7 @@ fn a_corrupted_blob_is_refused_at_pull_over_s3() {
 /// version is refused with exit 2 at `sweep.model`'s line.
 #[test]
 fn a_sweep_over_registry_versions_is_validated_against_the_registry() {
-    let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
-    std::fs::create_dir(&registry).unwrap();
-    let site = site(dir.path(), &format!("file://{}", registry.display()));
-    let run_dir = finished_run(dir.path(), "pcb", 20_000, "a");
+    let (dir, site, run_dir) = local_registry(20_000, "a");
     for _ in 0..2 {
         ok_json(&mut models(
             None,
@@ -520,11 +516,7 @@ fn a_sweep_over_registry_versions_is_validated_against_the_registry() {
 #[test]
 fn a_private_pull_refuses_a_directory_others_can_change() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let reg = dir.path().join("registry");
-    std::fs::create_dir(&reg).unwrap();
-    let site = site(dir.path(), &format!("file://{}", reg.display()));
-    let run_dir = finished_run(dir.path(), "pcb", 10_000, "p");
+    let (dir, site, run_dir) = local_registry(10_000, "p");
     ok_json(&mut models(
         None,
         &site,
@@ -565,4 +557,15 @@ fn a_private_pull_refuses_a_directory_others_can_change() {
     assert!(to.join("best.pt").is_file());
     let mode = std::fs::metadata(&to).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
+}
+
+/// A `file://` registry in a scratch directory, its site file, and a finished
+/// run (weights of `bytes` random bytes after `tag`) to publish.
+fn local_registry(bytes: usize, tag: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    std::fs::create_dir(&registry).unwrap();
+    let site = site(dir.path(), &format!("file://{}", registry.display()));
+    let run_dir = finished_run(dir.path(), "pcb", bytes, tag);
+    (dir, site, run_dir)
 }
