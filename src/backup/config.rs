@@ -88,15 +88,7 @@ impl SiteBackup {
                             ))
                         })?;
                 }
-                other => {
-                    return Err(invalid(format!(
-                        "{}: unknown key `{}`{}; the keys are {}",
-                        here(other),
-                        crate::text::shown(other, 60),
-                        crate::suggest::did_you_mean(other, SITE_KEYS.iter().copied()),
-                        crate::suggest::ticked_list(SITE_KEYS.iter().copied())
-                    )))
-                }
+                other => return Err(site.unknown_key("backup", other, SITE_KEYS)),
             }
         }
         Ok(out)

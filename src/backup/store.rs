@@ -434,14 +434,27 @@ impl Store {
         to: &mut dyn std::io::Write,
         limit: u64,
     ) -> Result<Option<(String, u64)>> {
+        let mut h = Sha256::new();
+        let got = self.read_chunks(key, limit, &mut |chunk| {
+            h.update(chunk);
+            to.write_all(chunk)
+                .with_context(|| format!("writing {key} out"))
+        })?;
+        Ok(got.map(|size| (hex(&h.finalize()), size)))
+    }
+
+    /// Read the object at `key` in chunks into `sink`, at most `limit` bytes:
+    /// its size, or `None` when there is none. The one read of an object
+    /// (`read_local` for a local store), which `get_into`, `get_bytes` and
+    /// `sha256_of` consume each their own way.
+    fn read_chunks(
+        &self,
+        key: &str,
+        limit: u64,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<Option<u64>> {
         if self.root.is_some() {
-            let mut h = Sha256::new();
-            let got = self.read_local(key, limit, &mut |chunk| {
-                h.update(chunk);
-                to.write_all(chunk)
-                    .with_context(|| format!("writing {key} out"))
-            })?;
-            return Ok(got.map(|size| (hex(&h.finalize()), size)));
+            return self.read_local(key, limit, sink);
         }
         let p = Self::path(key)?;
         self.runtime.block_on(async {
@@ -453,7 +466,6 @@ impl Store {
             if got.meta.size > limit {
                 bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
             }
-            let mut h = Sha256::new();
             let mut total = 0u64;
             let mut stream = got.into_stream();
             while let Some(chunk) = stream.next().await {
@@ -462,11 +474,9 @@ impl Store {
                 if total > limit {
                     bail!("{key} grew past {limit} bytes while being read");
                 }
-                h.update(&chunk);
-                to.write_all(&chunk)
-                    .with_context(|| format!("writing {key} out"))?;
+                sink(&chunk)?;
             }
-            Ok(Some((hex(&h.finalize()), total)))
+            Ok(Some(total))
         })
     }
 
@@ -485,35 +495,12 @@ impl Store {
 
     /// The object at `key`, at most `limit` bytes; `None` when there is none.
     pub fn get_bytes(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        if self.root.is_some() {
-            let mut out = Vec::new();
-            let got = self.read_local(key, limit, &mut |chunk| {
-                out.extend_from_slice(chunk);
-                Ok(())
-            })?;
-            return Ok(got.map(|_| out));
-        }
-        let p = Self::path(key)?;
-        self.runtime.block_on(async {
-            let got = match self.inner.get(&p).await {
-                Ok(g) => g,
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(self.error(e)),
-            };
-            if got.meta.size > limit {
-                bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
-            }
-            let mut out = Vec::with_capacity(got.meta.size as usize);
-            let mut stream = got.into_stream();
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| self.error(e))?;
-                if out.len() as u64 + chunk.len() as u64 > limit {
-                    bail!("{key} grew past {limit} bytes while being read");
-                }
-                out.extend_from_slice(&chunk);
-            }
-            Ok(Some(out))
-        })
+        let mut out = Vec::new();
+        let got = self.read_chunks(key, limit, &mut |chunk| {
+            out.extend_from_slice(chunk);
+            Ok(())
+        })?;
+        Ok(got.map(|_| out))
     }
 
     /// The objects at `keys` (at most `limit` bytes each), in order, with up
@@ -552,25 +539,13 @@ impl Store {
 
     /// SHA-256 of the object at `key`, streamed.
     pub fn sha256_of(&self, key: &str) -> Result<String> {
-        if self.root.is_some() {
-            let mut h = Sha256::new();
-            self.read_local(key, u64::MAX, &mut |chunk| {
-                h.update(chunk);
-                Ok(())
-            })?
-            .ok_or_else(|| anyhow!("{}: {key} is not there", self.name))?;
-            return Ok(hex(&h.finalize()));
-        }
-        let p = Self::path(key)?;
-        self.runtime.block_on(async {
-            let got = self.inner.get(&p).await.map_err(|e| self.error(e))?;
-            let mut h = Sha256::new();
-            let mut stream = got.into_stream();
-            while let Some(chunk) = stream.next().await {
-                h.update(chunk.map_err(|e| self.error(e))?);
-            }
-            Ok(hex(&h.finalize()))
-        })
+        let mut h = Sha256::new();
+        self.read_chunks(key, u64::MAX, &mut |chunk| {
+            h.update(chunk);
+            Ok(())
+        })?
+        .ok_or_else(|| anyhow!("{}: {key} is not there", self.name))?;
+        Ok(hex(&h.finalize()))
     }
 
     /// The keys of every object under `prefix` (a key prefix ending in `/`,
@@ -798,8 +773,8 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SHA-256 of a local file, streamed (tests check uploads against it).
-#[cfg(test)]
+/// SHA-256 of a local file, streamed (the registry's pull checks a file
+/// already there with it; tests check uploads against it).
 pub fn sha256_file(path: &Path) -> Result<String> {
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut h = Sha256::new();

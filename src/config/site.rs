@@ -135,6 +135,18 @@ impl Site {
         }
     }
 
+    /// The error of an unknown `key` in the section `name` read by `table`:
+    /// its place, a did-you-mean among `keys`, and the keys there are.
+    pub fn unknown_key(&self, name: &str, key: &str, keys: &[&str]) -> anyhow::Error {
+        invalid(format!(
+            "{}: in [{name}]: unknown key `{}`{}; the keys are {}",
+            self.at(&[name, key]),
+            crate::text::shown(key, 60),
+            crate::suggest::did_you_mean(key, keys.iter().copied()),
+            crate::suggest::ticked_list(keys.iter().copied())
+        ))
+    }
+
     /// A section of the site file deserialized into `T` (defaults when absent).
     pub fn section<T>(&self, name: &str) -> Result<T>
     where

@@ -198,38 +198,29 @@ fn owner_words(r: &ModelRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::record::{FileEntry, Metrics, Source, FORMAT};
+    use crate::registry::record::FileEntry;
     use std::cell::Cell;
     use std::rc::Rc;
 
     fn record(user: &str, account: Option<&str>, public: bool) -> ModelRecord {
-        ModelRecord {
-            format: FORMAT,
+        let who = crate::registry::Publisher {
             name: "pcb".into(),
-            version: 2,
-            publish_id: "x".into(),
-            created_at: chrono::Utc::now(),
             user: user.into(),
             account: account.map(str::to_string),
             public,
             note: None,
-            source: Source::default(),
-            fingerprint: None,
-            data: None,
-            class_names: vec![],
-            scale: None,
-            imgsz: None,
-            metrics: Metrics::default(),
-            ultralytics: None,
-            torch: None,
-            parent: None,
-            files: vec![FileEntry {
+        };
+        let mut r = who.draft(
+            Default::default(),
+            vec![FileEntry {
                 role: "weights".into(),
                 name: "best.pt".into(),
                 sha256: "0".repeat(64),
                 size: 1,
             }],
-        }
+        );
+        r.version = 2;
+        r
     }
 
     fn member(accounts: &[&str], coordinates: &[&str], admin: AdminLevel) -> Membership {

@@ -64,6 +64,35 @@ impl Publisher {
     }
 }
 
+impl Publisher {
+    /// A draft version of this publisher's, from `source`, holding `files`:
+    /// every fact of the model itself left empty, for the caller to fill.
+    pub fn draft(&self, source: Source, files: Vec<FileEntry>) -> ModelRecord {
+        ModelRecord {
+            format: FORMAT,
+            name: self.name.clone(),
+            version: 0,
+            publish_id: rand_hex(16),
+            created_at: chrono::Utc::now(),
+            user: self.user.clone(),
+            account: self.account.clone(),
+            public: self.public,
+            note: self.note.clone(),
+            source,
+            fingerprint: None,
+            data: None,
+            class_names: vec![],
+            scale: None,
+            imgsz: None,
+            metrics: Metrics::default(),
+            ultralytics: None,
+            torch: None,
+            parent: None,
+            files,
+        }
+    }
+}
+
 /// A private directory for the copies, removed when dropped.
 pub struct Snapshot {
     dir: PathBuf,
@@ -279,23 +308,15 @@ pub fn draft_from_run(
     )
     .and_then(|l| crate::run::status::validation_summary(&l));
     let model = args.get("model").cloned();
+    let source = Source {
+        kind: "run".into(),
+        run_id: Some(manifest.run_id.clone()),
+        variant,
+        spec_hash: Some(manifest.spec_hash.clone()),
+        file: None,
+    };
+    let files = taken.iter().map(|t| t.entry.clone()).collect();
     let record = ModelRecord {
-        format: FORMAT,
-        name: who.name.clone(),
-        version: 0,
-        publish_id: rand_hex(16),
-        created_at: chrono::Utc::now(),
-        user: who.user.clone(),
-        account: who.account.clone(),
-        public: who.public,
-        note: who.note.clone(),
-        source: Source {
-            kind: "run".into(),
-            run_id: Some(manifest.run_id.clone()),
-            variant,
-            spec_hash: Some(manifest.spec_hash.clone()),
-            file: None,
-        },
         fingerprint: crate::compare::facts::recorded_fingerprint(workdir),
         data: args.get("data").cloned(),
         class_names: prepare
@@ -320,7 +341,7 @@ pub fn draft_from_run(
             .or_else(|| version_in(&prepare, "ultralytics")),
         torch: trained.torch.or_else(|| version_in(&prepare, "torch")),
         parent: parent_of(manifest, variant).or(model),
-        files: taken.iter().map(|t| t.entry.clone()).collect(),
+        ..who.draft(source, files)
     };
     Ok((record, taken.into_iter().map(|t| t.path).collect()))
 }
@@ -363,36 +384,22 @@ pub fn draft_from_file(
             crate::text::echo_path(file)
         ))
     })?;
+    let source = Source {
+        kind: "import".into(),
+        file: Some(base.clone()),
+        ..Source::default()
+    };
     let record = ModelRecord {
-        format: FORMAT,
-        name: who.name.clone(),
-        version: 0,
-        publish_id: rand_hex(16),
-        created_at: chrono::Utc::now(),
-        user: who.user.clone(),
-        account: who.account.clone(),
-        public: who.public,
-        note: who.note.clone(),
-        source: Source {
-            kind: "import".into(),
-            file: Some(base.clone()),
-            ..Source::default()
-        },
-        fingerprint: None,
-        data: None,
-        class_names: vec![],
         scale: scale_of(&base),
-        imgsz: None,
-        metrics: Metrics::default(),
-        ultralytics: None,
-        torch: None,
-        parent: None,
-        files: vec![FileEntry {
-            role: "weights".into(),
-            name: base,
-            sha256,
-            size,
-        }],
+        ..who.draft(
+            source,
+            vec![FileEntry {
+                role: "weights".into(),
+                name: base,
+                sha256,
+                size,
+            }],
+        )
     };
     Ok((record, vec![path]))
 }

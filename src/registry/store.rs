@@ -661,7 +661,9 @@ impl Registry {
     /// that content is kept.
     pub fn pull_file(&self, f: &FileEntry, dir: &Path) -> Result<PathBuf> {
         let dest = dir.join(&f.name);
-        if dest.is_file() && sha256_file(&dest).ok().as_deref() == Some(f.sha256.as_str()) {
+        if dest.is_file()
+            && crate::backup::store::sha256_file(&dest).ok().as_deref() == Some(f.sha256.as_str())
+        {
             return Ok(dest);
         }
         let tmp = dir.join(format!(
@@ -723,23 +725,4 @@ impl NoFollow for std::fs::OpenOptions {
         self.custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .mode(0o644)
     }
-}
-
-/// SHA-256 of a local file, streamed.
-pub fn sha256_file(path: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(crate::backup::store::hex(&h.finalize()))
 }

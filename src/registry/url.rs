@@ -96,15 +96,7 @@ impl SiteRegistry {
                     })?;
                     out.url = Some(RegistryUrl::parse(s).map_err(bad)?);
                 }
-                other => {
-                    return Err(invalid(format!(
-                        "{}: unknown key `{}`{}; the keys are {}",
-                        here(other),
-                        crate::text::shown(other, 60),
-                        crate::suggest::did_you_mean(other, SITE_KEYS.iter().copied()),
-                        crate::suggest::ticked_list(SITE_KEYS.iter().copied())
-                    )))
-                }
+                other => return Err(site.unknown_key("registry", other, SITE_KEYS)),
             }
         }
         Ok(out)
