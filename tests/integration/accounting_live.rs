@@ -34,7 +34,7 @@ fn wait_purged(ids: &[u64], limit: Duration) {
     let start = Instant::now();
     while ids.iter().any(|id| job_state(*id).is_some()) {
         assert!(
-            start.elapsed() < limit,
+            start.elapsed() < crate::common::patience(limit),
             "jobs {ids:?} still known to squeue after {limit:?}"
         );
         std::thread::sleep(Duration::from_secs(1));
@@ -288,7 +288,10 @@ fn advise_reads_the_windows_typed_jobs_and_simulates_the_set_ups() {
         {
             break v;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "{v}\n{lines}");
+        assert!(
+            started.elapsed() < crate::common::patience(Duration::from_secs(60)),
+            "{v}\n{lines}"
+        );
         std::thread::sleep(Duration::from_secs(1));
     };
     for n in v["nodes"].as_array().unwrap() {

@@ -190,7 +190,10 @@ fn steady_memory_on_a_mig_slice_takes_no_action_and_publishes_clean_gauges() {
         .join("textfile/yolo_sched_leaky-0001_train.prom");
     let start = Instant::now();
     while !prom.exists() {
-        assert!(start.elapsed() < Duration::from_secs(20), "no metrics file");
+        assert!(
+            start.elapsed() < crate::common::patience(Duration::from_secs(20)),
+            "no metrics file"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let text = read(&prom);
@@ -274,7 +277,7 @@ fn a_600_mb_per_min_leak_is_stopped_with_its_reason_recorded() {
     let start = Instant::now();
     let (outcome, log) = finish(&mut s.agent(&s.mig_uuid(9), Some(trainer.pid()), &[]));
     assert_eq!(outcome["ended"], "stopped", "{outcome}\n{log}");
-    assert!(start.elapsed() < Duration::from_secs(20));
+    assert!(start.elapsed() < crate::common::patience(Duration::from_secs(20)));
     let stop = &decisions(&outcome, "stop")[0];
     let mb = stop["cause"]["mb_per_min"].as_f64().unwrap();
     assert!((540.0..660.0).contains(&mb), "{stop}");
@@ -322,7 +325,7 @@ fn on_four_gpus_a_leak_on_one_is_seen_and_the_stop_ends_every_rank() {
             .unwrap(),
     );
     let launcher = trainer.pid() as i32;
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + crate::common::patience(Duration::from_secs(20));
     let ranks: Vec<u32> = loop {
         let below = children_of(launcher);
         if below.len() == 4 {
@@ -532,7 +535,7 @@ fn wait_for_file(path: &Path) {
     let start = Instant::now();
     while !path.exists() {
         assert!(
-            start.elapsed() < Duration::from_secs(60),
+            start.elapsed() < crate::common::patience(Duration::from_secs(60)),
             "{} never appeared",
             path.display()
         );
@@ -725,7 +728,10 @@ fn a_trainer_already_gone_or_a_zombie_is_refused_at_start() {
         {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "never a zombie");
+        assert!(
+            start.elapsed() < crate::common::patience(Duration::from_secs(60)),
+            "never a zombie"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = run_bounded(&mut s.agent(&uuid, Some(pid), &[]), Duration::from_secs(60))

@@ -117,7 +117,7 @@ fn a_real_training_publishes_clean_gauges_a_node_exporter_serves_and_removes_the
     let start = Instant::now();
     while !prom.exists() {
         assert!(
-            start.elapsed() < Duration::from_secs(180),
+            start.elapsed() < crate::common::patience(Duration::from_secs(180)),
             "no {} while the job ran",
             prom.display()
         );

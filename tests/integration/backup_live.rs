@@ -165,7 +165,10 @@ fn submit(f: &Fixture, yolo_cmd: &Path, spec: &Path, extra: &[(&str, &str)]) -> 
 fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < limit, "{what} not within {limit:?}");
+        assert!(
+            start.elapsed() < crate::common::patience(limit),
+            "{what} not within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
 }

@@ -210,7 +210,7 @@ fn refused_credentials_are_invalid_input_and_an_unreachable_store_a_runtime_fail
         "the endpoint stays out: {e:#}"
     );
     assert!(
-        start.elapsed() < Duration::from_secs(30),
+        start.elapsed() < crate::common::patience(Duration::from_secs(30)),
         "bounded: {:?}",
         start.elapsed()
     );
@@ -275,7 +275,10 @@ fn epochs_backed_up(s: &S3, url: &str) -> Option<u32> {
 fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < limit, "{what} not within {limit:?}");
+        assert!(
+            start.elapsed() < crate::common::patience(limit),
+            "{what} not within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -359,7 +362,7 @@ fn run_bounded_child(child: std::process::Child, limit: Duration) -> std::proces
     let id = child.id();
     let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
     while !waiter.is_finished() {
-        if start.elapsed() > limit {
+        if start.elapsed() > crate::common::patience(limit) {
             let _ = Command::new("kill").arg(id.to_string()).status();
             panic!("the watch loop did not exit within {limit:?} of the trainer");
         }

@@ -65,7 +65,8 @@ pub fn test_home() -> PathBuf {
     })
 }
 
-/// Run with a time limit; `None` when it had to be killed.
+/// Run with a time limit (scaled by `patience`, so it catches a hang, not a
+/// slow machine); `None` when it had to be killed.
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Option<Output> {
     use std::process::Stdio;
     let mut child = cmd
@@ -85,6 +86,7 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Option<Output> {
     let out = drain(Box::new(child.stdout.take().expect("piped")));
     let err = drain(Box::new(child.stderr.take().expect("piped")));
     let start = Instant::now();
+    let limit = patience(limit);
     let status = loop {
         if let Some(status) = child.try_wait().expect("waiting for yolo-sched") {
             break status;
@@ -274,6 +276,7 @@ pub fn job_state(job: u64) -> Option<String> {
 /// Wait until every job has left PENDING/RUNNING; returns their final states.
 pub fn wait_jobs(jobs: &[u64], limit: Duration) -> Vec<String> {
     let start = Instant::now();
+    let limit = patience(limit);
     loop {
         let states: Vec<String> = jobs
             .iter()
@@ -462,5 +465,124 @@ pub fn assert_snapshot(name: &str, actual: &str) {
             "output differs from the snapshot {}:\n{diff}\nif the change is intended, rerun with {UPDATE_SNAPSHOTS_ENV}=1 and commit the file",
             path.display()
         );
+    }
+}
+
+/// Test users made by `slurm/users.sh`: created one at a time across
+/// processes (its flock) and within this binary (a lock held while the script
+/// runs), repaired when an interrupted earlier run left a home owned by
+/// another uid, and asked of the script once per binary and user. `private`
+/// gives the homes mode 0700, as on a real cluster.
+#[track_caller]
+pub fn ensure_users(private: bool, users: &[&str]) {
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+    static DONE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    let key = |u: &str| format!("{u}:{private}");
+    let missing: Vec<&str> = users
+        .iter()
+        .copied()
+        .filter(|u| !done.contains(&key(u)))
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let mut cmd = Command::new("bash");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("slurm/users.sh"))
+        .arg("ensure");
+    if private {
+        cmd.arg("--private");
+    }
+    let out = cmd.args(&missing).output().expect("running slurm/users.sh");
+    assert!(
+        out.status.success(),
+        "slurm/users.sh ensure {missing:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    done.extend(missing.iter().map(|u| key(u)));
+}
+
+/// `GROUP` exists with exactly `members` (`slurm/users.sh group`).
+#[track_caller]
+pub fn ensure_group(group: &str, members: &[&str]) {
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("slurm/users.sh"))
+        .args(["group", group])
+        .args(members)
+        .output()
+        .expect("running slurm/users.sh");
+    assert!(
+        out.status.success(),
+        "slurm/users.sh group {group}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// How much longer than written a test waits before calling something hung.
+/// A limit in a test catches a hang; it does not measure speed (benchmarks
+/// do). The limits in these tests are written for a quiet machine; the test
+/// command runs them in a debug build (about ten times slower than release)
+/// on two cores loaded with real trainings and other tests, and under a CPU
+/// hog. So every `run_bounded` and poll deadline is multiplied by this: 4 in
+/// a debug build, 2 in a release one. `YOLO_SCHED_TEST_PATIENCE` (a positive
+/// integer) overrides it, e.g. on a slower machine.
+pub fn patience_factor() -> u32 {
+    std::env::var("YOLO_SCHED_TEST_PATIENCE")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|&n| n > 0 && n <= 100)
+        .unwrap_or(if cfg!(debug_assertions) { 4 } else { 2 })
+}
+
+/// `limit` scaled by `patience_factor`.
+pub fn patience(limit: Duration) -> Duration {
+    limit * patience_factor()
+}
+
+/// Poll `ok` every 200 ms until it holds; panic naming `what` when it still
+/// does not after `patience(limit)`. Returns how long it took.
+#[track_caller]
+pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    let limit = patience(limit);
+    loop {
+        if ok() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{what}: still not so after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Whether this test may act as root and as the user `nobody`. Where it may
+/// not, it is skipped with a note, unless the run expects the cluster machine
+/// (`YOLO_SCHED_EXPECT_CLUSTER=1`, the README's test command and CI): then it
+/// fails, so a check that needs root can never pass by not running there.
+#[track_caller]
+pub fn as_root_and_nobody(what: &str) -> bool {
+    let missing = if !nix::unistd::geteuid().is_root() {
+        Some("not running as root")
+    } else if nix::unistd::User::from_name("nobody")
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        Some("there is no user nobody")
+    } else {
+        None
+    };
+    match missing {
+        None => true,
+        Some(why) if std::env::var(EXPECT_CLUSTER_ENV).as_deref() == Ok("1") => {
+            panic!("{what} cannot run: {why}, but {EXPECT_CLUSTER_ENV}=1")
+        }
+        Some(why) => {
+            eprintln!("skipped: {what}: {why}");
+            false
+        }
     }
 }

@@ -153,7 +153,7 @@ fn a_template_directory_that_overrides_nothing_is_refused_naming_its_source() {
     assert!(stderr(&out).contains("unknown field `templates`"));
 
     // Unreadable to the user who runs it (root reads everything: run as nobody).
-    if nix::unistd::geteuid().is_root() && has_user("nobody") {
+    if common::as_root_and_nobody("a templates directory unreadable to its user") {
         let locked = s.path().join("locked");
         std::fs::create_dir_all(&locked).unwrap();
         std::fs::write(locked.join("train.sh.j2"), "echo mine\n").unwrap();
@@ -171,10 +171,6 @@ fn a_template_directory_that_overrides_nothing_is_refused_naming_its_source() {
             "{e}"
         );
     }
-}
-
-fn has_user(name: &str) -> bool {
-    nix::unistd::User::from_name(name).ok().flatten().is_some()
 }
 
 // ---- items 9 and 10: run ids and paths ----
@@ -359,5 +355,54 @@ fn a_demand_file_without_layout_auto_is_refused() {
             e.contains("--demand is only read") && e.contains("hint: "),
             "{args:?}: {e}"
         );
+    }
+}
+
+// ---- a FIFO planted at a stage's log ----
+
+/// A FIFO where a stage's log should be (`rm logs/train.out && mkfifo
+/// logs/train.out` in a run directory) is no log: `status`, `compare` and
+/// `models publish` answer without it instead of waiting for a writer for
+/// ever (they did: `status` never ended).
+#[test]
+fn a_fifo_at_a_stage_log_hangs_no_reader() {
+    let s = Scratch::new();
+    let index = formula_run(&s);
+    let workdir = s.path().join("runs/formula");
+    let log = workdir.join("logs/train.out");
+    std::fs::remove_file(&log).unwrap();
+    nix::unistd::mkfifo(&log, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    let run_id =
+        serde_json::from_str::<serde_json::Value>(&common::read(&workdir.join("manifest.json")))
+            .unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let cases: [(&str, Vec<&str>); 3] = [
+        ("status", vec!["status", "--json", &run_id]),
+        ("compare", vec!["compare", "--format", "csv"]),
+        (
+            "models publish",
+            vec![
+                "models",
+                "publish",
+                &run_id,
+                "--name",
+                "fifo",
+                "--public",
+                "--dry-run",
+            ],
+        ),
+    ];
+    for (what, args) in cases {
+        // `Scratch::run` panics when a command does not end within its limit.
+        let out = s.run(s.cmd().env("YOLO_SCHED_RUNS_DIR", &index).args(&args));
+        assert_ne!(
+            out.status.code(),
+            None,
+            "{what}: killed by a signal: {}",
+            stderr(&out)
+        );
+        assert_tame(what, &out);
     }
 }

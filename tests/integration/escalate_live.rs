@@ -5,7 +5,7 @@
 //! `on_oom_steps`) or by hand (`resume --gpu bigger`), and resumes from its
 //! checkpoint.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{self, *};
 use crate::run_fixture::RunFixture;
@@ -21,24 +21,43 @@ fn status(f: &RunFixture, run_id: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
 }
 
-/// Poll until the run is neither pending nor running (or `limit` passes).
+/// Poll until the run is neither pending nor running and the newest train
+/// attempt's job has left Slurm's queue (or `limit` passes). An escalation
+/// runs `resume` inside the failing job, before its script exits, so once
+/// that job has ended in Slurm every attempt it made is in the manifest: no
+/// fixed wait, and no later attempt can appear after this returns.
 fn settle(f: &RunFixture, run_id: &str, limit: Duration) -> Value {
-    let start = Instant::now();
-    loop {
+    let mut last = Value::Null;
+    common::wait_until(limit, &format!("run {run_id} settled"), || {
         let st = status(f, run_id);
         let state = st["state"].as_str().unwrap_or("").to_string();
-        if !matches!(state.as_str(), "pending" | "running") {
-            // An escalation resubmits while the failed job is ending: give it
-            // a moment and look again before calling the run settled.
-            std::thread::sleep(Duration::from_secs(3));
-            let again = status(f, run_id);
-            if again["state"] == st["state"] {
-                return again;
-            }
-        }
-        assert!(start.elapsed() < limit, "run {run_id} still {state}: {st}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        let settled = !matches!(state.as_str(), "pending" | "running")
+            && newest_train_job(&st).is_none_or(|job| {
+                common::job_state(job).is_none_or(|s| {
+                    !matches!(
+                        s.as_str(),
+                        "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "REQUEUED"
+                    )
+                })
+            });
+        last = st;
+        settled
+    });
+    // What the ended job left is complete now: read it once more.
+    let again = status(f, run_id);
+    assert_eq!(again["state"], last["state"], "{last}\n{again}");
+    again
+}
+
+/// The job id of the train stage's newest attempt.
+fn newest_train_job(st: &Value) -> Option<u64> {
+    st["stages"]
+        .as_array()?
+        .iter()
+        .find(|s| s["stage"] == "train")?["attempts"]
+        .as_array()?
+        .last()?["job_id"]
+        .as_u64()
 }
 
 fn train_slices(st: &Value) -> Vec<String> {

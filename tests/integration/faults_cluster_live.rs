@@ -81,7 +81,10 @@ fn alive(pid: i32) -> bool {
 fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        assert!(
+            start.elapsed() < crate::common::patience(limit),
+            "{what}: not within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     start.elapsed()
@@ -271,7 +274,7 @@ fn stop_slurmctld() {
     let pid = daemon_pid("slurmctld").expect("slurmctld runs");
     nix_kill(pid, "TERM");
     let gone = Instant::now();
-    while alive(pid) && gone.elapsed() < Duration::from_secs(15) {
+    while alive(pid) && gone.elapsed() < crate::common::patience(Duration::from_secs(15)) {
         std::thread::sleep(Duration::from_millis(100));
     }
     if alive(pid) {

@@ -29,6 +29,7 @@ mod echoes;
 mod escalate_live;
 mod faults_cluster_live;
 mod faults_live;
+mod first_run;
 mod gres_slurmd;
 mod hostile_inputs;
 mod mig_plans_on_fake;

@@ -436,11 +436,8 @@ fn non_root_is_refused_clearly() {
     assert_eq!(node.instances(), vec![Vec::<String>::new()]);
 
     // A real non-root user: refused before NVML is touched; dry run works.
-    if Command::new("id")
-        .arg("researcher")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
+    if common::as_root_and_nobody("node-setup as an ordinary user") {
+        common::ensure_users(false, &["researcher"]);
         // The fake keeps its state (and lock) in files it opens for writing even to
         // read; open the node's directory to the test user.
         open_to_everyone(node.fake.dir.path());

@@ -124,7 +124,7 @@ fn wait_idle_with(gres: &str, limit: Duration) {
         if state == "IDLE" && field(&line, "Gres") == gres {
             return;
         }
-        if start.elapsed() > limit {
+        if start.elapsed() > crate::common::patience(limit) {
             panic!("{NODE} not IDLE with Gres={gres} after {limit:?}: {line}");
         }
         std::thread::sleep(Duration::from_millis(300));
@@ -226,7 +226,7 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
     let start = Instant::now();
     while common::job_state(long).as_deref() != Some("RUNNING") {
         assert!(
-            start.elapsed() < Duration::from_secs(30),
+            start.elapsed() < crate::common::patience(Duration::from_secs(30)),
             "job {long} never ran"
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -308,7 +308,7 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
     let start = Instant::now();
     while common::job_state(blocker).as_deref() != Some("RUNNING") {
         assert!(
-            start.elapsed() < Duration::from_secs(30),
+            start.elapsed() < crate::common::patience(Duration::from_secs(30)),
             "job {blocker} never ran"
         );
         std::thread::sleep(Duration::from_millis(200));

@@ -46,7 +46,7 @@ fn poll<T>(limit: Duration, context: impl Fn() -> String, what: impl Fn() -> Opt
             return v;
         }
         assert!(
-            start.elapsed() < limit,
+            start.elapsed() < crate::common::patience(limit),
             "gave up after {limit:?}: {}",
             context()
         );

@@ -325,13 +325,7 @@ fn gc_deletes_old_removals_and_unnamed_blobs_in_a_shared_directory() {
 
 #[test]
 fn gc_deletes_only_as_root_and_dry_run_works_for_everyone() {
-    if !nix::unistd::geteuid().is_root()
-        || nix::unistd::User::from_name("nobody")
-            .ok()
-            .flatten()
-            .is_none()
-    {
-        eprintln!("skipped: needs root and the user nobody");
+    if !crate::common::as_root_and_nobody("gc as root and as nobody") {
         return;
     }
     let dir = shared_tempdir();

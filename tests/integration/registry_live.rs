@@ -201,7 +201,7 @@ fn a_registry_model_trains_from_a_verified_local_copy_and_resume_keeps_its_versi
     let started = Instant::now();
     while !workdir.join("train/args.yaml").is_file() {
         assert!(
-            started.elapsed() < Duration::from_secs(120),
+            started.elapsed() < crate::common::patience(Duration::from_secs(120)),
             "training did not start"
         );
         std::thread::sleep(Duration::from_millis(250));

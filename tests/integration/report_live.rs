@@ -165,7 +165,10 @@ fn report_figures(v: &Value) -> Figures {
 fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ok() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < crate::common::patience(limit),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
 }

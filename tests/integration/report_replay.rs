@@ -538,7 +538,7 @@ pub fn scrape_textfiles(exporter: &Path, textdir: &Path, until: &str, limit: Dur
             }
         }
         assert!(
-            start.elapsed() < limit,
+            start.elapsed() < crate::common::patience(limit),
             "node_exporter did not serve {until:?} on port {port}"
         );
         std::thread::sleep(Duration::from_millis(100));

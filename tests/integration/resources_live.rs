@@ -323,7 +323,7 @@ fn a_stage_slurm_holds_for_ever_ends_watch_with_exit_1_and_resume_rechecks() {
     watch.args(["watch", &run_id]);
     let out = run(&mut watch);
     assert_eq!(out.status.code(), Some(1), "watch ends instead of waiting");
-    assert!(start.elapsed() < Duration::from_secs(90));
+    assert!(start.elapsed() < crate::common::patience(Duration::from_secs(90)));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("will never run (train): its time limit is longer than the partition allows (PartitionTimeLimit)"),

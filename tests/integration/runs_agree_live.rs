@@ -84,7 +84,7 @@ impl Fixture {
                 return;
             }
             assert!(
-                start.elapsed() < limit,
+                start.elapsed() < crate::common::patience(limit),
                 "{run_id}: no {what} after {limit:?}: {st}"
             );
             std::thread::sleep(Duration::from_millis(300));

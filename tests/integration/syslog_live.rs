@@ -40,7 +40,7 @@ impl Rsyslog {
         let start = Instant::now();
         while !dir.join("log.sock").exists() {
             assert!(
-                start.elapsed() < Duration::from_secs(20),
+                start.elapsed() < crate::common::patience(Duration::from_secs(20)),
                 "rsyslogd made no socket"
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -71,7 +71,7 @@ impl Rsyslog {
                 return r;
             }
             assert!(
-                start.elapsed() < Duration::from_secs(20),
+                start.elapsed() < crate::common::patience(Duration::from_secs(20)),
                 "{n} `{msgid}` record(s) did not arrive: {:?}",
                 std::fs::read_to_string(self.dir.join("messages"))
             );

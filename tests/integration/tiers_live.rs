@@ -28,8 +28,21 @@ fn sh(cmd: &str) -> Output {
     Command::new("bash").args(["-c", cmd]).output().unwrap()
 }
 
-/// The users, accounts, coordinator and operator, made idempotently.
+/// The users, accounts, coordinator and operator: made once per test binary
+/// (every test of this module calls this; the first does the work while the
+/// others wait on the lock), idempotent, and safe beside another process
+/// doing the same (`slurm/users.sh` serialises user creation across
+/// processes; sacctmgr's "nothing new added" is success).
 fn setup_tiers() {
+    static DONE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !*done {
+        setup_tiers_once();
+        *done = true;
+    }
+}
+
+fn setup_tiers_once() {
     let conf = String::from_utf8_lossy(
         &Command::new("scontrol")
             .args(["show", "config"])
@@ -43,14 +56,8 @@ fn setup_tiers() {
             .any(|l| l.starts_with("PrivateData") && l.contains("jobs")),
         "this test {NEEDS} (PrivateData=jobs)"
     );
-    for u in [ALICE, BOB, CAROL, DAVE] {
-        let out = sh(&format!(
-            "id {u} >/dev/null 2>&1 || useradd -m -s /bin/bash {u}"
-        ));
-        assert!(out.status.success(), "useradd {u}: {out:?}");
-        // Homes are private, as on a real cluster.
-        sh(&format!("chmod 0700 /home/{u}"));
-    }
+    // Homes are private, as on a real cluster.
+    common::ensure_users(true, &[ALICE, BOB, CAROL, DAVE]);
     for cmd in [
         "sacctmgr -i add account vision Description=vision Organization=tests",
         "sacctmgr -i add account robots Description=robots Organization=tests",
@@ -73,15 +80,8 @@ fn setup_tiers() {
     }
     // The Unix groups named as the accounts (a `file://` registry's mapping,
     // docs/registry.md): the members, the coordinators and the operator.
-    for (group, users) in [
-        ("vision", "ys-alice,ys-bob,ys-carol"),
-        ("robots", "ys-carol,ys-dave"),
-    ] {
-        let out = sh(&format!(
-            "getent group {group} >/dev/null || groupadd {group}; gpasswd -M {users} {group}"
-        ));
-        assert!(out.status.success(), "group {group}: {out:?}");
-    }
+    common::ensure_group("vision", &[ALICE, BOB, CAROL]);
+    common::ensure_group("robots", &[CAROL, DAVE]);
     let users = String::from_utf8_lossy(
         &sh("sacctmgr -n -P show user ys-alice,ys-carol withcoord format=User,AdminLevel,Coordinators").stdout,
     )
@@ -203,7 +203,10 @@ fn active(run_id: &str) -> usize {
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < limit, "{what} not within {limit:?}");
+        assert!(
+            start.elapsed() < crate::common::patience(limit),
+            "{what} not within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
 }

@@ -227,7 +227,7 @@ fn wait_for_checkpoint(run_dir: &Path, limit: Duration) {
             }
         }
         assert!(
-            start.elapsed() < limit,
+            start.elapsed() < crate::common::patience(limit),
             "no checkpoint in {} after {limit:?}",
             run_dir.display()
         );

@@ -62,10 +62,12 @@ pub fn read_job_files(workdir: &Path) -> JobFiles {
     out
 }
 
-/// The last `limit` bytes of a file, as text (job logs can be large).
+/// The last `limit` bytes of a file, as text (job logs can be large). Only a
+/// regular file is read: a FIFO or device planted at a log's name gives
+/// `None` at once instead of a wait for a writer.
 pub fn read_tail(path: &Path, limit: u64) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path).ok()?;
+    let mut f = crate::fsutil::open_regular(path).ok()?;
     let len = f.metadata().ok()?.len();
     f.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
     let mut buf = Vec::new();
@@ -115,5 +117,31 @@ impl RunDir for Nothing {
     }
     fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::run::guard::GuardRecord> {
         BTreeMap::new()
+    }
+}
+
+#[cfg(test)]
+mod fifo_tests {
+    use super::read_tail;
+
+    /// A FIFO at a log's name (planted, or left by a tool) is no log: the
+    /// read gives up at once instead of waiting for a writer for ever. The
+    /// read runs on a thread so that a regression fails this test instead of
+    /// hanging the suite.
+    #[test]
+    fn a_fifo_log_is_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("train.out");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(read_tail(&path, 1024)).unwrap());
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("read_tail waited on a FIFO");
+        assert_eq!(got, None);
+        let log = dir.path().join("val.out");
+        std::fs::write(&log, "a\nlast line\n").unwrap();
+        assert_eq!(read_tail(&log, 10).as_deref(), Some("last line\n"));
     }
 }
