@@ -6,8 +6,11 @@
 # unless THROWAWAY_MACHINE=1 says that is where it is (as FORCE_CONF=1 does
 # for a foreign slurm.conf).
 #
-#   THROWAWAY_MACHINE=1 bash slurm/reset.sh            remove everything below
-#   THROWAWAY_MACHINE=1 bash slurm/reset.sh --dry-run  say what would go; change nothing
+#   THROWAWAY_MACHINE=1 bash slurm/reset.sh                 remove everything below
+#   THROWAWAY_MACHINE=1 bash slurm/reset.sh --dry-run       say what would go; change nothing
+#   THROWAWAY_MACHINE=1 bash slurm/reset.sh --cargo-cache   also cargo's registry and git
+#                                                           checkouts (other builds on this
+#                                                           machine download them again)
 #
 # What goes:
 #   - the clusters' daemons (every instance) and the S3 server, stopped by their own scripts
@@ -18,9 +21,9 @@
 #   - the accounting database yolo_slurm_acct and its user (all of MariaDB's data when
 #     deps.sh installed MariaDB), the munge key (and munge's files when deps.sh installed munge)
 #   - /opt/yolo-sched (the trainer's and the S3 server's venvs), the S3 data, yolo-sched's
-#     state of root (~/.local/state/yolo-sched), the demo's and tests' scratch in /tmp
-#   - the download caches those installs filled (pip's, cargo's registry and git checkouts):
-#     a fresh machine starts without them
+#     state of root (~/.local/state/yolo-sched), the demo's runs in /tmp
+#   - the download caches those installs filled (pip's and uv's; with --cargo-cache also
+#     cargo's registry and git checkouts): a fresh machine starts without them
 #   - the Debian packages slurm/deps.sh installed (its record, /var/lib/yolo-sched/deps-installed),
 #     then what only they needed (apt-get autoremove); nothing the machine had before
 # The checkout (and its target/) is not touched: a fresh machine starts from a fresh clone.
@@ -32,15 +35,17 @@ readonly RECORD=/var/lib/yolo-sched/deps-installed
 readonly TEST_USERS=(researcher ys-alice ys-bob ys-carol ys-dave)
 readonly TEST_GROUPS=(vision robots)
 
-dry=0
-case "${1:-}" in
-"") ;;
---dry-run) dry=1 ;;
-*)
-    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
-    exit 2
-    ;;
-esac
+dry=0 cargo_cache=0
+for arg in "$@"; do
+    case "$arg" in
+    --dry-run) dry=1 ;;
+    --cargo-cache) cargo_cache=1 ;;
+    *)
+        awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
+        exit 2
+        ;;
+    esac
+done
 
 log() { printf 'reset: %s\n' "$*" >&2; }
 die() { printf 'reset: error: %s\n' "$*" >&2; exit 1; }
@@ -143,7 +148,9 @@ if ! installed munge; then remove /etc/munge/munge.key; fi
 
 log "venvs, S3 data, state, scratch and download caches"
 remove /opt/yolo-sched /var/lib/yolo-s3 "$HOME/.local/state/yolo-sched"
-remove /tmp/yolo-sched-demo /tmp/yolo-sched-test-* /tmp/yolo-sched-home-* /tmp/yolo-sched-bin-*
-remove "$HOME/.cache/pip" "$HOME/.cache/uv" "$HOME/.cargo/registry" "$HOME/.cargo/git"
+# The demo's runs (the tests remove their own scratch; a test running now keeps it).
+remove /tmp/yolo-sched-demo
+remove "$HOME/.cache/pip" "$HOME/.cache/uv"
+if [ "$cargo_cache" = 1 ]; then remove "$HOME/.cargo/registry" "$HOME/.cargo/git"; fi
 remove /var/lib/yolo-sched
 if [ "$dry" = 1 ]; then log "dry run: nothing changed"; else log "done: this machine is as the README's commands found it"; fi

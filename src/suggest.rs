@@ -102,7 +102,10 @@ mod tests {
         assert_eq!(closest(&long, ["balanced", "all-1g"]), None);
         assert!(close_ones(&long, ["balanced"], 3).is_empty());
         assert_eq!(closest("balanc", ["balanced", "all-1g"]), Some("balanced"));
-        assert_eq!(close_ones("all1g", ["balanced", "all-1g"], 3), vec!["all-1g"]);
+        assert_eq!(
+            close_ones("all1g", ["balanced", "all-1g"], 3),
+            vec!["all-1g"]
+        );
     }
 
     #[test]

@@ -208,19 +208,21 @@ fn the_reset_refuses_unless_told_the_machine_is_throwaway_and_its_dry_run_change
     if !common::as_root_and_nobody("the reset's dry run") {
         return;
     }
-    // Something the reset removes, made by this test: listed, left alone.
-    let scratch = tempfile::Builder::new()
-        .prefix("yolo-sched-test-")
-        .tempdir_in("/tmp")
-        .unwrap();
+    // Something the reset removes (the demo's runs): listed, left alone.
+    let demo = Path::new("/tmp/yolo-sched-demo");
+    let made = std::fs::create_dir(demo).is_ok();
     let out = reset(&[("THROWAWAY_MACHINE", "1")], &["--dry-run"]);
+    let present = demo.is_dir();
+    if made {
+        let _ = std::fs::remove_dir(demo);
+    }
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains(&format!("would remove: {}", scratch.path().display())),
+        said.contains("would remove: /tmp/yolo-sched-demo"),
         "{said}"
     );
-    assert!(scratch.path().is_dir(), "the dry run removed {scratch:?}");
+    assert!(present, "the dry run removed /tmp/yolo-sched-demo");
     assert!(
         !said.lines().any(|l| !l.starts_with("would ")),
         "a dry run only says what it would do: {said}"
