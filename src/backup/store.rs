@@ -260,6 +260,10 @@ impl Store {
                 "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials (AWS_PROFILE)"
             );
         };
+        // object_store's HTTP client uses rustls without a crypto provider
+        // of its own (ring is chosen in Cargo.toml, not aws-lc-rs): install
+        // ring's for the process. An error means one is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut options = ClientOptions::new()
             .with_connect_timeout(Duration::from_secs(5))
             .with_timeout(Duration::from_secs(300));
@@ -794,6 +798,34 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An `https://` endpoint gets a real TLS handshake (ring's provider,
+    /// installed by `Store::s3`): the first bytes the server sees are a TLS
+    /// handshake record, and a server that then hangs up is an error, not a
+    /// panic for a missing crypto provider.
+    #[test]
+    fn an_https_endpoint_speaks_tls() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut first = [0u8; 3];
+            conn.read_exact(&mut first).unwrap();
+            first
+        });
+        let url = BackupUrl::parse("s3://bucket/prefix").unwrap();
+        let creds = Credentials {
+            access_key_id: Some("k".into()),
+            secret_access_key: Some("s".into()),
+            endpoint: Some(format!("https://127.0.0.1:{port}")),
+            ..Credentials::default()
+        };
+        let store = Store::s3(&url, &creds).unwrap();
+        assert!(store.size_of("x").is_err());
+        let first = server.join().unwrap();
+        // ContentType handshake (22), then TLS's legacy record version 3.x.
+        assert_eq!(first[..2], [0x16, 0x03], "{first:?}");
+    }
 
     #[test]
     fn credentials_prefer_variables_then_the_profile() {
