@@ -138,14 +138,25 @@ impl Drop for PartitionMaxTime {
     }
 }
 
-/// Submit `k` runs at once and check that their trainings overlap in time.
+/// Submit `k` runs and check that their trainings all run at once. Each
+/// training holds before its first epoch (`YOLO_STANDIN_HOLD`) until this
+/// test has seen all `k` started, so a slow submission on a loaded machine
+/// cannot let the first end before the last starts; a slice that is not
+/// free keeps a training pending, and the wait for all `k` fails.
 fn k_runs_overlap(partition: &str, k: usize, prefix: &str, share: (u64, &str)) {
     let f = Fixture::new();
+    let hold = f.path().join(format!("{prefix}go"));
     let mut workdirs = Vec::new();
     let mut jobs = Vec::new();
     for i in 0..k {
         let spec = f.spec(&format!("{prefix}{i}"), partition, "");
-        let sub = f.submit(&spec, "2");
+        let out = run(f
+            .cmd("2")
+            .env("YOLO_STANDIN_HOLD", &hold)
+            .args(["submit", "--json"])
+            .arg(&spec));
+        assert_eq!(out.status.code(), Some(0), "submit failed");
+        let sub: Value = serde_json::from_slice(&out.stdout).unwrap();
         let train = &sub["jobs"][0];
         assert_eq!(train["stage"], "train");
         assert_eq!(train["gres"], "gpu:1g.5gb:1");
@@ -154,6 +165,16 @@ fn k_runs_overlap(partition: &str, k: usize, prefix: &str, share: (u64, &str)) {
         workdirs.push(PathBuf::from(sub["workdir"].as_str().unwrap()));
         jobs.extend(job_ids(&sub));
     }
+    common::wait_until(
+        Duration::from_secs(180),
+        &format!("all {k} trainings started at once"),
+        || {
+            workdirs
+                .iter()
+                .all(|w| w.join("state/train.start.json").is_file())
+        },
+    );
+    std::fs::write(&hold, "go").unwrap();
     let states = wait_jobs(&jobs, Duration::from_secs(180));
     assert!(states.iter().all(|s| s == "COMPLETED"), "{states:?}");
     let starts: Vec<_> = workdirs
