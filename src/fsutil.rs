@@ -25,11 +25,11 @@ pub enum WriteOutcome {
     Written { backup: Option<PathBuf> },
 }
 
-/// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
-/// device or a directory is refused without blocking on it (the open is
-/// non-blocking and the type is checked on the open file), and a file over
-/// the limit is refused without reading it all.
-pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
+/// Open a regular file of at most `limit` bytes for reading, for a caller
+/// that reads it piece by piece (`advise --sacct-file`): a FIFO, a device or
+/// a directory is refused without blocking on it, as by [`read_regular`].
+/// The caller reads at most `limit` bytes of it.
+pub fn open_regular(path: &Path, limit: u64) -> Result<File> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
@@ -48,6 +48,15 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
             meta.len()
         );
     }
+    Ok(file)
+}
+
+/// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
+/// device or a directory is refused without blocking on it (the open is
+/// non-blocking and the type is checked on the open file), and a file over
+/// the limit is refused without reading it all.
+pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
+    let file = open_regular(path, limit)?;
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)

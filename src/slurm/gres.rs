@@ -81,6 +81,8 @@ pub fn parse_item(raw: &str) -> Option<GresItem> {
         [name] => (*name, None, 1),
         [name, last] => match last.parse::<u64>() {
             Ok(n) => (*name, None, n),
+            // All digits past u64 is a count no one can hold, not a type.
+            Err(_) if !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()) => return None,
             Err(_) => (*name, Some(*last), 1),
         },
         [name, kind, count] => (*name, Some(*kind), count.parse::<u64>().ok()?),
