@@ -188,11 +188,11 @@ pub fn read(mut input: impl BufRead, window: &Window<'_>) -> Result<History, Rea
         let line = std::str::from_utf8(bytes).map_err(|e| {
             let at = e.valid_up_to();
             bad(format!(
-                "not text (byte 0x{:02x} at byte {} of the line: `{}`); expected sacct's \
-                 --parsable2 output",
+                "not text (byte 0x{:02x} at byte {} of the line: `{}`); {}",
                 bytes[at],
                 at + 1,
-                excerpt(&String::from_utf8_lossy(bytes))
+                excerpt(&String::from_utf8_lossy(bytes)),
+                expected()
             ))
         })?;
         match parse_line(line).map_err(bad)? {
