@@ -123,6 +123,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_all_digit_count_past_u64_is_no_item_not_a_type() {
+        // Issue 32, item 7: `gres/gpu=18446744073709551616` was read as the type `18446744073709551616`.
+        assert_eq!(parse_item("gpu:18446744073709551616"), None);
+        assert_eq!(
+            parse_item("gpu:18446744073709551615").map(|g| g.count),
+            Some(u64::MAX)
+        );
+        assert_eq!(
+            parse_item("gpu:a100").and_then(|g| g.kind),
+            Some("a100".to_string())
+        );
+    }
+
+    #[test]
     fn node_config_list() {
         let items = parse_list("gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1,shard:1g.5gb:0,shard:a100:8");
         assert_eq!(items.len(), 5);
