@@ -46,11 +46,10 @@ pub fn open_regular(path: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
-/// device or a directory is refused without blocking on it (the open is
-/// non-blocking and the type is checked on the open file), and a file over
-/// the limit is refused without reading it all.
-pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
+/// [`open_regular`] for a file of at most `limit` bytes, for a caller that
+/// reads it piece by piece (`advise --sacct-file`): a larger one is refused
+/// without reading it. The caller reads at most `limit` bytes of it.
+pub fn open_regular_bounded(path: &Path, limit: u64) -> Result<File> {
     let file = open_regular(path)?;
     let meta = file
         .metadata()
@@ -62,6 +61,15 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
             meta.len()
         );
     }
+    Ok(file)
+}
+
+/// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
+/// device or a directory is refused without blocking on it (the open is
+/// non-blocking and the type is checked on the open file), and a file over
+/// the limit is refused without reading it all.
+pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
+    let file = open_regular_bounded(path, limit)?;
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)

@@ -65,12 +65,26 @@ pub fn echo_path(p: &std::path::Path) -> String {
 }
 
 /// A long text (a client's stderr) cut to its first `max` characters, with
-/// how much was left out.
+/// how much was left out; its lines stay lines, every other control or
+/// invisible character (ESC, BEL, CR) is escaped as [`shown`] does, so a
+/// client's output cannot drive the terminal.
 pub fn head(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_string(),
-        Some((at, _)) => format!("{}… ({} more bytes not shown)", &s[..at], s.len() - at),
+    let (cut, rest) = match s.char_indices().nth(max) {
+        None => (s, 0),
+        Some((at, _)) => (&s[..at], s.len() - at),
+    };
+    let mut out = String::with_capacity(cut.len());
+    for c in cut.chars() {
+        if (c.is_control() && c != '\n' && c != '\t') || is_invisible(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
     }
+    if rest > 0 {
+        out.push_str(&format!("… ({rest} more bytes not shown)"));
+    }
+    out
 }
 
 /// Characters that print as nothing: zero-width joiners and spaces, the BOM,
@@ -119,5 +133,8 @@ mod tests {
         let h = head(&s, 100);
         assert!(h.starts_with(&"x".repeat(100)));
         assert!(h.ends_with("(4900 more bytes not shown)"), "{h}");
+        // Issue 32, item 10: a client's ESC and BEL do not reach the terminal.
+        let h = head("sacct: error\u{1b}]0;owned\u{7}\r\nsecond line", 100);
+        assert_eq!(h, "sacct: error\\u{1b}]0;owned\\u{7}\\r\nsecond line");
     }
 }

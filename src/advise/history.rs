@@ -1,14 +1,28 @@
 //! Last weeks' GPU jobs from Slurm's accounting, and the demand they make.
 //!
 //! One `sacct` call (`slurm::sacct::history`) gives every allocation of the
-//! window, one line per job or array task; this module reads those lines
-//! (pure, streaming, bounded) and turns the jobs that asked for a typed GPU
-//! into a [`Demand`] that arrives over time: each job pending from its
-//! submission, running for the time it actually ran.
+//! window, one line per job or array task; this module reads those lines one
+//! at a time from any reader ([`read`]: each line at most [`MAX_LINE_BYTES`],
+//! at most [`MAX_LINES`] of them read) and folds each job straight into what
+//! advise needs of it, so memory is the demand (a few dozen bytes per typed
+//! job), not the input: the jobs that asked for a typed GPU become a
+//! [`Demand`] that arrives over time, each job pending from its submission,
+//! running for the time it actually ran.
+//!
+//! A line that is not a line of `sacct --parsable2` output of [`FIELDS`] (a
+//! field missing, another order, binary) stops the read with its number and
+//! what was expected: a saved file of something else must not read as a quiet
+//! window. What node-setup cannot plan from (a run or a limit past 366 days,
+//! more than 64 instances, a type name it refuses, a submission after the
+//! window) is clamped or left out here, and counted, so the demand file
+//! advise writes is one node-setup reads.
+
+use std::io::BufRead;
 
 use chrono::NaiveDateTime;
 use serde::Serialize;
 
+use crate::mig::demand::{is_type_name, MAX_COUNT, MAX_SECONDS};
 use crate::mig::Demand;
 use crate::slurm::listing::{gres_in_tres, parse_time};
 
@@ -18,8 +32,13 @@ pub const FIELDS: &str =
     "JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,TimelimitRaw,ReqTRES,AllocTRES";
 const COLUMNS: usize = 12;
 
-/// The most lines read; a busy site's week is 10^4–10^5 GPU jobs.
-pub const MAX_LINES: usize = 2_000_000;
+/// The most lines read; a busy site's week is 10^4–10^5 GPU jobs. Lines
+/// past it are counted ([`Skipped::past_limit`]), not read.
+pub const MAX_LINES: u64 = 2_000_000;
+
+/// The longest line read: a line of sacct's twelve fields is a few hundred
+/// bytes; a longer one is not sacct's.
+pub const MAX_LINE_BYTES: usize = 64 << 10;
 
 /// What one job asked for in GPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -33,15 +52,14 @@ pub enum GpuAsk {
     Shards { count: u32 },
 }
 
-/// One GPU job of the window as accounting recorded it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PastJob {
-    pub id: String,
-    pub partition: String,
-    pub account: String,
-    pub user: String,
+/// One GPU job of the window as accounting recorded it, borrowed from its line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PastJob<'a> {
+    pub id: &'a str,
+    pub partition: &'a str,
+    pub user: &'a str,
     /// The base state (`COMPLETED`, `CANCELLED`, `RUNNING`, `PENDING`…).
-    pub state: String,
+    pub state: &'a str,
     pub ask: GpuAsk,
     pub submit: NaiveDateTime,
     pub start: Option<NaiveDateTime>,
@@ -51,7 +69,7 @@ pub struct PastJob {
     pub limit_s: Option<u64>,
 }
 
-impl PastJob {
+impl PastJob<'_> {
     /// In one of `partitions` (a job may name several), or any when empty.
     pub fn in_partitions(&self, partitions: &[String]) -> bool {
         partitions.is_empty()
@@ -67,78 +85,202 @@ impl PastJob {
 pub struct Skipped {
     /// Jobs that asked for no GPU.
     pub no_gpu: u64,
-    /// Lines without every field or with a submission time that is no time.
-    pub unreadable: u64,
-    /// Lines past [`MAX_LINES`].
+    /// Lines past [`MAX_LINES`]: not read, their jobs left out.
     pub past_limit: u64,
 }
 
-/// The window's GPU jobs and what was skipped.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct History {
-    pub jobs: Vec<PastJob>,
-    pub skipped: Skipped,
+/// A line that is not one of `sacct --parsable2` output of [`FIELDS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// 1-based.
+    pub line: u64,
+    /// What is wrong, the line as an excerpt, and what was expected.
+    pub why: String,
 }
 
-/// Read `sacct --parsable2 --noheader --format=FIELDS` output.
-pub fn parse(text: &str) -> History {
-    let mut h = History::default();
-    for (n, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        if n >= MAX_LINES {
+/// Why [`read`] stopped.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(std::io::Error),
+    Line(Unreadable),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::Line(u) => write!(f, "line {}: {}", u.line, u.why),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// What [`read`] is asked: the window, the partitions (all when empty), and
+/// whether to keep the replay's trace (`--trace-out`).
+#[derive(Debug, Clone, Copy)]
+pub struct Window<'a> {
+    pub since: NaiveDateTime,
+    pub until: NaiveDateTime,
+    pub partitions: &'a [String],
+    pub trace: bool,
+}
+
+/// The window's jobs for the replay (`bench/replay/`, its CSV rows without
+/// the header), and how many the format cannot hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    pub rows: String,
+    pub left_out: u64,
+}
+
+/// The window's GPU jobs as advise uses them.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// The typed jobs as a demand arriving over time from the window's start.
+    pub demand: Demand,
+    pub counted: Counted,
+    pub measured: Measured,
+    pub skipped: Skipped,
+    /// With [`Window::trace`].
+    pub trace: Option<Trace>,
+    /// Seconds of every measured wait, for the mean.
+    waits_s: f64,
+}
+
+/// Read `sacct --parsable2 --noheader --format=FIELDS` output line by line:
+/// memory holds one line and the jobs' demand, never the input.
+pub fn read(mut input: impl BufRead, window: &Window<'_>) -> Result<History, ReadError> {
+    let mut h = History {
+        trace: window.trace.then(Trace::default),
+        ..History::default()
+    };
+    let mut buf = Vec::with_capacity(1024);
+    let mut number = 0u64;
+    let mut read = 0u64;
+    loop {
+        buf.clear();
+        let got = std::io::Read::take(&mut input, MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(ReadError::Io)?;
+        if got == 0 {
+            break;
+        }
+        number += 1;
+        let bad = |why: String| ReadError::Line(Unreadable { line: number, why });
+        if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
+            return Err(bad(format!(
+                "longer than {MAX_LINE_BYTES} bytes ({}…); a line of sacct's output is a few \
+                 hundred",
+                excerpt(&String::from_utf8_lossy(&buf[..80]))
+            )));
+        }
+        let bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        read += 1;
+        if read > MAX_LINES {
             h.skipped.past_limit += 1;
             continue;
         }
-        match parse_line(line) {
-            Line::Job(job) => h.jobs.push(*job),
-            Line::NoGpu => h.skipped.no_gpu += 1,
-            Line::Unreadable => h.skipped.unreadable += 1,
+        let line = std::str::from_utf8(bytes).map_err(|e| {
+            let at = e.valid_up_to();
+            bad(format!(
+                "not text (byte 0x{:02x} at byte {} of the line: `{}`); {}",
+                bytes[at],
+                at + 1,
+                excerpt(&String::from_utf8_lossy(bytes)),
+                expected()
+            ))
+        })?;
+        match parse_line(line).map_err(bad)? {
+            Some(job) => h.add(&job, window),
+            None => h.skipped.no_gpu += 1,
         }
     }
-    h
+    if h.measured.started > 0 {
+        h.measured.mean_wait_s = h.waits_s / h.measured.started as f64;
+    }
+    Ok(h)
 }
 
-enum Line {
-    Job(Box<PastJob>),
-    NoGpu,
-    Unreadable,
+/// [`read`] over text in memory (tests, a captured sacct output).
+pub fn parse(text: &str, window: &Window<'_>) -> Result<History, ReadError> {
+    read(text.as_bytes(), window)
 }
 
-fn parse_line(line: &str) -> Line {
+/// A line as a message shows it: 80 characters, escaped.
+fn excerpt(line: &str) -> String {
+    crate::text::shown(line, 80)
+}
+
+/// What a line must be, for messages.
+fn expected() -> String {
+    format!("expected the {COLUMNS} fields {FIELDS}, in that order, separated by `|` (sacct -X --parsable2 --noheader --format=…)")
+}
+
+/// Whole seconds: digits (past u64 saturates), else `None`.
+fn seconds(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.parse().unwrap_or(u64::MAX))
+}
+
+/// One line: a GPU job, `None` for a job that asked for no GPU, or why the
+/// line is not one of [`FIELDS`].
+fn parse_line(line: &str) -> Result<Option<PastJob<'_>>, String> {
     let c: Vec<&str> = line.splitn(COLUMNS, '|').collect();
     if c.len() != COLUMNS {
-        return Line::Unreadable;
+        return Err(format!(
+            "{} field(s) (`{}`); {}",
+            c.len(),
+            excerpt(line),
+            expected()
+        ));
     }
     let Some(submit) = parse_time(c[5]) else {
-        return Line::Unreadable;
+        return Err(format!(
+            "field 6 (Submit) is `{}`, not a time YYYY-MM-DDTHH:MM:SS (`{}`); {}",
+            excerpt(c[5]),
+            excerpt(line),
+            expected()
+        ));
+    };
+    let Some(elapsed_s) = seconds(c[8]) else {
+        return Err(format!(
+            "field 9 (ElapsedRaw) is `{}`, not whole seconds (`{}`); {}",
+            excerpt(c[8]),
+            excerpt(line),
+            expected()
+        ));
     };
     // The allocation names the type Slurm gave an untyped request, but the
     // request is what any layout must serve; the allocation only fills in a
     // job that never recorded its request.
     let ask = gpu_ask(c[10]).or_else(|| gpu_ask(c[11]));
     let Some(ask) = ask else {
-        return Line::NoGpu;
+        return Ok(None);
     };
-    Line::Job(Box::new(PastJob {
-        id: c[0].to_string(),
-        partition: c[1].to_string(),
-        account: c[2].to_string(),
-        user: c[3].to_string(),
+    Ok(Some(PastJob {
+        id: c[0],
+        partition: c[1],
+        user: c[3],
         state: c[4]
             .split_whitespace()
             .next()
             .unwrap_or("")
-            .trim_end_matches('+')
-            .to_string(),
+            .trim_end_matches('+'),
         ask,
         submit,
         start: parse_time(c[6]),
         end: parse_time(c[7]),
-        elapsed_s: c[8].trim().parse().unwrap_or(0),
-        limit_s: c[9]
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .map(|m| m.saturating_mul(60)),
+        elapsed_s,
+        // TimelimitRaw is minutes, or UNLIMITED / Partition_Limit.
+        limit_s: seconds(c[9]).map(|m| m.saturating_mul(60)),
     }))
 }
 
@@ -180,6 +322,10 @@ pub struct Counted {
     pub running: u64,
     /// Of those, still pending: counted with their time limit (a day when unlimited).
     pub pending: u64,
+    /// Of those, ran or were limited to more than 366 days, or asked for more
+    /// than 64 instances: counted as 366 days and 64 instances, the most a
+    /// demand file (node-setup) holds.
+    pub clamped: u64,
     /// Cancelled before they started: they held nothing and are left out.
     pub cancelled_pending: u64,
     /// Untyped GPU requests: they fit any instance, so they change no layout; left out.
@@ -188,60 +334,138 @@ pub struct Counted {
     pub shards: u64,
     /// Outside the partitions or nodes asked about.
     pub elsewhere: u64,
+    /// Typed with a type no node can offer (not letters, digits, `.`, `_`,
+    /// `+`, `-`, or longer than 64): left out.
+    pub bad_type: u64,
+    /// Submitted after the window's end: left out.
+    pub after_window: u64,
 }
 
 /// An unlimited pending job counts as a day, as `auto` counts one.
 const UNLIMITED_S: u64 = 24 * 3600;
 
-/// The typed jobs of `history` in `partitions` (all when empty) as a demand
-/// arriving over time from `since`; `until` ends the jobs still running.
-pub fn demand(
-    history: &History,
-    since: NaiveDateTime,
-    until: NaiveDateTime,
-    partitions: &[String],
-) -> (Demand, Counted) {
-    let mut demand = Demand::new();
-    let mut counted = Counted::default();
-    let secs = |from: NaiveDateTime, to: NaiveDateTime| {
-        u64::try_from((to - from).num_seconds()).unwrap_or(0)
-    };
-    for job in &history.jobs {
-        if !job.in_partitions(partitions) {
-            counted.elsewhere += 1;
-            continue;
+/// Whole seconds from `from` to `to`, 0 when `to` is earlier.
+fn secs(from: NaiveDateTime, to: NaiveDateTime) -> u64 {
+    u64::try_from((to - from).num_seconds()).unwrap_or(0)
+}
+
+impl History {
+    /// Fold one GPU job in: the demand, the measured waits, the trace.
+    fn add(&mut self, job: &PastJob<'_>, w: &Window<'_>) {
+        if !job.in_partitions(w.partitions) {
+            self.counted.elsewhere += 1;
+            return;
         }
+        self.measure(job);
+        if let Some(trace) = &mut self.trace {
+            match trace_row(job, w) {
+                Some(row) => trace.rows.push_str(&row),
+                None => trace.left_out += 1,
+            }
+        }
+        let c = &mut self.counted;
         let (kind, count) = match &job.ask {
             GpuAsk::Typed { kind, count } => (kind, *count),
             GpuAsk::Untyped { .. } => {
-                counted.untyped += 1;
-                continue;
+                c.untyped += 1;
+                return;
             }
             GpuAsk::Shards { .. } => {
-                counted.shards += 1;
-                continue;
+                c.shards += 1;
+                return;
             }
         };
+        if !is_type_name(kind) {
+            c.bad_type += 1;
+            return;
+        }
+        if job.submit > w.until {
+            c.after_window += 1;
+            return;
+        }
         let seconds = match (job.start, job.end) {
             (None, _) if job.state == "PENDING" => {
-                counted.pending += 1;
+                c.pending += 1;
                 job.limit_s.unwrap_or(UNLIMITED_S)
             }
             (None, _) => {
-                counted.cancelled_pending += 1;
-                continue;
+                c.cancelled_pending += 1;
+                return;
             }
             (Some(start), None) => {
-                counted.running += 1;
-                secs(start, until)
+                c.running += 1;
+                secs(start, w.until)
             }
             (Some(_), Some(_)) => job.elapsed_s,
         }
         .max(1);
-        demand.add_arriving(kind, count, seconds, secs(since, job.submit));
-        counted.jobs += 1;
+        if seconds > MAX_SECONDS || count > MAX_COUNT {
+            c.clamped += 1;
+        }
+        // The window is at most 366 days (`advise::run`), so is the arrival.
+        let arrival = secs(w.since, job.submit).min(MAX_SECONDS);
+        self.demand.add_arriving(
+            kind,
+            count.min(MAX_COUNT),
+            seconds.min(MAX_SECONDS),
+            arrival,
+        );
+        c.jobs += 1;
     }
-    (demand, counted)
+
+    fn measure(&mut self, job: &PastJob<'_>) {
+        let (GpuAsk::Typed { kind, count }, Some(start)) = (&job.ask, job.start) else {
+            return;
+        };
+        let m = &mut self.measured;
+        let wait = (start - job.submit).num_seconds().max(0);
+        m.started += 1;
+        self.waits_s += wait as f64;
+        if wait > WAITED_S {
+            m.waited += 1;
+            m.waited_gpu_hours +=
+                job.elapsed_s as f64 * f64::from(*count) * super::simulate::gpu_share(kind)
+                    / 3600.0;
+        }
+    }
+}
+
+/// One row of the replay's trace: a typed job of one instance at its
+/// submission, running as long as it ran, needing what its type holds less
+/// the planner's 10 % headroom (so the replay's planner asks the same type),
+/// a whole GPU as `gpu_fraction` 1. `None` for a job the format cannot hold
+/// (several instances, untyped, never started, a type no built-in model has,
+/// submitted after the window).
+fn trace_row(job: &PastJob<'_>, w: &Window<'_>) -> Option<String> {
+    let GpuAsk::Typed { kind, count: 1 } = &job.ask else {
+        return None;
+    };
+    let (Some(_), Some(memory_mib)) = (job.start, super::simulate::memory_of(kind)) else {
+        return None;
+    };
+    if job.submit > w.until {
+        return None;
+    }
+    let submit_s = secs(w.since, job.submit);
+    let duration_s = job.elapsed_s.clamp(1, MAX_SECONDS);
+    let whole = !kind.contains("g.");
+    let (mem, fraction) = if whole {
+        (String::new(), "1".to_string())
+    } else {
+        // Hundredths of a GiB, rounded down, under the type's usable memory / 1.1.
+        let gib = (memory_mib as f64 / 1024.0 / 1.1 * 100.0).floor() / 100.0;
+        (format!("{gib:.2}"), String::new())
+    };
+    let user: String = job
+        .user
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'))
+        .take(64)
+        .collect();
+    Some(format!(
+        "{submit_s},{duration_s},{mem},{fraction},{}\n",
+        if user.is_empty() { "unknown" } else { &user }
+    ))
 }
 
 /// What accounting itself says of the window's waits: the typed GPU jobs
@@ -258,32 +482,6 @@ pub struct Measured {
 /// A wait shorter than this is Slurm's own latency, not a queue.
 pub const WAITED_S: i64 = 60;
 
-/// [`Measured`] over the typed jobs of `history` in `partitions` (all when empty).
-pub fn measured(history: &History, partitions: &[String]) -> Measured {
-    let mut m = Measured::default();
-    let mut total = 0.0;
-    for job in &history.jobs {
-        let (GpuAsk::Typed { kind, count }, Some(start), true) =
-            (&job.ask, job.start, job.in_partitions(partitions))
-        else {
-            continue;
-        };
-        let wait = (start - job.submit).num_seconds().max(0);
-        m.started += 1;
-        total += wait as f64;
-        if wait > WAITED_S {
-            m.waited += 1;
-            m.waited_gpu_hours +=
-                job.elapsed_s as f64 * f64::from(*count) * super::simulate::gpu_share(kind)
-                    / 3600.0;
-        }
-    }
-    if m.started > 0 {
-        m.mean_wait_s = total / m.started as f64;
-    }
-    m
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,44 +494,34 @@ mod tests {
 101|gpu|vision|alice|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00:05|3600|120|billing=1,cpu=1,gres/gpu:1g.5gb=1,gres/gpu=1,mem=4133M,node=1|billing=1,cpu=1,gres/gpu:1g.5gb=1,gres/gpu=1,mem=4133M,node=1
 102_3|gpu|vision|bob|CANCELLED by 1000|2026-12-01T10:10:00|Unknown|Unknown|0|60|billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,node=1|
 103|gpu|nlp|carol|RUNNING|2026-12-01T10:20:00|2026-12-01T10:30:00|Unknown|1800|UNLIMITED|cpu=8,gres/gpu=1,node=1|cpu=8,gres/gpu:a100=1,gres/gpu=1,node=1
+
 104|cpu|nlp|carol|COMPLETED|2026-12-01T10:20:00|2026-12-01T10:20:01|2026-12-01T10:30:00|599|30|cpu=2,mem=4G,node=1|cpu=2,mem=4G,node=1
 105|gpu|nlp|dave|PENDING|2026-12-01T11:00:00|Unknown|Unknown|0|240|cpu=2,gres/gpu:3g.20gb=2,node=1|
 106|gpu|nlp|dave|RUNNING|2026-12-01T11:00:00|2026-12-01T11:30:00|Unknown|0|240|cpu=2,gres/gpu:2g.10gb=1,node=1|
 107|gpu|nlp|erin|COMPLETED|2026-12-01T11:00:00|2026-12-01T11:00:00|2026-12-01T11:10:00|600|20|cpu=1,gres/shard=2,node=1|
-broken line
-108|gpu|x|y|COMPLETED|yesterday|Unknown|Unknown|0|1|gres/gpu:1g.5gb=1|
 ";
 
-    #[test]
-    fn a_window_of_accounting_reads_as_typed_untyped_and_shard_jobs() {
-        let h = parse(SAMPLE);
-        assert_eq!(h.jobs.len(), 6);
-        assert_eq!(h.skipped.no_gpu, 1);
-        assert_eq!(h.skipped.unreadable, 2);
-        assert_eq!(
-            h.jobs[0].ask,
-            GpuAsk::Typed {
-                kind: "1g.5gb".into(),
-                count: 1
-            }
-        );
-        assert_eq!(h.jobs[1].id, "102_3");
-        assert_eq!(h.jobs[1].state, "CANCELLED");
-        // The request was untyped; the allocation's a100 is not the request.
-        assert_eq!(h.jobs[2].ask, GpuAsk::Untyped { count: 1 });
-        assert_eq!(h.jobs[2].limit_s, None);
-        assert_eq!(h.jobs[3].limit_s, Some(240 * 60));
-        assert_eq!(h.jobs[5].ask, GpuAsk::Shards { count: 2 });
+    fn window(partitions: &[String]) -> Window<'_> {
+        Window {
+            since: t("2026-12-01T09:00:00"),
+            until: t("2026-12-01T12:00:00"),
+            partitions,
+            trace: true,
+        }
     }
 
     #[test]
     fn jobs_become_demand_with_their_arrivals_and_real_run_times() {
-        let h = parse(SAMPLE);
-        let since = t("2026-12-01T09:00:00");
-        let until = t("2026-12-01T12:00:00");
-        let (d, c) = demand(&h, since, until, &[]);
+        let h = parse(SAMPLE, &window(&[])).unwrap();
         assert_eq!(
-            c,
+            h.skipped,
+            Skipped {
+                no_gpu: 1,
+                past_limit: 0
+            }
+        );
+        assert_eq!(
+            h.counted,
             Counted {
                 jobs: 3,
                 running: 1,
@@ -341,9 +529,10 @@ broken line
                 cancelled_pending: 1,
                 untyped: 1,
                 shards: 1,
-                elsewhere: 0
+                ..Counted::default()
             }
         );
+        let d = &h.demand;
         // Ran an hour (not its two-hour limit), pending from 10:00.
         assert_eq!(d.queue("1g.5gb")[0].seconds, 3600);
         assert_eq!(d.queue("1g.5gb")[0].arrival_s, 3600);
@@ -352,16 +541,18 @@ broken line
         assert_eq!((p.count, p.seconds, p.arrival_s), (2, 4 * 3600, 7200));
         // Still running: from 11:30 to the window's end.
         assert_eq!(d.queue("2g.10gb")[0].seconds, 1800);
+        // The untyped request's allocation (a100) is not its request.
+        assert!(d.queue("a100").is_empty());
         // Another partition is left out and counted.
-        let (d, c) = demand(&h, since, until, &["other".into()]);
-        assert!(d.is_empty());
-        assert_eq!(c.elsewhere, 6);
+        let other = ["other".to_string()];
+        let h = parse(SAMPLE, &window(&other)).unwrap();
+        assert!(h.demand.is_empty());
+        assert_eq!(h.counted.elsewhere, 6);
     }
 
     #[test]
     fn accountings_own_waits_are_measured() {
-        let h = parse(SAMPLE);
-        let m = measured(&h, &[]);
+        let m = parse(SAMPLE, &window(&[])).unwrap().measured;
         // Typed and started: 101 (5 s), 106 (30 min on a 2g.10gb: 2/7 GPU).
         assert_eq!((m.started, m.waited), (2, 1));
         assert!((m.mean_wait_s - (5.0 + 1800.0) / 2.0).abs() < 1e-9);
@@ -371,15 +562,115 @@ broken line
         );
     }
 
+    /// Issue 32, item 8: a saved output of 11 fields, of another field
+    /// order, or binary is not a quiet window: the read stops at the line,
+    /// saying what it expected.
     #[test]
-    fn a_line_missing_a_field_is_unreadable() {
-        let line = "1|gpu|a|u|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:00|2026-12-01T10:01:00|60|5|gres/gpu:1g.5gb=1\n";
-        let mut text = String::new();
-        for _ in 0..3 {
-            text.push_str(line);
+    fn a_line_that_is_not_sacct_output_stops_the_read_at_its_number() {
+        let good = SAMPLE.lines().next().unwrap();
+        let eleven = "1|gpu|a|u|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:00|2026-12-01T10:01:00|60|5|gres/gpu:1g.5gb=1";
+        // The same job with User and Submit swapped.
+        let order = "1|gpu|a|2026-12-01T10:00:00|COMPLETED|u|2026-12-01T10:00:00|2026-12-01T10:01:00|60|5|gres/gpu:1g.5gb=1|";
+        let elapsed = "1|gpu|a|u|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:00|2026-12-01T10:01:00|UNLIMITED|5|gres/gpu:1g.5gb=1|";
+        for (bad, said) in [
+            (eleven.to_string(), "11 field(s)"),
+            (order.to_string(), "field 6 (Submit) is `u`"),
+            (elapsed.to_string(), "field 9 (ElapsedRaw) is `UNLIMITED`"),
+            (
+                "\u{1b}[2J\u{7}".to_string(),
+                "1 field(s) (`\\u{1b}[2J\\u{7}`)",
+            ),
+        ] {
+            let text = format!("{good}\n\n{bad}\n{good}\n");
+            let e = parse(&text, &window(&[])).unwrap_err();
+            let ReadError::Line(u) = &e else {
+                panic!("{e}")
+            };
+            assert_eq!(u.line, 3, "{e}");
+            assert!(u.why.contains(said), "{bad:?}: {e}");
+            assert!(u.why.contains(FIELDS), "{e}");
+            assert!(!u.why.chars().any(char::is_control), "{e}");
         }
-        let h = parse(&text);
-        assert_eq!(h.jobs.len(), 0, "11 fields are not 12");
-        assert_eq!(h.skipped.unreadable, 3);
+        let mut binary = format!("{good}\n").into_bytes();
+        binary.extend_from_slice(b"\x7fELF\x02\x01\x01\x00\xff\xfe|x\n");
+        let e = read(&binary[..], &window(&[])).unwrap_err().to_string();
+        assert!(e.starts_with("line 2: not text (byte 0xff"), "{e}");
+        let long = format!("{good}\n{}\n", "x".repeat(MAX_LINE_BYTES + 1));
+        let e = parse(&long, &window(&[])).unwrap_err().to_string();
+        assert!(e.starts_with("line 2: longer than 65536 bytes"), "{e}");
+        assert!(e.len() < 400, "{e}");
+        // An empty window is no error: no job, nothing to say.
+        let h = parse("\n", &window(&[])).unwrap();
+        assert_eq!((h.counted.jobs, h.skipped.no_gpu), (0, 0));
+    }
+
+    /// Issue 32, item 9: lines past the limit are counted, not kept, and
+    /// memory holds one line at a time (a reader that never ends is read to
+    /// its end in bounded memory: here 2,000,100 short lines).
+    #[test]
+    fn lines_past_the_limit_are_counted_not_read() {
+        struct Lines {
+            left: u64,
+            line: &'static [u8],
+            at: usize,
+        }
+        impl std::io::Read for Lines {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                if self.left == 0 {
+                    return Ok(0);
+                }
+                let n = (self.line.len() - self.at).min(out.len());
+                out[..n].copy_from_slice(&self.line[self.at..self.at + n]);
+                self.at += n;
+                if self.at == self.line.len() {
+                    self.at = 0;
+                    self.left -= 1;
+                }
+                Ok(n)
+            }
+        }
+        let input = std::io::BufReader::new(Lines {
+            left: MAX_LINES + 100,
+            line: b"1|cpu|a|u|COMPLETED|2026-12-01T10:00:00|Unknown|Unknown|0|5|cpu=1|cpu=1\n",
+            at: 0,
+        });
+        let h = read(input, &window(&[])).unwrap();
+        assert_eq!(h.skipped.no_gpu, MAX_LINES);
+        assert_eq!(h.skipped.past_limit, 100);
+    }
+
+    /// Issue 32, item 7: what node-setup could not read of a job is clamped
+    /// or left out here, and counted.
+    #[test]
+    fn jobs_past_what_a_demand_file_holds_are_clamped_or_left_out() {
+        let job = |elapsed: &str, limit: &str, submit: &str, tres: &str| {
+            format!(
+                "9|gpu|a|u|COMPLETED|{submit}|2026-12-01T10:00:00|2026-12-01T11:00:00|{elapsed}|{limit}|{tres}|\n"
+            )
+        };
+        let ok = "2026-12-01T10:00:00";
+        let text = [
+            job("34560000", "60", ok, "gres/gpu:1g.5gb=1"),
+            job("60", "99999999999999999999", ok, "gres/gpu:1g.5gb=65"),
+            job("60", "60", ok, "gres/gpu:1g.5gb=4294967296"),
+            job("60", "60", "9999-12-31T23:59:59", "gres/gpu:1g.5gb=1"),
+            job("60", "60", ok, "gres/gpu:1g\u{1b}[31m.5gb=1"),
+            job("60", "60", ok, "gres/gpu=18446744073709551616"),
+            job("60", "60", ok, &format!("gres/gpu:{}=1", "x".repeat(65))),
+        ]
+        .concat();
+        let h = parse(&text, &window(&[])).unwrap();
+        let c = &h.counted;
+        assert_eq!(
+            (c.jobs, c.clamped, c.after_window, c.bad_type, c.untyped),
+            (3, 3, 1, 2, 0),
+            "{c:?}"
+        );
+        assert_eq!(h.skipped.no_gpu, 1, "2^64 GPUs is no count, and no type");
+        for r in h.demand.queue("1g.5gb") {
+            assert!(r.count <= MAX_COUNT && r.seconds <= MAX_SECONDS, "{r:?}");
+        }
+        assert_eq!(h.demand.queue("1g.5gb")[0].seconds, MAX_SECONDS);
+        assert_eq!(h.demand.queue("1g.5gb")[1].count, MAX_COUNT);
     }
 }

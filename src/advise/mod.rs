@@ -19,7 +19,7 @@ use serde::Serialize;
 
 pub use advice::{advise, Advice, SetUp, Step};
 pub use fleet::GpuNode;
-pub use history::{Counted, History, Measured, Skipped};
+pub use history::{Counted, History, Measured, Skipped, Trace};
 
 use crate::mig::{Demand, GpuGeometry};
 use crate::slurm::squeue::Filter;
@@ -39,6 +39,8 @@ pub struct Options {
     pub gpu_model: Option<GpuGeometry>,
     /// A saved `sacct` output (the `history::FIELDS` columns) instead of asking sacct.
     pub sacct_file: Option<PathBuf>,
+    /// Keep the window's jobs as the replay's trace (`--trace-out`, [`trace_file`]).
+    pub trace: bool,
 }
 
 /// The advice and what it was made from.
@@ -57,19 +59,63 @@ pub struct Report {
     pub warnings: Vec<String>,
     #[serde(skip)]
     pub demand: Demand,
-    /// The window's GPU jobs as read (`--trace-out`).
+    /// The window's jobs for the replay, with [`Options::trace`].
     #[serde(skip)]
-    pub history: History,
+    pub trace: Option<Trace>,
 }
 
-/// The largest saved sacct output read (`--sacct-file`): 1 GiB.
-const SACCT_FILE_LIMIT: u64 = 1 << 30;
+/// The largest saved sacct output read (`--sacct-file`): 1 GiB, read line by
+/// line (`history::read`), never whole.
+pub const SACCT_FILE_LIMIT: u64 = 1 << 30;
+
+/// The longest window advised on: 366 days, the latest arrival a demand file
+/// for node-setup holds.
+pub const MAX_WINDOW_S: u64 = crate::mig::demand::MAX_SECONDS;
+
+/// Read `--sacct-file` line by line: a regular file of at most
+/// [`SACCT_FILE_LIMIT`] bytes (a FIFO or a device is refused without
+/// blocking), each line as `history::read` takes it. A line that is not
+/// sacct's is invalid input, at its `file:line`.
+fn read_sacct_file(path: &std::path::Path, window: &history::Window<'_>) -> Result<History> {
+    use std::io::Read as _;
+    let shown = crate::text::echo_path(path);
+    let file = crate::fsutil::open_regular_bounded(path, SACCT_FILE_LIMIT)
+        .map_err(|e| crate::error::invalid(format!("--sacct-file: {e:#}")))?;
+    let mut input = std::io::BufReader::with_capacity(64 << 10, file.take(SACCT_FILE_LIMIT));
+    let history = history::read(&mut input, window).map_err(|e| match e {
+        history::ReadError::Line(u) => {
+            crate::error::invalid(format!("--sacct-file {shown}:{}: {}", u.line, u.why))
+        }
+        history::ReadError::Io(e) => anyhow::Error::new(e).context(format!("reading {shown}")),
+    })?;
+    let mut more = [0u8; 1];
+    if input.into_inner().into_inner().read(&mut more).unwrap_or(0) > 0 {
+        return Err(crate::error::invalid(format!(
+            "--sacct-file {shown} grew past {SACCT_FILE_LIMIT} bytes while being read"
+        )));
+    }
+    Ok(history)
+}
 
 /// Read the window and the nodes, and advise.
 pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
-    let text = match &opts.sacct_file {
-        Some(path) => crate::fsutil::read_regular(path, SACCT_FILE_LIMIT)
-            .map_err(|e| crate::error::invalid(format!("--sacct-file: {e:#}")))?,
+    let window_s = (opts.until - opts.since).num_seconds();
+    if u64::try_from(window_s).is_ok_and(|s| s > MAX_WINDOW_S) {
+        return Err(crate::error::invalid(format!(
+            "the window is {} days; advise reads at most 366 (the most a demand file for \
+             node-setup holds): give a later --since or an earlier --until",
+            window_s / 86_400
+        )));
+    }
+    let partitions: Vec<String> = opts.partition.iter().cloned().collect();
+    let window = history::Window {
+        since: opts.since,
+        until: opts.until,
+        partitions: &partitions,
+        trace: opts.trace,
+    };
+    let history = match &opts.sacct_file {
+        Some(path) => read_sacct_file(path, &window)?,
         None => {
             let filter = Filter {
                 user: None,
@@ -94,16 +140,21 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
                 };
                 anyhow::bail!(
                     "sacct failed: {}\nhint: {hint}",
-                    crate::text::head(&err, 400)
+                    crate::text::head(err.trim_end(), 400)
                 );
             }
-            out.into_text()
+            // sacct's own output that is not what was asked is sacct failing
+            // (exit 1), not the user's input.
+            history::read(&out.stdout[..], &window).map_err(|e| {
+                anyhow::anyhow!(
+                    "sacct's output, {e}\nhint: advise asks `sacct -X --parsable2 --noheader \
+                     --format={}`; is the `sacct` on PATH Slurm's?",
+                    history::FIELDS
+                )
+            })?
         }
     };
-    let history = history::parse(&text);
-    drop(text);
     let cluster = crate::slurm::cluster::fetch(slurm).context("reading the nodes (scontrol)")?;
-    let partitions: Vec<String> = opts.partition.iter().cloned().collect();
     if let Some(p) = &opts.partition {
         if !cluster.partitions.iter().any(|q| &q.name == p) {
             let names: Vec<&str> = cluster.partitions.iter().map(|q| q.name.as_str()).collect();
@@ -126,9 +177,46 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
     }
     let nodes = fleet::read(&cluster, &partitions, &opts.nodes, opts.gpu_model.as_ref())
         .map_err(|e| crate::error::invalid(format!("{e:#}")))?;
-    let (demand, counted) = history::demand(&history, opts.since, opts.until, &partitions);
-    let measured = history::measured(&history, &partitions);
+    let History {
+        demand,
+        counted,
+        measured,
+        skipped,
+        trace,
+        ..
+    } = history;
     let mut warnings = Vec::new();
+    if skipped.past_limit > 0 {
+        warnings.push(format!(
+            "{} line(s) of sacct's output after the first {} were not read, and their jobs \
+             are left out: give a shorter window (--since, --until) or --partition",
+            skipped.past_limit,
+            history::MAX_LINES
+        ));
+    }
+    if counted.clamped > 0 {
+        warnings.push(format!(
+            "{} job(s) ran or were limited to more than 366 days, or asked for more than {} \
+             instances: counted as 366 days and {} instances, the most node-setup plans for",
+            counted.clamped,
+            crate::mig::demand::MAX_COUNT,
+            crate::mig::demand::MAX_COUNT
+        ));
+    }
+    if counted.bad_type > 0 {
+        warnings.push(format!(
+            "{} job(s) asked for a GPU type no node can offer (not letters, digits, `.`, `_`, \
+             `+`, `-`, or longer than {}): left out",
+            counted.bad_type,
+            crate::mig::demand::MAX_TYPE_CHARS
+        ));
+    }
+    if counted.after_window > 0 {
+        warnings.push(format!(
+            "{} job(s) were submitted after the window's end: left out",
+            counted.after_window
+        ));
+    }
     if counted.untyped > 0 && counted.jobs == 0 {
         warnings.push(format!(
             "{} GPU job(s) recorded without a GPU type: either they asked `gpu:N`, or \
@@ -159,19 +247,22 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
         partition: opts.partition.clone(),
         counted,
         measured,
-        skipped: history.skipped.clone(),
+        skipped,
         nodes,
         advice,
         warnings,
         demand,
-        history,
+        trace,
     })
 }
 
 /// The demand file for `node-setup --layout auto --demand FILE`: the window's
 /// jobs as each MIG model's nodes plan them (one model: its types; several:
-/// the types asked), arriving at `submit_s`.
-pub fn demand_file(report: &Report) -> String {
+/// the types asked), arriving at `submit_s`; consecutive equal jobs of a type
+/// share a line. What it writes node-setup reads (`Demand::parse_file`): the
+/// demand is within its limits by construction (`history::read` clamps), and a
+/// window of more jobs than node-setup plans from is refused, with the reason.
+pub fn demand_file(report: &Report) -> Result<String, String> {
     let mut models: Vec<&GpuGeometry> = report
         .nodes
         .iter()
@@ -182,69 +273,128 @@ pub fn demand_file(report: &Report) -> String {
         [one] => advice::demand_for(&report.demand, one),
         _ => report.demand.clone(),
     };
+    demand_csv(&demand, report.since, report.until)
+}
+
+/// [`demand_file`] of one demand.
+fn demand_csv(
+    demand: &Demand,
+    since: NaiveDateTime,
+    until: NaiveDateTime,
+) -> Result<String, String> {
+    use crate::mig::demand::{is_type_name, MAX_COUNT, MAX_JOBS, MAX_SECONDS};
+    let total = demand.total();
+    if total > MAX_JOBS {
+        return Err(format!(
+            "--demand-out: the window has {total} typed GPU jobs; node-setup plans from at most \
+             {MAX_JOBS} (a queue that long plans the same layout as a part of it): give a shorter \
+             window (--since, --until) or --partition"
+        ));
+    }
     let mut out = format!(
         "# demand of {} to {} from sacct (yolo-sched advise)\ngres,time_limit_s,jobs,submit_s\n",
-        report.since.format("%Y-%m-%dT%H:%M:%S"),
-        report.until.format("%Y-%m-%dT%H:%M:%S")
+        since.format("%Y-%m-%dT%H:%M:%S"),
+        until.format("%Y-%m-%dT%H:%M:%S")
     );
     for (kind, _) in demand.iter() {
-        for r in demand.queue(kind) {
-            out.push_str(&format!(
-                "gpu:{kind}:{},{},1,{}\n",
-                r.count, r.seconds, r.arrival_s
+        if !is_type_name(kind) {
+            return Err(format!(
+                "--demand-out: the GPU type `{}` is not one node-setup reads",
+                crate::text::echo(kind)
             ));
         }
+        let queue = demand.queue(kind);
+        let mut at = 0;
+        while at < queue.len() {
+            let r = queue[at];
+            let same = queue[at..].iter().take_while(|q| **q == r).count();
+            let (count, seconds, arrival) = (
+                r.count.clamp(1, MAX_COUNT),
+                r.seconds.clamp(1, MAX_SECONDS),
+                r.arrival_s.min(MAX_SECONDS),
+            );
+            out.push_str(&format!("gpu:{kind}:{count},{seconds},{same},{arrival}\n"));
+            at += same;
+        }
     }
-    out
+    Ok(out)
 }
 
 /// The window's jobs as a trace for the replay on the real scheduler
-/// (`bench/replay/`, its CSV format): each typed job of one instance at its
-/// submission, running as long as it ran, needing what its type holds less
-/// the planner's 10 % headroom (so the replay's planner asks the same type), a
-/// whole GPU as `gpu_fraction` 1. Jobs the trace format cannot hold (several
-/// instances, untyped, never started, a type no built-in model has) are left
-/// out and counted in the returned number.
+/// (`bench/replay/`, its CSV format; `history::trace_row` says which jobs it
+/// holds), with the number of jobs left out. Empty without [`Options::trace`].
 pub fn trace_file(report: &Report) -> (String, u64) {
     let mut out = format!(
         "# jobs of {} to {} from sacct (yolo-sched advise --trace-out)\nsubmit_s,duration_s,gpu_mem_gib,gpu_fraction,user\n",
         report.since.format("%Y-%m-%dT%H:%M:%S"),
         report.until.format("%Y-%m-%dT%H:%M:%S")
     );
-    let partitions: Vec<String> = report.partition.iter().cloned().collect();
-    let mut left_out = 0;
-    for job in &report.history.jobs {
-        if !job.in_partitions(&partitions) {
-            continue;
+    let Some(trace) = &report.trace else {
+        return (out, 0);
+    };
+    out.push_str(&trace.rows);
+    (out, trace.left_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::listing::parse_time;
+
+    /// Issue 32, item 7: every demand file advise writes is one node-setup
+    /// reads, from a window of jobs past every limit of the format.
+    #[test]
+    fn the_demand_file_of_hostile_jobs_is_one_node_setup_reads() {
+        let since = parse_time("2026-01-01T00:00:00").unwrap();
+        let until = parse_time("2026-12-31T00:00:00").unwrap();
+        let job = |elapsed: &str, limit: &str, submit: &str, tres: &str| {
+            format!(
+                "9|gpu|a|u|COMPLETED|{submit}|2026-06-01T10:00:00|2026-06-01T11:00:00|{elapsed}|{limit}|{tres}|\n"
+            )
+        };
+        let ok = "2026-06-01T10:00:00";
+        let mut text = [
+            job("34560000", "60", ok, "gres/gpu:1g.5gb=1"),
+            job("60", "99999999999999999999", ok, "gres/gpu:1g.5gb=65"),
+            job("60", "60", ok, "gres/gpu:1g.5gb=4294967296"),
+            job("60", "60", "9999-12-31T23:59:59", "gres/gpu:a100=1"),
+            job("60", "60", "1970-01-01T00:00:00", "gres/gpu:a100=2"),
+            job("60", "60", ok, "gres/gpu:1g\u{1b}[31m.5gb=1"),
+            job("60", "60", ok, "gres/gpu=18446744073709551616"),
+            job("60", "60", ok, &format!("gres/gpu:{}=1", "x".repeat(65))),
+        ]
+        .concat();
+        // 1,000 equal jobs share one line.
+        for _ in 0..1000 {
+            text.push_str(&job("600", "60", ok, "gres/gpu:2g.10gb=1"));
         }
-        let history::GpuAsk::Typed { kind, count: 1 } = &job.ask else {
-            left_out += 1;
-            continue;
+        let window = history::Window {
+            since,
+            until,
+            partitions: &[],
+            trace: false,
         };
-        let (Some(_), Some(memory_mib)) = (job.start, simulate::memory_of(kind)) else {
-            left_out += 1;
-            continue;
-        };
-        let submit_s = (job.submit - report.since).num_seconds().max(0);
-        let duration_s = job.elapsed_s.max(1);
-        let whole = !kind.contains("g.");
-        let (mem, fraction) = if whole {
-            (String::new(), "1".to_string())
-        } else {
-            // Hundredths of a GiB, rounded down, under the type's usable memory / 1.1.
-            let gib = (memory_mib as f64 / 1024.0 / 1.1 * 100.0).floor() / 100.0;
-            (format!("{gib:.2}"), String::new())
-        };
-        let user: String = job
-            .user
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'))
-            .take(64)
-            .collect();
-        out.push_str(&format!(
-            "{submit_s},{duration_s},{mem},{fraction},{}\n",
-            if user.is_empty() { "unknown" } else { &user }
-        ));
+        let h = history::parse(&text, &window).unwrap();
+        let csv = demand_csv(&h.demand, since, until).unwrap();
+        let read = Demand::parse_file(&csv, "advise.csv").unwrap_or_else(|e| panic!("{e}\n{csv}"));
+        assert_eq!(read, h.demand, "{csv}");
+        assert_eq!(read.total(), 1004, "{csv}");
+        assert!(csv.contains("gpu:2g.10gb:1,600,1000,"), "{csv}");
+        assert!(csv.lines().count() < 12, "{csv}");
+        assert!(!csv.contains('\u{1b}'), "{csv}");
     }
-    (out, left_out)
+
+    #[test]
+    fn a_demand_of_more_jobs_than_node_setup_plans_from_is_refused_with_the_reason() {
+        let since = parse_time("2026-12-01T00:00:00").unwrap();
+        let mut d = Demand::new();
+        for i in 0..=crate::mig::demand::MAX_JOBS {
+            d.add_arriving("1g.5gb", 1, 60, i / 1000);
+        }
+        let e = demand_csv(&d, since, since).unwrap_err();
+        assert!(
+            e.contains("200001 typed GPU jobs") && e.contains("at most 200000"),
+            "{e}"
+        );
+    }
 }

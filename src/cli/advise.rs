@@ -47,7 +47,9 @@ Examples:
   yolo-sched advise --check || mail -s 'GPU layout advice' admins < /dev/null   # cron: exit 1 when a re-cut is advised
 
 Exit status: 0 with the advice; with --check, 1 when a re-cut is advised and 0 when nothing
-would change; 2 for invalid input; 1 when sacct or scontrol fail.
+would change; 2 for invalid input (a --sacct-file line that is not sacct's, a window over 366
+days, a --demand-out of more than 200,000 jobs); 1 when sacct or scontrol fail (or sacct
+answers lines that are not what was asked).
 
 --sacct-file columns: JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,
 TimelimitRaw,ReqTRES,AllocTRES")]
@@ -155,10 +157,12 @@ pub fn run(ctx: &mut Context, args: &AdviseArgs) -> Result<i32> {
         nodes: args.nodes.clone(),
         gpu_model,
         sacct_file: args.sacct_file.clone(),
+        trace: args.trace_out.is_some(),
     };
     let report = advise::run(&ctx.slurm, &opts)?;
     if let Some(out) = &args.demand_out {
-        crate::fsutil::write_atomic(out, advise::demand_file(&report).as_bytes(), 0o644)?;
+        let demand = advise::demand_file(&report).map_err(invalid)?;
+        crate::fsutil::write_atomic(out, demand.as_bytes(), 0o644)?;
     }
     if let Some(out) = &args.trace_out {
         let (trace, left_out) = advise::trace_file(&report);
@@ -243,6 +247,22 @@ fn text_lines(
             n.model_from.clone(),
             now.join("; "),
         ]);
+    }
+    if r.skipped.past_limit > 0 {
+        out.push(format!(
+            "{} line(s) of sacct's output after the first {} were not read; their jobs are left out",
+            r.skipped.past_limit,
+            advise::history::MAX_LINES
+        ));
+    }
+    if c.clamped + c.bad_type + c.after_window > 0 {
+        out.push(format!(
+            "past what node-setup plans for: {} job(s) counted as 366 days or {} instances; left out: {} of a type no node can offer, {} submitted after the window",
+            c.clamped,
+            crate::mig::demand::MAX_COUNT,
+            c.bad_type,
+            c.after_window
+        ));
     }
     out.push(nodes.to_string());
     out.push("".to_string());

@@ -47,6 +47,22 @@ pub struct WhoArgs {
 }
 
 /// A name handed to squeue/sacct as one filter value: one name, no list.
+/// A path the system can take: at most 4095 bytes, each name at most 255
+/// (PATH_MAX and NAME_MAX of Linux); a longer one is invalid input, echoed cut.
+pub fn check_path_len(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let long_name = path
+        .components()
+        .any(|c| c.as_os_str().as_bytes().len() > 255);
+    if path.as_os_str().len() > 4095 || long_name {
+        return Err(crate::error::invalid(format!(
+            "{flag} {}: too long a path (at most 4095 bytes, each name at most 255)",
+            crate::text::echo_path(path)
+        )));
+    }
+    Ok(())
+}
+
 pub fn check_name(flag: &str, value: &Option<String>) -> anyhow::Result<Option<String>> {
     let Some(v) = value else {
         return Ok(None);

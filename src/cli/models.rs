@@ -259,7 +259,9 @@ fn publisher(name: &str, common: &VersionArgs) -> Result<registry::Publisher> {
     if let Some(n) = &common.note {
         registry::names::check_note(n).map_err(invalid)?;
     }
-    super::args::check_name("--account", &common.account)?;
+    if let Some(a) = &common.account {
+        registry::names::check_account(a).map_err(|e| invalid(format!("--account: {e}")))?;
+    }
     let caller = Caller::current();
     registry::Publisher::under_account(
         name,
@@ -585,6 +587,7 @@ struct PullOut {
 }
 
 fn pull(ctx: &mut Context, args: &PullArgs) -> Result<i32> {
+    super::args::check_path_len("--to", &args.to)?;
     let r = parse_ref(&args.model)?;
     let reg = open(ctx)?;
     let l = reg.resolve(&r, &Caller::current())?;
@@ -612,7 +615,11 @@ fn pull(ctx: &mut Context, args: &PullArgs) -> Result<i32> {
             crate::fsutil::private_dir(&args.to)?;
         } else {
             std::fs::create_dir_all(&args.to).map_err(|e| {
-                crate::fsutil::io_error(e, format!("creating {}", args.to.display()), &args.to)
+                crate::fsutil::io_error(
+                    e,
+                    format!("creating {}", crate::text::echo_path(&args.to)),
+                    &args.to,
+                )
             })?;
         }
         for f in files {

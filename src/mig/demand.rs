@@ -19,6 +19,31 @@ use super::profile::normalize_profile_name;
 /// simulation is linear in them, and a bigger queue changes no layout.
 pub const MAX_JOBS: u64 = 200_000;
 
+/// The longest time limit and the latest arrival a demand file may give: 366
+/// days, in seconds. `advise --demand-out` writes within it.
+pub const MAX_SECONDS: u64 = 366 * 86_400;
+
+/// The most instances one line of a demand file may ask for.
+pub const MAX_COUNT: u32 = 64;
+
+/// The longest GRES type a demand file may name.
+pub const MAX_TYPE_CHARS: usize = 64;
+
+/// Letters, digits, `.`, `_`, `+`, `-`, 1 to [`MAX_TYPE_CHARS`] of them.
+fn type_chars(kind: &str) -> bool {
+    !kind.is_empty()
+        && kind.len() <= MAX_TYPE_CHARS
+        && kind
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
+}
+
+/// Whether a demand file may name `kind` as a GRES type: [`type_chars`], and
+/// not all digits (that is an untyped count).
+pub fn is_type_name(kind: &str) -> bool {
+    type_chars(kind) && !kind.chars().all(|c| c.is_ascii_digit())
+}
+
 /// One pending job: `count` instances of its type for `seconds`, pending from
 /// `arrival_s` seconds from now (0: pending now; a demand file may give later
 /// arrivals, e.g. a trace).
@@ -210,7 +235,7 @@ impl Demand {
             let seconds: u64 = fields[1]
                 .parse()
                 .ok()
-                .filter(|s| (1..=366 * 86_400).contains(s))
+                .filter(|s| (1..=MAX_SECONDS).contains(s))
                 .ok_or_else(|| {
                     format!(
                         "{origin}:{n}: time_limit_s `{}`: expected whole seconds from 1 to 31622400 (366 days)",
@@ -231,7 +256,7 @@ impl Demand {
                 Some(v) => v
                     .parse()
                     .ok()
-                    .filter(|s| *s <= 366 * 86_400)
+                    .filter(|s| *s <= MAX_SECONDS)
                     .ok_or_else(|| {
                         format!(
                             "{origin}:{n}: submit_s `{}`: expected whole seconds from now, 0 to 31622400",
@@ -262,12 +287,7 @@ fn parse_gres(value: &str) -> Result<(String, u32), String> {
     }
     let kind = parts
         .next()
-        .filter(|k| {
-            !k.is_empty()
-                && k.len() <= 64
-                && k.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
-        })
+        .filter(|k| type_chars(k))
         .ok_or("expected a GRES type after `gpu:` (letters, digits, `.`, `_`, `+`, `-`)")?;
     if kind.chars().all(|c| c.is_ascii_digit()) {
         return Err("an untyped request (`gpu:N`) fits any type; name the type".into());
@@ -277,7 +297,7 @@ fn parse_gres(value: &str) -> Result<(String, u32), String> {
         Some(c) => c
             .parse::<u32>()
             .ok()
-            .filter(|c| (1..=64).contains(c))
+            .filter(|c| (1..=MAX_COUNT).contains(c))
             .ok_or("the count after the type must be 1 to 64")?,
     };
     if parts.next().is_some() {

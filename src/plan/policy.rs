@@ -106,13 +106,20 @@ impl Policy {
             gpu_memory: site.section("gpu_memory")?,
             resources: site.section("resources")?,
         };
+        // `site file PATH:LINE:COLUMN: `key` …`, at the value (the innermost
+        // table of `at` that is there).
+        let bad_at = |key: &str, at: &[&str], message: String| {
+            crate::error::invalid(format!("{}: `{key}` {message}", site.at(at)))
+        };
         let bad = |key: &str, message: String| {
-            crate::error::invalid(format!("site file {}: `{key}` {message}", site.describe()))
+            let path = key_path(key);
+            let path: Vec<&str> = path.iter().map(String::as_str).collect();
+            bad_at(key, &path, message)
         };
         let name = |key: &str, value: &str, list: bool| {
             crate::spec::values::check_slurm_name(value, list).map_err(|p| bad(key, p.message))
         };
-        let gres_type = |key: &str, value: &str| {
+        let gres_type = |key: &str, at: &[&str], value: &str| {
             let ok = !value.is_empty()
                 && value.len() <= 64
                 && value
@@ -121,8 +128,9 @@ impl Policy {
             if ok {
                 Ok(())
             } else {
-                Err(bad(
+                Err(bad_at(
                     key,
+                    at,
                     format!(
                         "{:?} is not a GRES type: expected letters, digits, '.', '_', '+' or '-' (e.g. 1g.5gb, a100)",
                         crate::text::clip(value)
@@ -164,7 +172,7 @@ impl Policy {
             number("limits.max_array_size", n as f64, 1.0, 4_000_001.0)?;
         }
         for t in policy.limits.allowed_gpus.iter().flatten() {
-            gres_type("limits.allowed_gpus", t)?;
+            gres_type("limits.allowed_gpus", &["limits", "allowed_gpus"], t)?;
         }
         for (key, pool) in [
             ("pools.mig", &policy.pools.mig),
@@ -175,7 +183,10 @@ impl Policy {
                     name(&format!("{key}.partition"), p, true)?;
                 }
                 for t in pool.types.iter().flatten() {
-                    gres_type(&format!("{key}.types"), t)?;
+                    let types = format!("{key}.types");
+                    let path = key_path(&types);
+                    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                    gres_type(&types, &path, t)?;
                 }
                 if let Some(n) = pool.max_gpus {
                     if key == "pools.mig" {
@@ -206,11 +217,11 @@ impl Policy {
             )?;
         }
         for (kind, gib) in &policy.gpu_memory {
-            gres_type("gpu_memory", kind)?;
+            gres_type("gpu_memory", &["gpu_memory", kind], kind)?;
             number(&format!("gpu_memory.\"{kind}\""), *gib, 0.1, 4096.0)?;
         }
         for (kind, r) in &policy.resources {
-            gres_type("resources", kind)?;
+            gres_type("resources", &["resources", kind], kind)?;
             if let Some(c) = r.cpus {
                 number(
                     &format!("resources.\"{kind}\".cpus"),
@@ -243,6 +254,26 @@ impl Policy {
         }
         Ok(policy)
     }
+}
+
+/// The keys of a dotted key as messages write it (`pools.mig.max_gpus`,
+/// `resources."1g.5gb".cpus`), for `Site::at`.
+fn key_path(key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = key;
+    while !rest.is_empty() {
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let end = quoted.find('"').unwrap_or(quoted.len());
+            out.push(quoted[..end].to_string());
+            rest = quoted.get(end + 1..).unwrap_or("");
+        } else {
+            let end = rest.find('.').unwrap_or(rest.len());
+            out.push(rest[..end].to_string());
+            rest = &rest[end..];
+        }
+        rest = rest.strip_prefix('.').unwrap_or(rest);
+    }
+    out
 }
 
 /// Seconds of a Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`,
@@ -323,7 +354,46 @@ mod tests {
             let e = Policy::from_site(&site).unwrap_err();
             assert_eq!(crate::error::exit_code_for(&e), 2, "{text}");
             assert!(e.to_string().contains(&format!("`{key}`")), "{text}: {e}");
+            // Issue 32, item 12: every value error says where in the file.
+            let e = e.to_string();
+            let at = e
+                .strip_prefix(&format!("site file {}:", p.display()))
+                .unwrap_or_default();
+            assert!(at.starts_with(|c: char| c.is_ascii_digit()), "{text}: {e}");
         }
+        for (text, at) in [
+            (
+                "[pools.exclusive]\nmax_gpus = 0\n",
+                ":2:12: `pools.exclusive.max_gpus`",
+            ),
+            (
+                "[pools.exclusive]\nmax_gpus = 65\n",
+                ":2:12: `pools.exclusive.max_gpus`",
+            ),
+            ("[pools.mig]\nmax_gpus = 1\n", ":2:12: `pools.mig.max_gpus`"),
+            (
+                "[pools.mig]\npartition = \"gpu;x\"\n",
+                ":2:13: `pools.mig.partition`",
+            ),
+            ("[defaults]\nbatch = 0\n", ":2:9: `defaults.batch`"),
+            (
+                "[resources.\"1g.5gb\"]\ncpus = 0\n",
+                ":2:8: `resources.\"1g.5gb\".cpus`",
+            ),
+            ("[gpu_memory]\n\"a b\" = 4.0\n", ":2:9: `gpu_memory`"),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let site = crate::config::Site::load(Some(&p)).unwrap();
+            let e = Policy::from_site(&site).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("site file {}{at}", p.display())),
+                "{text}: {e}"
+            );
+        }
+        assert_eq!(
+            key_path("resources.\"1g.5gb\".cpus"),
+            ["resources", "1g.5gb", "cpus"]
+        );
         std::fs::write(
             &p,
             "[defaults]\ngpu_partition = \"gpu,gpu2\"\nimgsz = 640\nbatch = 8\nmemory_warning = 0.8\n\

@@ -15,6 +15,14 @@ pub fn check_name(name: &str) -> Result<(), String> {
     check_word(name, "model name", "pcb-detector")
 }
 
+/// Check a Slurm account a version is published under (`--account`,
+/// `SLURM_JOB_ACCOUNT`): a Slurm account name, 1 to 64 letters, digits, `.`,
+/// `_` or `-`, starting with a letter or digit. It is stored in the record
+/// and echoed in listings.
+pub fn check_account(account: &str) -> Result<(), String> {
+    check_word(account, "Slurm account", "vision")
+}
+
 /// Check a tag: like a name, and not all digits (that would read as a version).
 pub fn check_tag(tag: &str) -> Result<(), String> {
     check_word(tag, "tag", "production")?;

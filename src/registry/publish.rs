@@ -47,6 +47,7 @@ impl Publisher {
             })
             .or_else(|| caller.default_account());
         if let Some(a) = &account {
+            super::names::check_account(a).map_err(invalid)?;
             caller.may_publish_under(a).map_err(|e| {
                 crate::error::with_hint(
                     invalid(format!("{e}; nothing was published")),

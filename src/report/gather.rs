@@ -243,6 +243,7 @@ fn layout_advice(
         nodes: Vec::new(),
         gpu_model: None,
         sacct_file: None,
+        trace: false,
     };
     let window_seconds = (now - since).num_seconds();
     Some(match crate::advise::run(slurm, &options) {

@@ -81,6 +81,8 @@ pub fn parse_item(raw: &str) -> Option<GresItem> {
         [name] => (*name, None, 1),
         [name, last] => match last.parse::<u64>() {
             Ok(n) => (*name, None, n),
+            // All digits past u64 is a count no one can hold, not a type.
+            Err(_) if !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()) => return None,
             Err(_) => (*name, Some(*last), 1),
         },
         [name, kind, count] => (*name, Some(*kind), count.parse::<u64>().ok()?),
@@ -119,6 +121,20 @@ pub fn parse_list(s: &str) -> Vec<GresItem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_all_digit_count_past_u64_is_no_item_not_a_type() {
+        // Issue 32, item 7: `gres/gpu=18446744073709551616` was read as the type `18446744073709551616`.
+        assert_eq!(parse_item("gpu:18446744073709551616"), None);
+        assert_eq!(
+            parse_item("gpu:18446744073709551615").map(|g| g.count),
+            Some(u64::MAX)
+        );
+        assert_eq!(
+            parse_item("gpu:a100").and_then(|g| g.kind),
+            Some("a100".to_string())
+        );
+    }
 
     #[test]
     fn node_config_list() {

@@ -258,11 +258,13 @@ pub const MAX_GPUS: u32 = 64;
 pub fn parse_gpu(s: &str) -> Checked<GpuRequest> {
     let (gpu, count) = parse_gpu_count(s)?;
     if count > 1 {
+        let shown = crate::text::clip(s);
         let name = s.split_once(':').map_or(s, |(n, _)| n);
+        let name_shown = crate::text::clip(name);
         return Err(Problem::new(format!(
-            "{s:?} asks for {count} GPUs, but `yolo val` runs on one device (device=0); the others would sit idle"
+            "{shown:?} asks for {count} GPUs, but `yolo val` runs on one device (device=0); the others would sit idle"
         ))
-        .help(format!("write \"{name}\"")));
+        .help(format!("write \"{name_shown}\"")));
     }
     Ok(gpu)
 }
@@ -273,6 +275,9 @@ pub fn parse_gpu(s: &str) -> Checked<GpuRequest> {
 /// CUDA process sees one MIG device).
 pub fn parse_gpu_count(s: &str) -> Checked<(GpuRequest, u32)> {
     let expected = "\"auto\", a MIG profile such as \"1g.5gb\", a GPU type such as \"a100\" or \"h100:4\", \"shard:N\" or \"none\"";
+    // Every echo of the value is cut (issue 32, item 11): a 10 kB value is
+    // not a 10 kB message.
+    let shown = crate::text::clip(s);
     let lower = s.to_ascii_lowercase();
     if s == "auto" || s == "none" {
         return Ok((
@@ -286,28 +291,29 @@ pub fn parse_gpu_count(s: &str) -> Checked<(GpuRequest, u32)> {
     }
     if lower == "auto" || lower == "none" {
         return Err(
-            Problem::new(format!("{s:?} is not {expected}")).help(format!("write \"{lower}\""))
+            Problem::new(format!("{shown:?} is not {expected}")).help(format!("write \"{lower}\""))
         );
     }
     if let Some(rest) = s.strip_prefix("gpu:") {
+        let rest_shown = crate::text::clip(rest);
         return Err(
-            Problem::new(format!("{s:?} is a GRES string; expected {expected}")).help(format!(
-                "write \"{rest}\" (yolo-sched adds the gpu: prefix)"
+            Problem::new(format!("{shown:?} is a GRES string; expected {expected}")).help(format!(
+                "write \"{rest_shown}\" (yolo-sched adds the gpu: prefix)"
             )),
         );
     }
     if lower == "shard" {
-        return Err(
-            Problem::new(format!("{s:?} has no shard count; expected \"shard:N\""))
-                .help("write \"shard:1\""),
-        );
+        return Err(Problem::new(format!(
+            "{shown:?} has no shard count; expected \"shard:N\""
+        ))
+        .help("write \"shard:1\""));
     }
     if let Some(n) = s.strip_prefix("shard:") {
         let digits = !n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit());
         return match n.parse::<u32>() {
             Ok(n) if digits && n >= 1 => Ok((GpuRequest::Shard(n), 1)),
             _ => Err(Problem::new(format!(
-                "{s:?}: the shard count must be a whole number ≥ 1, as in \"shard:2\""
+                "{shown:?}: the shard count must be a whole number ≥ 1, as in \"shard:2\""
             ))),
         };
     }
@@ -317,8 +323,8 @@ pub fn parse_gpu_count(s: &str) -> Checked<(GpuRequest, u32)> {
     };
     let is_mig = is_mig_profile(name);
     if !is_mig && !is_gpu_type(name) {
-        let mut p = Problem::new(format!("{s:?} is not {expected}"));
-        if let Some(fixed) = mig_suggestion(name) {
+        let mut p = Problem::new(format!("{shown:?} is not {expected}"));
+        if let Some(fixed) = mig_suggestion(name).filter(|f| f.len() <= 64) {
             p = p.help(format!("did you mean \"{fixed}\"?"));
         }
         return Err(p);
@@ -330,22 +336,24 @@ pub fn parse_gpu_count(s: &str) -> Checked<(GpuRequest, u32)> {
             c.parse::<u32>().unwrap_or(1)
         }
         Some(c) => {
+            let c_shown = crate::text::clip(c);
             return Err(Problem::new(format!(
-                "{s:?}: {c:?} is not a device count; expected {expected}"
-            )))
+                "{shown:?}: {c_shown:?} is not a device count; expected {expected}"
+            )));
         }
     };
+    let name_shown = crate::text::clip(name);
     if is_mig && count > 1 {
         return Err(Problem::new(format!(
-            "{s:?} asks for {count} MIG slices, but one CUDA process sees only one MIG device, so training could use only one of them (several GPUs means whole GPUs, as in \"a100:{count}\")"
+            "{shown:?} asks for {count} MIG slices, but one CUDA process sees only one MIG device, so training could use only one of them (several GPUs means whole GPUs, as in \"a100:{count}\")"
         ))
         .help(format!(
-            "ask for one larger slice instead (e.g. a profile with more memory than \"{name}\"), or gpu = \"auto\""
+            "ask for one larger slice instead (e.g. a profile with more memory than \"{name_shown}\"), or gpu = \"auto\""
         )));
     }
     if count > MAX_GPUS {
         return Err(Problem::new(format!(
-            "{s:?} asks for {count} GPUs; expected at most {MAX_GPUS} GPUs of one node"
+            "{shown:?} asks for {count} GPUs; expected at most {MAX_GPUS} GPUs of one node"
         ))
         .help(
             "Ultralytics trains on the GPUs of one node; ask for at most as many as a node has",

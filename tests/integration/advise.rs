@@ -196,3 +196,411 @@ fn a_saved_week_is_simulated_on_both_node_shapes() {
         .collect();
     assert!(waits.windows(2).all(|w| w[1] <= w[0]), "{waits:?}");
 }
+
+// ---- issue 32, items 7–10: what advise reads and what it writes, on
+// stand-in Slurm clients (no cluster) ----
+
+/// A scratch directory with stand-in `scontrol` (the recorded cluster: two
+/// A100-40GB nodes cut `1g.5gb*4,2g.10gb*2,a100` in partitions cpu and gpu)
+/// and `sacct` running `sacct` (a shell command).
+pub struct Standins {
+    pub dir: tempfile::TempDir,
+}
+
+impl Standins {
+    pub fn new(sacct: &str) -> Standins {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let shape = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/scontrol-shape-22.05.txt");
+        for (name, body) in [
+            ("scontrol", format!("cat '{}'", shape.display())),
+            ("sacct", sacct.to_string()),
+        ] {
+            let p = bin.join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Standins { dir }
+    }
+
+    /// `yolo-sched advise` with the stand-ins first on PATH.
+    pub fn advise(&self) -> Command {
+        let mut cmd = yolo();
+        cmd.env(
+            "PATH",
+            format!(
+                "{}:{}",
+                self.dir.path().join("bin").display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .arg("advise");
+        cmd
+    }
+}
+
+fn stamp(t: chrono::NaiveDateTime) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S").to_string()
+}
+
+/// A window of 300 days whose saved sacct output holds a job past every
+/// limit of node-setup's demand files: a run of 400 days, a limit past u64
+/// seconds, 65 and 2^32 instances, a submission in year 9999, a type with ESC
+/// and one of 65 characters, an untyped count past u64; and ten plain jobs.
+/// Returns the file, `--since` and `--until`.
+pub fn hostile_window(dir: &std::path::Path) -> (std::path::PathBuf, String, String) {
+    let now = chrono::Local::now().naive_local();
+    let since = now - chrono::Duration::days(300);
+    let until = now - chrono::Duration::hours(1);
+    let submit = stamp(now - chrono::Duration::days(10));
+    let start = stamp(now - chrono::Duration::days(10) + chrono::Duration::minutes(5));
+    let end = stamp(now - chrono::Duration::days(9));
+    let job = |id: u32, state: &str, submit: &str, elapsed: &str, limit: &str, tres: &str| {
+        format!("{id}|gpu|vision|alice|{state}|{submit}|{start}|{end}|{elapsed}|{limit}|{tres}|\n")
+    };
+    let mut text = [
+        job(
+            1,
+            "COMPLETED",
+            &submit,
+            "34560000",
+            "60",
+            "gres/gpu:1g.5gb=1",
+        ),
+        job(
+            2,
+            "COMPLETED",
+            &submit,
+            "60",
+            "307445734561825861",
+            "gres/gpu:1g.5gb=65",
+        ),
+        job(
+            3,
+            "COMPLETED",
+            &submit,
+            "60",
+            "60",
+            "gres/gpu:2g.10gb=4294967296",
+        ),
+        job(
+            4,
+            "COMPLETED",
+            "9999-12-31T23:59:59",
+            "60",
+            "60",
+            "gres/gpu:1g.5gb=1",
+        ),
+        job(
+            5,
+            "COMPLETED",
+            &submit,
+            "60",
+            "60",
+            "gres/gpu:1g\u{1b}[31m.5gb=1",
+        ),
+        job(
+            6,
+            "COMPLETED",
+            &submit,
+            "60",
+            "60",
+            &format!("gres/gpu:{}=1", "x".repeat(65)),
+        ),
+        job(
+            7,
+            "COMPLETED",
+            &submit,
+            "60",
+            "60",
+            "gres/gpu=18446744073709551616",
+        ),
+    ]
+    .concat();
+    // Still pending, limited past u64 seconds (TimelimitRaw × 60).
+    text.push_str(&format!(
+        "8|gpu|vision|alice|PENDING|{submit}|Unknown|Unknown|0|18446744073709551615|gres/gpu:3g.20gb=1|\n"
+    ));
+    for i in 0..10 {
+        text.push_str(&job(
+            100 + i,
+            "COMPLETED",
+            &submit,
+            "3600",
+            "90",
+            "gres/gpu:1g.5gb=1",
+        ));
+    }
+    let path = dir.join("hostile.txt");
+    std::fs::write(&path, text).unwrap();
+    (path, stamp(since), stamp(until))
+}
+
+/// Item 7: out-of-range jobs are clamped or left out, said in every
+/// format, and the demand file holds only what node-setup reads (node-setup
+/// itself reads it in `node_setup::advise_demand_files_are_read_by_node_setup`).
+#[test]
+fn jobs_past_what_node_setup_plans_for_are_clamped_or_left_out_and_said() {
+    let s = Standins::new("exit 0");
+    let (file, since, until) = hostile_window(s.dir.path());
+    let demand = s.dir.path().join("demand.csv");
+    let mut cmd = s.advise();
+    cmd.args([
+        "--since",
+        &since,
+        "--until",
+        &until,
+        "--partition",
+        "gpu",
+        "--json",
+    ])
+    .arg("--sacct-file")
+    .arg(&file)
+    .arg("--demand-out")
+    .arg(&demand);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &v["counted"];
+    assert_eq!(
+        (
+            &c["jobs"],
+            &c["clamped"],
+            &c["bad_type"],
+            &c["after_window"]
+        ),
+        (&14.into(), &4.into(), &2.into(), &1.into()),
+        "{v}"
+    );
+    let warnings = v["warnings"].to_string();
+    for said in [
+        "counted as 366 days",
+        "no node can offer",
+        "after the window",
+    ] {
+        assert!(warnings.contains(said), "{said}: {warnings}");
+    }
+    let csv = std::fs::read_to_string(&demand).unwrap();
+    assert!(!csv.contains('\u{1b}') && !csv.contains("xxxx"), "{csv}");
+    for line in csv.lines().skip(2) {
+        let f: Vec<u64> = line
+            .split(',')
+            .skip(1)
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert!(f[0] <= 366 * 86_400 && f[2] <= 366 * 86_400, "{line}");
+        let count: u32 = line
+            .split(',')
+            .next()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=64).contains(&count), "{line}");
+    }
+    // The table says it too.
+    let mut cmd = s.advise();
+    cmd.args(["--since", &since, "--until", &until, "--partition", "gpu"])
+        .arg("--sacct-file")
+        .arg(&file);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("past what node-setup plans for: 4 job(s)"),
+        "{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "{text}");
+    // A window longer than a demand file holds is refused before sacct is asked.
+    let mut cmd = s.advise();
+    cmd.args(["--since", "2025-01-01T00:00:00", "--until", &until])
+        .arg("--sacct-file")
+        .arg(&file);
+    let out = run(&mut cmd);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("advise reads at most 366"), "{err}");
+}
+
+/// Item 8: a saved output that is not sacct's (11 fields, another order,
+/// binary) is invalid input at its line, saying what was expected; sacct
+/// answering so is sacct failing (exit 1), said the same way.
+#[test]
+fn a_saved_output_that_is_not_sacct_s_is_refused_at_its_line() {
+    let s = Standins::new("printf '\\177ELF\\001\\377\\376|||\\n'");
+    let (file, since, until) = hostile_window(s.dir.path());
+    let good = std::fs::read_to_string(&file).unwrap();
+    let good = good.lines().last().unwrap();
+    let mut eleven: Vec<&str> = good.split('|').collect();
+    eleven.pop();
+    let mut order: Vec<&str> = good.split('|').collect();
+    order.swap(3, 5);
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("11 fields", eleven.join("|").into_bytes(), "11 field(s)"),
+        (
+            "another order",
+            order.join("|").into_bytes(),
+            "field 6 (Submit) is `alice`",
+        ),
+        (
+            "binary",
+            b"\x7fELF\x02\x01\x01\x00\xff\xfe\x00\x00|\x1b[2J".to_vec(),
+            "not text (byte 0xff",
+        ),
+    ];
+    for (what, line, said) in cases {
+        let path = s.dir.path().join("saved.txt");
+        let mut bytes = format!("{good}\n").into_bytes();
+        bytes.extend_from_slice(&line);
+        bytes.push(b'\n');
+        std::fs::write(&path, bytes).unwrap();
+        let mut cmd = s.advise();
+        cmd.args(["--since", &since, "--until", &until])
+            .arg("--sacct-file")
+            .arg(&path);
+        let out = run(&mut cmd);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(
+            err.contains(&format!("{}:2: ", path.display())),
+            "{what}: {err}"
+        );
+        assert!(err.contains(said), "{what}: {err}");
+        assert!(
+            err.contains("expected") && err.contains("JobIDRaw,Partition"),
+            "{what}: {err}"
+        );
+        assert!(!err.contains('\u{1b}') && err.len() < 2048, "{what}: {err}");
+    }
+    let mut cmd = s.advise();
+    cmd.args(["--since", &since, "--until", &until]);
+    let out = run(&mut cmd);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("sacct's output, line 1: not text"), "{err}");
+}
+
+/// Item 10: sacct's stderr reaches the terminal escaped.
+#[test]
+fn sacct_s_stderr_is_echoed_escaped() {
+    let s =
+        Standins::new("printf 'sacct: error: \\033]0;owned\\007slurmdbd down\\r\\n' >&2\nexit 1");
+    let out = run(s.advise().args(["--since", "1d"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("sacct failed: sacct: error: \\u{1b}]0;owned\\u{7}slurmdbd down"),
+        "{err}"
+    );
+    for raw in ['\u{1b}', '\u{7}', '\r'] {
+        assert!(!err.contains(raw), "raw {raw:?} in {err:?}");
+    }
+}
+
+/// Items 8 and 9: `--sacct-file` is read line by line in bounded memory: a
+/// file of 2,000,005 lines (about 200 MB) runs in a fraction of its size, and the
+/// 5 lines past the limit are said in every format.
+#[test]
+fn a_large_saved_output_is_streamed_and_lines_past_the_limit_are_said() {
+    use std::io::Write as _;
+    let time = std::path::Path::new("/usr/bin/time");
+    assert!(
+        time.is_file(),
+        "this test measures peak RSS with /usr/bin/time (GNU time)"
+    );
+    let s = Standins::new("exit 0");
+    let now = chrono::Local::now().naive_local();
+    let (since, until) = (
+        stamp(now - chrono::Duration::days(2)),
+        stamp(now - chrono::Duration::hours(1)),
+    );
+    let submit = stamp(now - chrono::Duration::days(1));
+    let path = s.dir.path().join("big.txt");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    // Jobs without a GPU: every line is read whole, none is kept (a line of
+    // a typed GPU job parses 3 times slower in a debug build; the test would
+    // take minutes).
+    let line = format!("7|batch|a|u|COMPLETED|{submit}|{submit}|{submit}|60|5|cpu=1,mem=4G,node=1|cpu=1,mem=4G,node=1\n");
+    for _ in 0..2_000_005u32 {
+        w.write_all(line.as_bytes()).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let size = std::fs::metadata(&path).unwrap().len();
+    let said = "after the first 2000000 were not read";
+    for format in ["table", "json", "html"] {
+        let rss = s.dir.path().join("rss");
+        let cmd = s.advise();
+        let args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
+        let mut timed = Command::new(time);
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => timed.env(k, v),
+                None => timed.env_remove(k),
+            };
+        }
+        timed
+            .arg("-f")
+            .arg("%M")
+            .arg("-o")
+            .arg(&rss)
+            .arg(cmd.get_program())
+            .args(args);
+        timed
+            .args([
+                "--since",
+                &since,
+                "--until",
+                &until,
+                "--partition",
+                "gpu",
+                "--format",
+                format,
+            ])
+            .arg("--sacct-file")
+            .arg(&path);
+        let out = run(&mut timed);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{format}: {}",
+            common::head(&err, 2000)
+        );
+        // In the output itself, whatever its format (and on stderr).
+        assert!(
+            text.contains("5 line(s)") && text.contains(said),
+            "{format}: {}",
+            common::head(&text, 4000)
+        );
+        assert!(err.contains(said), "{format}: {err}");
+        if format == "json" {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["skipped"]["past_limit"], 5, "{v}");
+            assert_eq!(v["skipped"]["no_gpu"], 2_000_000, "{v}");
+        }
+        let kib: u64 = std::fs::read_to_string(&rss)
+            .unwrap()
+            .trim()
+            .lines()
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // Read whole, the file alone would be about 200 MB of RSS.
+        assert!(
+            kib * 1024 < size / 4,
+            "{format}: {kib} KiB peak RSS for a {size}-byte file"
+        );
+    }
+}

@@ -406,3 +406,92 @@ fn a_fifo_at_a_stage_log_hangs_no_reader() {
         assert_tame(what, &out);
     }
 }
+
+// ---- issue 32, item 11: GPU values, accounts and pull targets of 10 kB ----
+
+#[test]
+fn gpu_values_of_10_kb_are_echoed_cut() {
+    let s = Scratch::new();
+    let digits = "9".repeat(10_000);
+    let long = "h".repeat(10_000);
+    for gpu in [
+        format!("h100:{digits}"),
+        format!("{long}:4"),
+        format!("1g.{digits}gb"),
+        format!("gpu:{long}"),
+        format!("1g.5gb:{digits}"),
+    ] {
+        std::fs::write(
+            s.path().join("gpu.toml"),
+            format!(
+                "version = 1\n[run]\nname = \"echo\"\nworkdir = \"runs/e\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"data.yaml\"\n[resources]\ngpu = \"{gpu}\"\n"
+            ),
+        )
+        .unwrap();
+        let out = s.run(s.cmd().args(["validate", "--no-cluster", "gpu.toml"]));
+        let what = format!("gpu = {}…", &gpu[..12]);
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+        assert_tame(&what, &out);
+        assert!(
+            stderr(&out).contains("resources.gpu"),
+            "{what}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// A published model in a `file://` registry of `s`'s, and the site file naming it.
+fn registry_with_a_model(s: &Scratch) -> PathBuf {
+    let registry = s.path().join("registry");
+    std::fs::create_dir_all(&registry).unwrap();
+    let site = crate::registry_s3::site(s.path(), &format!("file://{}", registry.display()));
+    let run = crate::registry_s3::finished_run(s.path(), "pcb", 1000, "echo");
+    let out = s.run(
+        s.cmd()
+            .arg("--site")
+            .arg(&site)
+            .args(["models", "import", "--name", "m"])
+            .arg(run.join("train/weights/best.pt")),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    site
+}
+
+#[test]
+fn pull_targets_and_accounts_of_10_kb_are_refused_and_echoed_cut() {
+    let s = Scratch::new();
+    let site = registry_with_a_model(&s);
+    let to = format!("{}/{}", s.path().display(), "d".repeat(10_000));
+    let out = s.run(
+        s.cmd()
+            .arg("--site")
+            .arg(&site)
+            .args(["models", "pull", "m@1", "--to", &to]),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_tame("--to of 10 kB", &out);
+    // An account that is no Slurm account name is refused, whoever asks
+    // (root may publish under any account, not under any string).
+    let weights = s.path().join("pcb/train/weights/best.pt");
+    for account in [
+        "a".repeat(10_000),
+        "vision\u{1b}[31m".into(),
+        "vi/sion".into(),
+    ] {
+        let out = s.run(
+            s.cmd()
+                .arg("--site")
+                .arg(&site)
+                .args(["models", "import", "--name", "m2", "--account", &account])
+                .arg(&weights),
+        );
+        let what = format!("--account {}", &account[..account.len().min(10)]);
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+        assert_tame(&what, &out);
+        assert!(
+            stderr(&out).contains("Slurm account"),
+            "{what}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -699,6 +699,38 @@ fn auto_plans_from_job_demand() {
     assert_eq!(node.instances(), before);
 }
 
+/// Issue 32, item 7: the demand file `advise --demand-out` writes from a
+/// window of jobs past every limit of the format (a run of 400 days, a limit
+/// past u64 seconds, 65 and 2^32 instances, a year-9999 submission, a type
+/// with ESC, an untyped count past u64) is one node-setup reads.
+#[test]
+fn advise_demand_files_are_read_by_node_setup() {
+    let node = Node::new("a100-sxm4-40gb.json");
+    let standins = crate::advise::Standins::new("exit 0");
+    let (file, since, until) = crate::advise::hostile_window(standins.dir.path());
+    let demand = node.fake.dir.path().join("advised.csv");
+    let mut advise = standins.advise();
+    advise
+        .args(["--since", &since, "--until", &until, "--partition", "gpu"])
+        .arg("--sacct-file")
+        .arg(&file)
+        .arg("--demand-out")
+        .arg(&demand);
+    let out = common::run(&mut advise);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let file = demand.to_str().unwrap();
+    let mut dry = node.cmd(&["--dry-run", "--layout", "auto", "--demand", file]);
+    dry.env("PATH", "/nonexistent");
+    let out = common::run(&mut dry);
+    assert_eq!(
+        code(&out),
+        0,
+        "{}\n{}",
+        stderr(&out),
+        std::fs::read_to_string(&demand).unwrap()
+    );
+}
+
 #[test]
 fn auto_from_a_demand_file_keeps_a_gpu_whole_for_whole_gpu_jobs() {
     let node = Node::new("a100-sxm4-40gb.json");

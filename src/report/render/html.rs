@@ -946,6 +946,13 @@ pub fn advice_page(r: &crate::advise::Report) -> String {
             .map(|p| format!(" in partition {}", esc(p)))
             .unwrap_or_default()
     );
+    if !r.warnings.is_empty() {
+        out.push_str("<section id=\"warnings\"><h2>Warnings</h2><ul>");
+        for w in &r.warnings {
+            let _ = write!(out, "<li>{}</li>", esc(w));
+        }
+        out.push_str("</ul></section>");
+    }
     out.push_str("<section id=\"waits\"><h2>Waits per set-up (simulated)</h2>");
     let cats: Vec<String> = r.advice.setups.iter().map(|s| s.name.clone()).collect();
     let h = |s: f64| s / 3600.0;
