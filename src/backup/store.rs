@@ -852,13 +852,17 @@ impl Store {
     /// store said so (so preflight can tell a typo in a key from a network
     /// fault), with the endpoint replaced by the variable's name.
     fn error(&self, e: object_store::Error) -> anyhow::Error {
-        let scrub = |text: String| match &self.endpoint {
-            Some(ep) if !ep.is_empty() => {
-                let host = ep.split_once("://").map_or(ep.as_str(), |(_, h)| h);
-                text.replace(ep.as_str(), "$AWS_ENDPOINT_URL")
-                    .replace(host, "$AWS_ENDPOINT_URL")
-            }
-            _ => text,
+        // Keys from a listing may hold control characters: escaped.
+        let scrub = |text: String| {
+            let text = match &self.endpoint {
+                Some(ep) if !ep.is_empty() => {
+                    let host = ep.split_once("://").map_or(ep.as_str(), |(_, h)| h);
+                    text.replace(ep.as_str(), "$AWS_ENDPOINT_URL")
+                        .replace(host, "$AWS_ENDPOINT_URL")
+                }
+                _ => text,
+            };
+            crate::text::shown(&text, 4000)
         };
         match e {
             object_store::Error::PermissionDenied { .. }

@@ -27,6 +27,9 @@ pub enum Right {
     Manage,
 }
 
+/// Another user's accounts (`Err`: accounting does not answer).
+type OthersLookup = dyn Fn(&str) -> Result<Membership, String>;
+
 /// The user asking, and their accounts (looked up at most once).
 pub struct Caller {
     pub user: String,
@@ -34,7 +37,7 @@ pub struct Caller {
     lookup: Box<dyn Fn() -> Result<Membership, String>>,
     membership: OnceCell<Result<Membership, String>>,
     /// Another user's accounts (the writers of tag and removal records).
-    others: Rc<dyn Fn(&str) -> Result<Membership, String>>,
+    others: Rc<OthersLookup>,
     /// Those other users, each looked up at most once.
     writers: RefCell<BTreeMap<String, Rc<Caller>>>,
 }

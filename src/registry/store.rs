@@ -279,7 +279,7 @@ impl Registry {
         match fetched {
             Ok(None) => Ok(Judged::Missing),
             Ok(Some(b)) => Ok(match self.parse_record(&key, &b, name, v) {
-                Ok(r) => Judged::Valid(r),
+                Ok(r) => Judged::Valid(Box::new(r)),
                 Err(e) => Judged::Invalid(format!("{e:#}")),
             }),
             Err(e) if is_denied(&e) => Ok(Judged::Denied(format!("{e:#}"))),
@@ -337,7 +337,7 @@ impl Registry {
                             .map(|(t, _)| t.clone())
                             .collect(),
                         removed: m.removed(*v)?,
-                        record,
+                        record: *record,
                     }),
                     Judged::Missing => {}
                     Judged::Denied(_) => out.hidden += 1,
@@ -472,7 +472,7 @@ impl Registry {
                         }
                         match judged {
                             Judged::Valid(record) => match caller.check(&record, Right::Read) {
-                                Ok(_) => return listed(record),
+                                Ok(_) => return listed(*record),
                                 Err(refusal) => {
                                     let hint = caller.hint(&record, Right::Read);
                                     first_refusal.get_or_insert((refusal, hint));
@@ -511,7 +511,7 @@ impl Registry {
         }
         match m.version(v)? {
             Judged::Valid(record) => match caller.check(&record, Right::Read) {
-                Ok(_) => listed(record),
+                Ok(_) => listed(*record),
                 Err(refusal) => Err(with_hint(
                     invalid(refusal),
                     caller.hint(&record, Right::Read),
@@ -778,7 +778,7 @@ impl NoFollow for std::fs::OpenOptions {
 enum Judged {
     /// Valid, the one its key names and, on `file://`, written by the user
     /// it names (or root).
-    Valid(ModelRecord),
+    Valid(Box<ModelRecord>),
     /// The store does not let the caller read it (a `file://` account group).
     Denied(String),
     /// Not valid: never used, said in `problems`.
@@ -856,7 +856,7 @@ impl<'a> Model<'a> {
     /// against the file `key`'s owner) may tag or remove version `v`.
     fn authorised(&self, key: &str, claimed: &str, v: u32) -> Result<Result<(), String>> {
         let record = match self.version(v)? {
-            Judged::Valid(r) => r,
+            Judged::Valid(r) => *r,
             Judged::Denied(_) => {
                 return Ok(Err(format!(
                     "the record of {}@{v} it concerns is not readable by you",

@@ -877,3 +877,92 @@ fn a_fifo_or_a_link_where_a_record_or_blob_belongs_is_refused_not_waited_on() {
     let e = pulled.unwrap_err();
     assert!(e.contains("is not a regular file"), "{e}");
 }
+
+/// On S3 (here the in-memory store, which has no file owners either) a tag
+/// move or removal is obeyed only when it is valid and the user it names may
+/// tag or remove the version (that user's accounts asked once); an invalid
+/// newest version is skipped by `NAME`. What S3 cannot tell (who really
+/// wrote an object) is docs/registry.md's "Threat model".
+#[test]
+fn without_file_owners_tag_moves_and_removals_are_checked_against_the_user_they_name() {
+    use crate::slurm::accounts::Membership;
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let runs = tempfile::tempdir().unwrap();
+    let reg = Registry::on(crate::backup::Store::memory().unwrap(), "reg/");
+    for run in ["a", "b"] {
+        publish(&reg, &finished_run(runs.path(), run, run), "pcb").unwrap();
+    }
+    let asked = Rc::new(Cell::new(0));
+    let count = asked.clone();
+    let caller = me().with_others(move |user| {
+        count.set(count.get() + 1);
+        Ok(Membership {
+            accounts: ["vision".to_string()].into(),
+            coordinates: if user == "carol" {
+                ["vision".to_string()].into()
+            } else {
+                Default::default()
+            },
+            ..Membership::default()
+        })
+    });
+    reg.tag("pcb", 1, "production", &caller).unwrap();
+    let production = ModelRef::parse("pcb@production").unwrap();
+    let latest = ModelRef::parse("pcb").unwrap();
+    let put = |key: &str, value: serde_json::Value| {
+        let bytes = if value.is_null() {
+            vec![]
+        } else {
+            value.to_string().into_bytes()
+        };
+        reg.store().put_bytes(&format!("reg/{key}"), bytes).unwrap();
+    };
+    let tag_move = |seq: u32, version: u32, user: &str| {
+        serde_json::json!({"format": 1, "name": "pcb", "tag": "production", "version": version,
+            "seq": seq, "user": user, "time": "2026-12-01T00:00:00Z"})
+    };
+    // A member of the account (not its coordinator) may not move the tag.
+    put(
+        "models/pcb/tags/production/00000002.json",
+        tag_move(2, 2, "mallory"),
+    );
+    assert_eq!(reg.resolve(&production, &caller).unwrap().record.version, 1);
+    let problems = reg.list(None, &caller).unwrap().problems.join("\n");
+    assert!(
+        problems.contains("tag move pcb@production #2") && problems.contains("not obeyed"),
+        "{problems}"
+    );
+    // Nor may an empty record or one that does not parse.
+    put(
+        "models/pcb/tags/production/00000003.json",
+        serde_json::Value::Null,
+    );
+    assert_eq!(reg.resolve(&production, &caller).unwrap().record.version, 1);
+    // The account's coordinator may.
+    put(
+        "models/pcb/tags/production/00000004.json",
+        tag_move(4, 2, "carol"),
+    );
+    assert_eq!(reg.resolve(&production, &caller).unwrap().record.version, 2);
+    // An empty removal, and one by a member, are not obeyed.
+    put("models/pcb/removed/00000002.json", serde_json::Value::Null);
+    assert_eq!(reg.resolve(&latest, &caller).unwrap().record.version, 2);
+    let e = format!("{:#}", reg.remove("pcb", 2, &caller).unwrap_err());
+    assert!(e.contains("is there and is not obeyed"), "{e}");
+    put(
+        "models/pcb/removed/00000001.json",
+        serde_json::json!({"format": 1, "name": "pcb", "version": 1, "user": "mallory",
+            "time": "2026-12-01T00:00:00Z"}),
+    );
+    let listed = reg.list(None, &caller).unwrap();
+    assert!(listed.versions.iter().all(|l| !l.removed), "{listed:?}");
+    // An invalid newest version is skipped, as `list` skips it.
+    put("models/pcb/versions/00000003.json", serde_json::json!("{"));
+    assert_eq!(reg.resolve(&latest, &caller).unwrap().record.version, 2);
+    let e = reg
+        .resolve(&ModelRef::parse("pcb@3").unwrap(), &caller)
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("not a valid record"), "{e:#}");
+    assert_eq!(asked.get(), 2, "mallory's and carol's accounts, once each");
+}

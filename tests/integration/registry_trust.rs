@@ -159,7 +159,7 @@ fn empty(dir: &Path) -> bool {
     std::fs::read_dir(dir).unwrap().next().is_none()
 }
 
-/// 1. A write never follows a directory link someone planted: not the
+/// Issue #32, item 1: A write never follows a directory link someone planted: not the
 /// model's directory, not `blobs`.
 #[test]
 fn registry_writes_never_follow_a_planted_directory_link() {
@@ -186,7 +186,7 @@ fn registry_writes_never_follow_a_planted_directory_link() {
     assert!(empty(&blobs_victim), "a blob went through the link");
 }
 
-/// 1. `gc` (root) never deletes through a planted `blobs/sha256 -> DIR`.
+/// Issue #32, item 1: `gc` (root) never deletes through a planted `blobs/sha256 -> DIR`.
 #[test]
 fn registry_gc_never_deletes_through_a_planted_link() {
     if !root_and_nobody() {
@@ -215,7 +215,7 @@ fn registry_gc_never_deletes_through_a_planted_link() {
     );
 }
 
-/// 2. A tag move or a removal written by someone who may not tag or remove
+/// Issue #32, item 2: A tag move or a removal written by someone who may not tag or remove
 /// the version is not obeyed, and is reported.
 #[test]
 fn registry_tag_moves_and_removals_by_others_are_not_obeyed() {
@@ -265,7 +265,7 @@ fn registry_tag_moves_and_removals_by_others_are_not_obeyed() {
     assert_eq!(s.shown_version("base@prod"), 2);
 }
 
-/// 2. A forged removal claiming root, written by another user, is not obeyed.
+/// Issue #32, item 2: A forged removal claiming root, written by another user, is not obeyed.
 #[test]
 fn registry_a_removal_claiming_root_is_not_obeyed() {
     if !root_and_nobody() {
@@ -288,7 +288,7 @@ fn registry_a_removal_claiming_root_is_not_obeyed() {
     assert_eq!(listed["models"].as_array().unwrap().len(), 1, "{listed}");
 }
 
-/// 3. One planted entry does not break the listing: it is skipped, counted
+/// Issue #32, item 3: One planted entry does not break the listing: it is skipped, counted
 /// under `problems`, and said escaped.
 #[test]
 fn registry_planted_entries_do_not_break_the_listing() {
@@ -332,7 +332,7 @@ fn registry_planted_entries_do_not_break_the_listing() {
     assert!(text(&out).contains("`base`"), "{}", text(&out));
 }
 
-/// 4. An invalid or foreign newest version is skipped by `NAME`.
+/// Issue #32, item 4: An invalid or foreign newest version is skipped by `NAME`.
 #[test]
 fn registry_an_invalid_newest_version_is_skipped() {
     if !root_and_nobody() {
@@ -357,7 +357,7 @@ fn registry_an_invalid_newest_version_is_skipped() {
     assert!(s.problems().len() >= 2);
 }
 
-/// 5. A name with invisible or bidirectional characters is not listed raw.
+/// Issue #32, item 5: A name with invisible or bidirectional characters is not listed raw.
 #[test]
 fn registry_names_with_invisible_characters_are_not_listed() {
     if !root_and_nobody() {
@@ -391,7 +391,7 @@ fn registry_names_with_invisible_characters_are_not_listed() {
     assert_eq!(listed["problems"].as_array().unwrap().len(), 2, "{listed}");
 }
 
-/// 6. `gc --dry-run` works for any user who can read the registry, though
+/// Issue #32, item 6: `gc --dry-run` works for any user who can read the registry, though
 /// `blobs/sha256` is not listable by them (1733).
 #[test]
 fn registry_gc_dry_run_works_for_an_ordinary_user() {
