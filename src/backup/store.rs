@@ -81,6 +81,9 @@ pub struct ObjectInfo {
     pub size: u64,
     /// The store's time (S3's `Last-Modified`; the file's mtime for `file://`).
     pub last_modified: chrono::DateTime<chrono::Utc>,
+    /// S3's ETag as the listing gives it (the MD5 of an object put in one
+    /// request); `None` for `file://`.
+    pub e_tag: Option<String>,
 }
 
 impl From<object_store::ObjectMeta> for ObjectInfo {
@@ -89,6 +92,7 @@ impl From<object_store::ObjectMeta> for ObjectInfo {
             key: m.location.to_string(),
             size: m.size,
             last_modified: m.last_modified,
+            e_tag: m.e_tag,
         }
     }
 }
@@ -377,6 +381,7 @@ impl Store {
                 key: key.to_string(),
                 size: f.size,
                 last_modified: f.modified,
+                e_tag: None,
             }))
     }
 
@@ -657,6 +662,7 @@ impl Store {
                     key: key(&f.rel),
                     size: f.size,
                     last_modified: f.modified,
+                    e_tag: None,
                 })
                 .collect();
             let skipped = walk

@@ -458,9 +458,9 @@ pub fn inventory(reg: &Registry, caller: &Caller) -> Result<Inventory> {
         match kind {
             Kind::Version(name, version) => {
                 let checked = ModelRecord::from_stored(&bytes, &name, version).and_then(|r| {
-                    reg.writer(&o.key, &r.user)
+                    reg.writer(&o.key, &r.user, "published it")
                         .map(|_| r)
-                        .map_err(|e| format!("record {name}@{version}: {e}; it is not used"))
+                        .map_err(|e| format!("record {name}@{version} {e}; it is not used"))
                 });
                 let (blobs, problem) = match checked {
                     Ok(r) => {
@@ -489,7 +489,7 @@ pub fn inventory(reg: &Registry, caller: &Caller) -> Result<Inventory> {
         let Some(r) = records.get(&(name.to_string(), v)) else {
             return Ok(());
         };
-        reg.writer(key, claimed)
+        reg.writer(key, claimed, "wrote it")
             .and_then(|w| caller.may_manage_as(&w, r))
     };
     for (kind, o, bytes) in others {

@@ -40,6 +40,13 @@ const MAX_TRIES: u32 = 1000;
 pub const BLOB_REFRESH: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 /// Records read at once by `list`.
 const LIST_CONCURRENCY: usize = 32;
+/// The listing index of an S3 registry (`Registry::read_many`): records'
+/// bytes, each used only when its MD5 is the ETag the listing gives.
+const LISTING_INDEX: &str = "index/records";
+/// The largest listing index read.
+const MAX_INDEX: u64 = 256 << 20;
+/// Fewer records than this are read one by one (no index).
+const INDEX_FROM: usize = 64;
 
 /// An open registry.
 #[derive(Debug, Clone)]
@@ -63,6 +70,10 @@ pub struct Index {
     /// Entries the listing skipped (a link, a name that is not UTF-8 or not
     /// a valid model name or tag, a directory that cannot be read), escaped.
     pub problems: Vec<String>,
+    /// Each record key's ETag, as S3's listing gives it.
+    pub etags: BTreeMap<String, String>,
+    /// The key prefix listed.
+    pub prefix: String,
 }
 
 /// What `list` found.
@@ -173,7 +184,10 @@ impl Registry {
             None => self.key("models/"),
         };
         let models = self.key("models/");
-        let mut idx = Index::default();
+        let mut idx = Index {
+            prefix: prefix.clone(),
+            ..Index::default()
+        };
         let (objects, skipped) = self.store.list_checked(&prefix)?;
         let shown = |k: &str| crate::text::shown(k, crate::text::PATH_CHARS);
         for s in skipped {
@@ -185,6 +199,9 @@ impl Registry {
             let Some(rest) = o.key.strip_prefix(&models) else {
                 continue;
             };
+            if let Some(tag) = &o.e_tag {
+                idx.etags.insert(o.key.clone(), tag.clone());
+            }
             let parts: Vec<&str> = rest.split('/').collect();
             if let Some(n) = parts.first().filter(|n| check_name(n).is_err()) {
                 bad.insert(format!(
@@ -246,8 +263,8 @@ impl Registry {
     /// could write in a shared directory must not speak for another user.
     fn parse_record(&self, key: &str, bytes: &[u8], name: &str, v: u32) -> Result<ModelRecord> {
         let r = ModelRecord::from_stored(bytes, name, v).map_err(|e| anyhow!(e))?;
-        self.writer(key, &r.user)
-            .map_err(|e| anyhow!("record {name}@{v}: {e}; it is not used"))?;
+        self.writer(key, &r.user, "published it")
+            .map_err(|e| anyhow!("record {name}@{v} {e}; it is not used"))?;
         Ok(r)
     }
 
@@ -255,7 +272,8 @@ impl Registry {
     /// on `file://` its file's owner, who must be `claimed` or root; on S3
     /// `claimed` itself, which nothing can check (docs/registry.md, "Threat
     /// model").
-    pub(super) fn writer(&self, key: &str, claimed: &str) -> Result<String, String> {
+    /// `did` is what the record says its writer did (`published it`).
+    pub(super) fn writer(&self, key: &str, claimed: &str, did: &str) -> Result<String, String> {
         let Some(root) = self.local_root() else {
             return Ok(claimed.to_string());
         };
@@ -265,7 +283,7 @@ impl Registry {
             Ok(owner)
         } else {
             Err(format!(
-                "it says {} wrote it, but its file belongs to {}",
+                "says {} {did}, but its file belongs to {}",
                 crate::text::echo(claimed),
                 crate::text::echo(&owner)
             ))
@@ -290,16 +308,75 @@ impl Registry {
     /// The tag move stored at `name`'s `tag` #`seq` if it is valid and the
     /// one its key names; `Ok(None)` when there is none.
     fn tag_move(&self, name: &str, tag: &str, seq: u32) -> Result<Option<TagMove>> {
-        let key = self.key(&format!("models/{name}/tags/{tag}/{seq:08}.json"));
+        let key = self.tag_key(name, tag, seq);
         let Some(bytes) = self.store.get_bytes(&key, MAX_RECORD)? else {
             return Ok(None);
         };
-        let t: TagMove =
-            serde_json::from_slice(&bytes).map_err(|e| anyhow!("its record is not valid: {e}"))?;
-        if t.format != FORMAT || t.name != name || t.tag != tag || t.seq != seq {
-            bail!("its record names another tag move, or has another format");
+        parse_tag_move(&bytes, name, tag, seq).map(Some)
+    }
+
+    fn tag_key(&self, name: &str, tag: &str, seq: u32) -> String {
+        self.key(&format!("models/{name}/tags/{tag}/{seq:08}.json"))
+    }
+
+    fn removal_key(&self, name: &str, v: u32) -> String {
+        self.key(&format!("models/{name}/removed/{v:08}.json"))
+    }
+
+    /// The records at `keys` (each as `Store::get_bytes` gives it), in
+    /// order. On S3, a listing of many records first reads the listing
+    /// index (`index/records.json`, one object): a record's bytes there are
+    /// used only when their MD5 is the ETag the listing (`etags`) gives for
+    /// its key, i.e. when they are the bytes the store holds; the rest are
+    /// read, in parallel, and the index is written again with what the
+    /// listing vouches for (best effort: a user who may not write it only
+    /// reads more). The index is a cache anyone with the key could write;
+    /// what it says is never taken on its word. Keys under `scope` that the
+    /// new index does not hold are dropped from it.
+    pub(super) fn read_many(
+        &self,
+        keys: &[String],
+        etags: &BTreeMap<String, String>,
+        scope: &str,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        if self.local_root().is_some() || keys.len() < INDEX_FROM {
+            return self.store.get_many(keys, MAX_RECORD, LIST_CONCURRENCY);
         }
-        Ok(Some(t))
+        let index_key = self.key(LISTING_INDEX);
+        let mut index = self
+            .store
+            .get_bytes(&index_key, MAX_INDEX)
+            .ok()
+            .flatten()
+            .map(|b| parse_index(&b))
+            .unwrap_or_default();
+        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = keys
+            .iter()
+            .map(|k| {
+                let bytes = index.get(k)?;
+                let tag = etags.get(k)?;
+                etag_is_md5_of(tag, bytes).then(|| Ok(Some(bytes.clone())))
+            })
+            .collect();
+        let missing: Vec<usize> = (0..keys.len()).filter(|i| out[*i].is_none()).collect();
+        if missing.is_empty() {
+            return out.into_iter().flatten().collect();
+        }
+        let wanted: Vec<String> = missing.iter().map(|i| keys[*i].clone()).collect();
+        let got = self.store.get_many(&wanted, MAX_RECORD, LIST_CONCURRENCY);
+        for (i, r) in missing.into_iter().zip(got) {
+            out[i] = Some(r);
+        }
+        index.retain(|k, _| !k.starts_with(scope));
+        for (k, r) in keys.iter().zip(&out) {
+            if let (Some(Ok(Some(bytes))), Some(tag)) = (r, etags.get(k)) {
+                if etag_is_md5_of(tag, bytes) && !k.contains(['\t', '\n']) {
+                    index.insert(k.clone(), bytes.clone());
+                }
+            }
+        }
+        let _ = self.store.put_bytes(&index_key, render_index(&index));
+        out.into_iter().flatten().collect()
     }
 
     /// Each tag of `name` and the version it points at now (`Model::tags`).
@@ -317,12 +394,36 @@ impl Registry {
             problems: idx.problems.clone(),
             ..Listing::default()
         };
+        // Every record a listing usually needs, read at once: the versions,
+        // each tag's newest move, the removals.
+        let mut keys: Vec<(&str, String)> = Vec::new();
+        for (n, versions) in &idx.versions {
+            keys.extend(
+                versions
+                    .iter()
+                    .map(|v| (n.as_str(), self.version_key(n, *v))),
+            );
+            for (tag, seqs) in idx.tags.get(n).into_iter().flatten() {
+                keys.extend(seqs.last().map(|s| (n.as_str(), self.tag_key(n, tag, *s))));
+            }
+            for v in idx.removed.get(n).into_iter().flatten() {
+                keys.push((n.as_str(), self.removal_key(n, *v)));
+            }
+        }
+        let plain: Vec<String> = keys.iter().map(|(_, k)| k.clone()).collect();
+        let mut read: BTreeMap<&str, Fetched> = BTreeMap::new();
+        for ((n, k), got) in keys
+            .into_iter()
+            .zip(self.read_many(&plain, &idx.etags, &idx.prefix))
+        {
+            read.entry(n).or_default().insert(k, got);
+        }
         for (n, versions) in &idx.versions {
             let m = Model::new(self, n, &idx, caller);
-            let keys: Vec<String> = versions.iter().map(|v| self.version_key(n, *v)).collect();
-            let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
-            for (v, bytes) in versions.iter().zip(got) {
-                m.remember(*v, self.fetched(n, *v, bytes)?);
+            *m.prefetched.borrow_mut() = read.remove(n.as_str()).unwrap_or_default();
+            for v in versions {
+                let got = m.get(&self.version_key(n, *v));
+                m.remember(*v, self.fetched(n, *v, got)?);
             }
             let tags = m.tags();
             for v in versions {
@@ -818,7 +919,13 @@ struct Model<'a> {
     tags: RefCell<Option<BTreeMap<String, u32>>>,
     removals: RefCell<BTreeMap<u32, bool>>,
     problems: RefCell<Vec<String>>,
+    /// Records read already (`Registry::list` reads them at once), each
+    /// taken once.
+    prefetched: RefCell<Fetched>,
 }
+
+/// Records read, by key, each as `Store::get_bytes` gave it.
+type Fetched = BTreeMap<String, Result<Option<Vec<u8>>>>;
 
 impl<'a> Model<'a> {
     fn new(reg: &'a Registry, name: &'a str, idx: &'a Index, caller: &'a Caller) -> Model<'a> {
@@ -831,6 +938,15 @@ impl<'a> Model<'a> {
             tags: RefCell::default(),
             removals: RefCell::default(),
             problems: RefCell::default(),
+            prefetched: RefCell::default(),
+        }
+    }
+
+    /// The record at `key`: prefetched, else read now.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        match self.prefetched.borrow_mut().remove(key) {
+            Some(got) => got,
+            None => self.reg.store.get_bytes(key, MAX_RECORD),
         }
     }
 
@@ -845,9 +961,7 @@ impl<'a> Model<'a> {
             return Ok(j.clone());
         }
         let key = self.reg.version_key(self.name, v);
-        let j = self
-            .reg
-            .fetched(self.name, v, self.reg.store.get_bytes(&key, MAX_RECORD))?;
+        let j = self.reg.fetched(self.name, v, self.get(&key))?;
         self.remember(v, j.clone());
         Ok(j)
     }
@@ -875,7 +989,7 @@ impl<'a> Model<'a> {
         };
         Ok(self
             .reg
-            .writer(key, claimed)
+            .writer(key, claimed, "wrote it")
             .and_then(|w| self.caller.may_manage_as(&w, &record)))
     }
 
@@ -890,8 +1004,8 @@ impl<'a> Model<'a> {
             return Ok(*r);
         }
         let name = self.name;
-        let key = self.reg.key(&format!("models/{name}/removed/{v:08}.json"));
-        let verdict = match self.reg.store.get_bytes(&key, MAX_RECORD)? {
+        let key = self.reg.removal_key(name, v);
+        let verdict = match self.get(&key)? {
             None => Err(format!("the removal record of {name}@{v} vanished")),
             Some(bytes) => match serde_json::from_slice::<Removal>(&bytes) {
                 Err(e) => Err(format!("the removal record of {name}@{v} is not valid: {e}")),
@@ -927,10 +1041,11 @@ impl<'a> Model<'a> {
         let name = self.name;
         for (tag, seqs) in self.idx.tags.get(name).into_iter().flatten() {
             for seq in seqs.iter().rev() {
-                let key = self
-                    .reg
-                    .key(&format!("models/{name}/tags/{tag}/{seq:08}.json"));
-                let verdict = match self.reg.tag_move(name, tag, *seq) {
+                let key = self.reg.tag_key(name, tag, *seq);
+                let got = self
+                    .get(&key)
+                    .and_then(|b| b.map(|b| parse_tag_move(&b, name, tag, *seq)).transpose());
+                let verdict = match got {
                     Ok(None) => continue,
                     Ok(Some(t)) => match self.version(t.version) {
                         // A version the caller cannot read: the tag points
@@ -959,4 +1074,68 @@ impl<'a> Model<'a> {
         *self.tags.borrow_mut() = Some(out.clone());
         out
     }
+}
+
+/// A tag move's stored bytes, checked: valid, this format, the move its key
+/// names.
+fn parse_tag_move(bytes: &[u8], name: &str, tag: &str, seq: u32) -> Result<TagMove> {
+    let t: TagMove =
+        serde_json::from_slice(bytes).map_err(|e| anyhow!("its record is not valid: {e}"))?;
+    if t.format != FORMAT || t.name != name || t.tag != tag || t.seq != seq {
+        bail!("its record names another tag move, or has another format");
+    }
+    Ok(t)
+}
+
+/// The first line of the listing index. Then, per record, `KEY\tLENGTH\n`,
+/// its bytes and `\n` (framed, so reading it costs no parsing of the
+/// records themselves; they are parsed as if read from the store).
+const INDEX_HEADER: &[u8] = b"yolo-sched listing index 1\n";
+
+/// The records of a listing index; anything malformed is an empty index
+/// (every record is then read from the store).
+pub(super) fn parse_index(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let Some(mut rest) = bytes.strip_prefix(INDEX_HEADER) else {
+        return out;
+    };
+    while !rest.is_empty() {
+        let Some(nl) = rest.iter().position(|b| *b == b'\n') else {
+            return BTreeMap::new();
+        };
+        let head = std::str::from_utf8(&rest[..nl]).ok();
+        let Some((key, len)) = head.and_then(|h| h.split_once('\t')) else {
+            return BTreeMap::new();
+        };
+        let body = &rest[nl + 1..];
+        match len.parse::<usize>() {
+            Ok(len) if body.len() > len && body[len] == b'\n' => {
+                out.insert(key.to_string(), body[..len].to_vec());
+                rest = &body[len + 1..];
+            }
+            _ => return BTreeMap::new(),
+        }
+    }
+    out
+}
+
+/// A listing index of `records` (`parse_index` reads it).
+pub(super) fn render_index(records: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
+    let mut out = INDEX_HEADER.to_vec();
+    for (key, bytes) in records {
+        out.extend_from_slice(format!("{key}\t{}\n", bytes.len()).as_bytes());
+        out.extend_from_slice(bytes);
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Whether the ETag `tag` (as a listing gives it, quoted or not) is the MD5
+/// of `bytes`: the object put in one request holds these bytes. A multipart
+/// ETag (`…-N`) never is.
+fn etag_is_md5_of(tag: &str, bytes: &[u8]) -> bool {
+    use md5::Digest;
+    let tag = tag.trim_matches('"');
+    tag.len() == 32
+        && tag.eq_ignore_ascii_case(&crate::backup::store::hex(&md5::Md5::digest(bytes)))
 }

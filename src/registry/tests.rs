@@ -966,3 +966,65 @@ fn without_file_owners_tag_moves_and_removals_are_checked_against_the_user_they_
     assert!(format!("{e:#}").contains("not a valid record"), "{e:#}");
     assert_eq!(asked.get(), 2, "mallory's and carol's accounts, once each");
 }
+
+/// Issue #32, item 13: an S3 listing of many records reads one listing index
+/// instead of every record, and takes from it only bytes whose MD5 is the
+/// ETag the listing gives for their key (here the ETags are made so; the
+/// in-memory store's own are not MD5s): a forged entry is never used.
+#[test]
+fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
+    use md5::Digest;
+    let reg = Registry::on(crate::backup::Store::memory().unwrap(), "r/");
+    let keys: Vec<String> = (1..=100)
+        .map(|v| format!("r/models/m/versions/{v:08}.json"))
+        .collect();
+    let content = |k: &str| format!("{{\"key\": \"{k}\"}}").into_bytes();
+    for k in &keys {
+        reg.store().put_bytes(k, content(k)).unwrap();
+    }
+    let etags: std::collections::BTreeMap<String, String> = keys
+        .iter()
+        .map(|k| {
+            let md5 = crate::backup::store::hex(&md5::Md5::digest(content(k)));
+            (k.clone(), format!("\"{md5}\""))
+        })
+        .collect();
+    let all = |got: Vec<anyhow::Result<Option<Vec<u8>>>>| -> Vec<Option<Vec<u8>>> {
+        got.into_iter().map(|g| g.unwrap()).collect()
+    };
+    let expected: Vec<Option<Vec<u8>>> = keys.iter().map(|k| Some(content(k))).collect();
+    // No index yet: every record read, and the index written.
+    assert_eq!(all(reg.read_many(&keys, &etags, "r/models/")), expected);
+    let index = reg
+        .store()
+        .get_bytes("r/index/records", 1 << 30)
+        .unwrap()
+        .unwrap();
+    let entries = super::store::parse_index(&index);
+    assert_eq!(entries.len(), 100);
+    assert_eq!(entries[&keys[7]], content(&keys[7]));
+    // The records gone from the store: the index answers for them.
+    for k in &keys {
+        reg.store().delete(k).unwrap();
+    }
+    assert_eq!(all(reg.read_many(&keys, &etags, "r/models/")), expected);
+    // A forged entry (bytes whose MD5 is not the listed ETag) is not used:
+    // the record is read from the store (gone here).
+    let mut forged = entries.clone();
+    forged.insert(keys[0].clone(), b"{\"key\": \"forged\"}".to_vec());
+    reg.store()
+        .put_bytes("r/index/records", super::store::render_index(&forged))
+        .unwrap();
+    // Malformed: nothing of it is used, every record is read.
+    assert!(super::store::parse_index(b"yolo-sched listing index 1\nk\t99\nab\n").is_empty());
+    let got = all(reg.read_many(&keys, &etags, "r/models/"));
+    assert_eq!(got[0], None);
+    assert_eq!(got[1..], expected[1..]);
+    // A multipart ETag (`…-2`) or a missing one is never taken as an MD5.
+    let mut multipart = etags.clone();
+    multipart.insert(keys[1].clone(), "\"0123-2\"".into());
+    multipart.remove(&keys[2]);
+    let got = all(reg.read_many(&keys, &multipart, "r/models/"));
+    assert_eq!((got[1].as_ref(), got[2].as_ref()), (None, None));
+    assert_eq!(got[3..], expected[3..]);
+}
