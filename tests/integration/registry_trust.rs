@@ -355,6 +355,29 @@ fn registry_an_invalid_newest_version_is_skipped() {
     );
     assert_eq!(s.shown_version("base"), 2);
     assert!(s.problems().len() >= 2);
+    // A spec's `registry:base` resolves (to base@2; before: exit 1, nothing queued).
+    let dir = s.dir.path();
+    std::fs::write(
+        dir.join("data.yaml"),
+        "path: .\ntrain: images\nval: images\nnames: [a]\n",
+    )
+    .unwrap();
+    let spec = dir.join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "version = 1\n[run]\nname = \"fromreg\"\nworkdir = \"{}\"\n[train]\nmodel = \"registry:base\"\ndata = \"data.yaml\"\n",
+            dir.join("runs").display()
+        ),
+    )
+    .unwrap();
+    let out = run(yolo()
+        .current_dir(dir)
+        .arg("--site")
+        .arg(&s.site)
+        .args(["validate", "--no-cluster"])
+        .arg(&spec));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
 /// Issue #32, item 5: A name with invisible or bidirectional characters is not listed raw.
