@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::access::Caller;
 use super::names::{check_name, check_tag};
 use super::record::{ModelRecord, Removal, TagMove, FORMAT, MAX_RECORD};
-use super::store::Registry;
+use super::store::{number, Registry};
 
 /// Records read at once.
 const READ_CONCURRENCY: usize = 32;
@@ -370,13 +370,6 @@ fn span(d: TimeDelta) -> String {
         (d, 0, _) => format!("{d}d"),
         (d, h, _) => format!("{d}d {h}h"),
     }
-}
-
-fn number(file: &str) -> Option<u32> {
-    let n = file.strip_suffix(".json")?;
-    (n.len() == 8 && n.bytes().all(|c| c.is_ascii_digit()))
-        .then(|| n.parse().ok())
-        .flatten()
 }
 
 fn is_sha256(s: &str) -> bool {

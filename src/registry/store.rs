@@ -113,11 +113,27 @@ pub struct Listed {
     pub removed: bool,
 }
 
-fn number(file: &str) -> Option<u32> {
+/// The number of a record's file name: `NNNNNNNN.json`, at least 8 digits
+/// as `{n:08}` writes them (so a number past 99999999 is still seen: one
+/// planted there must not hide every later record).
+pub(super) fn number(file: &str) -> Option<u32> {
     let n = file.strip_suffix(".json")?;
-    (n.len() == 8 && n.chars().all(|c| c.is_ascii_digit()))
+    let v: u32 = n
+        .bytes()
+        .all(|c| c.is_ascii_digit())
         .then(|| n.parse().ok())
-        .flatten()
+        .flatten()?;
+    (format!("{v:08}") == n).then_some(v)
+}
+
+/// The numbers a new record may take after `last`, or why none is left.
+fn next_numbers(last: u32, what: &str) -> Result<std::ops::Range<u32>> {
+    match last.checked_add(MAX_TRIES + 1) {
+        Some(end) => Ok(last + 1..end),
+        None => bail!(
+            "no number is left for {what}: a record numbered {last} is there (`yolo-sched models list --all` names it under `problems` when it is not valid); an administrator deletes it"
+        ),
+    }
 }
 
 impl Registry {
@@ -689,8 +705,8 @@ impl Registry {
                 .and_then(|v| v.last().copied())
                 .unwrap_or(0)
         };
-        let first = last(&idx.versions).max(last(&idx.removed)) + 1;
-        for next in first..first + MAX_TRIES {
+        let last = last(&idx.versions).max(last(&idx.removed));
+        for next in next_numbers(last, &format!("a version of `{}`", draft.name))? {
             draft.version = next;
             let key = self.version_key(&draft.name, next);
             let bytes = serde_json::to_vec_pretty(&draft)?;
@@ -752,8 +768,7 @@ impl Registry {
                 "{name}@{version} is removed; tag another version"
             )));
         }
-        let first = idx.last_move(name, tag) + 1;
-        for seq in first..first + MAX_TRIES {
+        for seq in next_numbers(idx.last_move(name, tag), &format!("a move of tag `{tag}`"))? {
             let t = TagMove {
                 format: FORMAT,
                 name: name.to_string(),

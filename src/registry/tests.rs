@@ -1028,3 +1028,41 @@ fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
     assert_eq!((got[1].as_ref(), got[2].as_ref()), (None, None));
     assert_eq!(got[3..], expected[3..]);
 }
+
+/// A record planted at a number past 99999999 does not hide every later
+/// record (`{n:08}` writes 9 digits there); one at the last number says so.
+#[test]
+fn record_numbers_past_eight_digits_are_seen_and_the_last_one_is_said() {
+    let runs = tempfile::tempdir().unwrap();
+    let reg = Registry::on(crate::backup::Store::memory().unwrap(), "");
+    publish(&reg, &finished_run(runs.path(), "a", "a"), "pcb").unwrap();
+    reg.store()
+        .put_bytes("models/pcb/versions/99999999.json", b"{".to_vec())
+        .unwrap();
+    let v = publish(&reg, &finished_run(runs.path(), "b", "b"), "pcb").unwrap();
+    assert_eq!(v.version, 100_000_000);
+    let listed = reg.list(None, &me()).unwrap();
+    let versions: Vec<u32> = listed.versions.iter().map(|l| l.record.version).collect();
+    assert_eq!(versions, [1, 100_000_000]);
+    assert_eq!(
+        reg.resolve(&ModelRef::parse("pcb").unwrap(), &me())
+            .unwrap()
+            .record
+            .version,
+        100_000_000
+    );
+    assert_eq!(super::store::number("00000007.json"), Some(7));
+    assert_eq!(super::store::number("0000007.json"), None);
+    assert_eq!(super::store::number("000000007.json"), None);
+    reg.store()
+        .put_bytes(
+            &format!("models/pcb/versions/{}.json", u32::MAX),
+            b"{".to_vec(),
+        )
+        .unwrap();
+    let e = format!(
+        "{:#}",
+        publish(&reg, &finished_run(runs.path(), "c", "c"), "pcb").unwrap_err()
+    );
+    assert!(e.contains("no number is left"), "{e}");
+}
