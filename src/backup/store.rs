@@ -341,6 +341,8 @@ impl Store {
     /// half an object. Directories it makes get `dir_mode` of their path
     /// below `dir`.
     pub fn local_shared(dir: &Path, dir_mode: fn(&Path) -> u32) -> Result<Store> {
+        // Kept as `inner` for the type's sake: every operation of a store
+        // with a `root` goes through `fsutil::within` instead.
         let fs = LocalFileSystem::new_with_prefix(dir)
             .map_err(|e| anyhow!("opening {} as a store: {e}", dir.display()))?;
         Ok(Store {

@@ -1,5 +1,6 @@
 //! The registry's objects, through `backup::Store` (the one object-store
-//! client: object_store's S3 client or its local store):
+//! client: object_store's S3 client, or `Store::local_shared` for `file://`,
+//! which follows no link at any step):
 //!
 //! - `blobs/sha256/<hex>`: each file once, under its SHA-256; written and
 //!   read back verified before any record names it.
@@ -7,8 +8,16 @@
 //!   `PutMode::Create` (S3 `If-None-Match: *`; the local store's hard link), then
 //!   read back: a publisher whose record is not there with its own
 //!   `publish_id` takes the next number. Two publishers never share a version.
-//! - `models/<name>/tags/<tag>/<NNNNNNNN>.json`: a tag's moves; the highest wins.
-//! - `models/<name>/removed/<NNNNNNNN>.json`: a removal.
+//! - `models/<name>/tags/<tag>/<NNNNNNNN>.json`: a tag's moves; the highest
+//!   that is obeyed wins (`Model`).
+//! - `models/<name>/removed/<NNNNNNNN>.json`: a removal, obeyed only when
+//!   its writer may remove the version (`Model`).
+//! - `index/records` (S3): the listing index, a cache whose entries are used
+//!   only when their MD5 is the listed ETag (`Registry::read_many`).
+//!
+//! What is not a valid entry (a link, a bad name, an unreadable directory, a
+//! record that does not parse or speaks for another user) is skipped and
+//! said in `problems`, never obeyed (docs/registry.md, "Threat model").
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

@@ -326,6 +326,16 @@ fn registry_planted_entries_do_not_break_the_listing() {
         listed["problems"].as_array().unwrap().len() >= 4,
         "{listed}"
     );
+    // The leaderboard with the registry's versions.
+    let runs = s.dir.path().join("noruns");
+    std::fs::create_dir(&runs).unwrap();
+    let out = run(yolo()
+        .arg("--site")
+        .arg(&s.site)
+        .args(["compare", "--registry", "--json", "--runs-dir"])
+        .arg(&runs));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("registry:base@2"));
     // An unknown name is still bad input (exit 2) with the names there are.
     let out = s.models(&["show", "nosuch"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
