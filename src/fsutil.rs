@@ -345,8 +345,8 @@ pub mod within {
     use anyhow::{Context, Result};
     use nix::errno::Errno;
     use nix::fcntl::{openat, renameat, AtFlags, OFlag};
-    use nix::sys::stat::{fstatat, mkdirat, Mode, SFlag};
-    use nix::unistd::{unlinkat, UnlinkatFlags};
+    use nix::sys::stat::{fchmod, fstatat, mkdirat, Mode, SFlag};
+    use nix::unistd::{linkat, unlinkat, UnlinkatFlags};
 
     /// A link (or something not a directory or regular file) where a run's
     /// file or directory should be: nothing was written or read through it.
@@ -376,7 +376,7 @@ pub mod within {
         match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK => {
                 format!(
-                    "{at} is a symbolic link; yolo-sched never writes or reads through a link inside a run directory (remove the link, or put a real file or directory there)"
+                    "{at} is a symbolic link; yolo-sched never writes or reads through a link inside a run directory or a shared registry (remove the link, or put a real file or directory there)"
                 )
             }
             _ => format!("{at} is not a regular file or directory; it is left alone"),
@@ -408,15 +408,41 @@ pub mod within {
     /// The directory `root/rel`, every step below `root` opened without
     /// following a link; missing directories are made (mode 0755) when `create`.
     pub fn open_dir(root: &Path, rel: &Path, create: bool) -> Result<OwnedFd> {
+        steps(root, rel, if create { Make::Umask } else { Make::No })
+    }
+
+    /// How `steps` treats a missing directory.
+    #[derive(Clone, Copy)]
+    enum Make<'a> {
+        /// It is not made (an error, or nothing there).
+        No,
+        /// Made with mode 0755 less the umask (a run directory's).
+        Umask,
+        /// Made with the mode this gives its path below the root, set after
+        /// creation (the umask does not apply): a shared directory's.
+        Mode(&'a dyn Fn(&Path) -> u32),
+    }
+
+    /// The directory `root/rel`, every step below `root` opened without
+    /// following a link, missing directories made as `make` says.
+    fn steps(root: &Path, rel: &Path, make: Make) -> Result<OwnedFd> {
         let mut dir = open_root(root)?;
         let mut shown = root.to_path_buf();
+        let mut below = PathBuf::new();
         for name in names(rel)? {
             shown.push(name);
+            below.push(name);
             let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
             let mut next = openat(&dir, name, flags, Mode::empty());
-            if matches!(next, Err(Errno::ENOENT)) && create {
-                match mkdirat(&dir, name, Mode::from_bits_truncate(0o755)) {
-                    Ok(()) | Err(Errno::EEXIST) => {}
+            let mut made = false;
+            if matches!(next, Err(Errno::ENOENT)) && !matches!(make, Make::No) {
+                let mode = match make {
+                    Make::Mode(_) => 0o700,
+                    _ => 0o755,
+                };
+                match mkdirat(&dir, name, Mode::from_bits_truncate(mode)) {
+                    Ok(()) => made = true,
+                    Err(Errno::EEXIST) => {}
                     Err(e) => {
                         return Err(super::io_error(
                             e.into(),
@@ -437,8 +463,311 @@ pub mod within {
                         .with_context(|| format!("opening {}", shown.display()))
                 }
             };
+            if let (true, Make::Mode(mode_of)) = (made, make) {
+                fchmod(&dir, Mode::from_bits_truncate(mode_of(&below)))
+                    .with_context(|| format!("setting the mode of {}", shown.display()))?;
+            }
         }
         Ok(dir)
+    }
+
+    /// What `place` does when the name is taken.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Place {
+        /// Create if absent: a hard link, which fails when the name exists
+        /// (`Ok(false)`).
+        New,
+        /// Replace what is there by name (a rename: a link there is
+        /// replaced, never followed).
+        Replace,
+    }
+
+    /// Put a file at `root/rel` without following a link at any step below
+    /// `root`: missing directories are made with the mode `dir_mode` gives
+    /// their path below `root` (set after creation, the umask aside); the
+    /// file is first a private temporary file beside its name (mode 0600),
+    /// which `fill` writes (and gives its mode, group, sync); then it is
+    /// linked (`Place::New`) or renamed (`Place::Replace`) to its name and the
+    /// directory synced. `Ok(false)`: `Place::New` found the name taken. For
+    /// shared directories (a `file://` registry) where anyone may have put
+    /// a link on the way. The temporary file never outlives the call.
+    pub fn place(
+        root: &Path,
+        rel: &Path,
+        dir_mode: &dyn Fn(&Path) -> u32,
+        how: Place,
+        fill: &mut dyn FnMut(&mut File) -> Result<()>,
+    ) -> Result<bool> {
+        let (parent, name) = split(rel)?;
+        let dir = steps(root, parent, Make::Mode(dir_mode))?;
+        put_in(&dir, &root.join(parent), name, how, fill)
+    }
+
+    /// `place` in the open directory `dir` (shown as `dir_shown`).
+    fn put_in(
+        dir: &OwnedFd,
+        dir_shown: &Path,
+        name: &OsStr,
+        how: Place,
+        fill: &mut dyn FnMut(&mut File) -> Result<()>,
+    ) -> Result<bool> {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let shown = dir_shown.join(name);
+        let mut tmp_name = None;
+        for _ in 0..100 {
+            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let candidate = format!(
+                ".{}.yolo-sched-tmp.{}.{n}",
+                name.to_string_lossy(),
+                std::process::id()
+            );
+            match openat(
+                dir,
+                candidate.as_str(),
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o600),
+            ) {
+                Ok(fd) => {
+                    tmp_name = Some((candidate, File::from(fd)));
+                    break;
+                }
+                Err(Errno::EEXIST) => continue,
+                Err(e) => {
+                    return Err(super::io_error(
+                        e.into(),
+                        format!("creating a temporary file in {}", dir_shown.display()),
+                        dir_shown,
+                    ))
+                }
+            }
+        }
+        let Some((tmp, mut file)) = tmp_name else {
+            anyhow::bail!(
+                "could not create a temporary file in {}",
+                dir_shown.display()
+            );
+        };
+        let result = (|| -> Result<bool> {
+            fill(&mut file)?;
+            let placed = match how {
+                Place::New => match linkat(dir, tmp.as_str(), dir, name, AtFlags::empty()) {
+                    Ok(()) => true,
+                    Err(Errno::EEXIST) => false,
+                    Err(e) => {
+                        return Err(super::io_error(
+                            e.into(),
+                            format!("creating {}", shown.display()),
+                            dir_shown,
+                        ))
+                    }
+                },
+                Place::Replace => {
+                    renameat(dir, tmp.as_str(), dir, name)
+                        .with_context(|| format!("renaming into {}", shown.display()))?;
+                    true
+                }
+            };
+            if placed {
+                File::from(dir.try_clone()?)
+                    .sync_all()
+                    .with_context(|| format!("syncing directory {}", dir_shown.display()))?;
+            }
+            Ok(placed)
+        })();
+        let _ = unlinkat(dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+        result
+    }
+
+    /// A file `walk` found.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Found {
+        /// Its path below the walked directory, `/`-separated.
+        pub rel: String,
+        pub size: u64,
+        pub modified: chrono::DateTime<chrono::Utc>,
+        /// Its owner.
+        pub uid: u32,
+    }
+
+    /// Something `walk` did not go into or list, and why.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Skipped {
+        /// Its path below the walked directory (not UTF-8 parts replaced),
+        /// raw: escape it before showing it.
+        pub rel: String,
+        /// The directory could not be read (permissions): what is below it
+        /// is unknown.
+        pub unread: bool,
+        pub why: String,
+    }
+
+    /// What `walk` found.
+    #[derive(Debug, Clone, Default)]
+    pub struct Walk {
+        pub files: Vec<Found>,
+        pub skipped: Vec<Skipped>,
+    }
+
+    /// Every regular file below `root/rel`, sorted, no link followed: each
+    /// directory is opened `O_NOFOLLOW` from the one before. What is not a
+    /// directory or regular file (a link: a loop, a link to a large tree),
+    /// a name that is not UTF-8, a directory that cannot be read and what is
+    /// deeper than `depth` are not gone into: they are `skipped`, and the
+    /// rest is listed. Nothing at `root/rel` is an empty walk; a link or an
+    /// unreadable directory there is one skipped entry. For shared
+    /// directories where anyone may plant entries.
+    pub fn walk(root: &Path, rel: &Path, depth: usize) -> Result<Walk> {
+        let mut out = Walk::default();
+        let top = match steps(root, rel, Make::No) {
+            Ok(fd) => fd,
+            Err(e) if is_refused(&e) => {
+                out.skipped.push(Skipped {
+                    rel: String::new(),
+                    unread: false,
+                    why: format!("{e:#}"),
+                });
+                return Ok(out);
+            }
+            Err(e) => {
+                return match os_code(&e) {
+                    Some(code) if code == Errno::ENOENT as i32 => Ok(out),
+                    Some(code) if code == Errno::EACCES as i32 => {
+                        out.skipped.push(Skipped {
+                            rel: String::new(),
+                            unread: true,
+                            why: "permission denied".into(),
+                        });
+                        Ok(out)
+                    }
+                    _ => Err(e),
+                }
+            }
+        };
+        walk_in(top, String::new(), depth, &mut out);
+        out.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+        Ok(out)
+    }
+
+    fn walk_in(dir: OwnedFd, at: String, depth: usize, out: &mut Walk) {
+        let join = |name: &str| {
+            if at.is_empty() {
+                name.to_string()
+            } else {
+                format!("{at}/{name}")
+            }
+        };
+        let probe = match dir.try_clone() {
+            Ok(fd) => fd,
+            Err(e) => {
+                out.skipped.push(Skipped {
+                    rel: at.clone(),
+                    unread: true,
+                    why: e.to_string(),
+                });
+                return;
+            }
+        };
+        let mut entries = match nix::dir::Dir::from_fd(dir) {
+            Ok(d) => d,
+            Err(e) => {
+                out.skipped.push(Skipped {
+                    rel: at.clone(),
+                    unread: true,
+                    why: e.desc().to_string(),
+                });
+                return;
+            }
+        };
+        let mut subdirs = Vec::new();
+        for entry in entries.iter() {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    out.skipped.push(Skipped {
+                        rel: at.clone(),
+                        unread: true,
+                        why: e.desc().to_string(),
+                    });
+                    break;
+                }
+            };
+            let bytes = entry.file_name().to_bytes();
+            if bytes == b"." || bytes == b".." {
+                continue;
+            }
+            let Ok(name) = std::str::from_utf8(bytes) else {
+                out.skipped.push(Skipped {
+                    rel: join(&String::from_utf8_lossy(bytes)),
+                    unread: false,
+                    why: "its name is not UTF-8".into(),
+                });
+                continue;
+            };
+            let st = match fstatat(&probe, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(Errno::ENOENT) => continue,
+                Err(e) => {
+                    out.skipped.push(Skipped {
+                        rel: join(name),
+                        unread: true,
+                        why: e.desc().to_string(),
+                    });
+                    continue;
+                }
+            };
+            match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+                SFlag::S_IFREG => out.files.push(Found {
+                    rel: join(name),
+                    size: st.st_size as u64,
+                    modified: chrono::DateTime::from_timestamp(
+                        st.st_mtime,
+                        st.st_mtime_nsec as u32,
+                    )
+                    .unwrap_or_default(),
+                    uid: st.st_uid,
+                }),
+                SFlag::S_IFDIR => subdirs.push(name.to_string()),
+                SFlag::S_IFLNK => out.skipped.push(Skipped {
+                    rel: join(name),
+                    unread: false,
+                    why: "a symbolic link; not followed".into(),
+                }),
+                _ => out.skipped.push(Skipped {
+                    rel: join(name),
+                    unread: false,
+                    why: "not a regular file or directory".into(),
+                }),
+            }
+        }
+        for name in subdirs {
+            let rel = join(&name);
+            if depth == 0 {
+                out.skipped.push(Skipped {
+                    rel,
+                    unread: false,
+                    why: "deeper than the layout goes".into(),
+                });
+                continue;
+            }
+            match openat(
+                &probe,
+                name.as_str(),
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => walk_in(fd, rel, depth - 1, out),
+                Err(Errno::ENOENT) => {}
+                Err(e) => out.skipped.push(Skipped {
+                    rel,
+                    unread: e == Errno::EACCES,
+                    why: e.desc().to_string(),
+                }),
+            }
+        }
     }
 
     fn split(rel: &Path) -> Result<(&Path, &OsStr)> {
@@ -565,64 +894,62 @@ pub mod within {
         let shown = root.join(rel);
         let dir_shown: PathBuf = root.join(parent);
         check_name(&dir, name, &shown)?;
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let mut tmp_name = None;
-        for _ in 0..100 {
-            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let candidate = format!(
-                ".{}.yolo-sched-tmp.{}.{n}",
-                name.to_string_lossy(),
-                std::process::id()
-            );
-            match openat(
-                &dir,
-                candidate.as_str(),
-                OFlag::O_WRONLY
-                    | OFlag::O_CREAT
-                    | OFlag::O_EXCL
-                    | OFlag::O_NOFOLLOW
-                    | OFlag::O_CLOEXEC,
-                Mode::from_bits_truncate(0o600),
-            ) {
-                Ok(fd) => {
-                    tmp_name = Some((candidate, File::from(fd)));
-                    break;
-                }
-                Err(Errno::EEXIST) => continue,
-                Err(e) => {
-                    return Err(super::io_error(
-                        e.into(),
-                        format!("creating a temporary file in {}", dir_shown.display()),
-                        &dir_shown,
-                    ))
-                }
-            }
-        }
-        let Some((tmp, mut file)) = tmp_name else {
-            anyhow::bail!(
-                "could not create a temporary file in {}",
-                dir_shown.display()
-            );
-        };
-        let result = (|| -> Result<()> {
+        put_in(&dir, &dir_shown, name, Place::Replace, &mut |file| {
             file.write_all(bytes).map_err(|e| {
                 super::io_error(e, format!("writing {}", shown.display()), &dir_shown)
             })?;
             file.set_permissions(std::fs::Permissions::from_mode(mode))
                 .with_context(|| format!("setting mode {mode:o} on {}", shown.display()))?;
-            file.sync_all().map_err(|e| {
-                super::io_error(e, format!("writing {}", shown.display()), &dir_shown)
-            })?;
-            renameat(&dir, tmp.as_str(), &dir, name)
-                .with_context(|| format!("renaming into {}", shown.display()))?;
-            File::from(dir.try_clone()?)
-                .sync_all()
-                .with_context(|| format!("syncing directory {}", dir_shown.display()))
-        })();
-        if result.is_err() {
-            let _ = unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+            file.sync_all()
+                .map_err(|e| super::io_error(e, format!("writing {}", shown.display()), &dir_shown))
+        })
+        .map(|_| ())
+    }
+
+    /// The size and time of the regular file `root/rel`, no link followed
+    /// at any step; `None` when nothing is there. A link or anything not a
+    /// regular file there is refused (`LinkRefused`).
+    pub fn stat(root: &Path, rel: &Path) -> Result<Option<Found>> {
+        let (parent, name) = split(rel)?;
+        let dir = match steps(root, parent, Make::No) {
+            Ok(d) => d,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let shown = root.join(rel);
+        match fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG => {
+                Ok(Some(Found {
+                    rel: rel.to_string_lossy().into_owned(),
+                    size: st.st_size as u64,
+                    modified: chrono::DateTime::from_timestamp(
+                        st.st_mtime,
+                        st.st_mtime_nsec as u32,
+                    )
+                    .unwrap_or_default(),
+                    uid: st.st_uid,
+                }))
+            }
+            Ok(_) => Err(refused(what_is(&dir, name, &shown))),
+            Err(Errno::ENOENT) => Ok(None),
+            Err(e) => {
+                Err(std::io::Error::from(e)).with_context(|| format!("reading {}", shown.display()))
+            }
         }
-        result
+    }
+
+    /// The OS error code at the bottom of `e`, if it is one.
+    pub fn os_code(e: &anyhow::Error) -> Option<i32> {
+        e.chain().find_map(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::raw_os_error)
+                .or_else(|| c.downcast_ref::<Errno>().map(|e| *e as i32))
+        })
+    }
+
+    /// Whether `e` says that something on the way was not there.
+    pub fn not_found(e: &anyhow::Error) -> bool {
+        os_code(e) == Some(Errno::ENOENT as i32)
     }
 }
 

@@ -81,6 +81,9 @@ pub struct ObjectInfo {
     pub size: u64,
     /// The store's time (S3's `Last-Modified`; the file's mtime for `file://`).
     pub last_modified: chrono::DateTime<chrono::Utc>,
+    /// S3's ETag as the listing gives it (the MD5 of an object put in one
+    /// request); `None` for `file://`.
+    pub e_tag: Option<String>,
 }
 
 impl From<object_store::ObjectMeta> for ObjectInfo {
@@ -89,6 +92,7 @@ impl From<object_store::ObjectMeta> for ObjectInfo {
             key: m.location.to_string(),
             size: m.size,
             last_modified: m.last_modified,
+            e_tag: m.e_tag,
         }
     }
 }
@@ -233,6 +237,12 @@ pub struct Store {
     /// The directory of a local store (`file://`), where the registry sets
     /// Unix modes and groups itself.
     root: Option<std::path::PathBuf>,
+    /// The mode of a directory a local store makes, by its path below `root`.
+    dir_mode: fn(&Path) -> u32,
+}
+
+fn plain_dir_mode(_: &Path) -> u32 {
+    0o755
 }
 
 impl std::fmt::Debug for Store {
@@ -303,6 +313,7 @@ impl Store {
                 .as_ref()
                 .map(|e| e.trim_end_matches('/').to_string()),
             root: None,
+            dir_mode: plain_dir_mode,
         })
     }
 
@@ -314,14 +325,28 @@ impl Store {
             name: "memory".into(),
             endpoint: None,
             root: None,
+            dir_mode: plain_dir_mode,
         })
     }
 
-    /// A directory of the local (or shared) file system as a store (`file://`):
-    /// object_store's local store, which writes each object to a staged file
-    /// and renames it into place (`PutMode::Create` links it, failing when the
-    /// key exists), so a reader never sees half an object.
+    /// A directory of the local (or shared) file system as a store
+    /// (`file://`), directories it makes mode 0755 (less the umask).
     pub fn local(dir: &Path) -> Result<Store> {
+        Store::local_shared(dir, plain_dir_mode)
+    }
+
+    /// A directory of a shared file system as a store (`file://`) where
+    /// anyone may plant entries: every object is read, written, listed and
+    /// deleted through `fsutil::within`, each directory on the way opened
+    /// without following a link (a planted link is refused, or skipped by a
+    /// listing, never followed); an object is written to a private staged
+    /// file beside its name and renamed (or, for `put_new`, hard-linked,
+    /// which fails when the key exists) into place, so a reader never sees
+    /// half an object. Directories it makes get `dir_mode` of their path
+    /// below `dir`.
+    pub fn local_shared(dir: &Path, dir_mode: fn(&Path) -> u32) -> Result<Store> {
+        // Kept as `inner` for the type's sake: every operation of a store
+        // with a `root` goes through `fsutil::within` instead.
         let fs = LocalFileSystem::new_with_prefix(dir)
             .map_err(|e| anyhow!("opening {} as a store: {e}", dir.display()))?;
         Ok(Store {
@@ -330,7 +355,54 @@ impl Store {
             name: format!("file://{}", dir.display()),
             endpoint: None,
             root: Some(dir.to_path_buf()),
+            dir_mode,
         })
+    }
+
+    /// Put `key` in a local store under `root` (`fsutil::within::place`),
+    /// mode 0644.
+    fn put_local(
+        &self,
+        root: &Path,
+        key: &str,
+        how: crate::fsutil::within::Place,
+        fill: &mut dyn FnMut(&mut std::fs::File) -> Result<()>,
+    ) -> Result<bool> {
+        use std::os::unix::fs::PermissionsExt;
+        Self::path(key)?;
+        crate::fsutil::within::place(root, Path::new(key), &self.dir_mode, how, &mut |f| {
+            fill(f)?;
+            f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+            f.sync_all()
+                .map_err(|e| crate::fsutil::io_error(e, format!("writing {key}"), root))
+        })
+    }
+
+    /// The size and time of `key` in a local store, no link followed.
+    fn stat_local(&self, root: &Path, key: &str) -> Result<Option<ObjectInfo>> {
+        Self::path(key)?;
+        Ok(crate::fsutil::within::stat(root, Path::new(key))
+            .map_err(|e| self.local_error(e, key))?
+            .map(|f| ObjectInfo {
+                key: key.to_string(),
+                size: f.size,
+                last_modified: f.modified,
+                e_tag: None,
+            }))
+    }
+
+    /// A local store's error: a permission refusal marked `Refused`, the
+    /// key escaped.
+    fn local_error(&self, e: anyhow::Error, key: &str) -> anyhow::Error {
+        let key = crate::text::shown(key, crate::text::PATH_CHARS);
+        if crate::fsutil::within::os_code(&e) == Some(nix::libc::EACCES) {
+            anyhow::Error::new(Refused(format!(
+                "{}: permission denied: {key}: {e:#}",
+                self.name
+            )))
+        } else {
+            e.context(format!("{}: {key}", self.name))
+        }
     }
 
     /// Read a local store's object in chunks into `sink`, at most `limit`
@@ -346,29 +418,22 @@ impl Store {
         sink: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<Option<u64>> {
         use std::io::Read;
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = self
-            .local_path(key)
+        let root = self
+            .root
+            .as_ref()
             .context("read_local is for local stores")?;
-        let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-        let mut f = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(flags.bits())
-            .open(&path)
-        {
+        Self::path(key)?;
+        let f = match crate::fsutil::within::open_read(root, Path::new(key)) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(anyhow::Error::new(Refused(format!(
-                    "{}: permission denied: {key}: {e}",
-                    self.name
-                ))))
-            }
-            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-                bail!("{}: {key} is a symbolic link; it is not read", self.name)
-            }
-            Err(e) => bail!("{}: opening {key}: {e}", self.name),
+            Err(e) if crate::fsutil::within::not_found(&e) => return Ok(None),
+            Err(e) if crate::fsutil::within::is_refused(&e) => bail!(
+                "{}: {} is not a regular file (a symbolic link, or one on its way); it is not read",
+                self.name,
+                crate::text::shown(key, crate::text::PATH_CHARS)
+            ),
+            Err(e) => return Err(self.local_error(e, key)),
         };
+        let mut f = f;
         let meta = f
             .metadata()
             .with_context(|| format!("{}: reading {key}", self.name))?;
@@ -404,6 +469,11 @@ impl Store {
     /// (`PutMode::Create`: S3's `If-None-Match: *`, the local store's link):
     /// `Ok(true)` when this call created it, `Ok(false)` when it existed.
     pub fn put_new(&self, key: &str, bytes: Vec<u8>) -> Result<bool> {
+        if let Some(root) = &self.root {
+            return self.put_local(root, key, crate::fsutil::within::Place::New, &mut |f| {
+                std::io::Write::write_all(f, &bytes).map_err(Into::into)
+            });
+        }
         let p = Self::path(key)?;
         let opts = PutOptions {
             mode: PutMode::Create,
@@ -422,6 +492,9 @@ impl Store {
 
     /// The size of the object at `key`; `None` when there is none.
     pub fn size_of(&self, key: &str) -> Result<Option<u64>> {
+        if let Some(root) = &self.root {
+            return Ok(self.stat_local(root, key)?.map(|o| o.size));
+        }
         let p = Self::path(key)?;
         match self.runtime.block_on(self.inner.head(&p)) {
             Ok(meta) => Ok(Some(meta.size)),
@@ -490,6 +563,13 @@ impl Store {
 
     /// Write small bytes (the manifest) to `key`.
     pub fn put_bytes(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
+        if let Some(root) = &self.root {
+            return self
+                .put_local(root, key, crate::fsutil::within::Place::Replace, &mut |f| {
+                    std::io::Write::write_all(f, &bytes).map_err(Into::into)
+                })
+                .map(|_| ());
+        }
         let p = Self::path(key)?;
         self.runtime
             .block_on(self.inner.put(&p, PutPayload::from(bytes)))
@@ -561,7 +641,46 @@ impl Store {
     /// Every object under `prefix` (as `list`) with its size and the store's
     /// last-modified time, sorted by key.
     pub fn list_meta(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        Ok(self.list_checked(prefix)?.0)
+    }
+
+    /// `list_meta`, and what a local store's listing did not go into: a link
+    /// (never followed), a name that is not UTF-8, a directory that cannot be
+    /// read (`fsutil::within::walk`), each with its key (raw: escape it to
+    /// show it). An S3 listing skips nothing.
+    pub fn list_checked(
+        &self,
+        prefix: &str,
+    ) -> Result<(Vec<ObjectInfo>, Vec<crate::fsutil::within::Skipped>)> {
         let trimmed = prefix.trim_end_matches('/');
+        if let Some(root) = &self.root {
+            let walk = crate::fsutil::within::walk(root, Path::new(trimmed), 8)
+                .map_err(|e| self.local_error(e, trimmed))?;
+            let key = |rel: &str| match (trimmed.is_empty(), rel.is_empty()) {
+                (true, _) => rel.to_string(),
+                (false, true) => trimmed.to_string(),
+                (false, false) => format!("{trimmed}/{rel}"),
+            };
+            let files = walk
+                .files
+                .into_iter()
+                .map(|f| ObjectInfo {
+                    key: key(&f.rel),
+                    size: f.size,
+                    last_modified: f.modified,
+                    e_tag: None,
+                })
+                .collect();
+            let skipped = walk
+                .skipped
+                .into_iter()
+                .map(|mut s| {
+                    s.rel = key(&s.rel);
+                    s
+                })
+                .collect();
+            return Ok((files, skipped));
+        }
         let p = (!trimmed.is_empty())
             .then(|| Self::path(trimmed))
             .transpose()?;
@@ -572,13 +691,16 @@ impl Store {
                 out.push(ObjectInfo::from(meta.map_err(|e| self.error(e))?));
             }
             out.sort_by(|a, b| a.key.cmp(&b.key));
-            Ok(out)
+            Ok((out, vec![]))
         })
     }
 
     /// The size and last-modified time of the object at `key`; `None` when
     /// there is none.
     pub fn head(&self, key: &str) -> Result<Option<ObjectInfo>> {
+        if let Some(root) = &self.root {
+            return self.stat_local(root, key);
+        }
         let p = Self::path(key)?;
         match self.runtime.block_on(self.inner.head(&p)) {
             Ok(meta) => Ok(Some(ObjectInfo::from(meta))),
@@ -587,7 +709,15 @@ impl Store {
         }
     }
 
+    /// Delete `key` (nothing there is fine); a local store's file is
+    /// removed without following a link at any step (a link on the way is
+    /// refused: nothing is deleted through it).
     pub fn delete(&self, key: &str) -> Result<()> {
+        if let Some(root) = &self.root {
+            Self::path(key)?;
+            return crate::fsutil::within::remove(root, Path::new(key))
+                .map_err(|e| self.local_error(e, key));
+        }
         let p = Self::path(key)?;
         match self.runtime.block_on(self.inner.delete(&p)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
@@ -644,36 +774,48 @@ impl Store {
     ) -> Result<(), PutError> {
         let path = Self::path(key).map_err(PutError::Store)?;
         let failed = |e| PutError::Store(self.error(e));
-        self.runtime.block_on(async {
+        if let Some(root) = &self.root {
             let mut file = std::fs::File::open(snapshot)
                 .with_context(|| format!("opening {}", snapshot.display()))
                 .map_err(PutError::Store)?;
-            if size < PART as u64 {
-                let mut bytes = Vec::with_capacity(size as usize);
-                file.read_to_end(&mut bytes)
-                    .map_err(|e| PutError::Store(e.into()))?;
-                self.inner
-                    .put(&path, PutPayload::from(bytes))
-                    .await
-                    .map_err(failed)?;
-            } else {
-                let upload = self.inner.put_multipart(&path).await.map_err(failed)?;
-                let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
-                let mut buf = vec![0u8; PART];
-                loop {
-                    let n = file.read(&mut buf).map_err(|e| PutError::Store(e.into()))?;
-                    if n == 0 {
-                        break;
+            self.put_local(root, key, crate::fsutil::within::Place::Replace, &mut |f| {
+                std::io::copy(&mut file, f)
+                    .map(|_| ())
+                    .map_err(|e| crate::fsutil::io_error(e, format!("writing {key}"), root))
+            })
+            .map_err(PutError::Store)?;
+        } else {
+            self.runtime.block_on(async {
+                let mut file = std::fs::File::open(snapshot)
+                    .with_context(|| format!("opening {}", snapshot.display()))
+                    .map_err(PutError::Store)?;
+                if size < PART as u64 {
+                    let mut bytes = Vec::with_capacity(size as usize);
+                    file.read_to_end(&mut bytes)
+                        .map_err(|e| PutError::Store(e.into()))?;
+                    self.inner
+                        .put(&path, PutPayload::from(bytes))
+                        .await
+                        .map_err(failed)?;
+                } else {
+                    let upload = self.inner.put_multipart(&path).await.map_err(failed)?;
+                    let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
+                    let mut buf = vec![0u8; PART];
+                    loop {
+                        let n = file.read(&mut buf).map_err(|e| PutError::Store(e.into()))?;
+                        if n == 0 {
+                            break;
+                        }
+                        if let Err(e) = writer.wait_for_capacity(2).await {
+                            return Err(failed(e));
+                        }
+                        writer.write(&buf[..n]);
                     }
-                    if let Err(e) = writer.wait_for_capacity(2).await {
-                        return Err(failed(e));
-                    }
-                    writer.write(&buf[..n]);
+                    writer.finish().await.map_err(failed)?;
                 }
-                writer.finish().await.map_err(failed)?;
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
+        }
         let stored = self.sha256_of(key).map_err(PutError::Store)?;
         if stored != sent {
             let _ = self.delete(key);
@@ -722,13 +864,17 @@ impl Store {
     /// store said so (so preflight can tell a typo in a key from a network
     /// fault), with the endpoint replaced by the variable's name.
     fn error(&self, e: object_store::Error) -> anyhow::Error {
-        let scrub = |text: String| match &self.endpoint {
-            Some(ep) if !ep.is_empty() => {
-                let host = ep.split_once("://").map_or(ep.as_str(), |(_, h)| h);
-                text.replace(ep.as_str(), "$AWS_ENDPOINT_URL")
-                    .replace(host, "$AWS_ENDPOINT_URL")
-            }
-            _ => text,
+        // Keys from a listing may hold control characters: escaped.
+        let scrub = |text: String| {
+            let text = match &self.endpoint {
+                Some(ep) if !ep.is_empty() => {
+                    let host = ep.split_once("://").map_or(ep.as_str(), |(_, h)| h);
+                    text.replace(ep.as_str(), "$AWS_ENDPOINT_URL")
+                        .replace(host, "$AWS_ENDPOINT_URL")
+                }
+                _ => text,
+            };
+            crate::text::shown(&text, 4000)
         };
         match e {
             object_store::Error::PermissionDenied { .. }

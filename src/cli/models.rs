@@ -660,7 +660,7 @@ fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
         changed: !l.tags.contains(&args.tag),
     };
     if !args.dry_run && out.changed {
-        let result = reg.tag(&name, version, &args.tag, &caller.user);
+        let result = reg.tag(&name, version, &args.tag, &caller);
         let mut rec = AuditRecord::new(
             "models tag",
             None,
@@ -716,7 +716,6 @@ fn managed(
 fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
     let (name, version) = exact(&args.model)?;
     let (reg, caller, l) = managed(ctx, &name, version, "models remove")?;
-    let user = caller.user.clone();
     let mut out = Changed {
         model: l.record.id(),
         tag: None,
@@ -724,7 +723,7 @@ fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
         changed: !l.removed,
     };
     if !args.dry_run && out.changed {
-        let result = reg.remove(&name, version, &user);
+        let result = reg.remove(&name, version, &caller);
         let mut rec = AuditRecord::new(
             "models remove",
             None,
@@ -782,7 +781,13 @@ fn gc(ctx: &mut Context, args: &GcArgs) -> Result<i32> {
         ));
     }
     let reg = open(ctx)?;
-    let result = registry::gc::run(&reg, keep_removed, keep_unnamed, args.dry_run);
+    let result = registry::gc::run(
+        &reg,
+        &Caller::current(),
+        keep_removed,
+        keep_unnamed,
+        args.dry_run,
+    );
     if !args.dry_run {
         let mut rec = AuditRecord::new(
             "models gc",
@@ -867,6 +872,9 @@ fn gc(ctx: &mut Context, args: &GcArgs) -> Result<i32> {
             "not valid, left alone: {}",
             crate::text::shown(p, crate::text::PATH_CHARS)
         ));
+    }
+    for n in &o.notes {
+        ctx.printer.note(n.clone());
     }
     for e in &o.errors {
         ctx.printer.warn(e);

@@ -12,7 +12,9 @@
 //! only when a version's answer depends on it (a public version or one's own
 //! never costs a call).
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use super::record::ModelRecord;
 use crate::slurm::accounts::{AdminLevel, Membership};
@@ -25,12 +27,19 @@ pub enum Right {
     Manage,
 }
 
+/// Another user's accounts (`Err`: accounting does not answer).
+type OthersLookup = dyn Fn(&str) -> Result<Membership, String>;
+
 /// The user asking, and their accounts (looked up at most once).
 pub struct Caller {
     pub user: String,
     pub root: bool,
     lookup: Box<dyn Fn() -> Result<Membership, String>>,
     membership: OnceCell<Result<Membership, String>>,
+    /// Another user's accounts (the writers of tag and removal records).
+    others: Rc<OthersLookup>,
+    /// Those other users, each looked up at most once.
+    writers: RefCell<BTreeMap<String, Rc<Caller>>>,
 }
 
 impl std::fmt::Debug for Caller {
@@ -55,7 +64,19 @@ impl Caller {
             root,
             lookup: Box::new(lookup),
             membership: OnceCell::new(),
+            others: Rc::new(|_| Err("other users' accounts are not looked up here".into())),
+            writers: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// The caller, with `others` giving another user's accounts (asked at
+    /// most once per user, and only when an answer depends on it).
+    pub fn with_others(
+        mut self,
+        others: impl Fn(&str) -> Result<Membership, String> + 'static,
+    ) -> Caller {
+        self.others = Rc::new(others);
+        self
     }
 
     /// The user running this process; accounts from `sacctmgr`.
@@ -66,6 +87,35 @@ impl Caller {
             crate::slurm::accounts::membership(&crate::slurm::Slurm::from_env(), &asked)
                 .map_err(|e| format!("{e:#}"))
         })
+        .with_others(|other| {
+            crate::slurm::accounts::membership(&crate::slurm::Slurm::from_env(), other)
+                .map_err(|e| format!("{e:#}"))
+        })
+    }
+
+    /// Whether `writer` (the owner of a tag or removal record's file, or on
+    /// S3 the user it names) may tag or remove `r`: the same rule as for
+    /// the caller (`check` with `Right::Manage`), asked of `writer`'s
+    /// accounts. Root and the publisher need no lookup; another user's
+    /// accounts are looked up once. `Err` says why the record is not obeyed.
+    pub fn may_manage_as(&self, writer: &str, r: &ModelRecord) -> Result<(), String> {
+        if writer == "root" || writer == r.user {
+            return Ok(());
+        }
+        let who = if writer == self.user && !self.root {
+            return self.check(r, Right::Manage).map(|_| ());
+        } else {
+            let mut writers = self.writers.borrow_mut();
+            writers
+                .entry(writer.to_string())
+                .or_insert_with(|| {
+                    let others = self.others.clone();
+                    let asked = writer.to_string();
+                    Rc::new(Caller::new(writer, false, move || others(&asked)))
+                })
+                .clone()
+        };
+        who.check(r, Right::Manage).map(|_| ())
     }
 
     /// The caller's membership, or why it is not known.

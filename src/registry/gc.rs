@@ -20,8 +20,10 @@ use anyhow::Result;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
-use super::record::{ModelRecord, Removal, TagMove, MAX_RECORD};
-use super::store::Registry;
+use super::access::Caller;
+use super::names::{check_name, check_tag};
+use super::record::{ModelRecord, Removal, TagMove, FORMAT, MAX_RECORD};
+use super::store::{number, Registry};
 
 /// Records read at once.
 const READ_CONCURRENCY: usize = 32;
@@ -91,6 +93,15 @@ pub struct Inventory {
     pub removals: Vec<RemovalObj>,
     pub tags: Vec<TagObj>,
     pub blobs: Vec<BlobObj>,
+    /// Entries the listing skipped (links, never followed; names that are
+    /// not UTF-8 or not valid; directories that cannot be read), escaped.
+    pub problems: Vec<String>,
+    /// Directories under `models/` that could not be read: a record there
+    /// may name any blob, so no blob is deleted.
+    pub models_unread: Vec<String>,
+    /// What could not be looked at, in words (`blobs/sha256` is not
+    /// listable by other users than root).
+    pub notes: Vec<String>,
 }
 
 /// A version to delete (or deleted).
@@ -146,6 +157,8 @@ pub struct Plan {
     pub problems: Vec<String>,
     /// Blobs a remaining version record names.
     pub blobs_in_use: usize,
+    /// What could not be looked at (`Inventory::notes`).
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -166,6 +179,8 @@ pub struct Outcome {
     pub kept: Vec<Kept>,
     pub problems: Vec<String>,
     pub blobs_in_use: usize,
+    /// What could not be looked at (a `blobs/sha256` that only root lists).
+    pub notes: Vec<String>,
     /// Bytes of everything deleted (or that would be).
     pub bytes_freed: u64,
     /// Deletions that failed (their objects are still there).
@@ -174,7 +189,11 @@ pub struct Outcome {
 
 /// Decide what to delete. Pure.
 pub fn plan(inv: &Inventory, p: &Policy) -> Plan {
-    let mut plan = Plan::default();
+    let mut plan = Plan {
+        problems: inv.problems.clone(),
+        notes: inv.notes.clone(),
+        ..Plan::default()
+    };
     let by_version: BTreeMap<(&str, u32), &VersionObj> = inv
         .versions
         .iter()
@@ -190,11 +209,14 @@ pub fn plan(inv: &Inventory, p: &Policy) -> Plan {
             plan.problems.push(e.clone());
         }
     }
-    // The move each tag is at now: the highest number (valid or not).
+    // The move each tag is at now: the highest number among the moves that
+    // are obeyed (valid, and written by someone who may tag the version),
+    // as `Registry::resolve` has it.
     let mut current: BTreeMap<(&str, &str), &TagObj> = BTreeMap::new();
     for t in &inv.tags {
         if let Err(e) = &t.version {
             plan.problems.push(e.clone());
+            continue;
         }
         let e = current.entry((&t.name, &t.tag)).or_insert(t);
         if t.seq > e.seq {
@@ -226,10 +248,7 @@ pub fn plan(inv: &Inventory, p: &Policy) -> Plan {
                 Ok(tv) if tv == r.version => reasons.push(format!(
                     "tag `{tag}` points at it; move the tag (`yolo-sched models tag {n}@N {tag}`)"
                 )),
-                Ok(_) => {}
-                Err(_) => reasons.push(format!(
-                    "the newest move of tag `{tag}` is not valid, so where the tag points is unknown"
-                )),
+                _ => {}
             }
         }
         // The later of the record's time and the store's: a remover's clock
@@ -289,6 +308,18 @@ pub fn plan(inv: &Inventory, p: &Policy) -> Plan {
         .flat_map(|v| v.blobs.iter().map(String::as_str))
         .collect();
     for b in &inv.blobs {
+        if !inv.models_unread.is_empty() && b.sha256.is_some() {
+            plan.kept.push(Kept {
+                kind: "blob",
+                what: b.key.clone(),
+                reason: format!(
+                    "part of models/ could not be read ({}), so a record there may name it",
+                    inv.models_unread.join(", ")
+                ),
+                until: None,
+            });
+            continue;
+        }
         let Some(sha) = &b.sha256 else {
             plan.kept.push(Kept {
                 kind: "object",
@@ -341,13 +372,6 @@ fn span(d: TimeDelta) -> String {
     }
 }
 
-fn number(file: &str) -> Option<u32> {
-    let n = file.strip_suffix(".json")?;
-    (n.len() == 8 && n.bytes().all(|c| c.is_ascii_digit()))
-        .then(|| n.parse().ok())
-        .flatten()
-}
-
 fn is_sha256(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
@@ -363,22 +387,53 @@ fn hex_words(bytes: &[u8]) -> BTreeSet<String> {
 
 /// Read every record and list every blob of `reg`. A record that vanished
 /// between the listing and its read is left out; a store error is `Err`.
-pub fn inventory(reg: &Registry) -> Result<Inventory> {
+/// Nothing is followed through a link (`Store::list_checked`). A tag move or
+/// a removal whose writer may not tag or remove the version it concerns
+/// (`Caller::may_manage_as`, the writer as `Registry::writer` knows it) is
+/// not valid, as `Registry::resolve` does not obey it.
+pub fn inventory(reg: &Registry, caller: &Caller) -> Result<Inventory> {
     let models = reg.key("models/");
     enum Kind {
         Version(String, u32),
         Tag(String, String, u32),
         Removal(String, u32),
     }
+    let shown = |k: &str| crate::text::shown(k, crate::text::PATH_CHARS);
+    let mut inv = Inventory::default();
+    let (objects, skipped) = reg.store().list_checked(&models)?;
+    for s in skipped {
+        if s.unread {
+            inv.models_unread.push(shown(&s.rel));
+        }
+        inv.problems
+            .push(format!("{}: {}; skipped", shown(&s.rel), s.why));
+    }
+    let mut bad = BTreeSet::new();
     let mut found = Vec::new();
-    for o in reg.store().list_meta(&models)? {
+    for o in objects {
         let Some(rest) = o.key.strip_prefix(&models) else {
             continue;
         };
         let parts: Vec<&str> = rest.split('/').collect();
+        if parts.first().is_some_and(|n| check_name(n).is_err()) {
+            bad.insert(format!(
+                "{}: not a valid model name; skipped",
+                shown(&format!("{models}{}", parts[0]))
+            ));
+            continue;
+        }
         let kind = match parts.as_slice() {
             [n, "versions", f] => number(f).map(|v| Kind::Version(n.to_string(), v)),
-            [n, "tags", t, f] => number(f).map(|s| Kind::Tag(n.to_string(), t.to_string(), s)),
+            [n, "tags", t, f] if check_tag(t).is_ok() => {
+                number(f).map(|s| Kind::Tag(n.to_string(), t.to_string(), s))
+            }
+            [n, "tags", t, _] => {
+                bad.insert(format!(
+                    "{}: not a valid tag; skipped",
+                    shown(&format!("{models}{n}/tags/{t}"))
+                ));
+                None
+            }
             [n, "removed", f] => number(f).map(|v| Kind::Removal(n.to_string(), v)),
             _ => None,
         };
@@ -386,15 +441,26 @@ pub fn inventory(reg: &Registry) -> Result<Inventory> {
             found.push((k, o));
         }
     }
+    inv.problems.extend(bad);
     let keys: Vec<String> = found.iter().map(|(_, o)| o.key.clone()).collect();
     let got = reg.store().get_many(&keys, MAX_RECORD, READ_CONCURRENCY);
-    let mut inv = Inventory::default();
+    let mut records: BTreeMap<(String, u32), ModelRecord> = BTreeMap::new();
+    let mut others = Vec::new();
     for ((kind, o), bytes) in found.into_iter().zip(got) {
         let Some(bytes) = bytes? else { continue };
         match kind {
             Kind::Version(name, version) => {
-                let (blobs, problem) = match ModelRecord::from_stored(&bytes, &name, version) {
-                    Ok(r) => (r.files.into_iter().map(|f| f.sha256).collect(), None),
+                let checked = ModelRecord::from_stored(&bytes, &name, version).and_then(|r| {
+                    reg.writer(&o.key, &r.user, "published it")
+                        .map(|_| r)
+                        .map_err(|e| format!("record {name}@{version} {e}; it is not used"))
+                });
+                let (blobs, problem) = match checked {
+                    Ok(r) => {
+                        let blobs = r.files.iter().map(|f| f.sha256.clone()).collect();
+                        records.insert((name.clone(), version), r);
+                        (blobs, None)
+                    }
                     Err(e) => (hex_words(&bytes), Some(e)),
                 };
                 inv.versions.push(VersionObj {
@@ -406,9 +472,29 @@ pub fn inventory(reg: &Registry) -> Result<Inventory> {
                     problem,
                 });
             }
+            other => others.push((other, o, bytes)),
+        }
+    }
+    // Whether the writer of the record at `key` (naming `claimed`) may tag
+    // or remove `name@v`; a version collected already (no record) cannot be
+    // asked, and its moves and tombstone only ever delay gc.
+    let allowed = |key: &str, claimed: &str, name: &str, v: u32| -> Result<(), String> {
+        let Some(r) = records.get(&(name.to_string(), v)) else {
+            return Ok(());
+        };
+        reg.writer(key, claimed, "wrote it")
+            .and_then(|w| caller.may_manage_as(&w, r))
+    };
+    for (kind, o, bytes) in others {
+        match kind {
+            Kind::Version(..) => {}
             Kind::Removal(name, version) => {
                 let time = match serde_json::from_slice::<Removal>(&bytes) {
-                    Ok(r) if r.name == name && r.version == version => Ok(r.time),
+                    Ok(r) if r.format == FORMAT && r.name == name && r.version == version => {
+                        allowed(&o.key, &r.user, &name, version)
+                            .map(|()| r.time)
+                            .map_err(|e| format!("the removal record of {name}@{version}: {e}; it is not obeyed"))
+                    }
                     Ok(_) => Err(format!(
                         "removal record stored as {name}@{version} names another version; it is not used"
                     )),
@@ -426,7 +512,15 @@ pub fn inventory(reg: &Registry) -> Result<Inventory> {
             }
             Kind::Tag(name, tag, seq) => {
                 let version = match serde_json::from_slice::<TagMove>(&bytes) {
-                    Ok(t) if t.name == name && t.tag == tag && t.seq == seq => Ok(t.version),
+                    Ok(t)
+                        if t.format == FORMAT && t.name == name && t.tag == tag && t.seq == seq =>
+                    {
+                        allowed(&o.key, &t.user, &name, t.version)
+                            .map(|()| t.version)
+                            .map_err(|e| {
+                                format!("tag move {name}@{tag} #{seq}: {e}; it is not obeyed")
+                            })
+                    }
                     Ok(_) => Err(format!(
                         "tag record stored as {name}@{tag} #{seq} names another; it is not used"
                     )),
@@ -444,7 +538,20 @@ pub fn inventory(reg: &Registry) -> Result<Inventory> {
         }
     }
     let blobs = reg.key("blobs/");
-    for o in reg.store().list_meta(&blobs)? {
+    let (objects, skipped) = reg.store().list_checked(&blobs)?;
+    for s in skipped {
+        if s.unread {
+            inv.notes.push(format!(
+                "{} cannot be listed by you ({}): no blob is planned; root sees them (`sudo yolo-sched models gc --dry-run`)",
+                shown(&s.rel),
+                s.why
+            ));
+        } else {
+            inv.problems
+                .push(format!("{}: {}; skipped", shown(&s.rel), s.why));
+        }
+    }
+    for o in objects {
         let sha = o
             .key
             .strip_prefix(&blobs)
@@ -478,6 +585,7 @@ pub fn inventory(reg: &Registry) -> Result<Inventory> {
 /// shorter than that is safe only while nobody publishes.
 pub fn run(
     reg: &Registry,
+    caller: &Caller,
     keep_removed: TimeDelta,
     keep_unnamed: TimeDelta,
     dry_run: bool,
@@ -487,7 +595,7 @@ pub fn run(
         keep_unnamed,
         now,
     };
-    let first = plan(&inventory(reg)?, &policy(Utc::now()));
+    let first = plan(&inventory(reg, caller)?, &policy(Utc::now()));
     let mut out = Outcome {
         dry_run,
         ..Outcome::default()
@@ -500,6 +608,7 @@ pub fn run(
         out.kept = first.kept;
         out.problems = first.problems;
         out.blobs_in_use = first.blobs_in_use;
+        out.notes = first.notes;
         return Ok(out);
     }
     for m in first.tag_moves {
@@ -526,7 +635,7 @@ pub fn run(
         .into_iter()
         .filter(|k| k.kind == "version")
         .collect();
-    let second = match inventory(reg) {
+    let second = match inventory(reg, caller) {
         Ok(inv) => plan(&inv, &policy(Utc::now())),
         Err(e) => {
             out.errors.push(format!(
@@ -538,6 +647,7 @@ pub fn run(
     };
     out.problems = second.problems;
     out.blobs_in_use = second.blobs_in_use;
+    out.notes = second.notes;
     out.kept
         .extend(second.kept.into_iter().filter(|k| k.kind != "version"));
     for b in second.blobs {
@@ -650,6 +760,7 @@ mod tests {
             removals: vec![removal("m", 2, OLD)],
             tags: vec![],
             blobs: vec![blob('a', OLD), blob('b', OLD), blob('c', OLD)],
+            ..Inventory::default()
         };
         let p = plan(&inv, &policy());
         assert_eq!(models(&p), ["m@2"]);
@@ -702,6 +813,7 @@ mod tests {
                 tag("m", "staging", 3, 2),
             ],
             blobs: vec![blob('a', OLD), blob('b', OLD)],
+            ..Inventory::default()
         };
         let p = plan(&inv, &policy());
         assert_eq!(models(&p), ["m@1"]);
@@ -750,6 +862,7 @@ mod tests {
                 blob('c', OLD),
                 blob('d', OLD),
             ],
+            ..Inventory::default()
         };
         let p = plan(&inv, &policy());
         assert_eq!(models(&p), ["m@1"]);
@@ -763,7 +876,8 @@ mod tests {
             .collect();
         assert!(kept["m@2"].contains("version record is not valid"));
         assert!(kept["m@3"].contains("removal record is not valid"));
-        assert!(kept["n@1"].contains("tag `production` is not valid"));
+        // The move that is not valid is passed over: the tag is at n@1.
+        assert!(kept["n@1"].contains("tag `production` points at it"));
     }
 
     #[test]
@@ -806,6 +920,7 @@ mod tests {
             removals: vec![removal("m", 1, OLD)],
             tags: vec![tag("m", "production", 1, 1), tag("m", "production", 2, 2)],
             blobs: vec![blob('b', OLD)],
+            ..Inventory::default()
         };
         let p = plan(&inv, &policy());
         assert!(p.versions.is_empty() && p.kept.is_empty(), "{p:?}");

@@ -1,5 +1,6 @@
 //! The registry's objects, through `backup::Store` (the one object-store
-//! client: object_store's S3 client or its local store):
+//! client: object_store's S3 client, or `Store::local_shared` for `file://`,
+//! which follows no link at any step):
 //!
 //! - `blobs/sha256/<hex>`: each file once, under its SHA-256; written and
 //!   read back verified before any record names it.
@@ -7,9 +8,18 @@
 //!   `PutMode::Create` (S3 `If-None-Match: *`; the local store's hard link), then
 //!   read back: a publisher whose record is not there with its own
 //!   `publish_id` takes the next number. Two publishers never share a version.
-//! - `models/<name>/tags/<tag>/<NNNNNNNN>.json`: a tag's moves; the highest wins.
-//! - `models/<name>/removed/<NNNNNNNN>.json`: a removal.
+//! - `models/<name>/tags/<tag>/<NNNNNNNN>.json`: a tag's moves; the highest
+//!   that is obeyed wins (`Model`).
+//! - `models/<name>/removed/<NNNNNNNN>.json`: a removal, obeyed only when
+//!   its writer may remove the version (`Model`).
+//! - `index/records` (S3): the listing index, a cache whose entries are used
+//!   only when their MD5 is the listed ETag (`Registry::read_many`).
+//!
+//! What is not a valid entry (a link, a bad name, an unreadable directory, a
+//! record that does not parse or speaks for another user) is skipped and
+//! said in `problems`, never obeyed (docs/registry.md, "Threat model").
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,6 +27,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::access::{Caller, Right};
+use super::names::{check_name, check_tag};
 use super::names::{ModelRef, Selector};
 use super::record::{FileEntry, ModelRecord, Removal, TagMove, FORMAT, MAX_RECORD};
 use super::url::RegistryUrl;
@@ -38,6 +49,13 @@ const MAX_TRIES: u32 = 1000;
 pub const BLOB_REFRESH: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 /// Records read at once by `list`.
 const LIST_CONCURRENCY: usize = 32;
+/// The listing index of an S3 registry (`Registry::read_many`): records'
+/// bytes, each used only when its MD5 is the ETag the listing gives.
+const LISTING_INDEX: &str = "index/records";
+/// The largest listing index read.
+const MAX_INDEX: u64 = 256 << 20;
+/// Fewer records than this are read one by one (no index).
+const INDEX_FROM: usize = 64;
 
 /// An open registry.
 #[derive(Debug, Clone)]
@@ -53,8 +71,18 @@ pub struct Registry {
 #[derive(Debug, Default)]
 pub struct Index {
     pub versions: BTreeMap<String, BTreeSet<u32>>,
-    pub tags: BTreeMap<String, BTreeMap<String, u32>>,
+    /// Each tag's moves (their numbers).
+    pub tags: BTreeMap<String, BTreeMap<String, BTreeSet<u32>>>,
+    /// The versions a removal record is there for (obeyed only once checked:
+    /// `Model::removed`).
     pub removed: BTreeMap<String, BTreeSet<u32>>,
+    /// Entries the listing skipped (a link, a name that is not UTF-8 or not
+    /// a valid model name or tag, a directory that cannot be read), escaped.
+    pub problems: Vec<String>,
+    /// Each record key's ETag, as S3's listing gives it.
+    pub etags: BTreeMap<String, String>,
+    /// The key prefix listed.
+    pub prefix: String,
 }
 
 /// What `list` found.
@@ -69,6 +97,15 @@ pub struct Listing {
 }
 
 impl Index {
+    /// The highest move number of `name`'s tag `tag` (0: none).
+    pub fn last_move(&self, name: &str, tag: &str) -> u32 {
+        self.tags
+            .get(name)
+            .and_then(|t| t.get(tag))
+            .and_then(|s| s.last().copied())
+            .unwrap_or(0)
+    }
+
     /// Whether `name@v` was garbage-collected: its removal record is there
     /// (kept by `gc` as a tombstone), its version record is not.
     pub fn collected(&self, name: &str, v: u32) -> bool {
@@ -85,11 +122,27 @@ pub struct Listed {
     pub removed: bool,
 }
 
-fn number(file: &str) -> Option<u32> {
+/// The number of a record's file name: `NNNNNNNN.json`, at least 8 digits
+/// as `{n:08}` writes them (so a number past 99999999 is still seen: one
+/// planted there must not hide every later record).
+pub(super) fn number(file: &str) -> Option<u32> {
     let n = file.strip_suffix(".json")?;
-    (n.len() == 8 && n.chars().all(|c| c.is_ascii_digit()))
+    let v: u32 = n
+        .bytes()
+        .all(|c| c.is_ascii_digit())
         .then(|| n.parse().ok())
-        .flatten()
+        .flatten()?;
+    (format!("{v:08}") == n).then_some(v)
+}
+
+/// The numbers a new record may take after `last`, or why none is left.
+fn next_numbers(last: u32, what: &str) -> Result<std::ops::Range<u32>> {
+    match last.checked_add(MAX_TRIES + 1) {
+        Some(end) => Ok(last + 1..end),
+        None => bail!(
+            "no number is left for {what}: a record numbered {last} is there (`yolo-sched models list --all` names it under `problems` when it is not valid); an administrator deletes it"
+        ),
+    }
 }
 
 impl Registry {
@@ -117,7 +170,7 @@ impl Registry {
                     )));
                 }
                 Ok(Registry {
-                    store: Store::local(dir)?,
+                    store: Store::local_shared(dir, super::unix::dir_mode)?,
                     base: String::new(),
                     url: url.to_string(),
                 })
@@ -146,19 +199,42 @@ impl Registry {
         self.key(&format!("models/{name}/versions/{v:08}.json"))
     }
 
-    /// One listing of the records (of `name`, or of every model).
+    /// One listing of the records (of `name`, or of every model). What is
+    /// not a valid entry (a link, which is never followed; a name that is
+    /// not UTF-8, not a valid model name or tag; a directory that cannot be
+    /// read) is skipped and said, escaped, in `problems`.
     pub fn index(&self, name: Option<&str>) -> Result<Index> {
         let prefix = match name {
             Some(n) => self.key(&format!("models/{n}/")),
             None => self.key("models/"),
         };
         let models = self.key("models/");
-        let mut idx = Index::default();
-        for key in self.store.list(&prefix)? {
-            let Some(rest) = key.strip_prefix(&models) else {
+        let mut idx = Index {
+            prefix: prefix.clone(),
+            ..Index::default()
+        };
+        let (objects, skipped) = self.store.list_checked(&prefix)?;
+        let shown = |k: &str| crate::text::shown(k, crate::text::PATH_CHARS);
+        for s in skipped {
+            idx.problems
+                .push(format!("{}: {}; skipped", shown(&s.rel), s.why));
+        }
+        let mut bad = BTreeSet::new();
+        for o in objects {
+            let Some(rest) = o.key.strip_prefix(&models) else {
                 continue;
             };
+            if let Some(tag) = &o.e_tag {
+                idx.etags.insert(o.key.clone(), tag.clone());
+            }
             let parts: Vec<&str> = rest.split('/').collect();
+            if let Some(n) = parts.first().filter(|n| check_name(n).is_err()) {
+                bad.insert(format!(
+                    "{}: not a valid model name; skipped",
+                    shown(&format!("{models}{n}"))
+                ));
+                continue;
+            }
             match parts.as_slice() {
                 [n, "versions", f] => {
                     if let Some(v) = number(f) {
@@ -166,14 +242,18 @@ impl Registry {
                     }
                 }
                 [n, "tags", t, f] => {
-                    if let Some(seq) = number(f) {
-                        let e = idx
-                            .tags
+                    if check_tag(t).is_err() {
+                        bad.insert(format!(
+                            "{}: not a valid tag; skipped",
+                            shown(&format!("{models}{n}/tags/{t}"))
+                        ));
+                    } else if let Some(seq) = number(f) {
+                        idx.tags
                             .entry(n.to_string())
                             .or_default()
                             .entry(t.to_string())
-                            .or_default();
-                        *e = (*e).max(seq);
+                            .or_default()
+                            .insert(seq);
                     }
                 }
                 [n, "removed", f] => {
@@ -184,6 +264,7 @@ impl Registry {
                 _ => {}
             }
         }
+        idx.problems.extend(bad);
         Ok(idx)
     }
 
@@ -207,81 +288,189 @@ impl Registry {
     /// could write in a shared directory must not speak for another user.
     fn parse_record(&self, key: &str, bytes: &[u8], name: &str, v: u32) -> Result<ModelRecord> {
         let r = ModelRecord::from_stored(bytes, name, v).map_err(|e| anyhow!(e))?;
-        if let Some(owner) = self
-            .store
-            .local_path(key)
-            .and_then(|p| super::unix::owner_of(&p))
-        {
-            if owner != r.user && owner != "root" {
-                bail!(
-                    "record {name}@{v} says {} published it, but its file belongs to {}; it is not used",
-                    crate::text::echo(&r.user),
-                    crate::text::echo(&owner)
-                );
-            }
-        }
+        self.writer(key, &r.user, "published it")
+            .map_err(|e| anyhow!("record {name}@{v} {e}; it is not used"))?;
         Ok(r)
     }
 
+    /// Who wrote the record at `key`, which names `claimed` as its writer:
+    /// on `file://` its file's owner, who must be `claimed` or root; on S3
+    /// `claimed` itself, which nothing can check (docs/registry.md, "Threat
+    /// model").
+    /// `did` is what the record says its writer did (`published it`).
+    pub(super) fn writer(&self, key: &str, claimed: &str, did: &str) -> Result<String, String> {
+        let Some(root) = self.local_root() else {
+            return Ok(claimed.to_string());
+        };
+        let owner = super::unix::owner_of(&root, key)
+            .ok_or_else(|| "the owner of its file cannot be read".to_string())?;
+        if owner == claimed || owner == "root" {
+            Ok(owner)
+        } else {
+            Err(format!(
+                "says {} {did}, but its file belongs to {}",
+                crate::text::echo(claimed),
+                crate::text::echo(&owner)
+            ))
+        }
+    }
+
+    /// A version record fetched (`fetched`), judged without regard to who
+    /// asks; `Err` only when the store failed.
+    fn fetched(&self, name: &str, v: u32, fetched: Result<Option<Vec<u8>>>) -> Result<Judged> {
+        let key = self.version_key(name, v);
+        match fetched {
+            Ok(None) => Ok(Judged::Missing),
+            Ok(Some(b)) => Ok(match self.parse_record(&key, &b, name, v) {
+                Ok(r) => Judged::Valid(Box::new(r)),
+                Err(e) => Judged::Invalid(format!("{e:#}")),
+            }),
+            Err(e) if is_denied(&e) => Ok(Judged::Denied(format!("{e:#}"))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The tag move stored at `name`'s `tag` #`seq` if it is valid and the
+    /// one its key names; `Ok(None)` when there is none.
     fn tag_move(&self, name: &str, tag: &str, seq: u32) -> Result<Option<TagMove>> {
-        let key = self.key(&format!("models/{name}/tags/{tag}/{seq:08}.json"));
+        let key = self.tag_key(name, tag, seq);
         let Some(bytes) = self.store.get_bytes(&key, MAX_RECORD)? else {
             return Ok(None);
         };
-        let t: TagMove = serde_json::from_slice(&bytes)
-            .map_err(|e| anyhow!("tag record {name}@{tag} #{seq} is not valid: {e}"))?;
-        if t.name != name || t.tag != tag || t.seq != seq {
-            bail!("tag record stored as {name}@{tag} #{seq} names another; it is not used");
-        }
-        Ok(Some(t))
+        parse_tag_move(&bytes, name, tag, seq).map(Some)
     }
 
-    /// Each tag of `name` and the version it points at now.
-    pub fn tags(&self, idx: &Index, name: &str) -> Result<BTreeMap<String, u32>> {
-        let mut out = BTreeMap::new();
-        for (tag, seq) in idx.tags.get(name).into_iter().flatten() {
-            if let Some(t) = self.tag_move(name, tag, *seq)? {
-                out.insert(tag.clone(), t.version);
+    fn tag_key(&self, name: &str, tag: &str, seq: u32) -> String {
+        self.key(&format!("models/{name}/tags/{tag}/{seq:08}.json"))
+    }
+
+    fn removal_key(&self, name: &str, v: u32) -> String {
+        self.key(&format!("models/{name}/removed/{v:08}.json"))
+    }
+
+    /// The records at `keys` (each as `Store::get_bytes` gives it), in
+    /// order. On S3, a listing of many records first reads the listing
+    /// index (`index/records.json`, one object): a record's bytes there are
+    /// used only when their MD5 is the ETag the listing (`etags`) gives for
+    /// its key, i.e. when they are the bytes the store holds; the rest are
+    /// read, in parallel, and the index is written again with what the
+    /// listing vouches for (best effort: a user who may not write it only
+    /// reads more). The index is a cache anyone with the key could write;
+    /// what it says is never taken on its word. Keys under `scope` that the
+    /// new index does not hold are dropped from it.
+    pub(super) fn read_many(
+        &self,
+        keys: &[String],
+        etags: &BTreeMap<String, String>,
+        scope: &str,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        if self.local_root().is_some() || keys.len() < INDEX_FROM {
+            return self.store.get_many(keys, MAX_RECORD, LIST_CONCURRENCY);
+        }
+        let index_key = self.key(LISTING_INDEX);
+        let mut index = self
+            .store
+            .get_bytes(&index_key, MAX_INDEX)
+            .ok()
+            .flatten()
+            .map(|b| parse_index(&b))
+            .unwrap_or_default();
+        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = keys
+            .iter()
+            .map(|k| {
+                let bytes = index.get(k)?;
+                let tag = etags.get(k)?;
+                etag_is_md5_of(tag, bytes).then(|| Ok(Some(bytes.clone())))
+            })
+            .collect();
+        let missing: Vec<usize> = (0..keys.len()).filter(|i| out[*i].is_none()).collect();
+        if missing.is_empty() {
+            return out.into_iter().flatten().collect();
+        }
+        let wanted: Vec<String> = missing.iter().map(|i| keys[*i].clone()).collect();
+        let got = self.store.get_many(&wanted, MAX_RECORD, LIST_CONCURRENCY);
+        for (i, r) in missing.into_iter().zip(got) {
+            out[i] = Some(r);
+        }
+        index.retain(|k, _| !k.starts_with(scope));
+        for (k, r) in keys.iter().zip(&out) {
+            if let (Some(Ok(Some(bytes))), Some(tag)) = (r, etags.get(k)) {
+                if etag_is_md5_of(tag, bytes) && !k.contains(['\t', '\n']) {
+                    index.insert(k.clone(), bytes.clone());
+                }
             }
         }
-        Ok(out)
+        let _ = self.store.put_bytes(&index_key, render_index(&index));
+        out.into_iter().flatten().collect()
+    }
+
+    /// Each tag of `name` and the version it points at now (`Model::tags`).
+    pub fn tags(&self, idx: &Index, name: &str, caller: &Caller) -> BTreeMap<String, u32> {
+        Model::new(self, name, idx, caller).tags()
     }
 
     /// Every version (of `name`, or of all models) that `caller` may read,
-    /// with its tags, oldest first; records that are not valid are left out
-    /// and said in `problems`, those the caller may not read are counted.
+    /// with its tags, oldest first; records that are not valid (and tag
+    /// moves and removals not obeyed) are left out and said in `problems`,
+    /// those the caller may not read are counted.
     pub fn list(&self, name: Option<&str>, caller: &Caller) -> Result<Listing> {
         let idx = self.index(name)?;
-        let mut out = Listing::default();
+        let mut out = Listing {
+            problems: idx.problems.clone(),
+            ..Listing::default()
+        };
+        // Every record a listing usually needs, read at once: the versions,
+        // each tag's newest move, the removals.
+        let mut keys: Vec<(&str, String)> = Vec::new();
         for (n, versions) in &idx.versions {
-            let tags = self.tags(&idx, n)?;
-            let removed = idx.removed.get(n);
-            let keys: Vec<String> = versions.iter().map(|v| self.version_key(n, *v)).collect();
-            let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
-            for (v, bytes) in versions.iter().zip(got) {
-                let key = self.version_key(n, *v);
-                let record = bytes.and_then(|b| match b {
-                    None => Ok(None),
-                    Some(b) => self.parse_record(&key, &b, n, *v).map(Some),
-                });
-                match record {
-                    Ok(Some(record)) if caller.check(&record, Right::Read).is_err() => {
+            keys.extend(
+                versions
+                    .iter()
+                    .map(|v| (n.as_str(), self.version_key(n, *v))),
+            );
+            for (tag, seqs) in idx.tags.get(n).into_iter().flatten() {
+                keys.extend(seqs.last().map(|s| (n.as_str(), self.tag_key(n, tag, *s))));
+            }
+            for v in idx.removed.get(n).into_iter().flatten() {
+                keys.push((n.as_str(), self.removal_key(n, *v)));
+            }
+        }
+        let plain: Vec<String> = keys.iter().map(|(_, k)| k.clone()).collect();
+        let mut read: BTreeMap<&str, Fetched> = BTreeMap::new();
+        for ((n, k), got) in keys
+            .into_iter()
+            .zip(self.read_many(&plain, &idx.etags, &idx.prefix))
+        {
+            read.entry(n).or_default().insert(k, got);
+        }
+        for (n, versions) in &idx.versions {
+            let m = Model::new(self, n, &idx, caller);
+            *m.prefetched.borrow_mut() = read.remove(n.as_str()).unwrap_or_default();
+            for v in versions {
+                let got = m.get(&self.version_key(n, *v));
+                m.remember(*v, self.fetched(n, *v, got)?);
+            }
+            let tags = m.tags();
+            for v in versions {
+                match m.version(*v)? {
+                    Judged::Valid(record) if caller.check(&record, Right::Read).is_err() => {
                         out.hidden += 1;
                     }
-                    Ok(Some(record)) => out.versions.push(Listed {
+                    Judged::Valid(record) => out.versions.push(Listed {
                         tags: tags
                             .iter()
                             .filter(|(_, tv)| *tv == v)
                             .map(|(t, _)| t.clone())
                             .collect(),
-                        removed: removed.is_some_and(|r| r.contains(v)),
-                        record,
+                        removed: m.removed(*v)?,
+                        record: *record,
                     }),
-                    Ok(None) => {}
-                    Err(e) if is_denied(&e) => out.hidden += 1,
-                    Err(e) => out.problems.push(format!("{e:#}")),
+                    Judged::Missing => {}
+                    Judged::Denied(_) => out.hidden += 1,
+                    Judged::Invalid(e) => out.problems.push(e),
                 }
             }
+            out.problems.extend(m.problems.into_inner());
         }
         Ok(out)
     }
@@ -338,16 +527,18 @@ impl Registry {
                 crate::suggest::did_you_mean(&r.name, names.iter().map(String::as_str)),
             )));
         };
-        let removed = idx.removed.get(&r.name).cloned().unwrap_or_default();
-        let tags = self.tags(&idx, &r.name)?;
-        let listed = |record: ModelRecord| Listed {
-            tags: tags
-                .iter()
-                .filter(|(_, tv)| **tv == record.version)
-                .map(|(t, _)| t.clone())
-                .collect(),
-            removed: removed.contains(&record.version),
-            record,
+        let m = Model::new(self, &r.name, &idx, caller);
+        let listed = |record: ModelRecord| -> Result<Listed> {
+            Ok(Listed {
+                tags: m
+                    .tags()
+                    .into_iter()
+                    .filter(|(_, tv)| *tv == record.version)
+                    .map(|(t, _)| t)
+                    .collect(),
+                removed: m.removed(record.version)?,
+                record,
+            })
         };
         let v = match &r.selector {
             Selector::Version(v) => {
@@ -360,30 +551,31 @@ impl Registry {
                 }
                 *v
             }
-            Selector::Tag(t) => *tags.get(t).ok_or_else(|| {
-                invalid(format!(
-                    "model `{}` has no tag `{t}`{}{}",
-                    r.name,
-                    crate::suggest::did_you_mean(t, tags.keys().map(String::as_str)),
-                    if tags.is_empty() {
-                        "; it has no tags".to_string()
-                    } else {
-                        format!(
-                            "; its tags are {}",
-                            crate::suggest::ticked_list(tags.keys().map(String::as_str))
-                        )
-                    }
-                ))
-            })?,
+            Selector::Tag(t) => {
+                let tags = m.tags();
+                *tags.get(t).ok_or_else(|| {
+                    invalid(format!(
+                        "model `{}` has no tag `{t}`{}{}",
+                        r.name,
+                        crate::suggest::did_you_mean(t, tags.keys().map(String::as_str)),
+                        if tags.is_empty() {
+                            "; it has no tags".to_string()
+                        } else {
+                            format!(
+                                "; its tags are {}",
+                                crate::suggest::ticked_list(tags.keys().map(String::as_str))
+                            )
+                        }
+                    ))
+                })?
+            }
             Selector::Latest => {
                 // Newest first: the usual answer costs one record read; an
-                // outsider's search goes on in concurrent batches.
-                let candidates: Vec<u32> = versions
-                    .iter()
-                    .rev()
-                    .filter(|v| !removed.contains(v))
-                    .copied()
-                    .collect();
+                // outsider's search goes on in concurrent batches. A record
+                // that is not valid (or another user's, on `file://`) is
+                // skipped, as `list` skips it; so is a version whose removal
+                // record is obeyed.
+                let candidates: Vec<u32> = versions.iter().rev().copied().collect();
                 let mut first_refusal = None;
                 let (mut start, mut batch) = (0, 1);
                 while start < candidates.len() {
@@ -394,11 +586,28 @@ impl Registry {
                         .collect();
                     let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
                     for (v, fetched) in chunk.iter().zip(got) {
-                        match self.judge(&r.name, *v, fetched, caller)? {
-                            Ok(record) => return Ok(listed(record)),
-                            Err(refusal) => {
-                                first_refusal.get_or_insert(refusal);
+                        m.remember(*v, self.fetched(&r.name, *v, fetched)?);
+                    }
+                    for v in chunk {
+                        let judged = m.version(*v)?;
+                        if matches!(judged, Judged::Denied(_)) && idx.is_removed(&r.name, *v) {
+                            continue;
+                        }
+                        if m.removed(*v)? {
+                            continue;
+                        }
+                        match judged {
+                            Judged::Valid(record) => match caller.check(&record, Right::Read) {
+                                Ok(_) => return listed(*record),
+                                Err(refusal) => {
+                                    let hint = caller.hint(&record, Right::Read);
+                                    first_refusal.get_or_insert((refusal, hint));
+                                }
+                            },
+                            Judged::Denied(e) => {
+                                first_refusal.get_or_insert(denied_refusal(&r.name, *v, &e));
                             }
+                            Judged::Invalid(_) | Judged::Missing => {}
                         }
                     }
                     start += chunk.len();
@@ -413,7 +622,7 @@ impl Registry {
                         refusal.1,
                     ),
                     None => invalid(format!(
-                        "every version of model `{}` is removed; name one by number (`{}@{}`)",
+                        "every version of model `{}` is removed or not valid (`yolo-sched models list --all` shows them and the problems); name one by number (`{}@{}`)",
                         r.name,
                         r.name,
                         versions.last().copied().unwrap_or(1)
@@ -421,57 +630,26 @@ impl Registry {
                 });
             }
         };
-        if matches!(r.selector, Selector::Tag(_)) && removed.contains(&v) {
+        if matches!(r.selector, Selector::Tag(_)) && m.removed(v)? {
             return Err(invalid(format!(
                 "tag `{r}` points at version {v}, which is removed; move the tag (`yolo-sched models tag`)"
             )));
         }
-        match self.readable(&r.name, v, caller)? {
-            Ok(record) => Ok(listed(record)),
-            Err((refusal, hint)) => Err(with_hint(invalid(refusal), hint)),
-        }
-    }
-
-    /// Version `v` of `name` if `caller` may read it, else the refusal and
-    /// its hint. A record the file system does not let the caller read (a
-    /// `file://` registry's account group) is a refusal too.
-    fn readable(
-        &self,
-        name: &str,
-        v: u32,
-        caller: &Caller,
-    ) -> Result<std::result::Result<ModelRecord, (String, String)>> {
-        let fetched = self.store.get_bytes(&self.version_key(name, v), MAX_RECORD);
-        self.judge(name, v, fetched, caller)
-    }
-
-    /// `readable` of a record already fetched.
-    fn judge(
-        &self,
-        name: &str,
-        v: u32,
-        fetched: Result<Option<Vec<u8>>>,
-        caller: &Caller,
-    ) -> Result<std::result::Result<ModelRecord, (String, String)>> {
-        let key = self.version_key(name, v);
-        let record = match fetched.and_then(|b| match b {
-            Some(b) => self.parse_record(&key, &b, name, v).map(Some),
-            None => Ok(None),
-        }) {
-            Ok(Some(record)) => record,
-            Ok(None) => bail!("record {name}@{v} vanished while being read"),
-            Err(e) if is_denied(&e) => {
-                return Ok(Err((
-                    format!("{name}@{v}: the registry's file system does not let you read its record ({e:#})"),
-                    "a `file://` registry keeps a private version to the Unix group named as its account; if Slurm's accounts let you read it, ask an administrator to add you to that group (docs/registry.md)".to_string(),
-                )))
+        match m.version(v)? {
+            Judged::Valid(record) => match caller.check(&record, Right::Read) {
+                Ok(_) => listed(*record),
+                Err(refusal) => Err(with_hint(
+                    invalid(refusal),
+                    caller.hint(&record, Right::Read),
+                )),
+            },
+            Judged::Denied(e) => {
+                let (refusal, hint) = denied_refusal(&r.name, v, &e);
+                Err(with_hint(invalid(refusal), hint))
             }
-            Err(e) => return Err(e),
-        };
-        Ok(match caller.check(&record, Right::Read) {
-            Ok(_) => Ok(record),
-            Err(refusal) => Err((refusal, caller.hint(&record, Right::Read))),
-        })
+            Judged::Invalid(e) => Err(anyhow!(e)),
+            Judged::Missing => bail!("record {}@{v} vanished while being read", r.name),
+        }
     }
 
     /// Store the local file `path` (SHA-256 `sha`, `size` bytes) as a blob,
@@ -489,7 +667,6 @@ impl Registry {
                 return Ok(());
             }
         }
-        self.ensure_parents(&key)?;
         self.store
             .put_snapshot(path, size, sha, &key)
             .map_err(|e| match e {
@@ -498,11 +675,7 @@ impl Registry {
                     "the blob stored at {key} reads back as SHA-256 {stored}, not {sent}; it was deleted"
                 ),
                 PutError::Changed => anyhow!("{} changed while it was uploaded", path.display()),
-            })?;
-        match self.store.local_path(&key) {
-            Some(p) => super::unix::open_blob(&p),
-            None => Ok(()),
-        }
+            })
     }
 
     /// Whether every file `r` names is there as a blob of the right size.
@@ -541,8 +714,8 @@ impl Registry {
                 .and_then(|v| v.last().copied())
                 .unwrap_or(0)
         };
-        let first = last(&idx.versions).max(last(&idx.removed)) + 1;
-        for next in first..first + MAX_TRIES {
+        let last = last(&idx.versions).max(last(&idx.removed));
+        for next in next_numbers(last, &format!("a version of `{}`", draft.name))? {
             draft.version = next;
             let key = self.version_key(&draft.name, next);
             let bytes = serde_json::to_vec_pretty(&draft)?;
@@ -561,15 +734,6 @@ impl Registry {
         )
     }
 
-    /// For a `file://` registry, make `key`'s missing directories with the
-    /// registry's modes (`unix::ensure_parents`).
-    fn ensure_parents(&self, key: &str) -> Result<()> {
-        match (&self.local_root(), self.store.local_path(key)) {
-            (Some(root), Some(_)) => super::unix::ensure_parents(root, key),
-            _ => Ok(()),
-        }
-    }
-
     /// The registry's directory when it is `file://`.
     fn local_root(&self) -> Option<PathBuf> {
         self.store.local_path("")
@@ -579,11 +743,10 @@ impl Registry {
     /// record gets its account's group and mode before it has its name
     /// (`unix::create_record`): never readable by others meanwhile.
     fn put_record(&self, key: &str, bytes: Vec<u8>, r: &ModelRecord) -> Result<bool> {
-        let Some(path) = self.store.local_path(key) else {
+        let Some(root) = self.local_root() else {
             return self.store.put_new(key, bytes);
         };
-        self.ensure_parents(key)?;
-        super::unix::create_record(&path, &bytes, r.account.as_deref(), r.public)
+        super::unix::create_record(&root, key, &bytes, r.account.as_deref(), r.public)
     }
 
     /// What a `file://` registry's file system will not enforce for `r`
@@ -603,24 +766,18 @@ impl Registry {
     }
 
     /// Point `tag` of `name` at `version` (which must exist and not be removed).
-    pub fn tag(&self, name: &str, version: u32, tag: &str, user: &str) -> Result<TagMove> {
+    pub fn tag(&self, name: &str, version: u32, tag: &str, caller: &Caller) -> Result<TagMove> {
+        let user = caller.user.as_str();
         let idx = self.index(Some(name))?;
         if !idx.versions.get(name).is_some_and(|v| v.contains(&version)) {
             return Err(invalid(format!("model `{name}` has no version {version}")));
         }
-        if idx.removed.get(name).is_some_and(|r| r.contains(&version)) {
+        if Model::new(self, name, &idx, caller).removed(version)? {
             return Err(invalid(format!(
                 "{name}@{version} is removed; tag another version"
             )));
         }
-        let first = idx
-            .tags
-            .get(name)
-            .and_then(|t| t.get(tag))
-            .copied()
-            .unwrap_or(0)
-            + 1;
-        for seq in first..first + MAX_TRIES {
+        for seq in next_numbers(idx.last_move(name, tag), &format!("a move of tag `{tag}`"))? {
             let t = TagMove {
                 format: FORMAT,
                 name: name.to_string(),
@@ -631,7 +788,6 @@ impl Registry {
                 time: chrono::Utc::now(),
             };
             let key = self.key(&format!("models/{name}/tags/{tag}/{seq:08}.json"));
-            self.ensure_parents(&key)?;
             if self.store.put_new(&key, serde_json::to_vec_pretty(&t)?)?
                 && self.tag_move(name, tag, seq)?.as_ref() == Some(&t)
             {
@@ -641,8 +797,12 @@ impl Registry {
         bail!("could not record the tag `{tag}` after {MAX_TRIES} tries")
     }
 
-    /// Mark `name@version` removed. `Ok(false)` when it was removed already.
-    pub fn remove(&self, name: &str, version: u32, user: &str) -> Result<bool> {
+    /// Mark `name@version` removed. `Ok(false)` when it was removed already
+    /// (by a removal record that is obeyed: `caller`'s check); a record there
+    /// that is not obeyed (another user's, not valid) is an error naming it:
+    /// an administrator deletes it.
+    pub fn remove(&self, name: &str, version: u32, caller: &Caller) -> Result<bool> {
+        let user = caller.user.as_str();
         let r = Removal {
             format: FORMAT,
             name: name.to_string(),
@@ -651,8 +811,19 @@ impl Registry {
             time: chrono::Utc::now(),
         };
         let key = self.key(&format!("models/{name}/removed/{version:08}.json"));
-        self.ensure_parents(&key)?;
-        self.store.put_new(&key, serde_json::to_vec_pretty(&r)?)
+        if self.store.put_new(&key, serde_json::to_vec_pretty(&r)?)? {
+            return Ok(true);
+        }
+        let idx = self.index(Some(name))?;
+        let m = Model::new(self, name, &idx, caller);
+        if m.removed(version)? {
+            return Ok(false);
+        }
+        bail!(
+            "{name}@{version} cannot be marked removed: {} is there and is not obeyed ({}); an administrator deletes it (`rm`, or the S3 administrator's key), then remove again",
+            crate::text::shown(&key, crate::text::PATH_CHARS),
+            m.problems.into_inner().join("; ")
+        )
     }
 
     /// Copy the file `f` into `dir` as `f.name`, verified: written to a
@@ -725,4 +896,270 @@ impl NoFollow for std::fs::OpenOptions {
         self.custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .mode(0o644)
     }
+}
+
+/// A version record as fetched, whoever asks.
+#[derive(Debug, Clone)]
+enum Judged {
+    /// Valid, the one its key names and, on `file://`, written by the user
+    /// it names (or root).
+    Valid(Box<ModelRecord>),
+    /// The store does not let the caller read it (a `file://` account group).
+    Denied(String),
+    /// Not valid: never used, said in `problems`.
+    Invalid(String),
+    Missing,
+}
+
+/// The refusal (and its hint) of a record the file system does not let the
+/// caller read.
+fn denied_refusal(name: &str, v: u32, e: &str) -> (String, String) {
+    (
+        format!("{name}@{v}: the registry's file system does not let you read its record ({e})"),
+        "a `file://` registry keeps a private version to the Unix group named as its account; if Slurm's accounts let you read it, ask an administrator to add you to that group (docs/registry.md)".to_string(),
+    )
+}
+
+impl Index {
+    /// Whether a removal record is there for `name@v` (obeyed or not).
+    pub fn is_removed(&self, name: &str, v: u32) -> bool {
+        self.removed.get(name).is_some_and(|r| r.contains(&v))
+    }
+}
+
+/// One model's records as one command reads them: each version record read
+/// at most once, tag moves and removals obeyed only when valid and written
+/// by someone who may tag or remove the version they concern (its
+/// publisher, a coordinator of its account, a Slurm operator, root:
+/// `Caller::may_manage_as`), the writer being the file's owner on `file://`
+/// and the user the record names on S3 (`Registry::writer`). What is not
+/// obeyed is said in `problems`.
+struct Model<'a> {
+    reg: &'a Registry,
+    name: &'a str,
+    idx: &'a Index,
+    caller: &'a Caller,
+    versions: RefCell<BTreeMap<u32, Judged>>,
+    tags: RefCell<Option<BTreeMap<String, u32>>>,
+    removals: RefCell<BTreeMap<u32, bool>>,
+    problems: RefCell<Vec<String>>,
+    /// Records read already (`Registry::list` reads them at once), each
+    /// taken once.
+    prefetched: RefCell<Fetched>,
+}
+
+/// Records read, by key, each as `Store::get_bytes` gave it.
+type Fetched = BTreeMap<String, Result<Option<Vec<u8>>>>;
+
+impl<'a> Model<'a> {
+    fn new(reg: &'a Registry, name: &'a str, idx: &'a Index, caller: &'a Caller) -> Model<'a> {
+        Model {
+            reg,
+            name,
+            idx,
+            caller,
+            versions: RefCell::default(),
+            tags: RefCell::default(),
+            removals: RefCell::default(),
+            problems: RefCell::default(),
+            prefetched: RefCell::default(),
+        }
+    }
+
+    /// The record at `key`: prefetched, else read now.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        match self.prefetched.borrow_mut().remove(key) {
+            Some(got) => got,
+            None => self.reg.store.get_bytes(key, MAX_RECORD),
+        }
+    }
+
+    /// Keep a version record fetched in a batch.
+    fn remember(&self, v: u32, judged: Judged) {
+        self.versions.borrow_mut().insert(v, judged);
+    }
+
+    /// Version `v`, read once.
+    fn version(&self, v: u32) -> Result<Judged> {
+        if let Some(j) = self.versions.borrow().get(&v) {
+            return Ok(j.clone());
+        }
+        let key = self.reg.version_key(self.name, v);
+        let j = self.reg.fetched(self.name, v, self.get(&key))?;
+        self.remember(v, j.clone());
+        Ok(j)
+    }
+
+    /// Whether `writer` (the record's claimed writer, checked on `file://`
+    /// against the file `key`'s owner) may tag or remove version `v`.
+    fn authorised(&self, key: &str, claimed: &str, v: u32) -> Result<Result<(), String>> {
+        let record = match self.version(v)? {
+            Judged::Valid(r) => *r,
+            Judged::Denied(_) => {
+                return Ok(Err(format!(
+                    "the record of {}@{v} it concerns is not readable by you",
+                    self.name
+                )))
+            }
+            Judged::Invalid(_) => {
+                return Ok(Err(format!(
+                    "the record of {}@{v} it concerns is not valid",
+                    self.name
+                )))
+            }
+            Judged::Missing => {
+                return Ok(Err(format!("there is no {}@{v}", self.name)));
+            }
+        };
+        Ok(self
+            .reg
+            .writer(key, claimed, "wrote it")
+            .and_then(|w| self.caller.may_manage_as(&w, &record)))
+    }
+
+    /// Whether `v` is removed: a removal record is there, valid, and
+    /// written by someone who may remove it. One that is not is said in
+    /// `problems` and not obeyed.
+    fn removed(&self, v: u32) -> Result<bool> {
+        if !self.idx.is_removed(self.name, v) {
+            return Ok(false);
+        }
+        if let Some(r) = self.removals.borrow().get(&v) {
+            return Ok(*r);
+        }
+        let name = self.name;
+        let key = self.reg.removal_key(name, v);
+        let verdict = match self.get(&key)? {
+            None => Err(format!("the removal record of {name}@{v} vanished")),
+            Some(bytes) => match serde_json::from_slice::<Removal>(&bytes) {
+                Err(e) => Err(format!("the removal record of {name}@{v} is not valid: {e}")),
+                Ok(r) if r.format != FORMAT || r.name != name || r.version != v => Err(format!(
+                    "the removal record stored as {name}@{v} names another version, or has another format"
+                )),
+                Ok(r) => self
+                    .authorised(&key, &r.user, v)?
+                    .map_err(|e| format!("the removal record of {name}@{v}: {e}")),
+            },
+        };
+        let removed = match verdict {
+            Ok(()) => true,
+            Err(e) => {
+                self.problems
+                    .borrow_mut()
+                    .push(format!("{e}; the removal is not obeyed"));
+                false
+            }
+        };
+        self.removals.borrow_mut().insert(v, removed);
+        Ok(removed)
+    }
+
+    /// Each tag and the version its newest obeyed move points at: a move
+    /// that is not valid or whose writer may not tag that version is said
+    /// in `problems` and passed over for the one before it.
+    fn tags(&self) -> BTreeMap<String, u32> {
+        if let Some(t) = self.tags.borrow().as_ref() {
+            return t.clone();
+        }
+        let mut out = BTreeMap::new();
+        let name = self.name;
+        for (tag, seqs) in self.idx.tags.get(name).into_iter().flatten() {
+            for seq in seqs.iter().rev() {
+                let key = self.reg.tag_key(name, tag, *seq);
+                let got = self
+                    .get(&key)
+                    .and_then(|b| b.map(|b| parse_tag_move(&b, name, tag, *seq)).transpose());
+                let verdict = match got {
+                    Ok(None) => continue,
+                    Ok(Some(t)) => match self.version(t.version) {
+                        // A version the caller cannot read: the tag points
+                        // there (resolving it refuses), never further back.
+                        Ok(Judged::Denied(_)) => Ok(t.version),
+                        Ok(_) => match self.authorised(&key, &t.user, t.version) {
+                            Ok(Ok(())) => Ok(t.version),
+                            Ok(Err(e)) => Err(e),
+                            Err(e) => Err(format!("{e:#}")),
+                        },
+                        Err(e) => Err(format!("{e:#}")),
+                    },
+                    Err(e) => Err(format!("{e:#}")),
+                };
+                match verdict {
+                    Ok(v) => {
+                        out.insert(tag.clone(), v);
+                        break;
+                    }
+                    Err(e) => self.problems.borrow_mut().push(format!(
+                        "tag move {name}@{tag} #{seq}: {e}; it is not obeyed"
+                    )),
+                }
+            }
+        }
+        *self.tags.borrow_mut() = Some(out.clone());
+        out
+    }
+}
+
+/// A tag move's stored bytes, checked: valid, this format, the move its key
+/// names.
+fn parse_tag_move(bytes: &[u8], name: &str, tag: &str, seq: u32) -> Result<TagMove> {
+    let t: TagMove =
+        serde_json::from_slice(bytes).map_err(|e| anyhow!("its record is not valid: {e}"))?;
+    if t.format != FORMAT || t.name != name || t.tag != tag || t.seq != seq {
+        bail!("its record names another tag move, or has another format");
+    }
+    Ok(t)
+}
+
+/// The first line of the listing index. Then, per record, `KEY\tLENGTH\n`,
+/// its bytes and `\n` (framed, so reading it costs no parsing of the
+/// records themselves; they are parsed as if read from the store).
+const INDEX_HEADER: &[u8] = b"yolo-sched listing index 1\n";
+
+/// The records of a listing index; anything malformed is an empty index
+/// (every record is then read from the store).
+pub(super) fn parse_index(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let Some(mut rest) = bytes.strip_prefix(INDEX_HEADER) else {
+        return out;
+    };
+    while !rest.is_empty() {
+        let Some(nl) = rest.iter().position(|b| *b == b'\n') else {
+            return BTreeMap::new();
+        };
+        let head = std::str::from_utf8(&rest[..nl]).ok();
+        let Some((key, len)) = head.and_then(|h| h.split_once('\t')) else {
+            return BTreeMap::new();
+        };
+        let body = &rest[nl + 1..];
+        match len.parse::<usize>() {
+            Ok(len) if body.len() > len && body[len] == b'\n' => {
+                out.insert(key.to_string(), body[..len].to_vec());
+                rest = &body[len + 1..];
+            }
+            _ => return BTreeMap::new(),
+        }
+    }
+    out
+}
+
+/// A listing index of `records` (`parse_index` reads it).
+pub(super) fn render_index(records: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
+    let mut out = INDEX_HEADER.to_vec();
+    for (key, bytes) in records {
+        out.extend_from_slice(format!("{key}\t{}\n", bytes.len()).as_bytes());
+        out.extend_from_slice(bytes);
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Whether the ETag `tag` (as a listing gives it, quoted or not) is the MD5
+/// of `bytes`: the object put in one request holds these bytes. A multipart
+/// ETag (`…-N`) never is.
+fn etag_is_md5_of(tag: &str, bytes: &[u8]) -> bool {
+    use md5::Digest;
+    let tag = tag.trim_matches('"');
+    tag.len() == 32
+        && tag.eq_ignore_ascii_case(&crate::backup::store::hex(&md5::Md5::digest(bytes)))
 }

@@ -9,53 +9,28 @@
 //!   Slurm account, given before the record has its name (`create_record`),
 //!   so it is never readable by others, not even for a moment; a public one
 //!   (and tag and removal records) is `0644`;
-//! - blobs are `0644`: their names are SHA-256s nobody can list.
+//! - blobs are `0644`: their names are SHA-256s nobody can list;
+//! - every write, listing and deletion opens each directory on the way
+//!   without following a link (`Store::local_shared`, `create_record`):
+//!   anyone may plant a link in a `1777` directory.
 //!
 //! Effects on the local file system only; each function says what it did not
 //! manage to do rather than failing a publication that is otherwise sound.
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
-/// The mode of the directory `rel` (below the registry) when yolo-sched makes it.
-fn dir_mode(rel: &Path) -> u32 {
+/// The mode of the directory `rel` (below the registry) when yolo-sched
+/// makes it (set after creation: the umask would lock the next publisher
+/// out). `Store::local_shared` makes them so.
+pub fn dir_mode(rel: &Path) -> u32 {
     if rel == Path::new("blobs/sha256") {
         0o1733
     } else {
         0o1777
     }
-}
-
-/// Make the missing directories between `root` and the file `key` with the
-/// registry's modes (object_store would make them with the umask's, which
-/// would lock the next publisher out).
-pub fn ensure_parents(root: &Path, key: &str) -> Result<()> {
-    let Some(parent) = Path::new(key).parent() else {
-        return Ok(());
-    };
-    let mut rel = PathBuf::new();
-    for part in parent.components() {
-        rel.push(part);
-        let dir = root.join(&rel);
-        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => {
-                // Set after creation: the umask does not apply to chmod.
-                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(dir_mode(&rel)))
-                    .with_context(|| format!("setting the mode of {}", dir.display()))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => {
-                return Err(crate::fsutil::io_error(
-                    e,
-                    format!("creating {}", dir.display()),
-                    root,
-                ))
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The Unix group a private version of `account` gets: the group named as
@@ -92,8 +67,10 @@ pub fn enforcement_note(account: Option<&str>, public: bool) -> Option<String> {
     })
 }
 
-/// Create the record `path` with `bytes` unless a file is there already
-/// (`Ok(false)`): `PutMode::Create` of the local store, done here so the
+/// Create the record `root/key` with `bytes` unless a file is there already
+/// (`Ok(false)`), every directory on the way opened without following a
+/// link (`fsutil::within::place`; missing ones made with `dir_mode`):
+/// `PutMode::Create` of the local store, done here so the
 /// record has its group and mode before anyone can open it. The bytes go to
 /// a private temporary file beside it (mode 0600, then the account's group
 /// and `0640`, or `0644` when `public` or the account has no group of its
@@ -101,65 +78,35 @@ pub fn enforcement_note(account: Option<&str>, public: bool) -> Option<String> {
 /// which fails when the name exists. A publisher killed at any point leaves
 /// at worst a temporary file no listing reads (not `NNNNNNNN.json`).
 pub fn create_record(
-    path: &Path,
+    root: &Path,
+    key: &str,
     bytes: &[u8],
     account: Option<&str>,
     public: bool,
 ) -> Result<bool> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().context("a record has a directory")?;
-    let tmp = dir.join(format!(
-        ".{}.{}.{}.tmp",
-        path.file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        std::process::id(),
-        super::publish::rand_hex(6)
-    ));
-    let write = || -> Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&tmp)
-            .with_context(|| format!("creating {}", tmp.display()))?;
-        let mode = match (public, group_for(account)) {
-            (false, Ok(gid)) => {
-                nix::unistd::fchown(&f, None, Some(gid))
-                    .with_context(|| format!("giving {} its account's group", tmp.display()))?;
-                0o640
-            }
-            _ => 0o644,
-        };
-        f.write_all(bytes)
-            .and_then(|()| f.set_permissions(std::fs::Permissions::from_mode(mode)))
-            .and_then(|()| f.sync_all())
-            .with_context(|| format!("writing {}", tmp.display()))
-    };
-    let created = write().and_then(|()| match std::fs::hard_link(&tmp, path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(crate::fsutil::io_error(
-            e,
-            format!("creating {}", path.display()),
-            dir,
-        )),
-    });
-    let _ = std::fs::remove_file(&tmp);
-    created
-}
-
-/// A blob readable by all who know its name (ours only: another's is theirs
-/// to keep).
-pub fn open_blob(path: &Path) -> Result<()> {
-    let meta =
-        std::fs::symlink_metadata(path).with_context(|| format!("reading {}", path.display()))?;
-    if meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o777 != 0o644 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
-            .with_context(|| format!("setting the mode of {}", path.display()))?;
-    }
-    Ok(())
+    let shown = root.join(key);
+    crate::fsutil::within::place(
+        root,
+        Path::new(key),
+        &dir_mode,
+        crate::fsutil::within::Place::New,
+        &mut |f| {
+            let mode = match (public, group_for(account)) {
+                (false, Ok(gid)) => {
+                    nix::unistd::fchown(&*f, None, Some(gid)).with_context(|| {
+                        format!("giving {} its account's group", shown.display())
+                    })?;
+                    0o640
+                }
+                _ => 0o644,
+            };
+            f.write_all(bytes)
+                .and_then(|()| f.set_permissions(std::fs::Permissions::from_mode(mode)))
+                .and_then(|()| f.sync_all())
+                .with_context(|| format!("writing {}", shown.display()))
+        },
+    )
 }
 
 /// A note when others can list `blobs/sha256` (an administrator made it so):
@@ -175,10 +122,10 @@ pub fn listable_blobs_note(root: &Path) -> Option<String> {
     })
 }
 
-/// The login name owning the file at `path` (a `file://` record's real
-/// publisher), `None` when it cannot be read.
-pub fn owner_of(path: &Path) -> Option<String> {
-    let uid = std::fs::symlink_metadata(path).ok()?.uid();
+/// The login name owning the file `root/key` (a `file://` record's real
+/// writer), no link followed on the way; `None` when it cannot be read.
+pub fn owner_of(root: &Path, key: &str) -> Option<String> {
+    let uid = crate::fsutil::within::stat(root, Path::new(key)).ok()??.uid;
     Some(
         nix::unistd::User::from_uid(uid.into())
             .ok()

@@ -1,7 +1,7 @@
 //! The registry's place, `[registry] url` of the site file: `s3://bucket/prefix`
 //! (checked as the backup's URLs are, `backup::BackupUrl`; credentials from the
 //! AWS conventions, never from the URL) or `file:///absolute/directory` (a
-//! shared file system, object_store's local store).
+//! shared file system, `Store::local_shared`: no link followed).
 
 use std::fmt;
 use std::path::PathBuf;

@@ -40,6 +40,7 @@ mod pool_live;
 mod registry_gc;
 mod registry_live;
 mod registry_s3;
+mod registry_trust;
 mod render_hostile;
 mod report_live;
 mod report_recorded;
