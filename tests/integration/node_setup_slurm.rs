@@ -222,7 +222,17 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
     assert_eq!(states, vec!["COMPLETED"], "job {job} on a 1g.5gb slice");
 
     // 4. A layout change while a job runs: drain, wait, apply, reload, resume.
-    let long = submit(jobs_dir.path(), "1g.5gb", "sleep 8");
+    // The job runs until this test has seen the node drained under it (a
+    // fixed `sleep` ended before a slow node-setup drained on a loaded machine).
+    let release = jobs_dir.path().join("release");
+    let long = submit(
+        jobs_dir.path(),
+        "1g.5gb",
+        &format!(
+            "for i in $(seq 1 3000); do [ -e '{}' ] && exit 0; sleep 0.2; done",
+            release.display()
+        ),
+    );
     let start = Instant::now();
     while common::job_state(long).as_deref() != Some("RUNNING") {
         assert!(
@@ -254,6 +264,7 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
         let state = field(&node_line(), "State");
         if state.contains("DRAIN") && common::job_state(long).as_deref() == Some("RUNNING") {
             saw_drain_with_job = true;
+            std::fs::write(&release, "go").unwrap();
         }
         std::thread::sleep(Duration::from_millis(200));
     }
