@@ -481,7 +481,10 @@ fn a_constrained_process_may_open_only_its_gpus_and_slices() {
     assert!(d.may_open_gpu(0));
     assert!(d.may_open_mig(0, 9, 0));
     assert!(!d.may_open_mig(0, 1, 0), "a neighbour's slice");
-    assert!(!d.may_open_mig(0, 9, 1), "another compute instance of the slice");
+    assert!(
+        !d.may_open_mig(0, 9, 1),
+        "another compute instance of the slice"
+    );
     d.allowed = Some(AllowedDevices::parse("/dev/nvidia1"));
     assert!(!d.may_open_gpu(0) && !d.may_open_mig(0, 9, 0));
     d.allowed = Some(AllowedDevices::parse(""));

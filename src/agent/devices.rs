@@ -40,7 +40,10 @@ impl std::fmt::Display for Target {
             Target::Id(id) => write!(f, "{id}"),
             Target::Gpu { minor } => write!(f, "/dev/nvidia{minor}"),
             Target::Mig { minor, gi, ci } => {
-                write!(f, "/dev/nvidia{minor} GPU instance {gi} compute instance {ci}")
+                write!(
+                    f,
+                    "/dev/nvidia{minor} GPU instance {gi} compute instance {ci}"
+                )
             }
         }
     }
@@ -100,7 +103,11 @@ pub fn gres_units(
                 l.auto_detect.as_deref().unwrap_or_default()
             ));
         }
-        if !l.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case("gpu")) {
+        if !l
+            .name
+            .as_deref()
+            .is_some_and(|n| n.eq_ignore_ascii_case("gpu"))
+        {
             continue;
         }
         let unit = |target| GresUnit {
@@ -462,7 +469,10 @@ NodeName=n1 Name=shard Count=8 File=/dev/nvidia[1-2]
         let m = resolve(&job("0", Some("6"), Ok(&u))).unwrap();
         match &m {
             Mapping::Known { how, .. } => {
-                assert!(how.contains("SLURM_JOB_GPUS=6 through gres.conf line(s) 8"), "{how}")
+                assert!(
+                    how.contains("SLURM_JOB_GPUS=6 through gres.conf line(s) 8"),
+                    "{how}"
+                )
             }
             Mapping::Unknown { why } => panic!("{why}"),
         }
@@ -524,7 +534,10 @@ NodeName=n1 Name=shard Count=8 File=/dev/nvidia[1-2]
     fn without_a_map_only_an_unrenumbered_list_is_taken_as_nvml_indices() {
         assert_eq!(
             targets(resolve(&job("2,3", Some("2,3"), Err("no gres.conf".into()))).unwrap()),
-            [Target::Id(DeviceId::Index(2)), Target::Id(DeviceId::Index(3))]
+            [
+                Target::Id(DeviceId::Index(2)),
+                Target::Id(DeviceId::Index(3))
+            ]
         );
         let w = why(resolve(&job("0", Some("6"), Err("no /etc/slurm/gres.conf".into()))).unwrap());
         assert!(
@@ -545,7 +558,11 @@ NodeName=n1 Name=shard Count=8 File=/dev/nvidia[1-2]
             ("0,1", "6", "lists 2 device(s) and SLURM_JOB_GPUS=6 1"),
             ("0", "x", "not a list of GRES indices"),
             ("0", "3-1", "not a list"),
-            ("0,GPU-a1000040-0000-4000-8000-000000000001", "6,7", "mixes UUIDs"),
+            (
+                "0,GPU-a1000040-0000-4000-8000-000000000001",
+                "6,7",
+                "mixes UUIDs",
+            ),
         ] {
             let w = why(resolve(&job(visible, Some(gres), Ok(&u))).unwrap());
             assert!(w.contains(needle), "{visible} {gres}: {w}");
@@ -553,7 +570,10 @@ NodeName=n1 Name=shard Count=8 File=/dev/nvidia[1-2]
         let conf = crate::gres::parse(GRES, "gres.conf").unwrap();
         let u = gres_units(&conf, "n1", None).unwrap();
         let w = why(resolve(&job("0", Some("6"), Ok(&u))).unwrap());
-        assert!(w.contains("GRES index 6: gres.conf line 8") && w.contains("mig-minors"), "{w}");
+        assert!(
+            w.contains("GRES index 6: gres.conf line 8") && w.contains("mig-minors"),
+            "{w}"
+        );
         // A CUDA_VISIBLE_DEVICES that is no list is still an error.
         assert!(resolve(&job("NoDevFiles", Some("6"), Ok(&u))).is_err());
     }

@@ -20,12 +20,12 @@ use anyhow::{Context, Result};
 use chrono::Utc;
 use serde::Serialize;
 
+use super::devices::{Mapping, Target};
 use super::metrics::{self, Gauges, Labels};
 use super::policy::{gib, Breaker, Decision, GuardPolicy};
 use super::procs;
 use super::series::{Sample, Series};
 use super::{AgentDuty, Event};
-use super::devices::{Mapping, Target};
 use crate::nvml::memory::JobDevice;
 use crate::run::guard::{write_record, GuardRecord};
 use nix::sys::signal::{SigSet, Signal};

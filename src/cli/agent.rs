@@ -15,8 +15,10 @@ use crate::run::manifest::Manifest;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Started by the train script (templates/train.sh.j2) in the background beside the trainer;
-you do not normally run it yourself. It reads the memory of the job's own device (the MIG
-slice or GPU in CUDA_VISIBLE_DEVICES) every [guard] interval_s seconds, keeps the series in
+you do not normally run it yourself. It reads the memory of the job's own device(s) (the
+MIG slice or GPUs Slurm gave the job: CUDA_VISIBLE_DEVICES, or where Slurm renumbered it
+(ConstrainDevices), SLURM_STEP_GPUS/SLURM_JOB_GPUS through the node's gres.conf; where that
+cannot be known it warns and never stops) every [guard] interval_s seconds, keeps the series in
 <workdir>/state/<stage>[.<task>].memory.csv, writes per-job gauges to the site's
 [guard] textfile_dir, and runs the memory guard: a warning at warn_fraction of the slice,
 and on sustained growth over growth_mb_per_min (or over the job's share of a shared GPU)
@@ -132,19 +134,14 @@ fn job_devices(args: &AgentArgs, site: &crate::config::Site) -> Result<agent::de
         let minors = crate::fsutil::read_regular(&crate::gres::mig_minors_path(&sysroot), 4 << 20)
             .ok()
             .and_then(|t| crate::gres::MigMinors::parse(&t, "mig-minors").ok());
-        match (
-            crate::fsutil::read_regular(&path, 4 << 20),
-            node,
-        ) {
+        match (crate::fsutil::read_regular(&path, 4 << 20), node) {
             (Err(e), _) => Err(format!("{}: {e:#}", path.display())),
             (_, Err(e)) => Err(format!("this node's name is unknown: {e:#}")),
-            (Ok(text), Ok(node)) => {
-                match crate::gres::parse(&text, &path.display().to_string()) {
-                    Err(e) => Err(format!("{e:#}")),
-                    Ok(conf) => gres_units(&conf, &node, minors.as_ref())
-                        .map_err(|e| format!("{}: {e}", path.display())),
-                }
-            }
+            (Ok(text), Ok(node)) => match crate::gres::parse(&text, &path.display().to_string()) {
+                Err(e) => Err(format!("{e:#}")),
+                Ok(conf) => gres_units(&conf, &node, minors.as_ref())
+                    .map_err(|e| format!("{}: {e}", path.display())),
+            },
         }
     } else {
         Ok(Vec::new())

@@ -161,9 +161,9 @@ impl<'nvml> JobDevice<'nvml> {
                 continue;
             };
             if super::raw::mig_device_ids(&mig).ok() == Some((gi, ci)) {
-                let uuid = mig
-                    .uuid()
-                    .with_context(|| format!("the UUID of MIG device {gi}/{ci} of /dev/nvidia{minor}"))?;
+                let uuid = mig.uuid().with_context(|| {
+                    format!("the UUID of MIG device {gi}/{ci} of /dev/nvidia{minor}")
+                })?;
                 return Ok(JobDevice::of(mig, DeviceId::Mig(uuid), true));
             }
         }
