@@ -1078,3 +1078,26 @@ fn where_the_mapping_cannot_be_known_the_agent_warns_and_never_stops() {
     assert!(trainer.running());
     assert!(!s.state("train.guard.json").exists());
 }
+
+/// An index names no slice of a GPU in MIG mode, and that GPU's memory is
+/// every slice's: the agent refuses to watch it rather than charge the job
+/// with its neighbours' use.
+#[test]
+fn an_index_on_a_gpu_in_mig_mode_is_never_read_as_the_whole_gpu() {
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 100]])),
+        "",
+    );
+    let out = run_bounded(
+        &mut s.agent("0", None, &["--samples", "2"]),
+        Duration::from_secs(60),
+    )
+    .expect("the agent hung");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("could not start") && err.contains("GPU 0 is in MIG mode"),
+        "{err}"
+    );
+}
