@@ -91,18 +91,22 @@ pub fn gres_units(
     node: &str,
     minors: Option<&MigMinors>,
 ) -> Result<Vec<GresUnit>, String> {
-    let mut units = Vec::new();
-    for l in conf.for_node(node) {
-        if l.auto_detect
-            .as_deref()
-            .is_some_and(|a| !a.eq_ignore_ascii_case("off"))
-        {
+    // A node's own AutoDetect overrides a global one (gres.conf(5)).
+    let auto_detect = |node_lines: bool| {
+        conf.for_node(node)
+            .filter(|l| l.node_names.is_some() == node_lines)
+            .filter_map(|l| l.auto_detect.as_deref().map(|a| (l.line, a)))
+            .last()
+    };
+    if let Some((line, a)) = auto_detect(true).or_else(|| auto_detect(false)) {
+        if !a.eq_ignore_ascii_case("off") {
             return Err(format!(
-                "gres.conf line {} sets AutoDetect={}: Slurm orders such GPUs itself",
-                l.line,
-                l.auto_detect.as_deref().unwrap_or_default()
+                "gres.conf line {line} sets AutoDetect={a}: Slurm orders such GPUs itself"
             ));
         }
+    }
+    let mut units = Vec::new();
+    for l in conf.for_node(node) {
         if !l
             .name
             .as_deref()
@@ -456,6 +460,16 @@ NodeName=n1 Name=shard Count=8 File=/dev/nvidia[1-2]
         assert!(gres_units(&conf, "n1", None)
             .unwrap_err()
             .contains("AutoDetect=nvml"));
+        let conf = crate::gres::parse(
+            "AutoDetect=nvml\nNodeName=n1 AutoDetect=off Name=gpu Type=a100 File=/dev/nvidia3\n",
+            "g",
+        )
+        .unwrap();
+        assert_eq!(
+            gres_units(&conf, "n1", None).unwrap()[0].target,
+            Ok(Target::Gpu { minor: 3 }),
+            "the node's own AutoDetect=off wins over the global one"
+        );
         let conf = crate::gres::parse("Name=gpu Type=a100 Count=2\n", "g").unwrap();
         let u = gres_units(&conf, "n1", None).unwrap();
         assert_eq!(u.len(), 2);
