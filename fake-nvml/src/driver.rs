@@ -20,12 +20,46 @@ pub const FIXTURE_BESIDE_LIBRARY: &str = "fake-nvml.json";
 pub const SYSROOT_ENV: &str = "FAKE_NVML_SYSROOT";
 /// When set to 1, the caller counts as non-root (tests run as root).
 pub const NON_ROOT_ENV: &str = "FAKE_NVML_SIMULATE_NON_ROOT";
+/// When set, the device files this process may open, as a cgroup's devices
+/// controller (Slurm's `ConstrainDevices`) allows them: a comma list of paths
+/// such as `/dev/nvidia1,/dev/nvidia-caps/nvidia-cap12`. Unset: every file.
+pub const ALLOWED_DEVICES_ENV: &str = "FAKE_NVML_ALLOWED_DEVICES";
+
+/// The device files a constrained process may open, by device minor (the
+/// devices controller allows by major:minor; the file name carries the minor).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedDevices {
+    /// Minors of `/dev/nvidia<N>`.
+    pub gpus: std::collections::BTreeSet<u32>,
+    /// Minors of `/dev/nvidia-caps/nvidia-cap<N>`.
+    pub caps: std::collections::BTreeSet<u32>,
+}
+
+impl AllowedDevices {
+    /// Parse the variable's value. Entries that are not a GPU or capability
+    /// file (`/dev/nvidiactl`, `/dev/nvidia-uvm`, …) allow nothing NVML
+    /// checks here; an empty value allows no GPU at all.
+    pub fn parse(value: &str) -> AllowedDevices {
+        let mut out = AllowedDevices::default();
+        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let name = entry.rsplit('/').next().unwrap_or(entry);
+            if let Some(n) = name.strip_prefix("nvidia-cap").and_then(|n| n.parse().ok()) {
+                out.caps.insert(n);
+            } else if let Some(n) = name.strip_prefix("nvidia").and_then(|n| n.parse().ok()) {
+                out.gpus.insert(n);
+            }
+        }
+        out
+    }
+}
 
 pub struct Driver {
     pub machine: Machine,
     store: Store,
     sysroot: Option<PathBuf>,
     stamp: Option<Stamp>,
+    /// `FAKE_NVML_ALLOWED_DEVICES`: `None` when the process is not constrained.
+    pub allowed: Option<AllowedDevices>,
 }
 
 /// A failure the NVML caller only sees as a code; the reason goes to stderr.
@@ -51,7 +85,11 @@ impl Driver {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
         let non_root = std::env::var(NON_ROOT_ENV).is_ok_and(|v| v == "1");
-        Driver::open(Path::new(&fixture), sysroot, non_root).map_err(report)
+        let mut driver = Driver::open(Path::new(&fixture), sysroot, non_root).map_err(report)?;
+        driver.allowed = std::env::var(ALLOWED_DEVICES_ENV)
+            .ok()
+            .map(|v| AllowedDevices::parse(&v));
+        Ok(driver)
     }
 
     pub fn open(
@@ -80,7 +118,27 @@ impl Driver {
             store,
             sysroot,
             stamp,
+            allowed: None,
         })
+    }
+
+    /// Whether this process may open GPU `gpu` (`/dev/nvidia<minor>`).
+    pub fn may_open_gpu(&self, gpu: usize) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|a| a.gpus.contains(&self.machine.spec(gpu).minor))
+    }
+
+    /// Whether this process may open the MIG device of GPU instance `gi`,
+    /// compute instance `ci` on GPU `gpu`: the GPU and both access capability
+    /// files (what Slurm's MIG lines in gres.conf name).
+    pub fn may_open_mig(&self, gpu: usize, gi: u32, ci: u32) -> bool {
+        let minor = self.machine.spec(gpu).minor;
+        self.may_open_gpu(gpu)
+            && self.allowed.as_ref().is_none_or(|a| {
+                a.caps.contains(&sysroot::gi_cap_minor(minor, gi))
+                    && a.caps.contains(&sysroot::ci_cap_minor(minor, gi, ci))
+            })
     }
 
     /// Pick up changes another process (or library copy) wrote since we last looked.

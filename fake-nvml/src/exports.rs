@@ -22,7 +22,7 @@ use crate::driver::Driver;
 use crate::fixture::GiProfileSpec;
 use crate::model::{
     code_name, CiProfile, Code, Scope, ARGUMENT_VERSION_MISMATCH, INSUFFICIENT_SIZE,
-    INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, SUCCESS, UNINITIALIZED, UNKNOWN,
+    INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, NO_PERMISSION, SUCCESS, UNINITIALIZED, UNKNOWN,
 };
 
 /// The driver while at least one nvmlInit is not matched by nvmlShutdown.
@@ -332,6 +332,11 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
         if index as usize >= d.machine.gpu_count() {
             return Err(INVALID_ARGUMENT);
         }
+        // nvml.h: the count covers every GPU, and a handle to one the
+        // caller may not open (a cgroup's devices controller) is refused.
+        if !d.may_open_gpu(index as usize) {
+            return Err(NO_PERMISSION);
+        }
         *device = gpu_handle(index as usize);
         Ok(())
     })
@@ -359,11 +364,17 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
         let m = &d.machine;
         for gpu in 0..m.gpu_count() {
             if m.spec(gpu).uuid == uuid {
+                if !d.may_open_gpu(gpu) {
+                    return Err(NO_PERMISSION);
+                }
                 *device = gpu_handle(gpu);
                 return Ok(());
             }
             for (gi, ci) in m.mig_devices(gpu) {
                 if m.mig_device_uuid(gpu, gi, ci) == uuid {
+                    if !d.may_open_mig(gpu, gi.id, ci.id) {
+                        return Err(NO_PERMISSION);
+                    }
                     *device = encode(TAG_MIG, ci.serial);
                     return Ok(());
                 }
@@ -1259,11 +1270,14 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
         if !d.machine.gpu_state(gpu).mig_current {
             return Err(NOT_SUPPORTED);
         }
-        let (_, ci) = *d
+        let (gi, ci) = *d
             .machine
             .mig_devices(gpu)
             .get(index as usize)
             .ok_or(NOT_FOUND)?;
+        if !d.may_open_mig(gpu, gi.id, ci.id) {
+            return Err(NO_PERMISSION);
+        }
         *mig_device = encode(TAG_MIG, ci.serial);
         Ok(())
     })

@@ -463,3 +463,30 @@ fn the_clock_starts_at_the_fixture_mtime_unless_the_fixture_names_a_start() {
     let f = Fixture::load(&p).unwrap();
     assert!(f.clock_now() > 1e9);
 }
+
+#[test]
+fn a_constrained_process_may_open_only_its_gpus_and_slices() {
+    use crate::driver::AllowedDevices;
+    let allowed = AllowedDevices::parse(
+        "/dev/nvidiactl, /tmp/root/dev/nvidia0,/dev/nvidia-caps/nvidia-cap84,/dev/nvidia-caps/nvidia-cap85",
+    );
+    assert_eq!(allowed.gpus.iter().copied().collect::<Vec<_>>(), [0]);
+    assert_eq!(allowed.caps.iter().copied().collect::<Vec<_>>(), [84, 85]);
+    let (_dir, path) = private_fixture("h200-partitioned-busy.json");
+    let mut d = Driver::open(&path, None, false).unwrap();
+    // Not constrained: everything opens.
+    assert!(d.may_open_gpu(0) && d.may_open_mig(0, 9, 0) && d.may_open_mig(0, 1, 0));
+    // gpu0/gi9 is cap 3 + 9·9 = 84, its ci0 85: that slice and its GPU only.
+    d.allowed = Some(allowed);
+    assert!(d.may_open_gpu(0));
+    assert!(d.may_open_mig(0, 9, 0));
+    assert!(!d.may_open_mig(0, 1, 0), "a neighbour's slice");
+    assert!(
+        !d.may_open_mig(0, 9, 1),
+        "another compute instance of the slice"
+    );
+    d.allowed = Some(AllowedDevices::parse("/dev/nvidia1"));
+    assert!(!d.may_open_gpu(0) && !d.may_open_mig(0, 9, 0));
+    d.allowed = Some(AllowedDevices::parse(""));
+    assert!(!d.may_open_gpu(0), "an empty list allows no GPU");
+}

@@ -15,10 +15,15 @@
 //! `run::run` calls every duty's `tick` once per sample, after the guard, and
 //! `finish` once at the end; their events go to the job log.
 //!
+//! `devices` decides which NVML devices are the job's own (pure: from
+//! `CUDA_VISIBLE_DEVICES`, `SLURM_STEP_GPUS`/`SLURM_JOB_GPUS` and the node's
+//! gres.conf), or that they cannot be known.
+//!
 //! `duty` holds that hook (`AgentDuty`, `Event`); `check` the spec's guard
 //! against the site's limits (`check_spec`).
 
 mod check;
+pub(crate) mod devices;
 mod duty;
 pub(crate) mod metrics;
 pub(crate) mod policy;

@@ -20,12 +20,13 @@ use anyhow::{Context, Result};
 use chrono::Utc;
 use serde::Serialize;
 
+use super::devices::{Mapping, Target};
 use super::metrics::{self, Gauges, Labels};
 use super::policy::{gib, Breaker, Decision, GuardPolicy};
 use super::procs;
 use super::series::{Sample, Series};
 use super::{AgentDuty, Event};
-use crate::nvml::memory::{parse_visible_devices, JobDevice};
+use crate::nvml::memory::JobDevice;
 use crate::run::guard::{write_record, GuardRecord};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -40,8 +41,9 @@ pub struct Options {
     pub task: Option<u32>,
     /// The trainer: stopped by the guard; the agent ends when it is gone.
     pub pid: Option<i32>,
-    /// `CUDA_VISIBLE_DEVICES` as the job got it.
-    pub visible_devices: String,
+    /// The job's own devices (`devices::resolve`), or why they cannot be
+    /// known; `Err` when `CUDA_VISIBLE_DEVICES` lists no device at all.
+    pub devices: Result<Mapping, String>,
     pub library: OsString,
     pub policy: GuardPolicy,
     /// The job's share of a shared GPU (shard, time-slicing), when known.
@@ -93,6 +95,8 @@ pub enum EndReason {
     Stopped,
     /// `max_samples` reached.
     SampleLimit,
+    /// The job's devices cannot be known and there is nothing else to do.
+    Unwatched,
 }
 
 impl EndReason {
@@ -104,6 +108,9 @@ impl EndReason {
             EndReason::Signalled => "a TERM, INT or HUP arrived (scancel or the job's end)",
             EndReason::Stopped => "the memory guard stopped the trainer",
             EndReason::SampleLimit => "the sample limit (--samples) was reached",
+            EndReason::Unwatched => {
+                "the job's own devices cannot be known, so there is nothing to watch"
+            }
         }
     }
 }
@@ -111,6 +118,8 @@ impl EndReason {
 /// The agent's own account of a run, for `--json` and the tests.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
+    /// How the job's devices were found, or why they cannot be known.
+    pub mapping: String,
     pub device: String,
     pub device_name: String,
     pub is_mig: bool,
@@ -630,6 +639,11 @@ pub fn run(
     log: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
     let mut outcome = Outcome {
+        mapping: match &opts.devices {
+            Ok(Mapping::Known { how, .. }) => how.clone(),
+            Ok(Mapping::Unknown { why }) => format!("unknown: {why}"),
+            Err(e) => e.clone(),
+        },
         device: String::new(),
         device_name: String::new(),
         is_mig: false,
@@ -666,15 +680,48 @@ pub fn run(
         agent.run();
         return Ok(agent.finish());
     }
+    // Devices the job may not hold are never read: where its own cannot be
+    // known, the guard reads nothing, warns once and never stops.
+    let targets = match &opts.devices {
+        Ok(Mapping::Known { targets, how }) => {
+            log(&format!("the job's device(s): {how}"));
+            Ok(targets)
+        }
+        Err(e) => Err(anyhow::anyhow!("{e}")),
+        Ok(Mapping::Unknown { why }) => {
+            log(&format!(
+                "warning: the job's own GPU device(s) cannot be known: {why}; the memory guard reads no device and never stops this job{}",
+                if duties.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} still run(s))", duty_names(duties))
+                }
+            ));
+            let mut agent = Agent {
+                opts,
+                duties,
+                log,
+                watch: None,
+                signals: catch_signals(),
+                outcome,
+            };
+            if agent.duties.is_empty() {
+                agent.outcome.ended = EndReason::Unwatched;
+            } else {
+                agent.run();
+            }
+            return Ok(agent.finish());
+        }
+    };
     // The devices borrow the library handle, so both live in this frame.
-    let nvml = parse_visible_devices(&opts.visible_devices)
-        .and_then(|ids| Ok((ids, crate::nvml::open(&opts.library)?)));
+    let nvml = targets.and_then(|t| Ok((t, crate::nvml::open(&opts.library)?)));
     let opened = nvml
         .as_ref()
         .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .and_then(|(ids, nvml)| {
-            ids.iter()
-                .map(|id| JobDevice::open(nvml, id))
+        .and_then(|(targets, nvml)| {
+            targets
+                .iter()
+                .map(|t| open_target(nvml, t))
                 .collect::<Result<Vec<_>>>()
         });
     let watch = match opened {
@@ -799,6 +846,15 @@ fn watch<'d>(
         last_flush: Instant::now(),
         last_status: Instant::now(),
     })
+}
+
+/// Open one of the job's devices.
+fn open_target<'d>(nvml: &'d nvml_wrapper::Nvml, target: &Target) -> Result<JobDevice<'d>> {
+    match target {
+        Target::Id(id) => JobDevice::open(nvml, id),
+        Target::Gpu { minor } => JobDevice::open_gpu(nvml, *minor),
+        Target::Mig { minor, gi, ci } => JobDevice::open_mig(nvml, *minor, *gi, *ci),
+    }
 }
 
 fn duty_names(duties: &[Box<dyn AgentDuty>]) -> String {

@@ -15,8 +15,10 @@ use crate::run::manifest::Manifest;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Started by the train script (templates/train.sh.j2) in the background beside the trainer;
-you do not normally run it yourself. It reads the memory of the job's own device (the MIG
-slice or GPU in CUDA_VISIBLE_DEVICES) every [guard] interval_s seconds, keeps the series in
+you do not normally run it yourself. It reads the memory of the job's own device(s) (the
+MIG slice or GPUs Slurm gave the job: CUDA_VISIBLE_DEVICES, or where Slurm renumbered it
+(ConstrainDevices), SLURM_STEP_GPUS/SLURM_JOB_GPUS through the node's gres.conf; where that
+cannot be known it warns and never stops) every [guard] interval_s seconds, keeps the series in
 <workdir>/state/<stage>[.<task>].memory.csv, writes per-job gauges to the site's
 [guard] textfile_dir, and runs the memory guard: a warning at warn_fraction of the slice,
 and on sustained growth over growth_mb_per_min (or over the job's share of a shared GPU)
@@ -53,9 +55,17 @@ pub struct AgentArgs {
     #[arg(long, value_name = "DIR")]
     pub save_dir: Option<PathBuf>,
 
-    /// The devices to watch (default: CUDA_VISIBLE_DEVICES): MIG-<uuid>, GPU-<uuid> or indices.
+    /// The devices to watch, as NVML names them: MIG-<uuid>, GPU-<uuid> or NVML indices (default: the job's own, from CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS/SLURM_JOB_GPUS and gres.conf).
     #[arg(long, value_name = "LIST")]
     pub devices: Option<String>,
+
+    /// The node's gres.conf, which maps Slurm's GRES indices to devices (default: the site's [node_setup] gres_conf, else /etc/slurm/gres.conf).
+    #[arg(long, value_name = "FILE")]
+    pub gres_conf: Option<PathBuf>,
+
+    /// Root for /proc/driver/nvidia-caps/mig-minors (tests; default /).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub sysroot: Option<PathBuf>,
 
     /// The job's share of a shared GPU, 0 to 1 (default: SLURM_SHARDS_ON_NODE over [guard] shards_per_gpu).
     #[arg(long, value_name = "FRACTION", value_parser = parse_share)]
@@ -89,6 +99,59 @@ fn parse_share(s: &str) -> Result<f64, String> {
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The job's own devices (`agent::devices::resolve`) from `--devices` or
+/// `CUDA_VISIBLE_DEVICES`, Slurm's GRES indices and the node's gres.conf
+/// with `mig-minors`. A `CUDA_VISIBLE_DEVICES` that lists no device is an
+/// error, which the agent treats as a device it cannot open.
+fn job_devices(args: &AgentArgs, site: &crate::config::Site) -> Result<agent::devices::Mapping> {
+    use crate::agent::devices::{gres_units, resolve, JobGres};
+    use crate::nodesetup::site::{SiteSection, DEFAULT_GRES_CONF};
+    let visible = args
+        .devices
+        .clone()
+        .or_else(|| env("CUDA_VISIBLE_DEVICES"))
+        .unwrap_or_default();
+    let gres_indices = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"]
+        .into_iter()
+        .find_map(|var| env(var).map(|v| (var, v)));
+    // The map is read only where it is needed: indices in a Slurm job.
+    let units = if args.devices.is_none() && gres_indices.is_some() {
+        let path = args
+            .gres_conf
+            .clone()
+            .or_else(|| {
+                site.section::<SiteSection>("node_setup")
+                    .ok()
+                    .and_then(|s| s.gres_conf)
+            })
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_GRES_CONF));
+        let node = env("SLURMD_NODENAME")
+            .map(Ok)
+            .unwrap_or_else(crate::identity::short_host_name);
+        let sysroot = args.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
+        let minors = crate::fsutil::read_regular(&crate::gres::mig_minors_path(&sysroot), 4 << 20)
+            .ok()
+            .and_then(|t| crate::gres::MigMinors::parse(&t, "mig-minors").ok());
+        match (crate::fsutil::read_regular(&path, 4 << 20), node) {
+            (Err(e), _) => Err(format!("{}: {e:#}", path.display())),
+            (_, Err(e)) => Err(format!("this node's name is unknown: {e:#}")),
+            (Ok(text), Ok(node)) => match crate::gres::parse(&text, &path.display().to_string()) {
+                Err(e) => Err(format!("{e:#}")),
+                Ok(conf) => gres_units(&conf, &node, minors.as_ref())
+                    .map_err(|e| format!("{}: {e}", path.display())),
+            },
+        }
+    } else {
+        Ok(Vec::new())
+    };
+    resolve(&JobGres {
+        visible: &visible,
+        explicit: args.devices.is_some(),
+        gres_indices: gres_indices.as_ref().map(|(var, v)| (*var, v.as_str())),
+        units: units.as_deref().map_err(Clone::clone),
+    })
 }
 
 pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
@@ -134,11 +197,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
     let task = args
         .task
         .or_else(|| env("SLURM_ARRAY_TASK_ID").and_then(|t| t.parse().ok()));
-    let devices = args
-        .devices
-        .clone()
-        .or_else(|| env("CUDA_VISIBLE_DEVICES"))
-        .unwrap_or_default();
+    let devices = job_devices(args, site).map_err(|e| format!("{e:#}"));
     let shards: Option<u32> = env("SLURM_SHARDS_ON_NODE").and_then(|s| s.parse().ok());
     let share = agent::policy::share_of(args.share, shards, policy.shards_per_gpu);
     // Shards mean other jobs on the GPU, known share or not.
@@ -153,7 +212,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         stage: args.stage.clone(),
         task,
         pid: args.pid,
-        visible_devices: devices,
+        devices,
         library: crate::nvml::library_path(args.nvml_lib.path.as_ref()),
         policy,
         share,

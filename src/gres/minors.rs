@@ -95,6 +95,22 @@ impl MigMinors {
         out
     }
 
+    /// The capability `/dev/nvidia-caps/nvidia-cap<minor>` stands for:
+    /// `(gpu minor, gi, None)` for a GPU instance's access file,
+    /// `(gpu minor, gi, Some(ci))` for a compute instance's.
+    pub fn capability(&self, minor: u32) -> Option<(u32, u32, Option<u32>)> {
+        self.ci
+            .iter()
+            .find(|(_, &m)| m == minor)
+            .map(|(&(gpu, gi, ci), _)| (gpu, gi, Some(ci)))
+            .or_else(|| {
+                self.gi
+                    .iter()
+                    .find(|(_, &m)| m == minor)
+                    .map(|(&(gpu, gi), _)| (gpu, gi, None))
+            })
+    }
+
     /// Record a GPU-instance minor (for fixtures and tests).
     pub fn insert_gi(&mut self, gpu_minor: u32, gi: u32, minor: u32) {
         self.gi.insert((gpu_minor, gi), minor);
@@ -134,6 +150,9 @@ gpu4/gi7/access 606\ngpu4/gi7/ci0/access 607\n";
         assert_eq!(m.ci(4, 7, 0), Some(607));
         assert_eq!(m.ci(0, 0, 1), Some(5));
         assert_eq!(m.gi(1, 0), None);
+        assert_eq!(m.capability(606), Some((4, 7, None)));
+        assert_eq!(m.capability(607), Some((4, 7, Some(0))));
+        assert_eq!(m.capability(1), None, "config is no instance");
         assert_eq!(m.render(), TEXT, "renders back the same text");
     }
 

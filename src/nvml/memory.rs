@@ -112,15 +112,64 @@ impl<'nvml> JobDevice<'nvml> {
             DeviceId::Index(i) => (nvml.device_by_index(*i), false),
         };
         let device = device.with_context(|| format!("NVML has no device {id}"))?;
+        // A GPU in MIG mode is cut into slices: an index names none of them,
+        // and the whole GPU's memory is every slice's.
+        if let (DeviceId::Index(i), Ok(mode)) = (id, device.mig_mode()) {
+            if mode.current == 1 {
+                bail!(
+                    "GPU {i} is in MIG mode: its index names no slice, and its memory is every slice's"
+                );
+            }
+        }
+        Ok(JobDevice::of(device, id.clone(), is_mig))
+    }
+
+    fn of(device: Device<'nvml>, id: DeviceId, is_mig: bool) -> JobDevice<'nvml> {
         let name = device.name().unwrap_or_else(|_| "unknown".into());
         let uuid = device.uuid().unwrap_or_else(|_| id.to_string());
-        Ok(JobDevice {
+        JobDevice {
             device,
-            id: id.clone(),
+            id,
             is_mig,
             name,
             uuid,
-        })
+        }
+    }
+
+    /// The GPU whose device file is `/dev/nvidia<minor>` (a GRES line's
+    /// `File=`), among those this process may open: under a cgroup that
+    /// constrains devices, NVML refuses handles to the others
+    /// (`NVML_ERROR_NO_PERMISSION`), and they are passed over. Its id is its UUID.
+    pub fn open_gpu(nvml: &'nvml Nvml, minor: u32) -> Result<JobDevice<'nvml>> {
+        let device = gpu_by_minor(nvml, minor)?;
+        let uuid = device
+            .uuid()
+            .with_context(|| format!("the UUID of /dev/nvidia{minor}"))?;
+        Ok(JobDevice::of(device, DeviceId::Gpu(uuid), false))
+    }
+
+    /// The MIG device of GPU instance `gi`, compute instance `ci` on the GPU
+    /// `/dev/nvidia<minor>` (a GRES line's capability files); slices this
+    /// process may not open are passed over. Its id is its `MIG-` UUID.
+    pub fn open_mig(nvml: &'nvml Nvml, minor: u32, gi: u32, ci: u32) -> Result<JobDevice<'nvml>> {
+        let gpu = gpu_by_minor(nvml, minor)?;
+        let slots = gpu
+            .mig_device_count()
+            .with_context(|| format!("counting the MIG devices of /dev/nvidia{minor}"))?;
+        for slot in 0..slots {
+            let Ok(mig) = gpu.mig_device_by_index(slot) else {
+                continue;
+            };
+            if super::raw::mig_device_ids(&mig).ok() == Some((gi, ci)) {
+                let uuid = mig.uuid().with_context(|| {
+                    format!("the UUID of MIG device {gi}/{ci} of /dev/nvidia{minor}")
+                })?;
+                return Ok(JobDevice::of(mig, DeviceId::Mig(uuid), true));
+            }
+        }
+        bail!(
+            "/dev/nvidia{minor} has no MIG device of GPU instance {gi}, compute instance {ci} that this job may open"
+        )
     }
 
     /// One reading. `job_pids`: which processes are the job's (on a whole
@@ -168,6 +217,21 @@ impl<'nvml> JobDevice<'nvml> {
             others,
         })
     }
+}
+
+/// The GPU with device minor `minor`, skipping those NVML will not open for
+/// this process.
+fn gpu_by_minor(nvml: &Nvml, minor: u32) -> Result<Device<'_>> {
+    let count = nvml.device_count().context("counting the GPUs")?;
+    for i in 0..count {
+        let Ok(device) = nvml.device_by_index(i) else {
+            continue;
+        };
+        if device.minor_number().ok() == Some(minor) {
+            return Ok(device);
+        }
+    }
+    bail!("NVML has no GPU /dev/nvidia{minor} that this job may open")
 }
 
 #[cfg(test)]

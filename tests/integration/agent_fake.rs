@@ -130,6 +130,9 @@ impl Setup {
             .env_remove("SLURM_ARRAY_JOB_ID")
             .env_remove("SLURM_ARRAY_TASK_ID")
             .env_remove("SLURM_SHARDS_ON_NODE")
+            .env_remove("SLURM_JOB_GPUS")
+            .env_remove("SLURM_STEP_GPUS")
+            .env_remove("FAKE_NVML_ALLOWED_DEVICES")
             .env("XDG_STATE_HOME", self.dir.path().join("xdg"))
             .args(extra);
         if let Some(pid) = trainer {
@@ -778,4 +781,323 @@ fn with_every_read_failing_a_sample_limit_still_ends_the_agent() {
     );
     assert!(log.contains("could not read the device memory"), "{log}");
     drop(trainer);
+}
+
+// ------------------------------------------------------------------------
+// Inside a constrained job (issue #33 item 3): Slurm's ConstrainDevices
+// renumbers CUDA_VISIBLE_DEVICES from 0, a hand-written gres.conf gives MIG
+// slices as plain indices, and the job's cgroup lets it open only its own
+// device files (the fake: FAKE_NVML_ALLOWED_DEVICES). The agent is started
+// as the templates start it: no --devices, the job's environment.
+
+/// Capability minors of GPU instance `gi` (compute instance 0) on /dev/nvidia0.
+fn caps(gi: u32) -> (u32, u32) {
+    (3 + gi * 9, 4 + gi * 9)
+}
+
+/// Node `n1`: GPU 0 (minor 0) an A100 cut into seven 1g.5gb slices (GPU
+/// instances 7–13, GRES indices 0–6 in the hand-written gres.conf), GPUs 1
+/// and 2 whole A100s (GRES 7 and 8) with 4 shards each. A neighbour job's
+/// process in the slice beside the last leaks 1,200 MB/min; `job_slice` are the
+/// processes in the last slice (GRES 6), `gpu1`/`gpu2` those on the whole GPUs.
+fn constrained_node(job_slice: Value, gpu1: Value, gpu2: Value) -> Setup {
+    let rate = mib_per_s(1200.0);
+    let mut neighbour = json!([{"pid": 999_997, "gpu_instance_id": 12, "compute_instance_id": 0,
+                                "memory_curve": [[0, 500], [3600, 500.0 + 3600.0 * rate]]}]);
+    let mut in_job_slice = job_slice;
+    for p in in_job_slice.as_array_mut().unwrap() {
+        p["gpu_instance_id"] = json!(13);
+        p["compute_instance_id"] = json!(0);
+    }
+    neighbour
+        .as_array_mut()
+        .unwrap()
+        .extend(in_job_slice.as_array().unwrap().iter().cloned());
+    let node = FakeNode::with_fixture("a100-sxm4-40gb.json", |f| {
+        let gpu = |n: u32, procs: Value| {
+            json!({"model": "a100-sxm4-40gb", "uuid": format!("GPU-a1000040-0000-4000-8000-00000000000{}", n + 1),
+                   "minor": n, "pci_bus_id": format!("00000000:0{}:00.0", 7 + n), "cpu_affinity": "0-15",
+                   "mig_enabled": false, "processes": procs})
+        };
+        let mut g0 = gpu(0, neighbour);
+        g0["mig_enabled"] = json!(true);
+        g0["gpu_instances"] = json!((0..7)
+            .map(|start| json!({"profile_id": 19, "start": start}))
+            .collect::<Vec<_>>());
+        f["gpus"] = json!([g0, gpu(1, gpu1), gpu(2, gpu2)]);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write_manifest(&dir.path().join("run"), "");
+    std::fs::create_dir(dir.path().join("textfile")).unwrap();
+    std::fs::write(
+        dir.path().join("site.toml"),
+        format!(
+            "[guard]\ninterval_s = 0.2\nwindow_s = 3\nwarmup_epochs = 0\ngrace_s = 2\n\
+             textfile_dir = \"{}\"\n[paths]\naudit_log = \"{}\"\n",
+            dir.path().join("textfile").display(),
+            dir.path().join("audit.log").display()
+        ),
+    )
+    .unwrap();
+    // What an administrator writes by hand for this node (gres.conf(5)).
+    let mut gres = String::from("NodeName=other Name=gpu Type=a100 File=/dev/nvidia5\n");
+    for gi in 7..14 {
+        let (g, c) = caps(gi);
+        gres.push_str(&format!(
+            "NodeName=n1 AutoDetect=off Name=gpu Type=1g.5gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap{g},/dev/nvidia-caps/nvidia-cap{c}\n"
+        ));
+    }
+    gres.push_str("NodeName=n1 AutoDetect=off Name=gpu Type=a100 File=/dev/nvidia[1-2]\n");
+    gres.push_str("NodeName=n1 AutoDetect=off Name=shard Count=8 File=/dev/nvidia[1-2]\n");
+    std::fs::write(dir.path().join("gres.conf"), gres).unwrap();
+    Setup { dir, node }
+}
+
+impl Setup {
+    /// The agent as the train script starts it inside a job that Slurm gave
+    /// GRES indices `job_gpus`, renumbered to `visible`, with a cgroup that
+    /// allows `allowed` (device files).
+    fn in_job(
+        &self,
+        visible: &str,
+        job_gpus: &str,
+        allowed: &str,
+        trainer: Option<u32>,
+        extra: &[&str],
+    ) -> Command {
+        let mut cmd = yolo();
+        self.node.apply_env(&mut cmd);
+        cmd.arg("--site")
+            .arg(self.dir.path().join("site.toml"))
+            .args(["agent", "--workdir"])
+            .arg(self.workdir())
+            .args(["--stage", "train", "--json", "--gres-conf"])
+            .arg(self.dir.path().join("gres.conf"))
+            .arg("--sysroot")
+            .arg(&self.node.sysroot)
+            .env("SLURM_JOB_ID", "78")
+            .env("SLURMD_NODENAME", "n1")
+            .env("CUDA_VISIBLE_DEVICES", visible)
+            .env("SLURM_JOB_GPUS", job_gpus)
+            .env("FAKE_NVML_ALLOWED_DEVICES", allowed)
+            .env_remove("SLURM_STEP_GPUS")
+            .env_remove("SLURM_ARRAY_JOB_ID")
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .env_remove("SLURM_SHARDS_ON_NODE")
+            .env("XDG_STATE_HOME", self.dir.path().join("xdg"))
+            .args(extra);
+        if let Some(pid) = trainer {
+            cmd.args(["--pid", &pid.to_string()]);
+        }
+        cmd
+    }
+
+    /// The UUID NVML gives GPU `index` (unconstrained, as the administrator sees it).
+    fn gpu_uuid(&self, index: usize) -> String {
+        let mut cmd = yolo();
+        self.node.apply_env(&mut cmd);
+        let out = run(cmd.args(["node-setup", "--show", "--json"]));
+        assert_eq!(out.status.code(), Some(0));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["gpus"][index]["uuid"].as_str().unwrap().to_string()
+    }
+}
+
+/// The device files Slurm allows a job on the slice of GPU instance `gi` of /dev/nvidia0.
+fn slice_files(gi: u32) -> String {
+    let (g, c) = caps(gi);
+    format!(
+        "/dev/nvidiactl,/dev/nvidia0,/dev/nvidia-caps/nvidia-cap{g},/dev/nvidia-caps/nvidia-cap{c}"
+    )
+}
+
+/// Every sample of the series counted `mib` for the job.
+fn every_sample_counts(s: &Setup, mib: u64) {
+    let lines = series_lines(s);
+    assert!(lines.len() > 2, "{lines:?}");
+    for line in lines.iter().skip(1) {
+        let used: u64 = line.split(',').nth(1).unwrap().parse().unwrap();
+        assert_eq!(used, mib << 20, "{line}");
+    }
+}
+
+/// The issue's reproduction: a 1g.5gb job at GRES index 6 sees
+/// CUDA_VISIBLE_DEVICES=0; the slice beside it leaks 1,200 MB/min. The agent
+/// watches the job's own slice, whose memory is flat, and never stops it.
+#[test]
+fn a_renumbered_slice_job_reads_its_own_slice_not_gpu_0_and_is_not_stopped_for_a_neighbour() {
+    let s = constrained_node(
+        json!([{"pid": 4242, "used_memory_mib": 3000}]),
+        json!([]),
+        json!([]),
+    );
+    let uuid = s.mig_uuid(13);
+    let mut trainer = Trainer::start();
+    let (outcome, log) = finish(&mut s.in_job(
+        "0",
+        "6",
+        &slice_files(13),
+        Some(trainer.pid()),
+        &["--samples", "40"],
+    ));
+    assert_eq!(outcome["ended"], "sample_limit", "{outcome}\n{log}");
+    assert_eq!(outcome["device"], uuid.as_str(), "{outcome}");
+    assert_eq!(outcome["is_mig"], true);
+    assert_eq!(outcome["device_name"], "NVIDIA A100-SXM4-40GB MIG 1g.5gb");
+    assert_eq!(outcome["read_errors"], 0, "{outcome}\n{log}");
+    assert!(decisions(&outcome, "stop").is_empty(), "{outcome}\n{log}");
+    assert!(
+        trainer.running(),
+        "the job was stopped for its neighbour's leak"
+    );
+    assert!(
+        log.contains("the job's device(s): SLURM_JOB_GPUS=6 through gres.conf line(s) 8 (CUDA_VISIBLE_DEVICES=0)"),
+        "{log}"
+    );
+    every_sample_counts(&s, 3000);
+}
+
+/// A whole-GPU job on GPU 1 (GRES 7) renumbered to 0: it reads GPU 1, the
+/// only GPU its cgroup lets it open, not GPU 0.
+#[test]
+fn a_renumbered_whole_gpu_job_reads_its_own_gpu() {
+    let mut trainer = Trainer::start();
+    let s = constrained_node(
+        json!([]),
+        json!([{"pid": trainer.pid(), "used_memory_mib": 6000}]),
+        json!([]),
+    );
+    let uuid = s.gpu_uuid(1);
+    let (outcome, log) = finish(&mut s.in_job(
+        "0",
+        "7",
+        "/dev/nvidiactl,/dev/nvidia1",
+        Some(trainer.pid()),
+        &["--samples", "30"],
+    ));
+    assert_eq!(outcome["ended"], "sample_limit", "{outcome}\n{log}");
+    assert_eq!(outcome["device"], uuid.as_str(), "{outcome}");
+    assert_eq!(outcome["is_mig"], false);
+    assert_eq!(outcome["read_errors"], 0, "{outcome}\n{log}");
+    assert!(decisions(&outcome, "stop").is_empty(), "{outcome}\n{log}");
+    assert!(trainer.running());
+    every_sample_counts(&s, 6000);
+}
+
+/// A shard job on GPU 1 renumbered to 0, with another shard job leaking on
+/// the same GPU: its own processes on its own GPU count, nothing else.
+#[test]
+fn a_renumbered_shard_job_counts_its_processes_on_its_own_gpu() {
+    let mut trainer = Trainer::start();
+    let s = constrained_node(
+        json!([]),
+        json!([{"pid": trainer.pid(), "used_memory_mib": 6000}, neighbour_leaking()]),
+        json!([]),
+    );
+    let uuid = s.gpu_uuid(1);
+    let (outcome, log) = finish(
+        s.in_job(
+            "0",
+            "7",
+            "/dev/nvidiactl,/dev/nvidia1",
+            Some(trainer.pid()),
+            &["--samples", "30"],
+        )
+        .env("SLURM_SHARDS_ON_NODE", "2"),
+    );
+    assert_eq!(outcome["ended"], "sample_limit", "{outcome}\n{log}");
+    assert_eq!(outcome["device"], uuid.as_str(), "{outcome}");
+    assert_eq!(outcome["read_errors"], 0, "{outcome}\n{log}");
+    assert!(decisions(&outcome, "stop").is_empty(), "{outcome}\n{log}");
+    assert!(trainer.running());
+    every_sample_counts(&s, 6000);
+}
+
+/// The exclusive pool: two whole GPUs (GRES 7, 8) renumbered to 0,1. Both of
+/// the job's own GPUs are read, and its own leak on the second is stopped.
+#[test]
+fn the_exclusive_pools_renumbered_gpus_are_the_jobs_own_and_its_leak_is_stopped() {
+    let mut trainer = Trainer::start();
+    let rate = mib_per_s(600.0);
+    let s = constrained_node(
+        json!([]),
+        json!([{"pid": trainer.pid(), "used_memory_mib": 2000}]),
+        json!([{"pid": trainer.pid(), "memory_curve": [[0, 6000], [3600, 6000.0 + 3600.0 * rate]]}]),
+    );
+    let (one, two) = (s.gpu_uuid(1), s.gpu_uuid(2));
+    let (outcome, log) = finish(&mut s.in_job(
+        "0,1",
+        "7,8",
+        "/dev/nvidiactl,/dev/nvidia1,/dev/nvidia2",
+        Some(trainer.pid()),
+        &[],
+    ));
+    assert_eq!(outcome["ended"], "stopped", "{outcome}\n{log}");
+    assert_eq!(outcome["device"], format!("{one},{two}"), "{outcome}");
+    assert_eq!(outcome["read_errors"], 0, "{outcome}\n{log}");
+    assert!(log.contains("the job holds 2 devices"), "{log}");
+    assert!(!trainer.running(), "the job's own leak was not stopped");
+}
+
+/// Renumbered indices and no gres.conf to map them: the agent cannot know
+/// which device is the job's. It warns, reads no device and never stops.
+#[test]
+fn where_the_mapping_cannot_be_known_the_agent_warns_and_never_stops() {
+    let s = constrained_node(
+        json!([{"pid": 4242, "used_memory_mib": 3000}]),
+        json!([]),
+        json!([]),
+    );
+    std::fs::remove_file(s.dir.path().join("gres.conf")).unwrap();
+    let mut trainer = Trainer::start();
+    let (outcome, log) = finish(&mut s.in_job(
+        "0",
+        "6",
+        &slice_files(13),
+        Some(trainer.pid()),
+        &["--samples", "40"],
+    ));
+    assert_eq!(outcome["ended"], "unwatched", "{outcome}\n{log}");
+    assert_eq!(outcome["samples"], 0, "{outcome}");
+    assert!(
+        outcome["decisions"].as_array().unwrap().is_empty(),
+        "{outcome}"
+    );
+    assert!(
+        log.contains("warning: the job's own GPU device(s) cannot be known: CUDA_VISIBLE_DEVICES=0 is renumbered from SLURM_JOB_GPUS=6")
+            && log.contains("never stops this job"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("warning: the job's own GPU device(s) cannot be known")
+            .count(),
+        1,
+        "warned once: {log}"
+    );
+    assert!(log.contains("ending after 0 sample(s)"), "{log}");
+    assert!(trainer.running());
+    assert!(!s.state("train.guard.json").exists());
+}
+
+/// An index names no slice of a GPU in MIG mode, and that GPU's memory is
+/// every slice's: the agent refuses to watch it rather than charge the job
+/// with its neighbours' use.
+#[test]
+fn an_index_on_a_gpu_in_mig_mode_is_never_read_as_the_whole_gpu() {
+    let s = Setup::new(
+        "h200-partitioned-busy.json",
+        in_slice(json!([[0, 100]])),
+        "",
+    );
+    let out = run_bounded(
+        &mut s.agent("0", None, &["--samples", "2"]),
+        Duration::from_secs(60),
+    )
+    .expect("the agent hung");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("could not start") && err.contains("GPU 0 is in MIG mode"),
+        "{err}"
+    );
 }
