@@ -139,7 +139,7 @@ impl Drop for PartitionMaxTime {
 }
 
 /// Submit `k` runs at once and check that their trainings overlap in time.
-fn k_runs_overlap(partition: &str, k: usize, prefix: &str, share: (u64, &str)) {
+pub(crate) fn k_runs_overlap(partition: &str, k: usize, prefix: &str, share: (u64, &str)) {
     let f = Fixture::new();
     let mut workdirs = Vec::new();
     let mut jobs = Vec::new();
