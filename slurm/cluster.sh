@@ -811,7 +811,7 @@ cmd_reload() {
     validate_settings
     [[ "$MIG_NODE" =~ ^[01]$ ]] || die "MIG_NODE must be 0 or 1, got '$MIG_NODE'"
     running slurmctld slurmctld || die "the cluster is not up; run 'slurm/cluster.sh up' first"
-    local tmp_conf tmp_gres conf_changed=0
+    local tmp_conf tmp_gres tmp_cgroup conf_changed=0
     tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
     tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
     TMP_FILES+=("$tmp_conf" "$tmp_gres")
@@ -820,8 +820,12 @@ cmd_reload() {
         exit 1
     fi
     write_gres_conf "$tmp_gres"
+    tmp_cgroup=$(mktemp "$CONF_DIR/.cgroup.conf.XXXXXX")
+    TMP_FILES+=("$tmp_cgroup")
+    write_cgroup_conf "$tmp_cgroup"
     install_conf "$tmp_conf" "$CONF_DIR/slurm.conf" 0644 root:root && conf_changed=1
     install_conf "$tmp_gres" "$CONF_DIR/gres.conf" 0644 root:root || true
+    install_conf "$tmp_cgroup" "$CONF_DIR/cgroup.conf" 0644 root:root || true
     [ "$MIG_NODE" = 1 ] || stop_daemon "slurmd-$MIG_NODE_NAME" slurmd
     if [ "$conf_changed" = 1 ]; then
         log "slurm.conf changed: restarting slurmctld"

@@ -169,6 +169,7 @@ fn the_test_command_knows_which_modules_share_the_cluster() {
     };
     let mut alone_named = list("alone");
     alone_named.extend(list("disrupting"));
+    alone_named.extend(list("constrained"));
     alone_named.extend(list("later"));
     alone_named.sort();
     let (mut alone, mut shared) = (Vec::new(), Vec::new());
@@ -189,7 +190,7 @@ fn the_test_command_knows_which_modules_share_the_cluster() {
     shared.sort();
     assert_eq!(
         alone_named, alone,
-        "slurm/test-all.sh's alone=(…), disrupting=(…) and later=(…)"
+        "slurm/test-all.sh's alone=(…), disrupting=(…), constrained=(…) and later=(…)"
     );
     assert_eq!(list("shared"), shared, "slurm/test-all.sh's shared=(…)");
 }
