@@ -344,6 +344,10 @@ write_slurm_conf() {
             echo "TaskPlugin=task/cgroup,task/affinity"
             echo "PrologFlags=Contain"
             echo "SelectTypeParameters=CR_CPU_Memory"
+            # With memory consumable, a job without --mem would get the whole
+            # node's (DefMemPerNode=UNLIMITED): one such job would fill a node.
+            # 1000 MB a CPU fits every node shape here (16 CPUs, 16000 MB on small1).
+            echo "DefMemPerCPU=1000"
         else
             echo "ProctrackType=proctrack/linuxproc"
             echo "TaskPlugin=task/none"

@@ -269,7 +269,11 @@ fn isolation_on_node(
     gres_conf: &std::path::Path,
 ) -> Vec<crate::doctor::Check> {
     use crate::slurm::isolation;
-    let Ok(ctl) = crate::slurm::config::fetch(&ctx.slurm) else {
+    // A controller that answers without its settings says nothing either.
+    let Some(ctl) = crate::slurm::config::fetch(&ctx.slurm)
+        .ok()
+        .filter(|c| c.get("TaskPlugin").is_some())
+    else {
         return Vec::new();
     };
     let mut findings = isolation::findings(&ctl, &[node.to_string()]);

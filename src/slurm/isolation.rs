@@ -73,11 +73,27 @@ pub fn findings(ctl: &ControllerConfig, gpu_nodes: &[String]) -> Vec<Finding> {
     );
     let select = ctl.get("SelectTypeParameters").unwrap_or("unknown");
     let memory = select.to_ascii_uppercase().contains("MEMORY");
+    // scontrol prints DefMemPerCPU only when set, DefMemPerNode always.
+    let default_mem = ["DefMemPerCPU", "DefMemPerNode"].iter().find_map(|k| {
+        ctl.get(k)
+            .filter(|v| !v.eq_ignore_ascii_case("UNLIMITED") && *v != "0")
+            .map(|v| format!("{k}={v}"))
+    });
     push(
         "memory allocation",
-        memory,
-        if memory {
-            format!("SelectTypeParameters={select}: memory is allocated like CPUs; --mem is reserved for the job")
+        memory && default_mem.is_some(),
+        if memory && default_mem.is_some() {
+            format!(
+                "SelectTypeParameters={select}: memory is allocated like CPUs; --mem is reserved for the job, \
+                 {} for a job without it",
+                default_mem.unwrap_or_default()
+            )
+        } else if memory {
+            format!(
+                "SelectTypeParameters={select} with no default memory (DefMemPerNode=UNLIMITED): a job without \
+                 --mem is given the whole node's memory, so one such job fills a node; set DefMemPerCPU in slurm.conf \
+                 (yolo-sched's stages always ask --mem)"
+            )
         } else {
             format!(
                 "SelectTypeParameters={select}: memory is not a consumable resource, so --mem reserves nothing \
@@ -226,6 +242,8 @@ mod tests {
     const CONSTRAINED: &str = "TaskPlugin              = task/cgroup,task/affinity\n\
         ProctrackType           = proctrack/cgroup\n\
         SelectTypeParameters    = CR_CPU_MEMORY\n\
+        DefMemPerCPU            = 1000\n\
+        DefMemPerNode           = UNLIMITED\n\
         Cgroup Support Configuration:\n\
         CgroupPlugin            = cgroup/v1\n\
         ConstrainCores          = yes\n\
@@ -238,6 +256,15 @@ mod tests {
         let f = findings(&ControllerConfig::parse(CONSTRAINED), &["gpu1".into()]);
         assert_eq!(f.len(), 6);
         assert!(f.iter().all(|f| f.ok), "{f:?}");
+        // Memory consumable without a default: a job without --mem takes a node.
+        let text = CONSTRAINED.replace("DefMemPerCPU            = 1000\n", "");
+        let f = findings(&ControllerConfig::parse(&text), &[]);
+        let mem = f.iter().find(|f| f.name == "memory allocation").unwrap();
+        assert!(
+            !mem.ok && mem.detail.contains("set DefMemPerCPU"),
+            "{}",
+            mem.detail
+        );
     }
 
     #[test]
