@@ -37,6 +37,12 @@
 #                     gpu0.. under $DEV_DIR/poolK-<instance>). For the several-GPU tests
 #                     (pool_live); default 0, so the other modules see the standard shape.
 #                     Kept like NODES.
+#   CGROUPS=0|1       isolation as on a production site: task/cgroup,task/affinity,
+#                     proctrack/cgroup, memory a consumable resource (CR_CPU_Memory), and a
+#                     cgroup.conf beside slurm.conf (cgroup/v1; ConstrainCores, ConstrainDevices,
+#                     ConstrainRAMSpace, ConstrainSwapSpace). Default 0: no cgroups, every job
+#                     sees every device and all memory (sites differ; see docs/local-cluster.md).
+#                     Kept like NODES.
 #   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0,bf_interval=1
 #                     (bench/replay names bf_interval=1 itself). Not kept either.
 #   INSTANCE=K        which cluster on this host (1..9, default 1). Instance K > 1 is a second
@@ -104,6 +110,7 @@ if [ -r "$SETTINGS_FILE" ]; then
         MIN_JOB_AGE) MIN_JOB_AGE=${MIN_JOB_AGE:-$value} ;;
         MIG_NODE) MIG_NODE=${MIG_NODE:-$value} ;;
         POOL) POOL=${POOL:-$value} ;;
+        CGROUPS) CGROUPS=${CGROUPS:-$value} ;;
         esac
     done <"$SETTINGS_FILE"
 fi
@@ -113,6 +120,7 @@ MIN_JOB_AGE=${MIN_JOB_AGE:-1800}
 IDLE_TIMEOUT=${IDLE_TIMEOUT:-60}
 MIG_NODE=${MIG_NODE:-0}
 POOL=${POOL:-0}
+CGROUPS=${CGROUPS:-0}
 NODE_GRES=${NODE_GRES:-}
 SCHED_PARAMS=${SCHED_PARAMS:-}
 readonly MIG_NODE_NAME=mig1
@@ -130,6 +138,7 @@ validate_settings() {
     [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "NODES must be 1..99, got '$NODES'"
     [[ "$ACCOUNTING" =~ ^[01]$ ]] || die "ACCOUNTING must be 0 or 1, got '$ACCOUNTING'"
     [[ "$POOL" =~ ^[01]$ ]] || die "POOL must be 0 or 1, got '$POOL'"
+    [[ "$CGROUPS" =~ ^[01]$ ]] || die "CGROUPS must be 0 or 1, got '$CGROUPS'"
     [[ "$MIN_JOB_AGE" =~ ^[0-9]+$ ]] || die "MIN_JOB_AGE must be seconds, got '$MIN_JOB_AGE'"
     [[ "$IDLE_TIMEOUT" =~ ^[0-9]+$ ]] || die "IDLE_TIMEOUT must be seconds, got '$IDLE_TIMEOUT'"
     [[ "$SCHED_PARAMS" =~ ^[A-Za-z0-9_=,.:-]*$ ]] || die "SCHED_PARAMS must be comma-separated key=value items, got '$SCHED_PARAMS'"
@@ -326,10 +335,24 @@ write_slurm_conf() {
         echo "SlurmdPidFile=$RUN_DIR/slurmd-%n.pid"
         echo "SlurmctldLogFile=$LOG_DIR/slurmctld.log"
         echo "SlurmdLogFile=$LOG_DIR/slurmd-%n.log"
-        echo "ProctrackType=proctrack/linuxproc"
-        echo "TaskPlugin=task/none"
         echo "SelectType=select/cons_tres"
-        echo "SelectTypeParameters=CR_CPU"
+        if [ "$CGROUPS" = 1 ]; then
+            # What a production site runs (docs/admin-guide.md, isolation): each
+            # job in cgroups of its own, limited to the CPUs, memory and device
+            # files Slurm gave it (cgroup.conf), memory allocated as CPUs are.
+            echo "ProctrackType=proctrack/cgroup"
+            echo "TaskPlugin=task/cgroup,task/affinity"
+            echo "PrologFlags=Contain"
+            echo "SelectTypeParameters=CR_CPU_Memory"
+            # With memory consumable, a job without --mem would get the whole
+            # node's (DefMemPerNode=UNLIMITED): one such job would fill a node.
+            # 1000 MB a CPU fits every node shape here (16 CPUs, 16000 MB on small1).
+            echo "DefMemPerCPU=1000"
+        else
+            echo "ProctrackType=proctrack/linuxproc"
+            echo "TaskPlugin=task/none"
+            echo "SelectTypeParameters=CR_CPU"
+        fi
         echo "SlurmdParameters=config_overrides"
         # batch_sched_delay=0: a job starts ~0.3 s after submission, not ~2.3 s;
         # bf_interval=1: a job whose begin time passes (a requeued one) starts
@@ -370,6 +393,24 @@ write_slurm_conf() {
         echo "PartitionName=smalldef Nodes=$SMALL_NODE_NAME MaxTime=INFINITE DefCpuPerGPU=2 DefMemPerGPU=2000 State=UP"
         pool_node_lines
         mig_node_lines
+    } >"$out"
+}
+
+# cgroup.conf (CGROUPS=1; without it the file is still written, with nothing
+# constrained, so that no stale file of an earlier CGROUPS=1 applies).
+write_cgroup_conf() {
+    local out=$1 yes=no
+    [ "$CGROUPS" = 1 ] && yes=yes
+    {
+        echo "$MARKER"
+        echo "# Read only with TaskPlugin=task/cgroup or ProctrackType=proctrack/cgroup (CGROUPS=1)."
+        echo "# cgroup v1 (this host mounts it, without systemd)."
+        echo "CgroupPlugin=cgroup/v1"
+        echo "CgroupMountpoint=/sys/fs/cgroup"
+        echo "ConstrainCores=$yes"
+        echo "ConstrainDevices=$yes"
+        echo "ConstrainRAMSpace=$yes"
+        echo "ConstrainSwapSpace=$yes"
     } >"$out"
 }
 
@@ -713,14 +754,17 @@ cmd_up() {
         rm -rf "${SPOOL_DIR:?}/ctld"/*
     fi
 
-    local tmp_conf tmp_gres tmp_dbd changed=0 dbd_changed=0
+    local tmp_conf tmp_gres tmp_cgroup tmp_dbd changed=0 dbd_changed=0
     tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
     tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
-    TMP_FILES+=("$tmp_conf" "$tmp_gres")
+    tmp_cgroup=$(mktemp "$CONF_DIR/.cgroup.conf.XXXXXX")
+    TMP_FILES+=("$tmp_conf" "$tmp_gres" "$tmp_cgroup")
     write_slurm_conf "$tmp_conf"
     write_gres_conf "$tmp_gres"
+    write_cgroup_conf "$tmp_cgroup"
     install_conf "$tmp_conf" "$CONF_DIR/slurm.conf" 0644 root:root && changed=1
     install_conf "$tmp_gres" "$CONF_DIR/gres.conf" 0644 root:root && changed=1
+    install_conf "$tmp_cgroup" "$CONF_DIR/cgroup.conf" 0644 root:root && changed=1
     # Keep a record of the node count this config was written for, so down stops every slurmd.
     if [ "$ACCOUNTING" = 1 ]; then
         tmp_dbd=$(mktemp "$CONF_DIR/.slurmdbd.conf.XXXXXX")
@@ -759,7 +803,7 @@ cmd_up() {
 }
 
 write_settings() {
-    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\nMIG_NODE=%s\nPOOL=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" "$MIG_NODE" "$POOL" >"$SETTINGS_FILE"
+    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\nMIG_NODE=%s\nPOOL=%s\nCGROUPS=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" "$MIG_NODE" "$POOL" "$CGROUPS" >"$SETTINGS_FILE"
 }
 
 # Rewrite the configuration of a running cluster without stopping jobs: slurmctld
@@ -771,7 +815,7 @@ cmd_reload() {
     validate_settings
     [[ "$MIG_NODE" =~ ^[01]$ ]] || die "MIG_NODE must be 0 or 1, got '$MIG_NODE'"
     running slurmctld slurmctld || die "the cluster is not up; run 'slurm/cluster.sh up' first"
-    local tmp_conf tmp_gres conf_changed=0
+    local tmp_conf tmp_gres tmp_cgroup conf_changed=0
     tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
     tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
     TMP_FILES+=("$tmp_conf" "$tmp_gres")
@@ -780,8 +824,12 @@ cmd_reload() {
         exit 1
     fi
     write_gres_conf "$tmp_gres"
+    tmp_cgroup=$(mktemp "$CONF_DIR/.cgroup.conf.XXXXXX")
+    TMP_FILES+=("$tmp_cgroup")
+    write_cgroup_conf "$tmp_cgroup"
     install_conf "$tmp_conf" "$CONF_DIR/slurm.conf" 0644 root:root && conf_changed=1
     install_conf "$tmp_gres" "$CONF_DIR/gres.conf" 0644 root:root || true
+    install_conf "$tmp_cgroup" "$CONF_DIR/cgroup.conf" 0644 root:root || true
     [ "$MIG_NODE" = 1 ] || stop_daemon "slurmd-$MIG_NODE_NAME" slurmd
     if [ "$conf_changed" = 1 ]; then
         log "slurm.conf changed: restarting slurmctld"
@@ -846,7 +894,7 @@ cmd_status() {
 }
 
 cmd_env() {
-    echo "INSTANCE=$INSTANCE NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE POOL=$POOL CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR SLURM_CONF=$SLURM_CONF"
+    echo "INSTANCE=$INSTANCE NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE POOL=$POOL CGROUPS=$CGROUPS CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR SLURM_CONF=$SLURM_CONF"
 }
 
 case "${1:-}" in

@@ -36,8 +36,8 @@ say "the real trainer: Ultralytics in a venv (about a minute and 6 GB the first 
 bash slurm/trainer.sh install >"$trainer_out" 2>"$trainer_log" </dev/null &
 trainer_pid=$!
 
-say "the local cluster with fake MIG slices"
-bash slurm/cluster.sh up
+say "the local cluster with fake MIG slices, configured like a production site (cgroups: each job sees only its slice, its memory and its CPUs)"
+CGROUPS=1 bash slurm/cluster.sh up
 
 say "waiting for the build (at ${SECONDS} s)"
 if ! wait "$build_pid"; then

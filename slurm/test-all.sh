@@ -110,13 +110,15 @@ phase "s3 and clusters up"
 bash slurm/s3.sh up
 bash slurm/s3.sh up # twice: must be a no-op
 
+# Without cgroups at first, whatever an interrupted earlier run left in the
+# settings (instance 3 is brought up again with them for isolation_live).
 # Instance 2 has the exclusive pool too (POOL=1: pool1 gpu:a100:4, pool2
 # gpu:h100:8, partition pool) for pool_live; its other modules look only at
 # their own runs on the standard nodes.
 pool_of() { if [ "$1" = 2 ]; then echo 1; else echo 0; fi; }
-for k in 1 2 3; do INSTANCE=$k POOL=$(pool_of "$k") bash slurm/cluster.sh up; done
+for k in 1 2 3; do INSTANCE=$k POOL=$(pool_of "$k") CGROUPS=0 bash slurm/cluster.sh up; done
 started_pids=$(daemon_pids)
-for k in 1 2 3; do INSTANCE=$k POOL=$(pool_of "$k") bash slurm/cluster.sh up; done
+for k in 1 2 3; do INSTANCE=$k POOL=$(pool_of "$k") CGROUPS=0 bash slurm/cluster.sh up; done
 if [ "$(daemon_pids)" != "$started_pids" ]; then
     echo "test-all: a second 'cluster.sh up' restarted daemons ($started_pids -> $(daemon_pids))" >&2
     exit 1
@@ -153,9 +155,10 @@ set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
 # Threads are many because a test waiting for its module's turn holds one;
 # `common` lets at most four tests of a module run at once.
-shared=(advise agent_live backup_live compare_live escalate_live pool_live registry_live runs_agree_live spec_corpus syslog_live trainer_live)
+shared=(advise agent_live backup_live compare_live escalate_live isolation_none_live pool_live registry_live runs_agree_live spec_corpus syslog_live trainer_live)
 alone=(cluster_live faults_live node_setup_slurm report_live resources_live runs_live)
 disrupting=(faults_cluster_live) # instance 3
+constrained=(isolation_live) # instance 3 again, with cgroups (CGROUPS=1), once the faults are done
 later=(accounting_live tiers_live) # the accounting pass below
 export YOLO_SCHED_EXPECT_CLUSTER=1 YOLO_SCHED_EXPECT_TRAINER=1
 # pass NAME COMMAND...: COMMAND's output to target/test-NAME.log and, each line
@@ -174,7 +177,7 @@ pass() {
 # binary itself, so that it never waits for a cargo lock.
 instance_one() {
     local skips=() status=0
-    for m in "${shared[@]}" "${disrupting[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
+    for m in "${shared[@]}" "${disrupting[@]}" "${constrained[@]}" "${later[@]}"; do skips+=(--skip "$m::"); done
     phase "[alone] cluster 1: the live modules that take the cluster alone (${alone[*]}), and the integration tests without a cluster"
     pass alone "$integration" --include-ignored --test-threads=16 "${skips[@]}" || status=1
     phase "[accounting] cluster 1 with accounting (ACCOUNTING=1 MIN_JOB_AGE=10)"
@@ -189,11 +192,24 @@ instance_one() {
 }
 instance_one </dev/null &
 alone_pid=$!
+# Instance 3: the module that stops daemons, then the same cluster restarted
+# as a production site configures one (cgroups: CGROUPS=1, docs/local-cluster.md)
+# for the isolation tests, which take it alone.
 instance_three() {
-    local filters=()
+    local filters=() status=0
     for m in "${disrupting[@]}"; do filters+=("$m::"); done
     phase "[faults] cluster 3: ${disrupting[*]}"
-    pass faults env INSTANCE=3 SLURM_CONF="$THIRD_CONF" "$integration" --include-ignored "${filters[@]}"
+    pass faults env INSTANCE=3 SLURM_CONF="$THIRD_CONF" "$integration" --include-ignored "${filters[@]}" || status=1
+    filters=()
+    for m in "${constrained[@]}"; do filters+=("$m::"); done
+    phase "[isolation] cluster 3 with cgroups (CGROUPS=1): ${constrained[*]}"
+    if INSTANCE=3 CGROUPS=1 bash slurm/cluster.sh up; then
+        pass isolation env INSTANCE=3 SLURM_CONF="$THIRD_CONF" "$integration" --include-ignored "${filters[@]}" || status=1
+    else
+        echo "test-all: cluster 3 did not come up with cgroups" >&2
+        status=1
+    fi
+    return "$status"
 }
 instance_three </dev/null &
 faults_pid=$!
@@ -261,6 +277,6 @@ fi
 clippy_pid=""
 set -e
 phase "test summary"
-cat target/test-{alone,faults,accounting,shared,unit,doc}.log 2>/dev/null >target/test-all.log
+cat target/test-{alone,faults,isolation,accounting,shared,unit,doc}.log 2>/dev/null >target/test-all.log
 grep -E '^test result:' target/test-all.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "passed %d, failed %d, ignored %d in %d test runs\n", p, f, i, NR}'
 exit "$status"

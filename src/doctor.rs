@@ -156,9 +156,16 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
     let mut partitions = Vec::new();
     let mut gres = BTreeMap::new();
     let mut accounting = Accounting::Unknown;
+    let mut gpu_nodes: Vec<String> = Vec::new();
     if ctld_up {
         match sinfo::nodes(slurm) {
             Ok(nodes) => {
+                gpu_nodes = nodes
+                    .iter()
+                    .filter(|n| !n.gres.is_empty())
+                    .map(|n| n.name.clone())
+                    .collect();
+                gpu_nodes.dedup();
                 partitions = sinfo::partitions(&nodes);
                 gres = sinfo::gres_totals(&nodes);
                 if partitions.is_empty() {
@@ -303,6 +310,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                     );
                 }
             }
+            checks.extend(isolation_checks(ctl, &gpu_nodes));
         }
     }
 
@@ -345,6 +353,30 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
         accounting,
         nvml,
     }
+}
+
+/// The isolation between jobs the site enforces (`slurm::isolation`): one
+/// line per layer, each gap a warning that says what a job can do and how to
+/// close it. gres.conf is read beside the controller's slurm.conf, where this
+/// host has it (a login node often does; `node-setup --check` reads the node's).
+pub fn isolation_checks(ctl: &config::ControllerConfig, gpu_nodes: &[String]) -> Vec<Check> {
+    use crate::slurm::isolation;
+    let mut out = Vec::new();
+    let mut findings = isolation::findings(ctl, gpu_nodes);
+    let gres_conf = ctl
+        .get("SLURM_CONF")
+        .map(|c| Path::new(c).with_file_name("gres.conf"))
+        .unwrap_or_else(|| Path::new("/etc/slurm/gres.conf").to_path_buf());
+    let text = std::fs::read_to_string(&gres_conf).ok();
+    findings.push(isolation::device_files_finding(
+        text.as_deref(),
+        &gres_conf.display().to_string(),
+    ));
+    for f in findings {
+        let status = if f.ok { Status::Ok } else { Status::Warn };
+        check(&mut out, f.name, status, f.detail);
+    }
+    out
 }
 
 fn accounting_state(slurm: &Slurm, ctl: Option<&config::ControllerConfig>) -> Accounting {

@@ -214,14 +214,24 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     let prepared = nodesetup::prepare(&nvml, &opts, &layout, &ctx.slurm)?;
     if args.check {
         let diffs = nodesetup::differences(&prepared, &opts, &ctx.slurm)?;
+        // The isolation in force on this node (docs/admin-guide.md,
+        // "Isolation"): warnings only, they do not change the exit status.
+        let isolation = if args.no_slurm {
+            Vec::new()
+        } else {
+            isolation_on_node(ctx, &prepared.node, &prepared.gres_conf)
+        };
         if args.output.json {
             ctx.printer.json(&serde_json::json!({
                 "node": prepared.node,
                 "layout": layout.name,
                 "matches": diffs.is_empty(),
                 "differences": diffs,
+                "isolation": isolation,
             }))?;
-        } else if diffs.is_empty() {
+            return Ok(if diffs.is_empty() { 0 } else { 1 });
+        }
+        if diffs.is_empty() {
             ctx.printer.line(format!(
                 "{} matches layout `{}`",
                 prepared.node, layout.name
@@ -235,9 +245,55 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
                 ctx.printer.line(format!("  {d}"))?;
             }
         }
+        for c in &isolation {
+            let word = match c.status {
+                crate::doctor::Status::Ok => "ok",
+                crate::doctor::Status::Info => "info",
+                crate::doctor::Status::Warn => "WARN",
+                crate::doctor::Status::Fail => "FAIL",
+            };
+            ctx.printer
+                .line(format!("isolation: {word} {}: {}", c.name, c.detail))?;
+        }
         return Ok(if diffs.is_empty() { 0 } else { 1 });
     }
     dry_run(&ctx.printer, &prepared, args.output.json)
+}
+
+/// `doctor`'s isolation checks for this node: Slurm's settings (the
+/// controller's), and the device files of this node's gres.conf. Nothing when
+/// the controller cannot be asked.
+fn isolation_on_node(
+    ctx: &Context,
+    node: &str,
+    gres_conf: &std::path::Path,
+) -> Vec<crate::doctor::Check> {
+    use crate::slurm::isolation;
+    // A controller that answers without its settings says nothing either.
+    let Some(ctl) = crate::slurm::config::fetch(&ctx.slurm)
+        .ok()
+        .filter(|c| c.get("TaskPlugin").is_some())
+    else {
+        return Vec::new();
+    };
+    let mut findings = isolation::findings(&ctl, &[node.to_string()]);
+    let text = std::fs::read_to_string(gres_conf).ok();
+    findings.push(isolation::device_files_finding(
+        text.as_deref(),
+        &gres_conf.display().to_string(),
+    ));
+    findings
+        .into_iter()
+        .map(|f| crate::doctor::Check {
+            name: f.name.to_string(),
+            status: if f.ok {
+                crate::doctor::Status::Ok
+            } else {
+                crate::doctor::Status::Warn
+            },
+            detail: f.detail,
+        })
+        .collect()
 }
 
 fn options(args: &NodeSetupArgs, section: &NodeSetupSection) -> Result<Options> {

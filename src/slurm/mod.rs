@@ -12,6 +12,7 @@ pub mod cluster;
 pub(crate) mod config;
 pub(crate) mod control;
 pub(crate) mod gres;
+pub(crate) mod isolation;
 pub mod listing;
 pub(crate) mod node;
 pub(crate) mod queue;

@@ -32,6 +32,8 @@ mod faults_live;
 mod first_run;
 mod gres_slurmd;
 mod hostile_inputs;
+mod isolation_live;
+mod isolation_none_live;
 mod mig_plans_on_fake;
 mod node_setup;
 mod node_setup_slurm;

@@ -955,6 +955,36 @@ fn check_sees_each_thing_apply_compares() {
         "{}",
         common::read(&calls)
     );
+
+    // The isolation on the node, from the controller's settings (a site
+    // without cgroups): warnings after the verdict, the exit status unchanged.
+    std::fs::write(
+        bin.join("scontrol"),
+        format!(
+            "#!/bin/sh\necho \"scontrol $*\" >>'{}'\n\
+             [ \"$1 $2\" = 'show config' ] || exit 0\n\
+             printf 'TaskPlugin              = task/none\\nProctrackType           = proctrack/linuxproc\\nSelectTypeParameters    = CR_CPU\\n'\n",
+            calls.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(bin.join("sinfo"), "#!/bin/sh\necho 'idle|'\n").unwrap();
+    let mut cmd = node.cmd_with_slurm(&with("--check", &layout));
+    cmd.env("PATH", &path);
+    let out = common::run(&mut cmd);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("fake1 matches layout"), "{text}");
+    assert!(
+        text.contains(
+            "isolation: WARN device isolation: any job on fake1 can open every GPU and MIG slice"
+        ) && text.contains("set ConstrainDevices=yes in cgroup.conf"),
+        "{text}"
+    );
+    assert!(
+        text.contains("isolation: ok gres device files"),
+        "node-setup's lines name their device files: {text}"
+    );
 }
 
 /// A node name gres.conf or Slurm cannot carry is invalid input before any

@@ -143,7 +143,7 @@ impl Drop for PartitionMaxTime {
 /// test has seen all `k` started, so a slow submission on a loaded machine
 /// cannot let the first end before the last starts; a slice that is not
 /// free keeps a training pending, and the wait for all `k` fails.
-fn k_runs_overlap(partition: &str, k: usize, prefix: &str, share: (u64, &str)) {
+pub(crate) fn k_runs_overlap(partition: &str, k: usize, prefix: &str, share: (u64, &str)) {
     let f = Fixture::new();
     let hold = f.path().join(format!("{prefix}go"));
     let mut workdirs = Vec::new();

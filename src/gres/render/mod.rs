@@ -21,6 +21,7 @@ mod splice;
 
 pub use block::{
     gpu_type_name, markers, render_block, GpuGres, GpuUsage, MigSlice, NodeGres, RenderOptions,
+    BEGIN_MARKER, END_MARKER,
 };
 pub use check::check_written;
 pub use slurm_conf::{gres_counts, slurm_conf_lines, SlurmConfLines};

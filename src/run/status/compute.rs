@@ -219,7 +219,14 @@ pub fn compute(
             exported_validation,
         });
     }
-    let state = run_state(&stages);
+    let mut state = run_state(&stages);
+    if let RunState::Failed {
+        stage,
+        why: why @ None,
+    } = &mut state
+    {
+        *why = host_oom_why(manifest, &stages, stage, dir);
+    }
     RunStatus {
         run_id: manifest.run_id.clone(),
         name: manifest.name.clone(),
@@ -268,6 +275,40 @@ pub fn aggregate(tasks: &[TaskStatus]) -> TaskState {
     } else {
         TaskState::Unknown
     }
+}
+
+/// What the job's log says when the task cgroup's OOM killer ended it
+/// (slurmstepd writes it to the job's stderr under `ConstrainRAMSpace=yes`).
+pub const OOM_KILL_LOG: &str = "oom-kill event";
+
+/// Why a failed stage failed when its job ran out of host memory: Slurm's
+/// `OUT_OF_MEMORY` (the job's cgroup limit, `ConstrainRAMSpace=yes`) or
+/// slurmstepd's oom-kill line in the log. Host memory, not GPU memory (the
+/// GPU's runs out inside CUDA, and the job agent's guard or the trainer say
+/// so): the figure it had, and what to change in the spec.
+fn host_oom_why(
+    manifest: &Manifest,
+    stages: &[StageStatus],
+    stage: &str,
+    dir: &dyn RunDir,
+) -> Option<String> {
+    let status = stages.iter().find(|s| s.stage == stage)?;
+    let record = manifest.stages.iter().find(|s| s.stage == stage)?;
+    let oom = status.tasks.iter().any(|t| {
+        t.state == TaskState::Failed
+            && (t.slurm_state.as_deref() == Some("OUT_OF_MEMORY")
+                || dir
+                    .log_tail(&crate::run::layout::log_file(stage, t.task))
+                    .is_some_and(|l| l.contains(OOM_KILL_LOG)))
+    });
+    oom.then(|| {
+        format!(
+            "ran out of host memory: the node's kernel killed it inside the job's cgroup at the {} of RAM it was given \
+             (--mem; this is not GPU memory); set `mem` higher in the spec's [resources] (or [stages.{stage}]), \
+             or lower `workers`/`batch`",
+            record.mem
+        )
+    })
 }
 
 /// The memory guard's stop message of a stage's first task it stopped.

@@ -425,3 +425,53 @@ fn results_csv_gives_epoch_and_best_map() {
     assert_eq!(pr.best_map50_95, Some(0.3));
     assert_eq!(pr.best_map50, Some(0.5));
 }
+
+#[test]
+fn a_job_killed_by_its_cgroup_ran_out_of_host_memory_with_the_figure_and_the_fix() {
+    let m = manifest(vec![stage("prepare", 1, 80), stage("train", 1, 81)]);
+    let rows = vec![
+        row("80", 80, "", "COMPLETED", ""),
+        row("81", 81, "", "OUT_OF_MEMORY", "OutOfMemory"),
+    ];
+    let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
+    let RunState::Failed {
+        stage,
+        why: Some(why),
+    } = &s.state
+    else {
+        panic!("{:?}", s.state)
+    };
+    assert_eq!(stage, "train");
+    assert!(
+        why.contains("host memory") && why.contains("not GPU memory"),
+        "{why}"
+    );
+    assert!(
+        why.contains("1G") && why.contains("set `mem` higher"),
+        "{why}"
+    );
+    // Slurm forgot the job: slurmstepd's line in the log says the same.
+    let rows = vec![
+        row("80", 80, "", "COMPLETED", ""),
+        row("81", 81, "", "FAILED", "NonZeroExitCode"),
+    ];
+    let log = "slurmstepd-node1: error: Detected 1 oom-kill event(s) in StepId=81.batch. \
+               Some of your processes may have been killed by the cgroup out-of-memory handler.\n";
+    let dir = InMemory {
+        epochs: vec![],
+        logs: BTreeMap::from([("train.out".to_string(), log.to_string())]),
+    };
+    let s = compute(&m, &rows, &[], &JobFiles::new(), &dir, true);
+    assert!(
+        matches!(&s.state, RunState::Failed { why: Some(w), .. } if w.contains("host memory")),
+        "{:?}",
+        s.state
+    );
+    // An ordinary failure says nothing of memory.
+    let s = compute(&m, &rows, &[], &JobFiles::new(), &Nothing, true);
+    assert!(
+        matches!(&s.state, RunState::Failed { why: None, .. }),
+        "{:?}",
+        s.state
+    );
+}
