@@ -453,6 +453,17 @@ pub mod within {
                 }
                 next = openat(&dir, name, flags, Mode::empty());
             }
+            if matches!(next, Err(Errno::EACCES)) {
+                // A directory one may pass through but not list (a shared
+                // registry's `blobs/sha256`, mode 1733): a path-only handle
+                // serves as the base of the next step; links are still refused.
+                next = openat(
+                    &dir,
+                    name,
+                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                );
+            }
             dir = match next {
                 Ok(fd) => fd,
                 Err(Errno::ELOOP | Errno::ENOTDIR) => {

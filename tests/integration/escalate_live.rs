@@ -5,7 +5,7 @@
 //! `on_oom_steps`) or by hand (`resume --gpu bigger`), and resumes from its
 //! checkpoint.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::{self, *};
 use crate::run_fixture::RunFixture;
@@ -21,13 +21,16 @@ fn status(f: &RunFixture, run_id: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
 }
 
-/// Poll until the run is neither pending nor running and the newest train
-/// attempt's job has left Slurm's queue (or `limit` passes). An escalation
-/// runs `resume` inside the failing job, before its script exits, so once
-/// that job has ended in Slurm every attempt it made is in the manifest: no
-/// fixed wait, and no later attempt can appear after this returns.
+/// Poll until the run is neither pending nor running, the newest train
+/// attempt's job has left Slurm's queue, and the run has stayed so for a
+/// quiet period (or `limit` passes). Slurm can show the failed attempt's job
+/// ended before the escalation's new attempt is in the manifest (seen under
+/// load), so one settled read is not enough: the run must read the same for
+/// the quiet period, measured from the last change.
 fn settle(f: &RunFixture, run_id: &str, limit: Duration) -> Value {
-    let mut last = Value::Null;
+    let quiet = common::patience(Duration::from_secs(3));
+    let mut last: Option<(Value, Instant)> = None;
+    let mut result = Value::Null;
     common::wait_until(limit, &format!("run {run_id} settled"), || {
         let st = status(f, run_id);
         let state = st["state"].as_str().unwrap_or("").to_string();
@@ -40,13 +43,23 @@ fn settle(f: &RunFixture, run_id: &str, limit: Duration) -> Value {
                     )
                 })
             });
-        last = st;
-        settled
+        if !settled {
+            last = None;
+            return false;
+        }
+        let key = (st["state"].clone(), newest_train_job(&st));
+        match &last {
+            Some((seen, since)) if *seen == serde_json::json!([key.0, key.1]) => {
+                result = st;
+                since.elapsed() >= quiet
+            }
+            _ => {
+                last = Some((serde_json::json!([key.0, key.1]), Instant::now()));
+                false
+            }
+        }
     });
-    // What the ended job left is complete now: read it once more.
-    let again = status(f, run_id);
-    assert_eq!(again["state"], last["state"], "{last}\n{again}");
-    again
+    result
 }
 
 /// The job id of the train stage's newest attempt.
