@@ -311,20 +311,22 @@ pub fn resolve(job: &JobGres<'_>) -> Result<Mapping> {
                 targets.push(t.clone());
                 lines.push(line.to_string());
             }
+            // A line gres.conf cannot map (its file is no NVIDIA device, as
+            // on the test clusters' fake slices), or no line at all: as
+            // without a map, the indices stand only where nothing was
+            // renumbered.
             Some(GresUnit {
                 target: Err(why), ..
             }) => {
-                return Ok(Mapping::Unknown {
-                    why: format!("{var}={value}: GRES index {g}: {why}"),
-                })
+                let why = format!("GRES index {g}: {why}");
+                return Ok(unmapped(&indices, &gres, visible, var, value, &why));
             }
             None => {
-                return Ok(Mapping::Unknown {
-                    why: format!(
-                        "{var}={value}: gres.conf lists {} GPU unit(s) for this node, none at GRES index {g}",
-                        units.len()
-                    ),
-                })
+                let why = format!(
+                    "gres.conf lists {} GPU unit(s) for this node, none at GRES index {g}",
+                    units.len()
+                );
+                return Ok(unmapped(&indices, &gres, visible, var, value, &why));
             }
         }
     }
