@@ -306,8 +306,6 @@ make_fake_devices() {
                 mv -f "$dev.new.$$" "$dev"
             fi
         done
-        # Named gpu<N> before the agent mapped GRES indices through gres.conf.
-        rm -f "$dir"/gpu[0-9]*
     done
 }
 
