@@ -68,6 +68,7 @@ fn rendered_stage_scripts() {
             base_dir: Path::new("/srv/specs"),
             font: None,
             models: &Default::default(),
+            python: None,
         },
     )
     .unwrap();
