@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use super::{
-    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
+    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup, tune,
     report, runs, status, submit, validate, watch,
 };
 
@@ -89,4 +89,6 @@ pub enum Command {
     Backup(backup::BackupArgs),
     /// The shared library of validated models: publish, import, list, show, pull, tag, remove.
     Models(models::ModelsArgs),
+    /// A hyperparameter search's results: `tune best RUN` (spec `[tune]`).
+    Tune(tune::TuneArgs),
 }

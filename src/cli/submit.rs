@@ -135,7 +135,10 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
             JobOut {
                 stage: stage_name(j.stage),
                 job_id: j.job_id,
-                array: stage.array.as_ref().map(|a| a.slurm_value()),
+                array: j
+                    .array
+                    .clone()
+                    .or_else(|| stage.array.as_ref().map(|a| a.slurm_value())),
                 gres: stage.gres.clone(),
                 partition: stage.partition.clone(),
                 cpus: stage.cpus,

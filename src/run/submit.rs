@@ -56,6 +56,9 @@ pub struct Request<'a> {
 pub struct Job {
     pub stage: crate::spec::StageKind,
     pub job_id: Option<u64>,
+    /// The `--array` this job was submitted with when it is not the stage's
+    /// own (a search's batches); `None`: the stage's.
+    pub array: Option<String>,
     pub depends_on: Vec<u64>,
     /// `afterok:12`, or on a dry run `afterok:<prepare>`.
     pub dependency: Option<String>,
@@ -276,6 +279,7 @@ pub fn submit(
         .map(|(j, r)| Job {
             stage: j.stage,
             job_id: Some(j.job_id),
+            array: r.array.clone(),
             depends_on: j.depends_on.clone(),
             dependency: j.dependency.clone(),
             script: r.script.clone(),
@@ -311,6 +315,7 @@ fn dry_run_jobs(run_id: &str, requests: &[JobRequest]) -> Result<Vec<Job>> {
         jobs.push(Job {
             stage: req.kind,
             job_id: None,
+            array: req.array.clone(),
             depends_on: vec![],
             dependency,
             script: req.script.clone(),

@@ -170,6 +170,22 @@ impl Summary {
     }
 }
 
+/// A value as `status` shows it: floats to 4 significant digits.
+pub fn short_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            let s = format!("{f:.4e}");
+            match s.parse::<f64>() {
+                Ok(x) if (1e-3..1e5).contains(&x.abs()) => format!("{x}"),
+                _ => s,
+            }
+        }
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 fn toml_value(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => format!("{s:?}"),
@@ -179,6 +195,41 @@ fn toml_value(v: &serde_json::Value) -> String {
         },
         other => other.to_string(),
     }
+}
+
+/// A search's best trial so far, with the snippet `tune best` prints.
+pub struct BestTrial {
+    pub summary: Summary,
+    pub trial: Trial,
+    pub snippet: String,
+    /// `tune/best_hyperparameters.yaml`, as Ultralytics' tuner names it.
+    pub yaml: std::path::PathBuf,
+}
+
+/// The best trial of a run's search; `None` while no trial gave an objective.
+pub fn best(manifest: &super::Manifest) -> Result<Option<BestTrial>> {
+    if !super::status::is_search(manifest) {
+        return Err(crate::error::invalid(format!(
+            "run {} is not a search: its spec has no [tune]",
+            manifest.run_id
+        )));
+    }
+    let Some(summary) = read_summary(&manifest.workdir)? else {
+        return Ok(None);
+    };
+    let Some(trial) = summary.ranked().first().map(|t| (*t).clone()) else {
+        return Ok(None);
+    };
+    let snippet = summary.best_snippet().unwrap_or_default();
+    Ok(Some(BestTrial {
+        yaml: manifest
+            .workdir
+            .join(layout::TUNE)
+            .join("best_hyperparameters.yaml"),
+        summary,
+        trial,
+        snippet,
+    }))
 }
 
 /// A run's search summary; `Ok(None)` before the first ask wrote one.

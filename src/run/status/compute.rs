@@ -105,6 +105,12 @@ pub fn of_run(
         slurm_reachable,
     );
     status.backup = crate::backup::views(&manifest.workdir, std::time::SystemTime::now());
+    if is_search(manifest) {
+        // An unreadable summary is no status of its own: the stages say it.
+        status.tune = crate::run::tune::read_summary(&manifest.workdir)
+            .ok()
+            .flatten();
+    }
     status
 }
 
@@ -172,7 +178,22 @@ pub fn compute(
         for t in &tasks {
             *counts.entry(t.state.word().to_string()).or_insert(0) += 1;
         }
-        let state = aggregate(&tasks);
+        let mut state = aggregate(&tasks);
+        if stage.stage == "train" && is_search(manifest) && state == TaskState::Failed {
+            // A search's failed trial is an outcome its tell job records
+            // (`fail`), not the run's failure: the trials as a stage are over.
+            let ended: Vec<TaskStatus> = tasks
+                .iter()
+                .cloned()
+                .map(|mut t| {
+                    if matches!(t.state, TaskState::Failed | TaskState::Lost) {
+                        t.state = TaskState::Completed;
+                    }
+                    t
+                })
+                .collect();
+            state = aggregate(&ended);
+        }
         let progress = if stage.stage == "train" {
             let epochs = epochs_of(manifest);
             tasks
@@ -235,7 +256,13 @@ pub fn compute(
         stages,
         stale: !slurm_reachable,
         backup: Vec::new(),
+        tune: None,
     }
+}
+
+/// A `[tune]` search: its manifest has the ask stage.
+pub fn is_search(manifest: &Manifest) -> bool {
+    manifest.stages.iter().any(|s| s.stage == "ask")
 }
 
 /// True when every stage in `deps` completed, as computed above (for a

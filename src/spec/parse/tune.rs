@@ -625,6 +625,91 @@ fn read_param(cx: &mut Cx<'_>, path: &str, key: &str, kind: ArgKind, v: &Val<'_>
 mod tests {
     use super::*;
 
+    const HEAD: &str = "version = 1\n[run]\nname = \"t\"\n[train]\nmodel = \"yolov8n.pt\"\ndata = \"d.yaml\"\n";
+
+    fn parse(tune: &str) -> Result<crate::spec::Spec, crate::spec::SpecErrors> {
+        crate::spec::parse(&format!("{HEAD}{tune}"), "t.toml")
+    }
+
+    /// The one error of a bad `[tune]`: its key, line and message.
+    fn error(tune: &str) -> (String, usize, String) {
+        let errs = parse(tune).expect_err(tune);
+        assert_eq!(errs.errors.len(), 1, "{errs}");
+        let e = &errs.errors[0];
+        (e.key.clone(), e.line, format!("{}{}", e.message, e.help.as_deref().map(|h| format!(" | {h}")).unwrap_or_default()))
+    }
+
+    #[test]
+    fn the_issue_example_parses() {
+        let spec = parse(
+            "[tune]\ntrials = 32\nparallel = 4\nepochs = 20\n[tune.space]\nlr0 = { min = 1e-4, max = 1e-1, log = true }\nmomentum = { min = 0.6, max = 0.98 }\nmosaic = { choices = [0.0, 0.5, 1.0] }\nclose_mosaic = { min = 0, max = 10 }\noptimizer = { choices = [\"SGD\", \"AdamW\"] }\n",
+        )
+        .unwrap();
+        let t = spec.tune.unwrap();
+        assert_eq!((t.trials, t.parallel, t.epochs, t.batches()), (32, 4, Some(20), 8));
+        assert_eq!(t.objective, DEFAULT_OBJECTIVE);
+        assert_eq!(t.sampler, Sampler::Tpe);
+        assert_eq!(t.direction, Direction::Maximize);
+        assert!(!t.default_space);
+        let names: Vec<&str> = t.space.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["lr0", "momentum", "mosaic", "close_mosaic", "optimizer"]);
+        assert_eq!(t.space[0].dist, Dist::Float { min: 1e-4, max: 0.1, log: true });
+        assert_eq!(t.space[3].dist, Dist::Int { min: 0, max: 10, log: false });
+        assert!(matches!(&t.space[4].dist, Dist::Choice { choices } if choices.len() == 2));
+    }
+
+    #[test]
+    fn without_a_space_the_tuners_default_is_used() {
+        let t = parse("[tune]\ntrials = 4\nsampler = \"evolve\"\ndirection = \"min\"\nobjective = \"val/box_loss\"\nseed = 7\n")
+            .unwrap()
+            .tune
+            .unwrap();
+        assert!(t.default_space);
+        assert_eq!(t.space.len(), DEFAULT_SPACE.len());
+        assert_eq!((t.parallel, t.sampler, t.direction, t.seed), (1, Sampler::Evolve, Direction::Minimize, Some(7)));
+        assert_eq!(t.objective, "val/box_loss");
+    }
+
+    #[test]
+    fn bad_input_names_line_and_key() {
+        let cases: &[(&str, &str, usize, &str)] = &[
+            ("[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.1, max = 0.01 }\n", "tune.space.lr0", 10, "greater than max"),
+            ("[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.0, max = 0.1, log = true }\n", "tune.space.lr0", 10, "above 0"),
+            ("[tune]\ntrials = 4\n[tune.space]\nlr = { min = 0.001, max = 0.1 }\n", "tune.space.lr", 10, "did you mean `lr0`?"),
+            ("[tune]\ntrials = 4\n[tune.space]\nmomentum = { min = 0.5, max = 1.5 }\n", "tune.space.momentum.max", 10, "1.5"),
+            ("[tune]\ntrials = 4\n[tune.space]\nimgsz = { choices = [320, 640] }\n", "tune.space.imgsz", 10, "cannot be tuned"),
+            ("[tune]\ntrials = 4\n[tune.space]\noptimizer = { min = 1, max = 2 }\n", "tune.space.optimizer", 10, "no range"),
+            ("[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.001 }\n", "tune.space.lr0", 10, "no `max`"),
+            ("[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.001, max = 0.01, lg = true }\n", "tune.space.lr0.lg", 10, "did you mean `log`?"),
+            ("[tune]\ntrials = 0\n", "tune.trials", 8, "out of range"),
+            ("[tune]\ntrials = 1000000000\n", "tune.trials", 8, "out of range"),
+            ("[tune]\ntrials = 4\nparallel = 8\n", "tune.parallel", 9, "more than the 4 trials"),
+            ("[tune]\ntrials = 1000\nparallel = 2\n", "tune.parallel", 9, "batches"),
+            ("[tune]\ntrials = 4\nsampler = \"tp\"\n", "tune.sampler", 9, "did you mean `tpe`?"),
+            ("[tune]\ntrials = 4\ndirection = \"up\"\n", "tune.direction", 9, "maximize"),
+            ("[tune]\ntrials = 4\ntrails = 4\n", "tune.trails", 9, "did you mean `trials`?"),
+            ("[tune]\nparallel = 2\n", "tune.trials", 1, "needs `trials`"),
+            ("[tune]\ntrials = 4\n[sweep]\nlr0 = [0.01, 0.02]\n", "tune", 7, "cannot be used together"),
+            ("[tune]\ntrials = 4\n[tune.space]\nmosaic = { choices = [0.5, 0.5] }\n", "tune.space.mosaic.choices[1]", 10, "listed twice"),
+        ];
+        for (tune, key, line, needle) in cases {
+            let (k, l, m) = error(tune);
+            assert_eq!((k.as_str(), l), (*key, *line), "{tune}: {m}");
+            assert!(m.contains(needle), "{tune}: {m}");
+        }
+    }
+
+    #[test]
+    fn ten_thousand_choices_are_refused() {
+        let many: Vec<String> = (0..10_000).map(|i| format!("{}", i as f64 / 10_000.0)).collect();
+        let (key, line, message) = error(&format!(
+            "[tune]\ntrials = 4\n[tune.space]\nmosaic = {{ choices = [{}] }}\n",
+            many.join(", ")
+        ));
+        assert_eq!((key.as_str(), line), ("tune.space.mosaic.choices", 10));
+        assert!(message.contains("10000 choices"), "{message}");
+    }
+
     #[test]
     fn batches_split_the_trials() {
         let t = Tune {
