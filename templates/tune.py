@@ -110,16 +110,17 @@ def distributions(optuna, s):
     return d
 
 
-def seed_for(s, batch):
+def seed_for(s, batch, asked):
     # Samplers are made anew by every ask job: the same seed each batch would
-    # repeat the same random draws, so each batch gets its own.
+    # repeat the same random draws, so each batch gets its own, and so does a
+    # batch asked again after a resume (`asked`: the study's trials so far).
     if s.get("seed") is None:
         return None
-    return (s["seed"] * 1000003 + batch) % (2**32)
+    return (s["seed"] * 1000003 + batch * 1009 + asked) % (2**32)
 
 
-def make_sampler(optuna, s, batch):
-    seed = seed_for(s, batch)
+def make_sampler(optuna, s, batch, asked):
+    seed = seed_for(s, batch, asked)
     name = s["sampler"]
     if name == "tpe":
         # constant_liar: trials asked together are steered apart (Optuna 5's default).
@@ -209,11 +210,15 @@ def ask(workdir, batch):
     trials = batch_trials(s, batch)
     if not trials:
         die(f"batch {batch} has no trials (the search has {s['trials']} trials, {s['parallel']} per batch)", 2)
-    study = open_study(optuna, workdir, s, make_sampler(optuna, s, batch))
+    asked = len(open_study(optuna, workdir, s).get_trials(deepcopy=False))
+    study = open_study(optuna, workdir, s, make_sampler(optuna, s, batch, asked))
+    # A resumed batch: trials that finished training but were never told
+    # (their tell was cancelled) are told now, not trained again.
+    tell_trials(workdir, s, study, trials, only_finished=True)
     fail_running(optuna, study)
     dists = distributions(optuna, s)
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
-    rng = random.Random(seed_for(s, batch))
+    rng = random.Random(seed_for(s, batch, asked))
     tune_dir = os.path.join(workdir, TUNE)
     for n in trials:
         rec_path = os.path.join(tune_dir, f"trial-{n}.json")
@@ -281,27 +286,37 @@ def tell(workdir, batch):
     from optuna.trial import TrialState
 
     study = open_study(optuna, workdir, s)
+    tell_trials(workdir, s, study, batch_trials(s, batch))
+    # None of this batch may stay running, whatever happened to its files.
+    fail_running(optuna, study)
+    write_summary(workdir, s, study, optuna)
+
+
+def tell_trials(workdir, s, study, trials, only_finished=False):
+    """Tell each trial still running in the study its objective, or failed
+    (unless `only_finished`: then only those that finished well)."""
+    from optuna.trial import TrialState
+
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
-    for n in batch_trials(s, batch):
+    for n in trials:
         rec = read_json(os.path.join(workdir, TUNE, f"trial-{n}.json"))
         if not isinstance(rec, dict) or rec.get("number") not in by_number:
-            log(f"trial {n}: never asked (its ask job did not write it); nothing to tell")
+            if not only_finished:
+                log(f"trial {n}: never asked (its ask job did not write it); nothing to tell")
             continue
         number = rec["number"]
         if by_number[number].state != TrialState.RUNNING:
-            log(f"trial {n}: already told ({by_number[number].state.name})")
+            if not only_finished:
+                log(f"trial {n}: already told ({by_number[number].state.name})")
             continue
         value, epochs = objective_of(workdir, n, s)
         if trial_ended_well(workdir, n) and value is not None:
             study.tell(number, value)
             log(f"trial {n}: {s['objective']} = {value} after {epochs} epoch(s)")
-        else:
+        elif not only_finished:
             why = "it has no value of the objective" if value is None else "its training did not finish"
             study.tell(number, state=TrialState.FAIL)
             log(f"trial {n}: told failed ({why}; {epochs} epoch(s))")
-    # None of this batch may stay running, whatever happened to its files.
-    fail_running(optuna, study)
-    write_summary(workdir, s, study, optuna)
 
 
 def write_summary(workdir, s, study, optuna):

@@ -66,6 +66,16 @@ fn choice_json(v: &ArgValue) -> serde_json::Value {
 /// tasks = their numbers) and its tell (afterany), each batch's ask after
 /// the tell before it, and the export after the last tell.
 pub fn expand(tune: &Tune, base: Vec<JobRequest>) -> Vec<JobRequest> {
+    expand_batches(tune, base, 0..tune.batches())
+}
+
+/// `expand` for some batches only (`resume`: from the first batch not told):
+/// the first ask keeps the dependencies of the base request.
+pub fn expand_batches(
+    tune: &Tune,
+    base: Vec<JobRequest>,
+    batches: std::ops::Range<u32>,
+) -> Vec<JobRequest> {
     let take = |k: StageKind| base.iter().find(|r| r.kind == k).cloned();
     let (Some(ask), Some(train), Some(tell)) = (
         take(StageKind::Ask),
@@ -79,11 +89,11 @@ pub fn expand(tune: &Tune, base: Vec<JobRequest>) -> Vec<JobRequest> {
         .filter(|r| r.kind == StageKind::Prepare)
         .cloned()
         .collect();
-    for b in 0..tune.batches() {
+    for b in batches.clone() {
         let trials = tune.batch_trials(b);
         let mut a = ask.clone();
         a.array = Some(b.to_string());
-        if b > 0 {
+        if b > batches.start {
             a.after = vec![(StageKind::Tell, DepKind::AfterOk)];
         }
         out.push(a);

@@ -253,3 +253,100 @@ fn more_trials_at_once_than_the_cluster_can_run_is_refused_before_anything_is_qu
         "nothing submitted"
     );
 }
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_failed_ask_stops_the_chain_with_its_reason() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec("no-optuna", "[tune]\ntrials = 2\nparallel = 1\nepochs = 1\n");
+    // A Python without Optuna: the first ask fails, and nothing after it runs.
+    let sub = {
+        let out = run(f
+            .cmd()
+            .env("YOLO_SCHED_PYTHON", "/usr/bin/python3")
+            .args(["submit", "--json"])
+            .arg(&spec));
+        assert_eq!(out.status.code(), Some(0));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(180))).expect("watch ends");
+    assert_eq!(out.status.code(), Some(1), "the run failed");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(st["state"], "failed", "{st:#}");
+    assert_eq!(st["stage"], "ask", "{st:#}");
+    let why = st["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("ask job of batch 0") && why.contains("Optuna is not installed"),
+        "{st:#}"
+    );
+    let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
+    assert!(!workdir.join("train-0").exists(), "no trial trained");
+    for s in ["train", "tell", "export"] {
+        let stage = st["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["stage"] == s)
+            .unwrap();
+        assert_ne!(stage["state"], "completed", "{s}: {stage}");
+    }
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_cancelled_search_resumes_from_its_study_without_rerunning_told_trials() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "resumed",
+        "[tune]\ntrials = 4\nparallel = 2\nepochs = 4\nsampler = \"random\"\nseed = 5\n\
+         [tune.space]\nlr0 = { min = 1e-3, max = 1e-1, log = true }\n",
+    );
+    let sub = f.json(&["submit", "--json", spec.to_str().unwrap()]);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    // Batch 1's trials are held (they wait on their ask anyway, so this
+    // races with nothing): the search stops between its ask and its trials.
+    let ids = submitted_ids(&sub);
+    assert_eq!(sub["jobs"][5]["array"], "2-3", "{sub:#}");
+    let held = Command::new("scontrol")
+        .args(["hold", &ids[5].to_string()])
+        .status()
+        .unwrap();
+    assert!(held.success());
+    let workdir = f.path().join("runs/resumed");
+    wait_until(Duration::from_secs(240), "batch 0 told and batch 1 asked", || {
+        workdir.join("state/tell.0.end.json").exists() && workdir.join("state/ask.1.end.json").exists()
+    });
+    let before = f.json(&["status", "--json", &run_id]);
+    let told: Vec<Value> = before["tune"]["trials"].as_array().unwrap()[..2].to_vec();
+    assert!(told.iter().all(|t| t["state"] == "complete"), "{before:#}");
+    let out = run(f.cmd().args(["cancel", &run_id]));
+    assert_eq!(out.status.code(), Some(0));
+    wait_until(Duration::from_secs(120), "the search cancelled", || {
+        f.json(&["status", "--json", &run_id])["state"] == "cancelled"
+    });
+    let results0 = read(&workdir.join("train-0/results.csv"));
+
+    let out = run(f.cmd().args(["resume", &run_id]));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(300))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    let trials = st["tune"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4);
+    // The told trials kept their study trial, value and training.
+    assert_eq!(trials[..2].to_vec().iter().map(|t| (&t["number"], &t["value"])).collect::<Vec<_>>(),
+        told.iter().map(|t| (&t["number"], &t["value"])).collect::<Vec<_>>());
+    assert_eq!(read(&workdir.join("train-0/results.csv")), results0, "trial 0 was not trained again");
+    // Batch 1's trials were asked again (new study trials) and completed.
+    for t in &trials[2..] {
+        assert_eq!(t["state"], "complete", "{t}");
+        assert!(t["number"].as_u64().unwrap() >= 4, "asked again after the resume: {t}");
+    }
+}

@@ -246,7 +246,8 @@ pub fn compute(
         why: why @ None,
     } = &mut state
     {
-        *why = host_oom_why(manifest, &stages, stage, dir);
+        *why = host_oom_why(manifest, &stages, stage, dir)
+            .or_else(|| search_job_why(&stages, stage, dir));
     }
     RunStatus {
         run_id: manifest.run_id.clone(),
@@ -336,6 +337,30 @@ fn host_oom_why(
             record.mem
         )
     })
+}
+
+/// Why a search's ask or tell job failed: the error `tune.py` printed last
+/// (`tune: error: …`), else the log's last line. The chain stops there.
+fn search_job_why(stages: &[StageStatus], stage: &str, dir: &dyn RunDir) -> Option<String> {
+    if stage != "ask" && stage != "tell" {
+        return None;
+    }
+    let status = stages.iter().find(|s| s.stage == stage)?;
+    let task = status
+        .tasks
+        .iter()
+        .find(|t| matches!(t.state, TaskState::Failed | TaskState::Lost))?;
+    let log = dir.log_tail(&crate::run::layout::log_file(stage, task.task))?;
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("tune: error:"))
+        .or_else(|| log.lines().rev().find(|l| !l.trim().is_empty()))?;
+    let batch = task.task.map(|b| format!(" of batch {b}")).unwrap_or_default();
+    Some(format!(
+        "the search's {stage} job{batch} failed, so the batches after it never ran: {}",
+        crate::text::clip_to(line.trim(), 300)
+    ))
 }
 
 /// The memory guard's stop message of a stage's first task it stopped.
