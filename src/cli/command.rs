@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use super::{
-    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup, tune,
-    report, runs, status, submit, validate, watch,
+    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
+    report, runs, status, submit, tune, validate, watch,
 };
 
 const AFTER_HELP: &str = "\

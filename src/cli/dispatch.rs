@@ -5,8 +5,8 @@ use anyhow::Result;
 use clap::Parser;
 
 use super::{
-    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup, tune,
-    report, runs, status, submit, validate, watch, Cli, Command, Context,
+    advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
+    report, runs, status, submit, tune, validate, watch, Cli, Command, Context,
 };
 use crate::error::{self, exit};
 use crate::printer::Printer;

@@ -267,7 +267,13 @@ fn print_trials(
 ) -> Result<()> {
     let train = st.stage("train");
     let mut table = printer.table(&[
-        "trial", "batch", "state", "objective", "epochs", "best so far", "arguments",
+        "trial",
+        "batch",
+        "state",
+        "objective",
+        "epochs",
+        "best so far",
+        "arguments",
     ]);
     for t in &search.trials {
         let task = train.and_then(|s| s.tasks.iter().find(|k| k.task == Some(t.trial)));
@@ -288,9 +294,13 @@ fn print_trials(
             t.trial.to_string(),
             t.batch.map(|b| b.to_string()).unwrap_or_default(),
             state,
-            t.value.map(|v| format!("{v:.5}")).unwrap_or_else(|| "-".into()),
+            t.value
+                .map(|v| format!("{v:.5}"))
+                .unwrap_or_else(|| "-".into()),
             epochs.to_string(),
-            t.best_so_far.map(|v| format!("{v:.5}")).unwrap_or_else(|| "-".into()),
+            t.best_so_far
+                .map(|v| format!("{v:.5}"))
+                .unwrap_or_else(|| "-".into()),
             args.join(" "),
         ]);
     }

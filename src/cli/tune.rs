@@ -65,7 +65,12 @@ pub fn run(ctx: &mut Context, args: &TuneArgs) -> Result<i32> {
                     direction: &best.summary.direction,
                     value: best.trial.value,
                     params: &best.trial.params,
-                    trials_done: best.summary.trials.iter().filter(|t| t.value.is_some()).count(),
+                    trials_done: best
+                        .summary
+                        .trials
+                        .iter()
+                        .filter(|t| t.value.is_some())
+                        .count(),
                     trials_planned: best.summary.trials_planned,
                     best_hyperparameters: best.yaml.display().to_string(),
                 })?;

@@ -304,7 +304,14 @@ pub fn plan(
         shaping: String::new(),
     });
     if let Some(t) = tune {
-        check_parallel(spec, t, gpu.gres.as_deref(), cluster, gpu_partition.as_deref(), &mut errors);
+        check_parallel(
+            spec,
+            t,
+            gpu.gres.as_deref(),
+            cluster,
+            gpu_partition.as_deref(),
+            &mut errors,
+        );
         let stage = side_stage(
             spec,
             policy,
@@ -447,15 +454,11 @@ fn check_parallel(
     let Some(ask) = gres.and_then(super::resources::GpuAsk::parse) else {
         return;
     };
-    let nodes: Vec<&crate::slurm::node::Node> = match partition
-        .or_else(|| cluster.default_partition().map(|p| p.name.as_str()))
-    {
-        Some(p) => p
-            .split(',')
-            .flat_map(|p| cluster.nodes_in(p))
-            .collect(),
-        None => cluster.nodes.iter().collect(),
-    };
+    let nodes: Vec<&crate::slurm::node::Node> =
+        match partition.or_else(|| cluster.default_partition().map(|p| p.name.as_str())) {
+            Some(p) => p.split(',').flat_map(|p| cluster.nodes_in(p)).collect(),
+            None => cluster.nodes.iter().collect(),
+        };
     let at_once: u64 = nodes
         .iter()
         .map(|n| ask.available_on(n) / ask.count.max(1))

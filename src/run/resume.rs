@@ -143,15 +143,18 @@ pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan
 
 /// The spec's `[tune]` as it was submitted.
 fn search_of(manifest: &Manifest) -> Result<crate::spec::Tune> {
-    crate::spec::parse(&manifest.spec_text, &manifest.spec_file.display().to_string())
-        .ok()
-        .and_then(|s| s.tune)
-        .ok_or_else(|| {
-            anyhow!(
-                "cannot resume run {}: the spec in its manifest has no readable [tune]",
-                manifest.run_id
-            )
-        })
+    crate::spec::parse(
+        &manifest.spec_text,
+        &manifest.spec_file.display().to_string(),
+    )
+    .ok()
+    .and_then(|s| s.tune)
+    .ok_or_else(|| {
+        anyhow!(
+            "cannot resume run {}: the spec in its manifest has no readable [tune]",
+            manifest.run_id
+        )
+    })
 }
 
 /// A stopped search continues from its study: the batches from the first
@@ -183,10 +186,8 @@ fn plan_search(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan> {
     if first.is_some() {
         stages.extend(["ask", "train", "tell"].map(String::from));
     }
-    if !done("export") || first.is_some() {
-        if manifest.stages.iter().any(|s| s.stage == "export") {
-            stages.push("export".into());
-        }
+    if (!done("export") || first.is_some()) && manifest.stages.iter().any(|s| s.stage == "export") {
+        stages.push("export".into());
     }
     if stages.is_empty() {
         return Err(invalid(format!(

@@ -110,7 +110,12 @@ pub fn expand_batches(
     }
     out.extend(
         base.iter()
-            .filter(|r| !matches!(r.kind, StageKind::Prepare | StageKind::Ask | StageKind::Train | StageKind::Tell))
+            .filter(|r| {
+                !matches!(
+                    r.kind,
+                    StageKind::Prepare | StageKind::Ask | StageKind::Train | StageKind::Tell
+                )
+            })
             .cloned(),
     );
     out
@@ -156,7 +161,11 @@ impl Summary {
     /// The trials that gave an objective, best first (ties: the earlier trial).
     pub fn ranked(&self) -> Vec<&Trial> {
         let mut done: Vec<&Trial> = self.trials.iter().filter(|t| t.value.is_some()).collect();
-        let sign = if self.direction == "minimize" { -1.0 } else { 1.0 };
+        let sign = if self.direction == "minimize" {
+            -1.0
+        } else {
+            1.0
+        };
         done.sort_by(|a, b| {
             let (x, y) = (sign * a.value.unwrap_or(0.0), sign * b.value.unwrap_or(0.0));
             y.total_cmp(&x).then(a.trial.cmp(&b.trial))
@@ -300,7 +309,12 @@ mod tests {
                     .iter()
                     .map(|(s, k)| format!("{}:{s}", k.slurm_word()))
                     .collect();
-                format!("{}[{}]<{}>", r.kind, r.array.as_deref().unwrap_or("-"), after.join(","))
+                format!(
+                    "{}[{}]<{}>",
+                    r.kind,
+                    r.array.as_deref().unwrap_or("-"),
+                    after.join(",")
+                )
             })
             .collect();
         assert_eq!(
@@ -333,7 +347,10 @@ mod tests {
         let ranked: Vec<u32> = s.ranked().iter().map(|t| t.trial).collect();
         assert_eq!(ranked, vec![2, 0]);
         let snippet = s.best_snippet().unwrap();
-        assert!(snippet.contains("[train.args]\nlr0 = 0.001\noptimizer = \"AdamW\"\n"), "{snippet}");
+        assert!(
+            snippet.contains("[train.args]\nlr0 = 0.001\noptimizer = \"AdamW\"\n"),
+            "{snippet}"
+        );
         let mut min = s.clone();
         min.direction = "minimize".into();
         assert_eq!(min.ranked()[0].trial, 0);

@@ -154,7 +154,9 @@ fn a_search_of_two_batches_is_asked_trained_told_ranked_and_its_best_exported() 
     let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
 
     // Every trial told, with an objective, its arguments the ones the trainer got.
-    let trials = st["tune"]["trials"].as_array().expect("status shows the trials");
+    let trials = st["tune"]["trials"]
+        .as_array()
+        .expect("status shows the trials");
     assert_eq!(trials.len(), 4, "{st:#}");
     for (n, t) in trials.iter().enumerate() {
         assert_eq!(t["trial"], n as u64);
@@ -169,7 +171,10 @@ fn a_search_of_two_batches_is_asked_trained_told_ranked_and_its_best_exported() 
             .find_map(|l| l.strip_prefix("lr0: "))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no lr0 in train-{n}/args.yaml: {args}"));
-        assert!((trained - lr0).abs() <= 1e-12 * lr0.max(1.0), "trial {n}: {trained} vs {lr0}");
+        assert!(
+            (trained - lr0).abs() <= 1e-12 * lr0.max(1.0),
+            "trial {n}: {trained} vs {lr0}"
+        );
         assert!(args.contains("epochs: 3\n"), "{args}");
         // The objective is the best epoch's value of the column in results.csv.
         let results = read(&workdir.join(format!("train-{n}/results.csv")));
@@ -190,7 +195,10 @@ fn a_search_of_two_batches_is_asked_trained_told_ranked_and_its_best_exported() 
     // The second batch was asked after the first was told: one writer at a time.
     let told = time_of(&record(&workdir, "tell.0", "end"), "ended");
     let asked = time_of(&record(&workdir, "ask.1", "start"), "started");
-    assert!(told <= asked, "ask[1] started {asked} before tell[0] ended {told}");
+    assert!(
+        told <= asked,
+        "ask[1] started {asked} before tell[0] ended {told}"
+    );
     let trained = time_of(&record(&workdir, "train.1", "end"), "ended");
     assert!(trained <= time_of(&record(&workdir, "tell.0", "start"), "started"));
 
@@ -205,19 +213,35 @@ fn a_search_of_two_batches_is_asked_trained_told_ranked_and_its_best_exported() 
     assert_eq!(best["params"], trials[best_n]["params"]);
     let snippet = run(f.cmd().args(["tune", "best", &run_id]));
     let text = String::from_utf8_lossy(&snippet.stdout);
-    assert!(text.contains("[train.args]\n") && text.contains("lr0 = "), "{text}");
+    assert!(
+        text.contains("[train.args]\n") && text.contains("lr0 = "),
+        "{text}"
+    );
     let yaml = read(&workdir.join("tune/best_hyperparameters.yaml"));
-    assert!(yaml.contains(&format!("trial {best_n} ")) && yaml.contains("lr0: "), "{yaml}");
-    assert!(workdir.join(format!("train-{best_n}/weights/best.onnx")).exists());
+    assert!(
+        yaml.contains(&format!("trial {best_n} ")) && yaml.contains("lr0: "),
+        "{yaml}"
+    );
+    assert!(workdir
+        .join(format!("train-{best_n}/weights/best.onnx"))
+        .exists());
     let exported: Vec<usize> = (0..4)
-        .filter(|n| workdir.join(format!("train-{n}/weights/best.onnx")).exists())
+        .filter(|n| {
+            workdir
+                .join(format!("train-{n}/weights/best.onnx"))
+                .exists()
+        })
         .collect();
     assert_eq!(exported, [best_n], "only the best trial is exported");
 
     // Human status: the trials' table.
     let text = run(f.cmd().args(["status", &run_id]));
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("search: 4 of 4 trials asked") && text.contains(&format!("best: trial {best_n}")), "{text}");
+    assert!(
+        text.contains("search: 4 of 4 trials asked")
+            && text.contains(&format!("best: trial {best_n}")),
+        "{text}"
+    );
 
     // compare ranks the trials, best first.
     let board = f.json(&["compare", "--json", &run_id]);
@@ -245,7 +269,9 @@ fn more_trials_at_once_than_the_cluster_can_run_is_refused_before_anything_is_qu
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("too-wide.toml:19") && err.contains("`tune.parallel`") && err.contains("room for at most"),
+        err.contains("too-wide.toml:19")
+            && err.contains("`tune.parallel`")
+            && err.contains("room for at most"),
         "{err}"
     );
     assert!(
@@ -259,7 +285,10 @@ fn more_trials_at_once_than_the_cluster_can_run_is_refused_before_anything_is_qu
 fn a_failed_ask_stops_the_chain_with_its_reason() {
     let _cluster = common::cluster_shared(module_path!());
     let f = Fixture::new();
-    let spec = f.write_spec("no-optuna", "[tune]\ntrials = 2\nparallel = 1\nepochs = 1\n");
+    let spec = f.write_spec(
+        "no-optuna",
+        "[tune]\ntrials = 2\nparallel = 1\nepochs = 1\n",
+    );
     // A Python without Optuna: the first ask fails, and nothing after it runs.
     let sub = {
         let out = run(f
@@ -318,9 +347,14 @@ fn a_cancelled_search_resumes_from_its_study_without_rerunning_told_trials() {
         .unwrap();
     assert!(held.success());
     let workdir = f.path().join("runs/resumed");
-    wait_until(Duration::from_secs(240), "batch 0 told and batch 1 asked", || {
-        workdir.join("state/tell.0.end.json").exists() && workdir.join("state/ask.1.end.json").exists()
-    });
+    wait_until(
+        Duration::from_secs(240),
+        "batch 0 told and batch 1 asked",
+        || {
+            workdir.join("state/tell.0.end.json").exists()
+                && workdir.join("state/ask.1.end.json").exists()
+        },
+    );
     let before = f.json(&["status", "--json", &run_id]);
     let told: Vec<Value> = before["tune"]["trials"].as_array().unwrap()[..2].to_vec();
     assert!(told.iter().all(|t| t["state"] == "complete"), "{before:#}");
@@ -332,7 +366,12 @@ fn a_cancelled_search_resumes_from_its_study_without_rerunning_told_trials() {
     let results0 = read(&workdir.join("train-0/results.csv"));
 
     let out = run(f.cmd().args(["resume", &run_id]));
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut watch = f.cmd();
     watch.args(["watch", &run_id]);
     let out = run_bounded(&mut watch, patience(Duration::from_secs(300))).expect("watch ends");
@@ -341,12 +380,27 @@ fn a_cancelled_search_resumes_from_its_study_without_rerunning_told_trials() {
     let trials = st["tune"]["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 4);
     // The told trials kept their study trial, value and training.
-    assert_eq!(trials[..2].to_vec().iter().map(|t| (&t["number"], &t["value"])).collect::<Vec<_>>(),
-        told.iter().map(|t| (&t["number"], &t["value"])).collect::<Vec<_>>());
-    assert_eq!(read(&workdir.join("train-0/results.csv")), results0, "trial 0 was not trained again");
+    assert_eq!(
+        trials[..2]
+            .to_vec()
+            .iter()
+            .map(|t| (&t["number"], &t["value"]))
+            .collect::<Vec<_>>(),
+        told.iter()
+            .map(|t| (&t["number"], &t["value"]))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        read(&workdir.join("train-0/results.csv")),
+        results0,
+        "trial 0 was not trained again"
+    );
     // Batch 1's trials were asked again (new study trials) and completed.
     for t in &trials[2..] {
         assert_eq!(t["state"], "complete", "{t}");
-        assert!(t["number"].as_u64().unwrap() >= 4, "asked again after the resume: {t}");
+        assert!(
+            t["number"].as_u64().unwrap() >= 4,
+            "asked again after the resume: {t}"
+        );
     }
 }

@@ -356,7 +356,10 @@ fn search_job_why(stages: &[StageStatus], stage: &str, dir: &dyn RunDir) -> Opti
         .rev()
         .find(|l| l.contains("tune: error:"))
         .or_else(|| log.lines().rev().find(|l| !l.trim().is_empty()))?;
-    let batch = task.task.map(|b| format!(" of batch {b}")).unwrap_or_default();
+    let batch = task
+        .task
+        .map(|b| format!(" of batch {b}"))
+        .unwrap_or_default();
     Some(format!(
         "the search's {stage} job{batch} failed, so the batches after it never ran: {}",
         crate::text::clip_to(line.trim(), 300)

@@ -39,7 +39,8 @@ pub const MAX_SPACE: usize = 64;
 pub const DEFAULT_OBJECTIVE: &str = "metrics/mAP50-95(B)";
 
 /// The Ultralytics version whose tuner the default space is copied from.
-pub const DEFAULT_SPACE_FROM: &str = "ultralytics 8.4.190, ultralytics/engine/tuner.py (Tuner.space)";
+pub const DEFAULT_SPACE_FROM: &str =
+    "ultralytics 8.4.190, ultralytics/engine/tuner.py (Tuner.space)";
 
 /// `Tuner.space` of ultralytics 8.4.190: `(name, min, max)`. Its `momentum`
 /// gain (0.3, how far evolution moves it) is the ask script's business.
@@ -296,7 +297,7 @@ pub(super) fn read_tune(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Tune> {
             Some("maximize" | "max") => Some(Direction::Maximize),
             Some("minimize" | "min") => Some(Direction::Minimize),
             Some(other) => {
-                let help = suggest::closest(other, ["maximize", "minimize"].into_iter())
+                let help = suggest::closest(other, ["maximize", "minimize"])
                     .map(|c| format!("did you mean `{c}`?"));
                 cx.error(
                     v.span(),
@@ -404,8 +405,12 @@ fn numeric(kind: ArgKind) -> bool {
 /// or the run, or yolo-sched sets itself.
 fn not_tunable(key: &str) -> Option<&'static str> {
     match key {
-        "batch" | "imgsz" => Some("the slice is chosen for one batch and image size, before the search starts"),
-        "model" => Some("every trial trains the same model: compare models with a [sweep] over `model`"),
+        "batch" | "imgsz" => {
+            Some("the slice is chosen for one batch and image size, before the search starts")
+        }
+        "model" => {
+            Some("every trial trains the same model: compare models with a [sweep] over `model`")
+        }
         "data" => Some("the prepare stage checks (and caches) one dataset per run"),
         "epochs" => Some("every trial trains `[tune] epochs` epochs, so their objectives compare"),
         "workers" => Some("the job's CPUs are planned for one number of workers"),
@@ -449,7 +454,9 @@ fn read_space(cx: &mut Cx<'_>, t: &DeTable<'_>, table: &Val<'_>) -> Option<Vec<T
             ok = false;
             continue;
         };
-        if let Some(why) = not_tunable(key).or_else(|| args::controlled_reason(StageKind::Train, key)) {
+        if let Some(why) =
+            not_tunable(key).or_else(|| args::controlled_reason(StageKind::Train, key))
+        {
             cx.error(
                 k.span(),
                 &path,
@@ -475,7 +482,12 @@ fn number(v: &DeValue<'_>) -> Option<(f64, bool)> {
         DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
             .ok()
             .map(|n| (n as f64, true)),
-        DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok().map(|x| (x, false)),
+        DeValue::Float(f) => f
+            .as_str()
+            .replace('_', "")
+            .parse::<f64>()
+            .ok()
+            .map(|x| (x, false)),
         _ => None,
     }
 }
@@ -483,7 +495,12 @@ fn number(v: &DeValue<'_>) -> Option<(f64, bool)> {
 fn read_param(cx: &mut Cx<'_>, path: &str, key: &str, kind: ArgKind, v: &Val<'_>) -> Option<Dist> {
     let shape = format!("{key} = {{ min = …, max = … }} (add log = true for a log scale), or {key} = {{ choices = [ … ] }}");
     let DeValue::Table(t) = v.get_ref() else {
-        cx.wrong_type(path, v, "a range or a list of choices", Some(format!("write {shape}")));
+        cx.wrong_type(
+            path,
+            v,
+            "a range or a list of choices",
+            Some(format!("write {shape}")),
+        );
         return None;
     };
     if t.get("choices").is_some() {
@@ -552,7 +569,11 @@ fn read_param(cx: &mut Cx<'_>, path: &str, key: &str, kind: ArgKind, v: &Val<'_>
         };
         match number(b.get_ref()) {
             Some((x, int)) if x.is_finite() => {
-                let value = if int { ArgValue::Int(x as i64) } else { ArgValue::Float(x) };
+                let value = if int {
+                    ArgValue::Int(x as i64)
+                } else {
+                    ArgValue::Float(x)
+                };
                 match args::check_arg(StageKind::Train, key, &value, true) {
                     Ok(()) => Some((x, int)),
                     Err(p2) => {
@@ -625,7 +646,8 @@ fn read_param(cx: &mut Cx<'_>, path: &str, key: &str, kind: ArgKind, v: &Val<'_>
 mod tests {
     use super::*;
 
-    const HEAD: &str = "version = 1\n[run]\nname = \"t\"\n[train]\nmodel = \"yolov8n.pt\"\ndata = \"d.yaml\"\n";
+    const HEAD: &str =
+        "version = 1\n[run]\nname = \"t\"\n[train]\nmodel = \"yolov8n.pt\"\ndata = \"d.yaml\"\n";
 
     fn parse(tune: &str) -> Result<crate::spec::Spec, crate::spec::SpecErrors> {
         crate::spec::parse(&format!("{HEAD}{tune}"), "t.toml")
@@ -636,7 +658,18 @@ mod tests {
         let errs = parse(tune).expect_err(tune);
         assert_eq!(errs.errors.len(), 1, "{errs}");
         let e = &errs.errors[0];
-        (e.key.clone(), e.line, format!("{}{}", e.message, e.help.as_deref().map(|h| format!(" | {h}")).unwrap_or_default()))
+        (
+            e.key.clone(),
+            e.line,
+            format!(
+                "{}{}",
+                e.message,
+                e.help
+                    .as_deref()
+                    .map(|h| format!(" | {h}"))
+                    .unwrap_or_default()
+            ),
+        )
     }
 
     #[test]
@@ -646,15 +679,35 @@ mod tests {
         )
         .unwrap();
         let t = spec.tune.unwrap();
-        assert_eq!((t.trials, t.parallel, t.epochs, t.batches()), (32, 4, Some(20), 8));
+        assert_eq!(
+            (t.trials, t.parallel, t.epochs, t.batches()),
+            (32, 4, Some(20), 8)
+        );
         assert_eq!(t.objective, DEFAULT_OBJECTIVE);
         assert_eq!(t.sampler, Sampler::Tpe);
         assert_eq!(t.direction, Direction::Maximize);
         assert!(!t.default_space);
         let names: Vec<&str> = t.space.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["lr0", "momentum", "mosaic", "close_mosaic", "optimizer"]);
-        assert_eq!(t.space[0].dist, Dist::Float { min: 1e-4, max: 0.1, log: true });
-        assert_eq!(t.space[3].dist, Dist::Int { min: 0, max: 10, log: false });
+        assert_eq!(
+            names,
+            ["lr0", "momentum", "mosaic", "close_mosaic", "optimizer"]
+        );
+        assert_eq!(
+            t.space[0].dist,
+            Dist::Float {
+                min: 1e-4,
+                max: 0.1,
+                log: true
+            }
+        );
+        assert_eq!(
+            t.space[3].dist,
+            Dist::Int {
+                min: 0,
+                max: 10,
+                log: false
+            }
+        );
         assert!(matches!(&t.space[4].dist, Dist::Choice { choices } if choices.len() == 2));
     }
 
@@ -666,31 +719,114 @@ mod tests {
             .unwrap();
         assert!(t.default_space);
         assert_eq!(t.space.len(), DEFAULT_SPACE.len());
-        assert_eq!((t.parallel, t.sampler, t.direction, t.seed), (1, Sampler::Evolve, Direction::Minimize, Some(7)));
+        assert_eq!(
+            (t.parallel, t.sampler, t.direction, t.seed),
+            (1, Sampler::Evolve, Direction::Minimize, Some(7))
+        );
         assert_eq!(t.objective, "val/box_loss");
     }
 
     #[test]
     fn bad_input_names_line_and_key() {
         let cases: &[(&str, &str, usize, &str)] = &[
-            ("[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.1, max = 0.01 }\n", "tune.space.lr0", 10, "greater than max"),
-            ("[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.0, max = 0.1, log = true }\n", "tune.space.lr0", 10, "above 0"),
-            ("[tune]\ntrials = 4\n[tune.space]\nlr = { min = 0.001, max = 0.1 }\n", "tune.space.lr", 10, "did you mean `lr0`?"),
-            ("[tune]\ntrials = 4\n[tune.space]\nmomentum = { min = 0.5, max = 1.5 }\n", "tune.space.momentum.max", 10, "1.5"),
-            ("[tune]\ntrials = 4\n[tune.space]\nimgsz = { choices = [320, 640] }\n", "tune.space.imgsz", 10, "cannot be tuned"),
-            ("[tune]\ntrials = 4\n[tune.space]\noptimizer = { min = 1, max = 2 }\n", "tune.space.optimizer", 10, "no range"),
-            ("[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.001 }\n", "tune.space.lr0", 10, "no `max`"),
-            ("[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.001, max = 0.01, lg = true }\n", "tune.space.lr0.lg", 10, "did you mean `log`?"),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.1, max = 0.01 }\n",
+                "tune.space.lr0",
+                10,
+                "greater than max",
+            ),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.0, max = 0.1, log = true }\n",
+                "tune.space.lr0",
+                10,
+                "above 0",
+            ),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\nlr = { min = 0.001, max = 0.1 }\n",
+                "tune.space.lr",
+                10,
+                "did you mean `lr0`?",
+            ),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\nmomentum = { min = 0.5, max = 1.5 }\n",
+                "tune.space.momentum.max",
+                10,
+                "1.5",
+            ),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\nimgsz = { choices = [320, 640] }\n",
+                "tune.space.imgsz",
+                10,
+                "cannot be tuned",
+            ),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\noptimizer = { min = 1, max = 2 }\n",
+                "tune.space.optimizer",
+                10,
+                "no range",
+            ),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.001 }\n",
+                "tune.space.lr0",
+                10,
+                "no `max`",
+            ),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\nlr0 = { min = 0.001, max = 0.01, lg = true }\n",
+                "tune.space.lr0.lg",
+                10,
+                "did you mean `log`?",
+            ),
             ("[tune]\ntrials = 0\n", "tune.trials", 8, "out of range"),
-            ("[tune]\ntrials = 1000000000\n", "tune.trials", 8, "out of range"),
-            ("[tune]\ntrials = 4\nparallel = 8\n", "tune.parallel", 9, "more than the 4 trials"),
-            ("[tune]\ntrials = 1000\nparallel = 2\n", "tune.parallel", 9, "batches"),
-            ("[tune]\ntrials = 4\nsampler = \"tp\"\n", "tune.sampler", 9, "did you mean `tpe`?"),
-            ("[tune]\ntrials = 4\ndirection = \"up\"\n", "tune.direction", 9, "maximize"),
-            ("[tune]\ntrials = 4\ntrails = 4\n", "tune.trails", 9, "did you mean `trials`?"),
+            (
+                "[tune]\ntrials = 1000000000\n",
+                "tune.trials",
+                8,
+                "out of range",
+            ),
+            (
+                "[tune]\ntrials = 4\nparallel = 8\n",
+                "tune.parallel",
+                9,
+                "more than the 4 trials",
+            ),
+            (
+                "[tune]\ntrials = 1000\nparallel = 2\n",
+                "tune.parallel",
+                9,
+                "batches",
+            ),
+            (
+                "[tune]\ntrials = 4\nsampler = \"tp\"\n",
+                "tune.sampler",
+                9,
+                "did you mean `tpe`?",
+            ),
+            (
+                "[tune]\ntrials = 4\ndirection = \"up\"\n",
+                "tune.direction",
+                9,
+                "maximize",
+            ),
+            (
+                "[tune]\ntrials = 4\ntrails = 4\n",
+                "tune.trails",
+                9,
+                "did you mean `trials`?",
+            ),
             ("[tune]\nparallel = 2\n", "tune.trials", 1, "needs `trials`"),
-            ("[tune]\ntrials = 4\n[sweep]\nlr0 = [0.01, 0.02]\n", "tune", 7, "cannot be used together"),
-            ("[tune]\ntrials = 4\n[tune.space]\nmosaic = { choices = [0.5, 0.5] }\n", "tune.space.mosaic.choices[1]", 10, "listed twice"),
+            (
+                "[tune]\ntrials = 4\n[sweep]\nlr0 = [0.01, 0.02]\n",
+                "tune",
+                7,
+                "cannot be used together",
+            ),
+            (
+                "[tune]\ntrials = 4\n[tune.space]\nmosaic = { choices = [0.5, 0.5] }\n",
+                "tune.space.mosaic.choices[1]",
+                10,
+                "listed twice",
+            ),
         ];
         for (tune, key, line, needle) in cases {
             let (k, l, m) = error(tune);
@@ -701,7 +837,9 @@ mod tests {
 
     #[test]
     fn ten_thousand_choices_are_refused() {
-        let many: Vec<String> = (0..10_000).map(|i| format!("{}", i as f64 / 10_000.0)).collect();
+        let many: Vec<String> = (0..10_000)
+            .map(|i| format!("{}", i as f64 / 10_000.0))
+            .collect();
         let (key, line, message) = error(&format!(
             "[tune]\ntrials = 4\n[tune.space]\nmosaic = {{ choices = [{}] }}\n",
             many.join(", ")
