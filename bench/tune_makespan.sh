@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-8} K=${K:-4} EPOCHS=${EPOCHS:-5} EPOCH_SECONDS=${EPOCH_SECONDS:-2}
 BIN=${YOLO_SCHED_BIN:-${CARGO_TARGET_DIR:-target}/debug/yolo-sched}
-: "${YOLO_SCHED_PYTHON:?name a Python with optuna==5.0.0 (the trainer venv's)}"
+: "${YOLO_SCHED_PYTHON:?name a Python with optuna==5.0.0 (as in the trainer venv)}"
 [ -x "$BIN" ] || { echo "bench: build first (cargo build): no $BIN" >&2; exit 2; }
 dir=$(mktemp -d /tmp/tune-makespan.XXXXXX)
 trap 'rm -rf "$dir"' EXIT

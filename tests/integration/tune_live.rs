@@ -404,3 +404,84 @@ fn a_cancelled_search_resumes_from_its_study_without_rerunning_told_trials() {
         );
     }
 }
+
+/// The real Ultralytics trainer (on CPU through tests/trainer/yolo-cpu), the
+/// venv's own Python asking and telling: two batches of two trials on
+/// slices, told with their real mAP50-95, ranked, the best exported.
+#[test]
+#[ignore = "needs the local Slurm cluster and the real trainer (slurm/cluster.sh up, slurm/trainer.sh install): cargo test -- --include-ignored"]
+fn a_search_with_the_real_trainer_tells_real_objectives_and_exports_the_best() {
+    let _cluster = common::cluster_shared(module_path!());
+    assert!(
+        trainer_venv().join("bin/yolo").exists(),
+        "the real trainer is needed but {} has none; run slurm/trainer.sh install",
+        trainer_venv().display()
+    );
+    let f = Fixture::new();
+    let spec = f.path().join("real.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "version = 1\n[run]\nname = \"real\"\npartition = \"gpu\"\n\
+             [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nimgsz = 64\nbatch = 8\n\
+             args = {{ seed = 1, plots = false }}\n\
+             [stages.prepare]\npartition = \"cpu\"\n[stages.export]\npartition = \"cpu\"\nformats = [\"onnx\"]\n\
+             [tune]\ntrials = 4\nparallel = 2\nepochs = 2\nseed = 3\n\
+             [tune.space]\nlr0 = {{ min = 1e-3, max = 1e-1, log = true }}\nmosaic = {{ choices = [0.0, 1.0] }}\n",
+            f.path().join("dataset/data.yaml").display()
+        ),
+    )
+    .unwrap();
+    let mut c = f.cmd();
+    use_real_trainer(&mut c, f.path());
+    c.env("YOLO_SCHED_PYTHON", trainer_venv().join("bin/python"))
+        .args(["submit", "--json"])
+        .arg(&spec);
+    let out = run(&mut c);
+    assert_eq!(out.status.code(), Some(0));
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watch = f.cmd();
+    use_real_trainer(&mut watch, f.path());
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(900))).expect("watch ends");
+    let mut status = f.cmd();
+    use_real_trainer(&mut status, f.path());
+    let st: Value =
+        serde_json::from_slice(&run(status.args(["status", "--json", &run_id])).stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
+    let trials = st["tune"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4, "{st:#}");
+    for (n, t) in trials.iter().enumerate() {
+        assert_eq!(t["state"], "complete", "{t}");
+        assert!(t["value"].is_number(), "{t}");
+        // Ultralytics itself recorded the trial's arguments.
+        let args = read(&workdir.join(format!("train-{n}/args.yaml")));
+        let mosaic = t["params"]["mosaic"].as_f64().unwrap();
+        assert!(args.contains(&format!("mosaic: {mosaic:?}\n")), "{args}");
+        assert!(args.contains("epochs: 2\n"), "{args}");
+    }
+    let best = st["tune"]["best"]["trial"].as_u64().unwrap();
+    assert!(workdir
+        .join(format!("train-{best}/weights/best.onnx"))
+        .exists());
+    let yaml = read(&workdir.join("tune/best_hyperparameters.yaml"));
+    assert!(
+        yaml.contains("lr0: ") && yaml.contains("mosaic: "),
+        "{yaml}"
+    );
+    let mut compare = f.cmd();
+    use_real_trainer(&mut compare, f.path());
+    let board: Value =
+        serde_json::from_slice(&run(compare.args(["compare", "--json", &run_id])).stdout).unwrap();
+    let rows: usize = board["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["rows"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(rows, 4, "{board:#}");
+}
