@@ -183,6 +183,8 @@ def args_lines(params):
             v = "True" if v else "False"
         elif isinstance(v, float):
             v = repr(float(v))
+        if any(c in str(v) for c in "\n\r\0"):
+            die(f"the value of {k} has a line break; it would be read as another argument")
         lines.append(f"{k}={v}")
     return "".join(line + "\n" for line in lines)
 

@@ -523,6 +523,8 @@ fn build_manifest(
                     .depends_on
                     .iter()
                     .map(|d| stage_name(d.stage).to_string())
+                    // A search's later asks wait for the tell before them.
+                    .chain((s.kind == crate::spec::StageKind::Ask).then(|| "tell".to_string()))
                     .collect(),
                 script: format!("scripts/{}.sh", stage_name(s.kind)),
                 attempts: jobs
