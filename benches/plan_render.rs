@@ -65,6 +65,7 @@ fn parse_plan_render_1000_variants(bencher: divan::Bencher) {
                 base_dir: dir.path(),
                 font: None,
                 models: &Default::default(),
+                python: None,
             },
         )
         .unwrap();

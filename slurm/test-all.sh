@@ -160,7 +160,7 @@ set +e
 # Live tests are #[ignore]d (a plain `cargo test` lists them as ignored); here they run.
 # Threads are many because a test waiting for its module's turn holds one;
 # `common` lets at most four tests of a module run at once.
-shared=(advise agent_live backup_live compare_live escalate_live pool_live registry_live runs_agree_live spec_corpus syslog_live trainer_live)
+shared=(advise agent_live backup_live compare_live escalate_live pool_live registry_live runs_agree_live spec_corpus syslog_live trainer_live tune_live)
 alone=(cluster_live faults_live node_setup_slurm report_live resources_live runs_live)
 disrupting=(faults_cluster_live isolation_none_live) # instance 3, without cgroups
 constrained=(isolation_live) # instance 3 again, with cgroups (CGROUPS=1), once the faults are done

@@ -16,9 +16,13 @@ readonly ULTRALYTICS=8.4.190
 readonly PINS="ultralytics==$ULTRALYTICS torch==2.15.0 onnx onnxruntime onnxslim"
 # What Ultralytics would pip-install at run time, which the offline switches of
 # the job scripts (YOLO_AUTOINSTALL=false) forbid: cloudpickle, for training on
-# several GPUs (ultralytics/utils/dist.py, DDP). Added to a venv that has the
-# pins without a rebuild.
-readonly EXTRAS="cloudpickle>=3.1.1"
+# several GPUs (ultralytics/utils/dist.py, DDP). And Optuna, pinned, for
+# `[tune]` (docs/spec.md): the ask and tell jobs of a hyperparameter search run
+# its samplers (TPE, GP: torch and scipy, which the pins bring) offline with
+# this venv's Python. Added to a venv that has the pins without a rebuild.
+readonly OPTUNA=5.0.0
+readonly EXTRAS="cloudpickle>=3.1.1 optuna==$OPTUNA"
+readonly EXTRAS_CHECK="import cloudpickle, optuna; assert optuna.__version__ == '$OPTUNA', optuna.__version__"
 VENV=${YOLO_TRAINER_VENV:-/opt/yolo-sched/trainer-ultralytics-$ULTRALYTICS}
 readonly MARK=.yolo-sched-pins
 # The installer: uv (Astral's, pinned, from PyPI into a small venv of its own
@@ -40,11 +44,12 @@ matches() { # the venv at $1 is complete, made for these pins, and in its place
 }
 
 extras() { # install EXTRAS into the venv at $1 when they are missing
-    "$1/bin/python" -c 'import cloudpickle' 2>/dev/null && return 0
+    "$1/bin/python" -c "$EXTRAS_CHECK" 2>/dev/null && return 0
     log "installing $EXTRAS into $1"
-    "$1/bin/pip" install --disable-pip-version-check --no-input --progress-bar off "$EXTRAS" 2>&1 |
+    # shellcheck disable=SC2086 # one word per requirement
+    "$1/bin/pip" install --disable-pip-version-check --no-input --progress-bar off $EXTRAS 2>&1 |
         sed -u 's/^/trainer: pip: /' >&2 || true
-    "$1/bin/python" -c 'import cloudpickle' || die "$EXTRAS did not install into $1; see the pip lines above"
+    "$1/bin/python" -c "$EXTRAS_CHECK" || die "$EXTRAS did not install into $1; see the pip lines above"
 }
 
 # uv_path: the pinned uv, installed into its own small venv when missing.
@@ -116,7 +121,7 @@ install() {
         local index=()
         [ -z "${PIP_INDEX_URL:-}" ] || index=(--index-url "$PIP_INDEX_URL")
         # shellcheck disable=SC2086 # one word per pin
-        UV_NATIVE_TLS=1 "$uv" pip install --python "$new/bin/python" "${index[@]}" $PINS "$EXTRAS" 2>&1 |
+        UV_NATIVE_TLS=1 "$uv" pip install --python "$new/bin/python" "${index[@]}" $PINS $EXTRAS 2>&1 |
             sed -u 's/^ */trainer: uv: /' >&2
         if [ "${PIPESTATUS[0]}" != 0 ]; then
             log "uv failed (above); installing with pip instead"

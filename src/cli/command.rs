@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use super::{
     advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
-    report, runs, status, submit, validate, watch,
+    report, runs, status, submit, tune, validate, watch,
 };
 
 const AFTER_HELP: &str = "\
@@ -89,4 +89,6 @@ pub enum Command {
     Backup(backup::BackupArgs),
     /// The shared library of validated models: publish, import, list, show, pull, tag, remove.
     Models(models::ModelsArgs),
+    /// A hyperparameter search's results: `tune best RUN` (spec `[tune]`).
+    Tune(tune::TuneArgs),
 }

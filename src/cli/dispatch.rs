@@ -6,7 +6,7 @@ use clap::Parser;
 
 use super::{
     advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
-    report, runs, status, submit, validate, watch, Cli, Command, Context,
+    report, runs, status, submit, tune, validate, watch, Cli, Command, Context,
 };
 use crate::error::{self, exit};
 use crate::printer::Printer;
@@ -57,6 +57,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
         Command::Agent(args) => agent::run(&mut ctx, &args),
         Command::Backup(args) => backup::run(&mut ctx, &args),
         Command::Models(args) => models::run(&mut ctx, &args),
+        Command::Tune(args) => tune::run(&mut ctx, &args),
     }
 }
 

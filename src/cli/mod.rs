@@ -23,6 +23,7 @@ pub(crate) mod report;
 pub(crate) mod runs;
 pub(crate) mod status;
 pub(crate) mod submit;
+pub(crate) mod tune;
 pub(crate) mod validate;
 pub(crate) mod watch;
 

@@ -252,6 +252,74 @@ pub fn print_status(
     for b in &st.backup {
         printer.line(format!("backup {}", b.line(now)))?;
     }
+    if let Some(search) = &st.tune {
+        print_trials(printer, st, search)?;
+    }
+    Ok(())
+}
+
+/// A search's trials: number, arguments, state, objective, epochs reached
+/// (the training's own progress while it runs), best so far.
+fn print_trials(
+    printer: &crate::printer::Printer,
+    st: &RunStatus,
+    search: &crate::run::tune::Summary,
+) -> Result<()> {
+    let train = st.stage("train");
+    let mut table = printer.table(&[
+        "trial",
+        "batch",
+        "state",
+        "objective",
+        "epochs",
+        "best so far",
+        "arguments",
+    ]);
+    for t in &search.trials {
+        let task = train.and_then(|s| s.tasks.iter().find(|k| k.task == Some(t.trial)));
+        // The study says running until its tell; the job says more meanwhile.
+        let state = match (t.state.as_str(), task) {
+            ("running", Some(k)) => format!("running ({})", k.state.word()),
+            (s, _) => s.to_string(),
+        };
+        let epochs = train
+            .and_then(|s| s.progress.iter().find(|(k, _)| *k == Some(t.trial)))
+            .map_or(t.epochs, |(_, p)| p.epoch.max(t.epochs));
+        let args: Vec<String> = t
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={}", crate::run::tune::short_value(v)))
+            .collect();
+        table.add_row(vec![
+            t.trial.to_string(),
+            t.batch.map(|b| b.to_string()).unwrap_or_default(),
+            state,
+            t.value
+                .map(|v| format!("{v:.5}"))
+                .unwrap_or_else(|| "-".into()),
+            epochs.to_string(),
+            t.best_so_far
+                .map(|v| format!("{v:.5}"))
+                .unwrap_or_else(|| "-".into()),
+            args.join(" "),
+        ]);
+    }
+    printer.line(format!(
+        "search: {} of {} trials asked, {} per batch, sampler {}, {} ({}d)",
+        search.trials.len(),
+        search.trials_planned,
+        search.parallel,
+        search.sampler,
+        search.objective,
+        search.direction
+    ))?;
+    printer.line(&table)?;
+    if let Some(b) = &search.best {
+        printer.line(format!(
+            "best: trial {} ({} = {}); `yolo-sched tune best {}` prints its arguments",
+            b.trial, search.objective, b.value, st.run_id
+        ))?;
+    }
     Ok(())
 }
 

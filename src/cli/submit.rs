@@ -54,6 +54,11 @@ pub struct SubmitArgs {
         default_value = "yolo"
     )]
     pub yolo: String,
+
+    /// `[tune]`: the Python (with Optuna 5) the search's ask and tell jobs
+    /// run; default: the python3 beside the `yolo` command, else `python3`.
+    #[arg(long, value_name = "PATH", env = "YOLO_SCHED_PYTHON")]
+    pub python: Option<String>,
 }
 
 /// What named the template directory: the flag when it is on the command
@@ -109,6 +114,7 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
         workdir: args.workdir.as_deref(),
         templates: args.templates.as_deref().map(|d| (d, templates_source())),
         yolo: &args.yolo,
+        python: args.python.as_deref(),
         dry_run: args.dry_run,
     };
     let slurm = ctx.slurm.clone();
@@ -129,7 +135,10 @@ pub fn run(ctx: &mut CliContext, args: &SubmitArgs) -> Result<i32> {
             JobOut {
                 stage: stage_name(j.stage),
                 job_id: j.job_id,
-                array: stage.array.as_ref().map(|a| a.slurm_value()),
+                array: j
+                    .array
+                    .clone()
+                    .or_else(|| stage.array.as_ref().map(|a| a.slurm_value())),
                 gres: stage.gres.clone(),
                 partition: stage.partition.clone(),
                 cpus: stage.cpus,

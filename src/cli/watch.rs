@@ -73,6 +73,24 @@ fn stage_lines(st: &RunStatus) -> Vec<(String, String)> {
                     None => line.push_str(&format!(", epoch {done}")),
                 }
             }
+            if let (Some(search), "tell") = (&st.tune, s.stage.as_str()) {
+                // A search: how many trials are told, and the best so far.
+                let told = search
+                    .trials
+                    .iter()
+                    .filter(|t| t.state != "running")
+                    .count();
+                line.push_str(&format!(
+                    "; {told} of {} trials told",
+                    search.trials_planned
+                ));
+                if let Some(b) = &search.best {
+                    line.push_str(&format!(
+                        ", best so far trial {} ({} = {})",
+                        b.trial, search.objective, b.value
+                    ));
+                }
+            }
             (s.stage.clone(), line)
         })
         .collect()

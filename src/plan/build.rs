@@ -211,6 +211,28 @@ pub fn plan(
         tasks: variants,
         max_parallel: spec.sweep.max_parallel,
     });
+    let tune = spec.tune.as_ref();
+    // A search: the train stage is one array of all trials, submitted one
+    // batch (a slice of its indices) at a time.
+    let train_array = match tune {
+        Some(t) => Some(ArraySpec {
+            tasks: t.trials as usize,
+            max_parallel: None,
+        }),
+        None => array.clone(),
+    };
+    if let (Some(t), Some((max, why))) = (tune, &array_limit) {
+        if u64::from(t.trials) > *max {
+            errors.push(spec.error_at(
+                "tune.trials",
+                format!(
+                    "{} trials are more than one job array can number ({why})",
+                    t.trials
+                ),
+                Some(format!("run at most {max} trials")),
+            ));
+        }
+    }
     let mut stages = Vec::new();
 
     if let Some(prep) = &spec.stages.prepare {
@@ -238,6 +260,32 @@ pub fn plan(
             kind: DepKind::AfterOk,
         });
     }
+    if let Some(t) = tune {
+        // The ask job of each batch; the first waits for prepare, the
+        // others for the tell before them (`run::submit`).
+        let stage = side_stage(
+            spec,
+            policy,
+            StageKind::Ask,
+            &crate::spec::StageResources::default(),
+            StageDefaults {
+                time: "00:30:00",
+                partition: cpu_partition_default.clone(),
+            },
+            None,
+            Some(ArraySpec {
+                tasks: t.batches() as usize,
+                max_parallel: None,
+            }),
+            std::mem::take(&mut train_deps),
+            &mut errors,
+        );
+        stages.push(stage);
+        train_deps.push(Dependency {
+            stage: StageKind::Ask,
+            kind: DepKind::AfterOk,
+        });
+    }
     stages.push(PlannedStage {
         kind: StageKind::Train,
         job_name: format!("{name}.train"),
@@ -251,17 +299,54 @@ pub fn plan(
         mem_from_slurm: false,
         workers: None,
         gres: gpu.gres.clone(),
-        array: array.clone(),
+        array: train_array,
         depends_on: train_deps,
         shaping: String::new(),
     });
+    if let Some(t) = tune {
+        check_parallel(
+            spec,
+            t,
+            gpu.gres.as_deref(),
+            cluster,
+            gpu_partition.as_deref(),
+            &mut errors,
+        );
+        let stage = side_stage(
+            spec,
+            policy,
+            StageKind::Tell,
+            &crate::spec::StageResources::default(),
+            StageDefaults {
+                time: "00:30:00",
+                partition: cpu_partition_default.clone(),
+            },
+            None,
+            Some(ArraySpec {
+                tasks: t.batches() as usize,
+                max_parallel: None,
+            }),
+            vec![Dependency {
+                stage: StageKind::Train,
+                kind: DepKind::AfterAny,
+            }],
+            &mut errors,
+        );
+        stages.push(stage);
+    }
     let per_task = if array.is_some() {
         DepKind::AfterCorr
     } else {
         DepKind::AfterOk
     };
     let mut last = StageKind::Train;
-    if let Some(val) = &spec.stages.val {
+    if tune.is_some() {
+        if spec.stages.val.is_some() {
+            warnings.push("[stages.val] is not run in a search: each trial's own final validation gives its objective, and the best trial is exported".into());
+        }
+        last = StageKind::Tell;
+    }
+    if let Some(val) = spec.stages.val.as_ref().filter(|_| tune.is_none()) {
         let gres = match &val.gpu {
             // `yolo val` runs on one device: one GPU of the training's type.
             None | Some(GpuRequest::Auto) if gpu.count > 1 => {
@@ -301,7 +386,11 @@ pub fn plan(
         };
         let deps = vec![Dependency {
             stage: last,
-            kind: per_task,
+            kind: if tune.is_some() {
+                DepKind::AfterOk
+            } else {
+                per_task
+            },
         }];
         let stage = side_stage(
             spec,
@@ -310,7 +399,8 @@ pub fn plan(
             &export.resources,
             defaults,
             None,
-            array.clone(),
+            // A search exports its best trial, one job.
+            array.clone().filter(|_| tune.is_none()),
             deps,
             &mut errors,
         );
@@ -348,6 +438,45 @@ pub fn plan(
         },
         warnings,
     })
+}
+
+/// `[tune] parallel` against what the cluster can ever run at once: the
+/// slices (or GPUs) of the trials' kind on the nodes of their partition
+/// (every node when none is named), each trial holding its ask.
+fn check_parallel(
+    spec: &Spec,
+    tune: &crate::spec::Tune,
+    gres: Option<&str>,
+    cluster: &Cluster,
+    partition: Option<&str>,
+    errors: &mut Vec<SpecError>,
+) {
+    let Some(ask) = gres.and_then(super::resources::GpuAsk::parse) else {
+        return;
+    };
+    let nodes: Vec<&crate::slurm::node::Node> =
+        match partition.or_else(|| cluster.default_partition().map(|p| p.name.as_str())) {
+            Some(p) => p.split(',').flat_map(|p| cluster.nodes_in(p)).collect(),
+            None => cluster.nodes.iter().collect(),
+        };
+    let at_once: u64 = nodes
+        .iter()
+        .map(|n| ask.available_on(n) / ask.count.max(1))
+        .sum();
+    if u64::from(tune.parallel) > at_once {
+        errors.push(spec.error_at(
+            "tune.parallel",
+            format!(
+                "{} trials at once, but the cluster has room for at most {at_once} trainings on {} at a time (--gres={})",
+                tune.parallel,
+                ask.label(),
+                gres.unwrap_or_default()
+            ),
+            Some(format!(
+                "set parallel to at most {at_once}: a batch waits for its slowest trial, so trials that cannot start only make it longer"
+            )),
+        ));
+    }
 }
 
 /// What a stage other than train gets when its `[stages.X]` table leaves a value out.

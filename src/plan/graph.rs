@@ -16,6 +16,9 @@ pub enum DepKind {
     AfterOk,
     /// Array to array: task i waits for task i of the other array.
     AfterCorr,
+    /// Wait for the whole job (or array) to end, however it ended (a
+    /// search's `tell` after its trials).
+    AfterAny,
 }
 
 impl DepKind {
@@ -23,6 +26,7 @@ impl DepKind {
         match self {
             DepKind::AfterOk => "afterok",
             DepKind::AfterCorr => "aftercorr",
+            DepKind::AfterAny => "afterany",
         }
     }
 }

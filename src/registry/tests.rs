@@ -814,6 +814,7 @@ fn scripts_of(
             base_dir,
             font: None,
             models: resolved,
+            python: None,
         },
     )
     .unwrap()

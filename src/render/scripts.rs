@@ -95,6 +95,20 @@ struct TrainCtx {
     /// `[resources] on_oom = "resume-bigger"`: the most moves to a bigger
     /// slice (single runs only; a sweep is resumed by hand).
     escalate_steps: Option<u32>,
+    /// `[tune]`: each array task is a trial and reads its arguments from
+    /// `tune/trial-<task>.args`, written by its batch's ask job.
+    tune: bool,
+}
+
+/// `[tune]`: what the ask and tell jobs run.
+#[derive(Debug, Serialize)]
+struct TuneCtx {
+    /// The Python with Optuna (`submit --python`), a shell word; empty: the
+    /// `python3` beside the `yolo` command, else the one on `PATH`.
+    python: String,
+    /// The search's program and settings, relative to the run directory.
+    program: &'static str,
+    settings: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -112,6 +126,8 @@ struct ExportCtx {
     data: String,
     /// Arguments of that val (`imgsz`).
     val_args: Vec<String>,
+    /// `[tune]`: export the search's best trial (`tune/best-trial`).
+    tune: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -129,6 +145,7 @@ struct ScriptCtx<'a> {
     train: Option<TrainCtx>,
     val: Option<ValCtx>,
     export: Option<ExportCtx>,
+    tune: Option<TuneCtx>,
     /// The run directory's names (`run::layout`), so no template spells them.
     layout: LayoutCtx,
 }
@@ -145,6 +162,8 @@ struct LayoutCtx {
     guard: &'static str,
     /// What follows a task's key there: the trainer's Ultralytics and torch versions.
     versions: &'static str,
+    /// A search's directory (`tune`: the study, each trial's arguments, the best).
+    tune: &'static str,
 }
 
 /// A rendered stage script.
@@ -195,6 +214,9 @@ pub struct RenderInput<'a> {
     /// The registry versions the spec's `registry:` models resolved to
     /// (`[train] model`, or per variant of a sweep over `model`).
     pub models: &'a crate::registry::spec::Resolved,
+    /// `[tune]`: the Python with Optuna the ask and tell jobs run (`submit
+    /// --python`); `None`: the one beside `yolo`, else `python3`.
+    pub python: Option<&'a str>,
 }
 
 /// Ultralytics' `device` for a job holding `gpus` GPUs: Slurm renumbers the
@@ -306,6 +328,7 @@ fn render_stage(
             end: crate::run::layout::END,
             guard: crate::run::layout::GUARD,
             versions: crate::run::layout::VERSIONS,
+            tune: crate::run::layout::TUNE,
         },
         yolo: input.yolo.to_string(),
         font: input.font.map(|f| f.display().to_string()),
@@ -313,6 +336,11 @@ fn render_stage(
         train: None,
         val: None,
         export: None,
+        tune: spec.tune.as_ref().map(|_| TuneCtx {
+            python: input.python.unwrap_or("").to_string(),
+            program: crate::run::layout::TUNE_PROGRAM,
+            settings: crate::run::layout::TUNE_SETTINGS,
+        }),
     };
 
     match stage.kind {
@@ -358,6 +386,16 @@ fn render_stage(
                 base.entry("workers".into())
                     .or_insert(ArgValue::Int(w.into()));
             }
+            if let Some(t) = &spec.tune {
+                // Every trial the same number of epochs; the searched
+                // arguments come from the trial's file, after these.
+                if let Some(e) = t.epochs {
+                    base.insert("epochs".into(), ArgValue::Int(e.into()));
+                }
+                for p in &t.space {
+                    base.remove(&p.name);
+                }
+            }
             let variants: Vec<Vec<String>> = if array {
                 let pinned = &input.models.variants;
                 spec.sweep_variants()
@@ -384,7 +422,11 @@ fn render_stage(
                 })
                 .collect();
             let escalate_steps = match spec.resources.on_oom {
-                crate::spec::OnOom::ResumeBigger { steps } if variants.is_empty() => Some(steps),
+                crate::spec::OnOom::ResumeBigger { steps }
+                    if variants.is_empty() && spec.tune.is_none() =>
+                {
+                    Some(steps)
+                }
                 _ => None,
             };
             ctx.train = Some(TrainCtx {
@@ -397,6 +439,7 @@ fn render_stage(
                 device: device.clone(),
                 variants,
                 escalate_steps,
+                tune: spec.tune.is_some(),
             });
         }
         StageKind::Val => {
@@ -445,8 +488,12 @@ fn render_stage(
                 validate_onnx: export.validate && export.formats.iter().any(|f| f == "onnx"),
                 data,
                 val_args: arg_words(&val_args),
+                tune: spec.tune.is_some(),
             });
         }
+        // The search's own jobs: everything they need is in the run
+        // directory (the settings, the study) and `TuneCtx`.
+        StageKind::Ask | StageKind::Tell => {}
     }
     let template = format!("{}.sh.j2", stage_name(stage.kind));
     let text = templates.render(&template, &ctx)?;

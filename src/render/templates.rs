@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::escape::{shell_formatter, SHELL_ESCAPE};
 
 /// The templates shipped in `templates/`, by name.
-pub const BUILTIN: [(&str, &str); 7] = [
+pub const BUILTIN: [(&str, &str); 10] = [
     (
         "_header.sh.j2",
         include_str!("../../templates/_header.sh.j2"),
@@ -26,6 +26,9 @@ pub const BUILTIN: [(&str, &str); 7] = [
     ("train.sh.j2", include_str!("../../templates/train.sh.j2")),
     ("val.sh.j2", include_str!("../../templates/val.sh.j2")),
     ("export.sh.j2", include_str!("../../templates/export.sh.j2")),
+    ("_tune.sh.j2", include_str!("../../templates/_tune.sh.j2")),
+    ("ask.sh.j2", include_str!("../../templates/ask.sh.j2")),
+    ("tell.sh.j2", include_str!("../../templates/tell.sh.j2")),
 ];
 
 /// A template set: the built-ins, overridden by files in `dir` when given.

@@ -66,7 +66,9 @@ pub fn sbatch_args(
 ) -> Result<(Vec<String>, Option<String>, Vec<u64>)> {
     let mut ids = Vec::new();
     let (args, dependency) = sbatch_args_with(req, comment, |stage| {
-        let job = earlier.iter().find(|j| j.stage == stage)?;
+        // The latest job of that stage: a search submits one ask, trial
+        // array and tell per batch, each waiting for the one just before.
+        let job = earlier.iter().rev().find(|j| j.stage == stage)?;
         ids.push(job.job_id);
         Some(job.job_id.to_string())
     })?;

@@ -19,6 +19,15 @@ pub const STATE: &str = "state";
 pub const TRAIN: &str = "train";
 /// The checkpoint backup's state, below `STATE`.
 pub const BACKUP: &str = "backup";
+/// `[tune]`: the search's directory: `study.journal` (Optuna's journal, written
+/// by one job at a time), `trial-<n>.json` and `.args` (each trial's
+/// arguments, written by its ask job), `trials.json` (every trial's state and
+/// objective, written by the tell jobs), `best-trial`, `best_hyperparameters.yaml`.
+pub const TUNE: &str = "tune";
+/// `[tune]`: the program the ask and tell jobs run, and the search's
+/// settings, written beside the scripts at submission.
+pub const TUNE_PROGRAM: &str = "scripts/tune.py";
+pub const TUNE_SETTINGS: &str = "scripts/tune.json";
 /// What follows a task's key (`state_key`) in `STATE`: the records the stage
 /// script writes when the job starts and ends, the guard's record, the agent's
 /// memory series, the trainer's Ultralytics and torch versions (written by

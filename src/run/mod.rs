@@ -18,5 +18,6 @@ pub(crate) mod status;
 pub(crate) mod submit;
 pub(crate) mod syslog;
 pub(crate) mod team;
+pub(crate) mod tune;
 
 pub use manifest::{Manifest, StageRecord};

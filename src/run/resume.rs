@@ -33,6 +33,10 @@ pub struct ResumePlan {
     pub stages: Vec<String>,
     /// Sweep variants (array tasks) to rerun; `None` for a run without arrays.
     pub tasks: Option<Vec<u32>>,
+    /// A search (`[tune]`): the batches to run again, from the first whose
+    /// tell did not complete (`None` otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batches: Option<std::ops::Range<u32>>,
 }
 
 /// The stage a manifest names (`StageKind::from_name`, the one mapping).
@@ -55,6 +59,9 @@ pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan
             "run {} completed: nothing to resume",
             manifest.run_id
         )));
+    }
+    if super::status::is_search(manifest) {
+        return plan_search(manifest, status);
     }
     let from = status
         .stages
@@ -130,6 +137,121 @@ pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan
             .map(|s| s.stage.clone())
             .collect(),
         tasks,
+        batches: None,
+    })
+}
+
+/// The spec's `[tune]` as it was submitted.
+fn search_of(manifest: &Manifest) -> Result<crate::spec::Tune> {
+    crate::spec::parse(
+        &manifest.spec_text,
+        &manifest.spec_file.display().to_string(),
+    )
+    .ok()
+    .and_then(|s| s.tune)
+    .ok_or_else(|| {
+        anyhow!(
+            "cannot resume run {}: the spec in its manifest has no readable [tune]",
+            manifest.run_id
+        )
+    })
+}
+
+/// A stopped search continues from its study: the batches from the first
+/// whose tell did not complete (its ask keeps the trials already told and
+/// asks again for the rest), then the export; prepare first if it did not
+/// complete.
+fn plan_search(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan> {
+    let tune = search_of(manifest)?;
+    let done = |name: &str| {
+        status
+            .stage(name)
+            .is_none_or(|s| s.state == TaskState::Completed)
+    };
+    let told: Vec<u32> = status
+        .stage("tell")
+        .map(|s| {
+            s.tasks
+                .iter()
+                .filter(|t| t.state == TaskState::Completed)
+                .filter_map(|t| t.task)
+                .collect()
+        })
+        .unwrap_or_default();
+    let first = (0..tune.batches()).find(|b| !told.contains(b));
+    let mut stages: Vec<String> = Vec::new();
+    if !done("prepare") {
+        stages.push("prepare".into());
+    }
+    if first.is_some() {
+        stages.extend(["ask", "train", "tell"].map(String::from));
+    }
+    if (!done("export") || first.is_some()) && manifest.stages.iter().any(|s| s.stage == "export") {
+        stages.push("export".into());
+    }
+    if stages.is_empty() {
+        return Err(invalid(format!(
+            "run {}: every stage completed; nothing to resume",
+            manifest.run_id
+        )));
+    }
+    for s in manifest.stages.iter().filter(|s| stages.contains(&s.stage)) {
+        let script = manifest.workdir.join(&s.script);
+        if !script.exists() {
+            return Err(anyhow!(
+                "cannot resume run {}: its script {} is gone",
+                manifest.run_id,
+                script.display()
+            ));
+        }
+    }
+    let from = manifest
+        .stages
+        .iter()
+        .position(|s| stages.contains(&s.stage))
+        .unwrap_or(0);
+    Ok(ResumePlan {
+        from,
+        stages,
+        tasks: None,
+        batches: first.map(|b| b..tune.batches()),
+    })
+}
+
+/// The job requests of a search's resume: the stages' scripts, one ask,
+/// trial array and tell per batch left (`tune::expand_batches`).
+fn search_requests(
+    manifest: &Manifest,
+    plan: &ResumePlan,
+    export: &[(String, String)],
+) -> Result<Vec<JobRequest>> {
+    let tune = search_of(manifest)?;
+    let again = |name: &str| plan.stages.iter().any(|s| s == name);
+    let mut base = Vec::new();
+    for s in manifest.stages.iter().filter(|s| again(&s.stage)) {
+        let kind = stage_kind(&s.stage)
+            .ok_or_else(|| anyhow!("manifest has an unknown stage `{}`", s.stage))?;
+        let after = match kind {
+            StageKind::Ask if again("prepare") => vec![(StageKind::Prepare, DepKind::AfterOk)],
+            StageKind::Train => vec![(StageKind::Ask, DepKind::AfterOk)],
+            StageKind::Tell => vec![(StageKind::Train, DepKind::AfterAny)],
+            StageKind::Export if again("tell") => vec![(StageKind::Tell, DepKind::AfterOk)],
+            StageKind::Export if again("prepare") => vec![(StageKind::Prepare, DepKind::AfterOk)],
+            _ => vec![],
+        };
+        base.push(JobRequest {
+            kind,
+            script: manifest.workdir.join(&s.script),
+            workdir: manifest.workdir.clone(),
+            array: None,
+            after,
+            export: export.to_vec(),
+            overrides: vec![],
+        });
+    }
+    Ok(match &plan.batches {
+        Some(b) => super::tune::expand_batches(&tune, base, b.clone()),
+        None => base,
     })
 }
 
@@ -216,6 +338,15 @@ pub fn requests(
     let export: Vec<(String, String)> = yolo
         .map(|y| vec![("YOLO_SCHED_RUN_YOLO".to_string(), y.to_string())])
         .unwrap_or_default();
+    if plan.batches.is_some() || super::status::is_search(manifest) {
+        if gpu.is_some() {
+            return Err(invalid(format!(
+                "run {} is a search: `--gpu` does not apply (every trial trains on the slice planned for the search)",
+                manifest.run_id
+            )));
+        }
+        return search_requests(manifest, plan, &export);
+    }
     let mut out = Vec::new();
     let mut previous: Option<(StageKind, bool)> = None;
     for s in &manifest.stages[plan.from..] {
@@ -289,7 +420,9 @@ pub fn execute(
         }
     };
     let now = Utc::now();
-    for job in &submitted {
+    // `submit_held` answers in the requests' order (a search has several
+    // jobs of one stage: one per batch).
+    for (job, req) in submitted.iter().zip(&reqs) {
         let name = crate::plan::stage_name(job.stage);
         let stage = manifest
             .stages
@@ -297,10 +430,6 @@ pub fn execute(
             .find(|s| s.stage == name)
             .expect("resubmitted stages come from the manifest");
         let attempt = stage.attempts.len() as u32 + 1;
-        let req = reqs
-            .iter()
-            .find(|r| r.kind == job.stage)
-            .expect("each job has its request");
         stage.attempts.push(Attempt {
             attempt,
             job_id: job.job_id,

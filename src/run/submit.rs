@@ -45,6 +45,9 @@ pub struct Request<'a> {
     pub templates: Option<(&'a Path, &'a str)>,
     /// The `yolo` command the stages run.
     pub yolo: &'a str,
+    /// `[tune]`: the Python (with Optuna) of the ask and tell jobs; `None`:
+    /// the one beside `yolo`, else `python3`.
+    pub python: Option<&'a str>,
     pub dry_run: bool,
 }
 
@@ -53,6 +56,9 @@ pub struct Request<'a> {
 pub struct Job {
     pub stage: crate::spec::StageKind,
     pub job_id: Option<u64>,
+    /// The `--array` this job was submitted with when it is not the stage's
+    /// own (a search's batches); `None`: the stage's.
+    pub array: Option<String>,
     pub depends_on: Vec<u64>,
     /// `afterok:12`, or on a dry run `afterok:<prepare>`.
     pub dependency: Option<String>,
@@ -129,6 +135,7 @@ pub fn submit(
             base_dir: &base_dir,
             font: paths.yolo_font.as_deref(),
             models: &registry,
+            python: req.python,
         },
     )?;
 
@@ -143,11 +150,24 @@ pub fn submit(
         .iter()
         .map(|s| workdir.join(SCRIPTS).join(&s.file_name))
         .collect();
-    let files: Vec<(&Path, &[u8], u32)> = scripts
+    let mut files: Vec<(&Path, &[u8], u32)> = scripts
         .iter()
         .zip(&script_paths)
         .map(|(s, p)| (p.as_path(), s.text.as_bytes(), 0o755))
         .collect();
+    // A search's program and settings, beside the scripts.
+    let tune_files = match &spec.tune {
+        Some(t) => Some((
+            workdir.join(super::layout::TUNE_PROGRAM),
+            workdir.join(super::layout::TUNE_SETTINGS),
+            super::tune::settings_json(&spec, t, &run_id)?,
+        )),
+        None => None,
+    };
+    if let Some((program, settings, text)) = &tune_files {
+        files.push((program.as_path(), super::tune::PROGRAM.as_bytes(), 0o755));
+        files.push((settings.as_path(), text.as_bytes(), 0o644));
+    }
     crate::fsutil::write_atomic_all(&files)?;
     if let Some(b) = &backup {
         b.save(&workdir)?;
@@ -165,6 +185,9 @@ pub fn submit(
             overrides: vec![],
         });
     }
+    if let Some(t) = &spec.tune {
+        requests = super::tune::expand(t, requests);
+    }
 
     if req.dry_run {
         let jobs = dry_run_jobs(&run_id, &requests)?;
@@ -180,15 +203,14 @@ pub fn submit(
     // A full disk is found before anything is submitted: the manifest (its
     // size with the longest job ids), and in the state directory the journal
     // entry (and its rewrite), the index entry and the audit line.
-    let placeholder: Vec<SubmittedJob> = plan
-        .stages
+    let placeholder: Vec<SubmittedJob> = requests
         .iter()
-        .map(|s| SubmittedJob {
-            stage: s.kind,
+        .map(|r| SubmittedJob {
+            stage: r.kind,
             job_id: u64::MAX,
-            array: None,
+            array: r.array.clone(),
             dependency: Some(format!("afterok:{}", u64::MAX)),
-            depends_on: vec![u64::MAX; s.depends_on.len()],
+            depends_on: vec![u64::MAX; r.after.len()],
         })
         .collect();
     let mut sized = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &placeholder, now)?;
@@ -257,6 +279,7 @@ pub fn submit(
         .map(|(j, r)| Job {
             stage: j.stage,
             job_id: Some(j.job_id),
+            array: r.array.clone(),
             depends_on: j.depends_on.clone(),
             dependency: j.dependency.clone(),
             script: r.script.clone(),
@@ -292,6 +315,7 @@ fn dry_run_jobs(run_id: &str, requests: &[JobRequest]) -> Result<Vec<Job>> {
         jobs.push(Job {
             stage: req.kind,
             job_id: None,
+            array: req.array.clone(),
             depends_on: vec![],
             dependency,
             script: req.script.clone(),
@@ -484,7 +508,8 @@ fn build_manifest(
         .stages
         .iter()
         .map(|s| {
-            let job = submitted.iter().find(|j| j.stage == s.kind);
+            // One job per stage, or for a search one per batch: each an attempt.
+            let jobs = submitted.iter().filter(|j| j.stage == s.kind);
             StageRecord {
                 stage: stage_name(s.kind).to_string(),
                 job_name: s.job_name.clone(),
@@ -498,18 +523,23 @@ fn build_manifest(
                     .depends_on
                     .iter()
                     .map(|d| stage_name(d.stage).to_string())
+                    // A search's later asks wait for the tell before them.
+                    .chain((s.kind == crate::spec::StageKind::Ask).then(|| "tell".to_string()))
                     .collect(),
                 script: format!("scripts/{}.sh", stage_name(s.kind)),
-                attempts: job
-                    .map(|j| Attempt {
-                        attempt: 1,
+                attempts: jobs
+                    .enumerate()
+                    .map(|(i, j)| Attempt {
+                        attempt: i as u32 + 1,
                         job_id: j.job_id,
-                        array: s.array.as_ref().map(|a| a.slurm_value()),
+                        array: j
+                            .array
+                            .clone()
+                            .or_else(|| s.array.as_ref().map(|a| a.slurm_value())),
                         dependency: j.dependency.clone(),
                         submitted_at: now,
                         gres: None,
                     })
-                    .into_iter()
                     .collect(),
             }
         })

@@ -33,6 +33,9 @@ pub struct Spec {
     /// `[backup]`: the run's checkpoint backup, within the site's rules (docs/backup.md).
     #[serde(skip_serializing_if = "super::SpecBackup::is_default")]
     pub backup: super::SpecBackup,
+    /// `[tune]`: a hyperparameter search instead of one training (docs/spec.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tune: Option<super::Tune>,
     /// Where the spec came from and where its keys are; not part of its content.
     #[serde(skip)]
     pub origin: Origin,
@@ -216,7 +219,11 @@ pub struct SweepAxis {
 #[serde(rename_all = "lowercase")]
 pub enum StageKind {
     Prepare,
+    /// `[tune]`: the job that proposes a batch of trials (CPU).
+    Ask,
     Train,
+    /// `[tune]`: the job that records a batch's outcomes (CPU).
+    Tell,
     Val,
     Export,
 }
@@ -265,9 +272,11 @@ pub enum PathPart {
 
 impl StageKind {
     /// Every stage, in chain order.
-    pub const ALL: [StageKind; 4] = [
+    pub const ALL: [StageKind; 6] = [
         StageKind::Prepare,
+        StageKind::Ask,
         StageKind::Train,
+        StageKind::Tell,
         StageKind::Val,
         StageKind::Export,
     ];
@@ -277,7 +286,9 @@ impl StageKind {
     pub fn name(self) -> &'static str {
         match self {
             StageKind::Prepare => "prepare",
+            StageKind::Ask => "ask",
             StageKind::Train => "train",
+            StageKind::Tell => "tell",
             StageKind::Val => "val",
             StageKind::Export => "export",
         }
@@ -295,12 +306,28 @@ impl fmt::Display for StageKind {
     }
 }
 
+/// The resources of a stage no table sets.
+static NO_RESOURCES: StageResources = StageResources {
+    partition: None,
+    time: None,
+    cpus: None,
+    mem: None,
+};
+
 impl Spec {
     /// The stages this spec runs, in order.
     pub fn stages(&self) -> Vec<StageKind> {
         let mut out = Vec::with_capacity(4);
         if self.stages.prepare.is_some() {
             out.push(StageKind::Prepare);
+        }
+        if self.tune.is_some() {
+            // A search: ask, trials, tell per batch; no val (its trials validate).
+            out.extend([StageKind::Ask, StageKind::Train, StageKind::Tell]);
+            if self.stages.export.is_some() {
+                out.push(StageKind::Export);
+            }
+            return out;
         }
         out.push(StageKind::Train);
         if self.stages.val.is_some() {
@@ -318,6 +345,9 @@ impl Spec {
             StageKind::Prepare => self.stages.prepare.as_ref().map(|s| &s.resources),
             StageKind::Val => self.stages.val.as_ref().map(|s| &s.resources),
             StageKind::Export => self.stages.export.as_ref().map(|s| &s.resources),
+            // A search's ask and tell: the planner's defaults (one CPU's
+            // worth, shaped by `plan::resources`).
+            StageKind::Ask | StageKind::Tell => Some(&NO_RESOURCES),
             StageKind::Train => None,
         }
     }

@@ -55,6 +55,7 @@ impl Rendered {
                 base_dir: dir.path(),
                 font: None,
                 models: &Default::default(),
+                python: None,
             },
         )
         .unwrap();

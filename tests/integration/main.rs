@@ -60,4 +60,5 @@ mod standin_args;
 mod syslog_live;
 mod tiers_live;
 mod trainer_live;
+mod tune_live;
 mod ultralytics_table;

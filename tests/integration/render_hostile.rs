@@ -56,6 +56,7 @@ fn run_train_script(dir: &Path, spec_text: &str) -> Option<Vec<String>> {
             base_dir: dir,
             font: None,
             models: &Default::default(),
+            python: None,
         },
     )
     .unwrap();
@@ -181,6 +182,7 @@ fn train_script(
             base_dir: d,
             font,
             models: &Default::default(),
+            python: None,
         },
     )
     .unwrap();

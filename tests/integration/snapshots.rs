@@ -68,6 +68,7 @@ fn rendered_stage_scripts() {
             base_dir: Path::new("/srv/specs"),
             font: None,
             models: &Default::default(),
+            python: None,
         },
     )
     .unwrap();
@@ -84,6 +85,82 @@ fn rendered_stage_scripts() {
         "yolo-sched <version>",
     );
     assert_snapshot("stage-scripts.txt", &all);
+}
+
+/// A search (`[tune]`): prepare, ask, the trials' array, tell, and the
+/// export of the best trial, with the Python named at submission (a path
+/// that needs quoting) and a searched argument also in `[train.args]`.
+const SEARCH: &str = r#"version = 1
+
+[run]
+name = "search"
+workdir = "/srv/runs/search"
+
+[train]
+model = "yolov8n.pt"
+data = "data/pcb.yaml"
+epochs = 50
+imgsz = 640
+
+[train.args]
+lr0 = 0.02
+cos_lr = true
+
+[stages.export]
+formats = ["onnx"]
+
+[tune]
+trials = 6
+parallel = 3
+epochs = 10
+[tune.space]
+lr0 = { min = 1e-4, max = 1e-1, log = true }
+mosaic = { choices = [0.0, 1.0] }
+"#;
+
+#[test]
+fn rendered_search_scripts() {
+    let spec = yolo_sched::spec::parse(SEARCH, "/srv/specs/search.toml").unwrap();
+    let cluster = Cluster::uniform("node", 2, 16, 64000, "gpu:1g.5gb:4", &["gpu"]);
+    let plan = plan::plan(
+        &spec,
+        Path::new("/srv/runs/search"),
+        &cluster,
+        &Policy::default(),
+    )
+    .unwrap();
+    let scripts = render_all(
+        &Templates::new(None).unwrap(),
+        &RenderInput {
+            spec: &spec,
+            plan: &plan,
+            run_id: "search-20261201T120000-abcd",
+            yolo_sched: Path::new("/usr/local/bin/yolo-sched"),
+            yolo: "yolo",
+            base_dir: Path::new("/srv/specs"),
+            font: None,
+            models: &Default::default(),
+            python: Some("/opt/my venv/bin/python"),
+        },
+    )
+    .unwrap();
+    let names: Vec<&str> = scripts.iter().map(|s| s.file_name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["prepare.sh", "ask.sh", "train.sh", "tell.sh", "export.sh"]
+    );
+    let mut all = String::new();
+    for s in scripts.iter().filter(|s| s.file_name != "prepare.sh") {
+        all.push_str(&format!("### {}\n{}", s.file_name, s.text));
+        if !s.text.ends_with('\n') {
+            all.push('\n');
+        }
+    }
+    let all = all.replace(
+        &format!("yolo-sched {}", env!("CARGO_PKG_VERSION")),
+        "yolo-sched <version>",
+    );
+    assert_snapshot("search-scripts.txt", &all);
 }
 
 /// `validate`'s whole message for a spec with several mistakes at once.

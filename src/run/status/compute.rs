@@ -105,6 +105,12 @@ pub fn of_run(
         slurm_reachable,
     );
     status.backup = crate::backup::views(&manifest.workdir, std::time::SystemTime::now());
+    if is_search(manifest) {
+        // An unreadable summary is no status of its own: the stages say it.
+        status.tune = crate::run::tune::read_summary(&manifest.workdir)
+            .ok()
+            .flatten();
+    }
     status
 }
 
@@ -172,7 +178,22 @@ pub fn compute(
         for t in &tasks {
             *counts.entry(t.state.word().to_string()).or_insert(0) += 1;
         }
-        let state = aggregate(&tasks);
+        let mut state = aggregate(&tasks);
+        if stage.stage == "train" && is_search(manifest) && state == TaskState::Failed {
+            // A search's failed trial is an outcome its tell job records
+            // (`fail`), not the run's failure: the trials as a stage are over.
+            let ended: Vec<TaskStatus> = tasks
+                .iter()
+                .cloned()
+                .map(|mut t| {
+                    if matches!(t.state, TaskState::Failed | TaskState::Lost) {
+                        t.state = TaskState::Completed;
+                    }
+                    t
+                })
+                .collect();
+            state = aggregate(&ended);
+        }
         let progress = if stage.stage == "train" {
             let epochs = epochs_of(manifest);
             tasks
@@ -225,7 +246,8 @@ pub fn compute(
         why: why @ None,
     } = &mut state
     {
-        *why = host_oom_why(manifest, &stages, stage, dir);
+        *why = host_oom_why(manifest, &stages, stage, dir)
+            .or_else(|| search_job_why(&stages, stage, dir));
     }
     RunStatus {
         run_id: manifest.run_id.clone(),
@@ -235,7 +257,13 @@ pub fn compute(
         stages,
         stale: !slurm_reachable,
         backup: Vec::new(),
+        tune: None,
     }
+}
+
+/// A `[tune]` search: its manifest has the ask stage.
+pub fn is_search(manifest: &Manifest) -> bool {
+    manifest.stages.iter().any(|s| s.stage == "ask")
 }
 
 /// True when every stage in `deps` completed, as computed above (for a
@@ -309,6 +337,33 @@ fn host_oom_why(
             record.mem
         )
     })
+}
+
+/// Why a search's ask or tell job failed: the error `tune.py` printed last
+/// (`tune: error: …`), else the log's last line. The chain stops there.
+fn search_job_why(stages: &[StageStatus], stage: &str, dir: &dyn RunDir) -> Option<String> {
+    if stage != "ask" && stage != "tell" {
+        return None;
+    }
+    let status = stages.iter().find(|s| s.stage == stage)?;
+    let task = status
+        .tasks
+        .iter()
+        .find(|t| matches!(t.state, TaskState::Failed | TaskState::Lost))?;
+    let log = dir.log_tail(&crate::run::layout::log_file(stage, task.task))?;
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("tune: error:"))
+        .or_else(|| log.lines().rev().find(|l| !l.trim().is_empty()))?;
+    let batch = task
+        .task
+        .map(|b| format!(" of batch {b}"))
+        .unwrap_or_default();
+    Some(format!(
+        "the search's {stage} job{batch} failed, so the batches after it never ran: {}",
+        crate::text::clip_to(line.trim(), 300)
+    ))
 }
 
 /// The memory guard's stop message of a stage's first task it stopped.

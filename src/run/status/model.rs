@@ -268,6 +268,9 @@ pub struct RunStatus {
     /// The checkpoint backup of each training directory: last backup and lag (docs/backup.md).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backup: Vec<crate::backup::BackupView>,
+    /// `[tune]`: the search's trials as its last ask or tell job recorded them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tune: Option<crate::run::tune::Summary>,
 }
 
 impl RunStatus {

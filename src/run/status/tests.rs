@@ -475,3 +475,65 @@ fn a_job_killed_by_its_cgroup_ran_out_of_host_memory_with_the_figure_and_the_fix
         s.state
     );
 }
+
+/// A search: prepare, ask (one task per batch), train (one per trial), tell.
+fn search_manifest() -> Manifest {
+    let mut ask = stage("ask", 2, 20);
+    ask.attempts[0].array = Some("0".into());
+    let mut second = ask.attempts[0].clone();
+    (second.attempt, second.job_id, second.array) = (2, 23, Some("1".into()));
+    ask.attempts.push(second);
+    let mut train = stage("train", 4, 21);
+    train.attempts[0].array = Some("0-1".into());
+    let mut second = train.attempts[0].clone();
+    (second.attempt, second.job_id, second.array) = (2, 24, Some("2-3".into()));
+    train.attempts.push(second);
+    let mut tell = stage("tell", 2, 22);
+    tell.attempts[0].array = Some("0".into());
+    let mut second = tell.attempts[0].clone();
+    (second.attempt, second.job_id, second.array) = (2, 25, Some("1".into()));
+    tell.attempts.push(second);
+    manifest(vec![stage("prepare", 1, 10), ask, train, tell])
+}
+
+fn acct(job: &str, state: &str, code: i32) -> AcctRow {
+    AcctRow {
+        job_id: job.into(),
+        state: state.into(),
+        exit_code: Some(code),
+        node: "node1".into(),
+    }
+}
+
+#[test]
+fn a_searchs_failed_trial_is_told_not_the_runs_failure() {
+    let m = search_manifest();
+    let done = |job: &str| acct(job, "COMPLETED", 0);
+    let mut rows = vec![
+        done("10"),
+        done("20_0"),
+        done("21_0"),
+        acct("21_1", "FAILED", 1),
+        done("22_0"),
+        done("23_1"),
+        done("24_2"),
+        done("24_3"),
+        done("25_1"),
+    ];
+    let s = compute(&m, &[], &rows, &JobFiles::new(), &Nothing, true);
+    assert_eq!(s.state, RunState::Completed, "{s:#?}");
+    // Each batch's task comes from its own attempt.
+    let train = s.stage("train").unwrap();
+    let jobs: Vec<&str> = train.tasks.iter().map(|t| t.job_id.as_str()).collect();
+    assert_eq!(jobs, ["21_0", "21_1", "24_2", "24_3"]);
+    assert_eq!(train.tasks[1].state, TaskState::Failed);
+    // A failed tell stops the search: that is the run's failure.
+    rows.retain(|r| r.job_id != "25_1");
+    rows.push(acct("25_1", "FAILED", 1));
+    let s = compute(&m, &[], &rows, &JobFiles::new(), &Nothing, true);
+    assert!(
+        matches!(&s.state, RunState::Failed { stage, .. } if stage == "tell"),
+        "{:?}",
+        s.state
+    );
+}

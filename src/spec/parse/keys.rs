@@ -21,6 +21,7 @@ pub(super) const ROOT_KEYS: &[&str] = &[
     "sweep",
     "guard",
     "backup",
+    "tune",
 ];
 pub(super) const RUN_KEYS: &[&str] = &["name", "workdir", "account", "qos", "partition", "setup"];
 pub(super) const TRAIN_TABLE_KEYS: &[&str] = &[
@@ -61,6 +62,7 @@ const HOMES: &[(&str, &[&str])] = &[
     ("stages", STAGE_NAMES),
     ("guard", crate::spec::guard::GUARD_KEYS),
     ("backup", backup::BACKUP_KEYS),
+    ("tune", super::tune::TUNE_KEYS),
 ];
 
 /// Parse and validate a spec. `file` names it in messages; relative paths in it

@@ -6,7 +6,7 @@
 //!
 //! `cx` is the error-collecting reader every table reader writes to; `keys` the
 //! keys of each table; `root` the whole file; `tables` (`[run]`, `[train]`,
-//! `args`), `resources`, `stages`, `sweep` and `backup` one part each.
+//! `args`), `resources`, `stages`, `sweep`, `tune` and `backup` one part each.
 
 pub(crate) mod backup;
 mod cx;
@@ -16,6 +16,7 @@ mod root;
 mod stages;
 mod sweep;
 mod tables;
+pub(crate) mod tune;
 
 // `backup` reads through the reader as `super::Cx`.
 use cx::Cx;

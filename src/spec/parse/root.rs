@@ -15,6 +15,7 @@ use super::sweep::read_sweep;
 use super::tables::{read_run, read_train};
 use crate::spec::error::{self, SpecErrors};
 use crate::spec::types::*;
+use crate::spec::Tune;
 
 /// are resolved against `base_dir`.
 pub fn parse_spec(text: &str, file: &str, base_dir: PathBuf) -> Result<Spec, SpecErrors> {
@@ -205,6 +206,13 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
         None => Some(backup::SpecBackup::default()),
     };
 
+    let tune = match f.get("tune") {
+        Some(v) => cx
+            .table_of("tune", v)
+            .map(|t| super::tune::read_tune(cx, t)),
+        None => Some(None),
+    };
+
     let spec = Spec {
         version: SPEC_VERSION,
         run: run?,
@@ -214,13 +222,17 @@ fn read_root(cx: &mut Cx<'_>, root: &DeTable<'_>) -> Option<Spec> {
         sweep: sweep?,
         guard: guard?,
         backup: backup?,
+        tune: tune?,
         origin: Origin::default(),
     };
     check_whole(cx, &spec);
     Some(spec)
 }
-/// Checks across tables, once every part parsed; warnings only for now.
+/// Checks across tables, once every part parsed.
 fn check_whole(cx: &mut Cx<'_>, spec: &Spec) {
+    if let Some(tune) = &spec.tune {
+        check_tune(cx, spec, tune);
+    }
     if let (Some(cpus), Some(workers)) = (spec.resources.cpus, spec.explicit_workers()) {
         let needed = workers.saturating_add(1);
         if cpus < needed {
@@ -243,5 +255,38 @@ fn check_whole(cx: &mut Cx<'_>, spec: &Spec) {
             "training runs on CPU only; this is very slow for anything but tests".into(),
             None,
         );
+    }
+}
+
+/// `[tune]` against the rest: no `[sweep]` beside it, no hyperparameter both
+/// fixed and searched.
+fn check_tune(cx: &mut Cx<'_>, spec: &Spec, tune: &Tune) {
+    if !spec.sweep.axes.is_empty() || spec.sweep.max_parallel.is_some() {
+        let at = cx.locations.get("tune").copied();
+        let loc = at.unwrap_or(crate::spec::Location { line: 1, column: 1 });
+        cx.errors.push(crate::spec::SpecError {
+            file: cx.file.to_string(),
+            line: loc.line,
+            column: loc.column,
+            key: "tune".into(),
+            message: "[tune] and [sweep] cannot be used together: a search chooses its own trials"
+                .into(),
+            help: Some(
+                "remove [sweep] (put a swept value in [tune.space] as choices), or submit two specs"
+                    .into(),
+            ),
+        });
+    }
+    for p in &tune.space {
+        if spec.train.args.contains_key(&p.name) {
+            cx.warn_at(
+                &format!("tune.space.{}", p.name),
+                format!(
+                    "`{}` is also set in [train.args]; each trial uses the value the search proposes",
+                    p.name
+                ),
+                Some(format!("remove `{}` from [train.args]", p.name)),
+            );
+        }
     }
 }

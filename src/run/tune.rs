@@ -1,0 +1,360 @@
+//! `[tune]` after planning: the search's settings file and program written at
+//! submission, the chain of batches (ask → trials → tell, one batch after the
+//! other), and the search's summary as the tell jobs leave it (`status`,
+//! `compare`, `tune best`). The Python the jobs run is `templates/tune.py`.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::chain::JobRequest;
+use super::layout;
+use crate::plan::DepKind;
+use crate::spec::{ArgValue, Dist, Spec, StageKind, Tune};
+
+/// The program of the ask and tell jobs, written to `layout::TUNE_PROGRAM`.
+pub const PROGRAM: &str = include_str!("../../templates/tune.py");
+
+/// The search's settings as the ask and tell jobs read them
+/// (`layout::TUNE_SETTINGS`).
+pub fn settings_json(spec: &Spec, tune: &Tune, run_id: &str) -> Result<String> {
+    let space: Vec<serde_json::Value> = tune
+        .space
+        .iter()
+        .map(|p| match &p.dist {
+            Dist::Float { min, max, log } => serde_json::json!({
+                "name": p.name, "type": "float", "min": min, "max": max, "log": log,
+            }),
+            Dist::Int { min, max, log } => serde_json::json!({
+                "name": p.name, "type": "int", "min": min, "max": max, "log": log,
+            }),
+            Dist::Choice { choices } => serde_json::json!({
+                "name": p.name, "type": "choice",
+                "choices": choices.iter().map(choice_json).collect::<Vec<_>>(),
+            }),
+        })
+        .collect();
+    let v = serde_json::json!({
+        "study": run_id,
+        "run": spec.run.name,
+        "trials": tune.trials,
+        "parallel": tune.parallel,
+        "epochs": tune.epochs,
+        "objective": tune.objective,
+        "direction": tune.direction.name(),
+        "sampler": tune.sampler.name(),
+        "seed": tune.seed,
+        "space": space,
+        "default_space": tune.default_space.then_some(crate::spec::DEFAULT_SPACE_FROM),
+    });
+    Ok(serde_json::to_string_pretty(&v)? + "\n")
+}
+
+fn choice_json(v: &ArgValue) -> serde_json::Value {
+    match v {
+        ArgValue::Bool(b) => (*b).into(),
+        ArgValue::Int(i) => (*i).into(),
+        ArgValue::Float(f) => (*f).into(),
+        ArgValue::Str(s) => s.clone().into(),
+        ArgValue::List(_) => v.to_cli().into(),
+    }
+}
+
+/// One job request per stage (as `submit` makes them) → the whole search:
+/// prepare, then per batch its ask (array task = batch), its trials (array
+/// tasks = their numbers) and its tell (afterany), each batch's ask after
+/// the tell before it, and the export after the last tell.
+pub fn expand(tune: &Tune, base: Vec<JobRequest>) -> Vec<JobRequest> {
+    expand_batches(tune, base, 0..tune.batches())
+}
+
+/// `expand` for some batches only (`resume`: from the first batch not told):
+/// the first ask keeps the dependencies of the base request.
+pub fn expand_batches(
+    tune: &Tune,
+    base: Vec<JobRequest>,
+    batches: std::ops::Range<u32>,
+) -> Vec<JobRequest> {
+    let take = |k: StageKind| base.iter().find(|r| r.kind == k).cloned();
+    let (Some(ask), Some(train), Some(tell)) = (
+        take(StageKind::Ask),
+        take(StageKind::Train),
+        take(StageKind::Tell),
+    ) else {
+        return base;
+    };
+    let mut out: Vec<JobRequest> = base
+        .iter()
+        .filter(|r| r.kind == StageKind::Prepare)
+        .cloned()
+        .collect();
+    for b in batches.clone() {
+        let trials = tune.batch_trials(b);
+        let mut a = ask.clone();
+        a.array = Some(b.to_string());
+        if b > batches.start {
+            a.after = vec![(StageKind::Tell, DepKind::AfterOk)];
+        }
+        out.push(a);
+        let mut t = train.clone();
+        t.array = Some(if trials.len() == 1 {
+            trials.start.to_string()
+        } else {
+            format!("{}-{}", trials.start, trials.end - 1)
+        });
+        out.push(t);
+        let mut l = tell.clone();
+        l.array = Some(b.to_string());
+        out.push(l);
+    }
+    out.extend(
+        base.iter()
+            .filter(|r| {
+                !matches!(
+                    r.kind,
+                    StageKind::Prepare | StageKind::Ask | StageKind::Train | StageKind::Tell
+                )
+            })
+            .cloned(),
+    );
+    out
+}
+
+/// One trial in `tune/trials.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Trial {
+    /// The array task and `train-<trial>/`.
+    pub trial: u32,
+    pub batch: Option<u32>,
+    /// Optuna's trial number in the study.
+    pub number: Option<u64>,
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// Optuna's state, lower case: `running`, `complete`, `fail`, …
+    pub state: String,
+    pub value: Option<f64>,
+    /// Epochs in its `results.csv` when the summary was written.
+    #[serde(default)]
+    pub epochs: u32,
+    pub best_so_far: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Best {
+    pub trial: u32,
+    pub value: f64,
+}
+
+/// `tune/trials.json`, as the last ask or tell job wrote it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub objective: String,
+    pub direction: String,
+    pub sampler: String,
+    pub trials_planned: u32,
+    pub parallel: u32,
+    pub trials: Vec<Trial>,
+    pub best: Option<Best>,
+}
+
+impl Summary {
+    /// The trials that gave an objective, best first (ties: the earlier trial).
+    pub fn ranked(&self) -> Vec<&Trial> {
+        let mut done: Vec<&Trial> = self.trials.iter().filter(|t| t.value.is_some()).collect();
+        let sign = if self.direction == "minimize" {
+            -1.0
+        } else {
+            1.0
+        };
+        done.sort_by(|a, b| {
+            let (x, y) = (sign * a.value.unwrap_or(0.0), sign * b.value.unwrap_or(0.0));
+            y.total_cmp(&x).then(a.trial.cmp(&b.trial))
+        });
+        done
+    }
+
+    /// The best trial's arguments as a spec snippet: `[train.args]` lines.
+    pub fn best_snippet(&self) -> Option<String> {
+        let best = self.ranked().into_iter().next()?;
+        let mut out = format!(
+            "# the best trial of the search: trial {} ({} = {})\n[train.args]\n",
+            best.trial,
+            self.objective,
+            best.value.unwrap_or(f64::NAN)
+        );
+        for (k, v) in &best.params {
+            out.push_str(&format!("{k} = {}\n", toml_value(v)));
+        }
+        Some(out)
+    }
+}
+
+/// A value as `status` shows it: floats to 4 significant digits.
+pub fn short_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            let s = format!("{f:.4e}");
+            match s.parse::<f64>() {
+                Ok(x) if (1e-3..1e5).contains(&x.abs()) => format!("{x}"),
+                _ => s,
+            }
+        }
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn toml_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => format!("{s:?}"),
+        serde_json::Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 1e15 => format!("{f:.1}"),
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// A search's best trial so far, with the snippet `tune best` prints.
+pub struct BestTrial {
+    pub summary: Summary,
+    pub trial: Trial,
+    pub snippet: String,
+    /// `tune/best_hyperparameters.yaml`, as Ultralytics' tuner names it.
+    pub yaml: std::path::PathBuf,
+}
+
+/// The best trial of a run's search; `None` while no trial gave an objective.
+pub fn best(manifest: &super::Manifest) -> Result<Option<BestTrial>> {
+    if !super::status::is_search(manifest) {
+        return Err(crate::error::invalid(format!(
+            "run {} is not a search: its spec has no [tune]",
+            manifest.run_id
+        )));
+    }
+    let Some(summary) = read_summary(&manifest.workdir)? else {
+        return Ok(None);
+    };
+    let Some(trial) = summary.ranked().first().map(|t| (*t).clone()) else {
+        return Ok(None);
+    };
+    let snippet = summary.best_snippet().unwrap_or_default();
+    Ok(Some(BestTrial {
+        yaml: manifest
+            .workdir
+            .join(layout::TUNE)
+            .join("best_hyperparameters.yaml"),
+        summary,
+        trial,
+        snippet,
+    }))
+}
+
+/// A run's search summary; `Ok(None)` before the first ask wrote one.
+pub fn read_summary(workdir: &Path) -> Result<Option<Summary>> {
+    let path = workdir.join(layout::TUNE).join("trials.json");
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let text = crate::fsutil::read_regular(&path, 16 << 20)?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .with_context(|| format!("{} is not a search summary", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn req(kind: StageKind, after: Vec<(StageKind, DepKind)>) -> JobRequest {
+        JobRequest {
+            kind,
+            script: PathBuf::from(format!("/w/scripts/{kind}.sh")),
+            workdir: "/w".into(),
+            array: None,
+            after,
+            export: vec![],
+            overrides: vec![],
+        }
+    }
+
+    fn tune(trials: u32, parallel: u32) -> Tune {
+        let spec = crate::spec::parse(
+            &format!(
+                "version = 1\n[run]\nname = \"t\"\n[train]\nmodel = \"yolov8n.pt\"\ndata = \"d.yaml\"\n[tune]\ntrials = {trials}\nparallel = {parallel}\n"
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        spec.tune.unwrap()
+    }
+
+    #[test]
+    fn batches_chain_ask_trials_tell() {
+        let base = vec![
+            req(StageKind::Prepare, vec![]),
+            req(StageKind::Ask, vec![(StageKind::Prepare, DepKind::AfterOk)]),
+            req(StageKind::Train, vec![(StageKind::Ask, DepKind::AfterOk)]),
+            req(StageKind::Tell, vec![(StageKind::Train, DepKind::AfterAny)]),
+            req(StageKind::Export, vec![(StageKind::Tell, DepKind::AfterOk)]),
+        ];
+        let out = expand(&tune(5, 2), base);
+        let shown: Vec<String> = out
+            .iter()
+            .map(|r| {
+                let after: Vec<String> = r
+                    .after
+                    .iter()
+                    .map(|(s, k)| format!("{}:{s}", k.slurm_word()))
+                    .collect();
+                format!(
+                    "{}[{}]<{}>",
+                    r.kind,
+                    r.array.as_deref().unwrap_or("-"),
+                    after.join(",")
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                "prepare[-]<>",
+                "ask[0]<afterok:prepare>",
+                "train[0-1]<afterok:ask>",
+                "tell[0]<afterany:train>",
+                "ask[1]<afterok:tell>",
+                "train[2-3]<afterok:ask>",
+                "tell[1]<afterany:train>",
+                "ask[2]<afterok:tell>",
+                "train[4]<afterok:ask>",
+                "tell[2]<afterany:train>",
+                "export[-]<afterok:tell>",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_summary_ranks_and_makes_a_snippet() {
+        let text = r#"{"objective":"metrics/mAP50-95(B)","direction":"maximize","sampler":"tpe",
+            "trials_planned":4,"parallel":2,"best":{"trial":2,"value":0.5},"trials":[
+            {"trial":0,"batch":0,"number":0,"params":{"lr0":0.01,"optimizer":"SGD"},"state":"complete","value":0.3,"epochs":3,"best_so_far":0.3},
+            {"trial":1,"batch":0,"number":1,"params":{"lr0":0.02,"optimizer":"Adam"},"state":"fail","value":null,"epochs":1,"best_so_far":0.3},
+            {"trial":2,"batch":1,"number":2,"params":{"lr0":0.001,"optimizer":"AdamW"},"state":"complete","value":0.5,"epochs":3,"best_so_far":0.5},
+            {"trial":3,"batch":1,"number":3,"params":{"lr0":1.0,"optimizer":"SGD"},"state":"running","value":null,"epochs":2,"best_so_far":0.5}]}"#;
+        let s: Summary = serde_json::from_str(text).unwrap();
+        let ranked: Vec<u32> = s.ranked().iter().map(|t| t.trial).collect();
+        assert_eq!(ranked, vec![2, 0]);
+        let snippet = s.best_snippet().unwrap();
+        assert!(
+            snippet.contains("[train.args]\nlr0 = 0.001\noptimizer = \"AdamW\"\n"),
+            "{snippet}"
+        );
+        let mut min = s.clone();
+        min.direction = "minimize".into();
+        assert_eq!(min.ranked()[0].trial, 0);
+        assert_eq!(toml_value(&serde_json::json!(1.0)), "1.0");
+        assert_eq!(toml_value(&serde_json::json!(3)), "3");
+    }
+}

@@ -1,0 +1,487 @@
+//! `[tune]` on the live cluster with the stand-in trainer: a search of two
+//! batches of two trials on slices, each batch asked and told by its own CPU
+//! job, ranked, its best trial exported; and a `parallel` the cluster can
+//! never run refused before anything is queued.
+//!
+//! The ask and tell jobs need Optuna 5.0.0: the trainer's venv has it
+//! (`slurm/trainer.sh install`; `YOLO_TRAINER_VENV` names another).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{self, *};
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+/// The trainer venv's Python, which the search's jobs run (`submit --python`).
+fn python() -> PathBuf {
+    let py = trainer_venv().join("bin/python");
+    let ok = Command::new(&py)
+        .args(["-c", "import optuna; assert optuna.__version__ == '5.0.0'"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{} has no optuna 5.0.0: run `bash slurm/trainer.sh install` (YOLO_TRAINER_VENV names the venv)",
+        py.display()
+    );
+    py
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = shared_tempdir();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pcb");
+        copy_dir(&src.join("dataset"), &dir.path().join("dataset"));
+        Fixture { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write_spec(&self, name: &str, tune: &str) -> PathBuf {
+        let spec = format!(
+            "version = 1\n[run]\nname = \"{name}\"\npartition = \"gpu\"\n\
+             [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nepochs = 5\nimgsz = 64\nbatch = 8\nworkers = 1\n\
+             [stages.prepare]\npartition = \"cpu\"\n[stages.export]\npartition = \"cpu\"\nformats = [\"onnx\"]\n{tune}",
+            self.path().join("dataset/data.yaml").display()
+        );
+        let p = self.path().join(format!("{name}.toml"));
+        std::fs::write(&p, spec).unwrap();
+        p
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = yolo();
+        c.env("XDG_STATE_HOME", self.path().join("state"))
+            .env(
+                "YOLO_SCHED_YOLO",
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo"),
+            )
+            .env("YOLO_SCHED_PYTHON", python())
+            .env("YOLO_STANDIN_EPOCH_SECONDS", "0.1")
+            .env("YOLO_SCHED_WATCH_INTERVAL", "0.5")
+            .env("YOLO_SCHED_WATCH_MAX_INTERVAL", "2");
+        c
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = run(self.cmd().args(args));
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn record(workdir: &Path, key: &str, which: &str) -> Value {
+    serde_json::from_str(&read(
+        &workdir.join("state").join(format!("{key}.{which}.json")),
+    ))
+    .unwrap()
+}
+
+fn time_of(v: &Value, field: &str) -> chrono::DateTime<chrono::Utc> {
+    v[field].as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_search_of_two_batches_is_asked_trained_told_ranked_and_its_best_exported() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "search",
+        "[tune]\ntrials = 4\nparallel = 2\nepochs = 3\nsampler = \"tpe\"\nseed = 11\n\
+         [tune.space]\nlr0 = { min = 1e-4, max = 1e-1, log = true }\nmomentum = { min = 0.6, max = 0.98 }\n\
+         mosaic = { choices = [0.0, 0.5, 1.0] }\n",
+    );
+    let sub = f.json(&["submit", "--json", spec.to_str().unwrap()]);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let jobs = sub["jobs"].as_array().unwrap();
+    let shape: Vec<String> = jobs
+        .iter()
+        .map(|j| {
+            format!(
+                "{}[{}] {}",
+                j["stage"].as_str().unwrap(),
+                j["array"].as_str().unwrap_or("-"),
+                j["dependency"]
+                    .as_str()
+                    .unwrap_or("-")
+                    .split(':')
+                    .next()
+                    .unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            "prepare[-] -",
+            "ask[0] afterok",
+            "train[0-1] afterok",
+            "tell[0] afterany",
+            "ask[1] afterok",
+            "train[2-3] afterok",
+            "tell[1] afterany",
+            "export[-] afterok",
+        ],
+        "{sub:#}"
+    );
+    // Every job was submitted at once: the next batch's ask waits on the tell before it.
+    let ids = submitted_ids(&sub);
+    assert!(jobs[4]["dependency"]
+        .as_str()
+        .unwrap()
+        .ends_with(&ids[3].to_string()));
+
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(300)))
+        .expect("watch ends when the search does");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    assert_eq!(st["state"], "completed", "{st:#}");
+    let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
+
+    // Every trial told, with an objective, its arguments the ones the trainer got.
+    let trials = st["tune"]["trials"]
+        .as_array()
+        .expect("status shows the trials");
+    assert_eq!(trials.len(), 4, "{st:#}");
+    for (n, t) in trials.iter().enumerate() {
+        assert_eq!(t["trial"], n as u64);
+        assert_eq!(t["batch"], (n / 2) as u64);
+        assert_eq!(t["state"], "complete", "{t}");
+        assert_eq!(t["epochs"], 3, "{t}");
+        let lr0 = num(&t["params"]["lr0"]);
+        assert!((1e-4..=1e-1).contains(&lr0), "{t}");
+        let args = read(&workdir.join(format!("train-{n}/args.yaml")));
+        let trained: f64 = args
+            .lines()
+            .find_map(|l| l.strip_prefix("lr0: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no lr0 in train-{n}/args.yaml: {args}"));
+        assert!(
+            (trained - lr0).abs() <= 1e-12 * lr0.max(1.0),
+            "trial {n}: {trained} vs {lr0}"
+        );
+        assert!(args.contains("epochs: 3\n"), "{args}");
+        // The objective is the best epoch's value of the column in results.csv.
+        let results = read(&workdir.join(format!("train-{n}/results.csv")));
+        let col = results
+            .lines()
+            .next()
+            .unwrap()
+            .split(',')
+            .position(|c| c.trim() == "metrics/mAP50-95(B)")
+            .unwrap();
+        let best = results
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split(',').nth(col)?.trim().parse::<f64>().ok())
+            .fold(f64::MIN, f64::max);
+        assert!((num(&t["value"]) - best).abs() < 1e-9, "{t} vs {best}");
+    }
+    // The second batch was asked after the first was told: one writer at a time.
+    let told = time_of(&record(&workdir, "tell.0", "end"), "ended");
+    let asked = time_of(&record(&workdir, "ask.1", "start"), "started");
+    assert!(
+        told <= asked,
+        "ask[1] started {asked} before tell[0] ended {told}"
+    );
+    let trained = time_of(&record(&workdir, "train.1", "end"), "ended");
+    assert!(trained <= time_of(&record(&workdir, "tell.0", "start"), "started"));
+
+    // The best: by the summary, `tune best`, best_hyperparameters.yaml, the export.
+    let values: Vec<f64> = trials.iter().map(|t| num(&t["value"])).collect();
+    let best_n = (0..4)
+        .max_by(|&a, &b| values[a].total_cmp(&values[b]).then(b.cmp(&a)))
+        .unwrap();
+    assert_eq!(st["tune"]["best"]["trial"], best_n as u64, "{st:#}");
+    let best = f.json(&["tune", "best", "--json", &run_id]);
+    assert_eq!(best["trial"], best_n as u64);
+    assert_eq!(best["params"], trials[best_n]["params"]);
+    let snippet = run(f.cmd().args(["tune", "best", &run_id]));
+    let text = String::from_utf8_lossy(&snippet.stdout);
+    assert!(
+        text.contains("[train.args]\n") && text.contains("lr0 = "),
+        "{text}"
+    );
+    let yaml = read(&workdir.join("tune/best_hyperparameters.yaml"));
+    assert!(
+        yaml.contains(&format!("trial {best_n} ")) && yaml.contains("lr0: "),
+        "{yaml}"
+    );
+    assert!(workdir
+        .join(format!("train-{best_n}/weights/best.onnx"))
+        .exists());
+    let exported: Vec<usize> = (0..4)
+        .filter(|n| {
+            workdir
+                .join(format!("train-{n}/weights/best.onnx"))
+                .exists()
+        })
+        .collect();
+    assert_eq!(exported, [best_n], "only the best trial is exported");
+
+    // Human status: the trials' table.
+    let text = run(f.cmd().args(["status", &run_id]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("search: 4 of 4 trials asked")
+            && text.contains(&format!("best: trial {best_n}")),
+        "{text}"
+    );
+
+    // compare ranks the trials, best first.
+    let board = f.json(&["compare", "--json", &run_id]);
+    let rows: Vec<&Value> = board["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rows"].as_array().unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4, "{board:#}");
+    assert_eq!(
+        rows[0]["id"].as_str().unwrap(),
+        format!("{run_id}/train-{best_n}"),
+        "{board:#}"
+    );
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn more_trials_at_once_than_the_cluster_can_run_is_refused_before_anything_is_queued() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec("too-wide", "[tune]\ntrials = 600\nparallel = 300\n");
+    let out = run(f.cmd().arg("submit").arg(&spec));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("too-wide.toml:19")
+            && err.contains("`tune.parallel`")
+            && err.contains("room for at most"),
+        "{err}"
+    );
+    assert!(
+        !f.path().join("runs/too-wide/manifest.json").exists(),
+        "nothing submitted"
+    );
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_failed_ask_stops_the_chain_with_its_reason() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "no-optuna",
+        "[tune]\ntrials = 2\nparallel = 1\nepochs = 1\n",
+    );
+    // A Python without Optuna: the first ask fails, and nothing after it runs.
+    let sub = {
+        let out = run(f
+            .cmd()
+            .env("YOLO_SCHED_PYTHON", "/usr/bin/python3")
+            .args(["submit", "--json"])
+            .arg(&spec));
+        assert_eq!(out.status.code(), Some(0));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(180))).expect("watch ends");
+    assert_eq!(out.status.code(), Some(1), "the run failed");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(st["state"], "failed", "{st:#}");
+    assert_eq!(st["stage"], "ask", "{st:#}");
+    let why = st["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("ask job of batch 0") && why.contains("Optuna is not installed"),
+        "{st:#}"
+    );
+    let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
+    assert!(!workdir.join("train-0").exists(), "no trial trained");
+    for s in ["train", "tell", "export"] {
+        let stage = st["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["stage"] == s)
+            .unwrap();
+        assert_ne!(stage["state"], "completed", "{s}: {stage}");
+    }
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_cancelled_search_resumes_from_its_study_without_rerunning_told_trials() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "resumed",
+        "[tune]\ntrials = 4\nparallel = 2\nepochs = 4\nsampler = \"random\"\nseed = 5\n\
+         [tune.space]\nlr0 = { min = 1e-3, max = 1e-1, log = true }\n",
+    );
+    let sub = f.json(&["submit", "--json", spec.to_str().unwrap()]);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    // Batch 1's trials are held (they wait on their ask anyway, so this
+    // races with nothing): the search stops between its ask and its trials.
+    let ids = submitted_ids(&sub);
+    assert_eq!(sub["jobs"][5]["array"], "2-3", "{sub:#}");
+    let held = Command::new("scontrol")
+        .args(["hold", &ids[5].to_string()])
+        .status()
+        .unwrap();
+    assert!(held.success());
+    let workdir = f.path().join("runs/resumed");
+    wait_until(
+        Duration::from_secs(240),
+        "batch 0 told and batch 1 asked",
+        || {
+            workdir.join("state/tell.0.end.json").exists()
+                && workdir.join("state/ask.1.end.json").exists()
+        },
+    );
+    let before = f.json(&["status", "--json", &run_id]);
+    let told: Vec<Value> = before["tune"]["trials"].as_array().unwrap()[..2].to_vec();
+    assert!(told.iter().all(|t| t["state"] == "complete"), "{before:#}");
+    let out = run(f.cmd().args(["cancel", &run_id]));
+    assert_eq!(out.status.code(), Some(0));
+    wait_until(Duration::from_secs(120), "the search cancelled", || {
+        f.json(&["status", "--json", &run_id])["state"] == "cancelled"
+    });
+    let results0 = read(&workdir.join("train-0/results.csv"));
+
+    let out = run(f.cmd().args(["resume", &run_id]));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(300))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    let trials = st["tune"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4);
+    // The told trials kept their study trial, value and training.
+    assert_eq!(
+        trials[..2]
+            .to_vec()
+            .iter()
+            .map(|t| (&t["number"], &t["value"]))
+            .collect::<Vec<_>>(),
+        told.iter()
+            .map(|t| (&t["number"], &t["value"]))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        read(&workdir.join("train-0/results.csv")),
+        results0,
+        "trial 0 was not trained again"
+    );
+    // Batch 1's trials were asked again (new study trials) and completed.
+    for t in &trials[2..] {
+        assert_eq!(t["state"], "complete", "{t}");
+        assert!(
+            t["number"].as_u64().unwrap() >= 4,
+            "asked again after the resume: {t}"
+        );
+    }
+}
+
+/// The real Ultralytics trainer (on CPU through tests/trainer/yolo-cpu), the
+/// venv's own Python asking and telling: two batches of two trials on
+/// slices, told with their real mAP50-95, ranked, the best exported.
+#[test]
+#[ignore = "needs the local Slurm cluster and the real trainer (slurm/cluster.sh up, slurm/trainer.sh install): cargo test -- --include-ignored"]
+fn a_search_with_the_real_trainer_tells_real_objectives_and_exports_the_best() {
+    let _cluster = common::cluster_shared(module_path!());
+    assert!(
+        trainer_venv().join("bin/yolo").exists(),
+        "the real trainer is needed but {} has none; run slurm/trainer.sh install",
+        trainer_venv().display()
+    );
+    let f = Fixture::new();
+    let spec = f.path().join("real.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "version = 1\n[run]\nname = \"real\"\npartition = \"gpu\"\n\
+             [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nimgsz = 64\nbatch = 8\n\
+             args = {{ seed = 1, plots = false }}\n\
+             [stages.prepare]\npartition = \"cpu\"\n[stages.export]\npartition = \"cpu\"\nformats = [\"onnx\"]\n\
+             [tune]\ntrials = 4\nparallel = 2\nepochs = 2\nseed = 3\n\
+             [tune.space]\nlr0 = {{ min = 1e-3, max = 1e-1, log = true }}\nmosaic = {{ choices = [0.0, 1.0] }}\n",
+            f.path().join("dataset/data.yaml").display()
+        ),
+    )
+    .unwrap();
+    let mut c = f.cmd();
+    use_real_trainer(&mut c, f.path());
+    c.env("YOLO_SCHED_PYTHON", trainer_venv().join("bin/python"))
+        .args(["submit", "--json"])
+        .arg(&spec);
+    let out = run(&mut c);
+    assert_eq!(out.status.code(), Some(0));
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watch = f.cmd();
+    use_real_trainer(&mut watch, f.path());
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(900))).expect("watch ends");
+    let mut status = f.cmd();
+    use_real_trainer(&mut status, f.path());
+    let st: Value =
+        serde_json::from_slice(&run(status.args(["status", "--json", &run_id])).stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
+    let trials = st["tune"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4, "{st:#}");
+    for (n, t) in trials.iter().enumerate() {
+        assert_eq!(t["state"], "complete", "{t}");
+        assert!(t["value"].is_number(), "{t}");
+        // Ultralytics itself recorded the trial's arguments.
+        let args = read(&workdir.join(format!("train-{n}/args.yaml")));
+        let mosaic = t["params"]["mosaic"].as_f64().unwrap();
+        assert!(args.contains(&format!("mosaic: {mosaic:?}\n")), "{args}");
+        assert!(args.contains("epochs: 2\n"), "{args}");
+    }
+    let best = st["tune"]["best"]["trial"].as_u64().unwrap();
+    assert!(workdir
+        .join(format!("train-{best}/weights/best.onnx"))
+        .exists());
+    let yaml = read(&workdir.join("tune/best_hyperparameters.yaml"));
+    assert!(
+        yaml.contains("lr0: ") && yaml.contains("mosaic: "),
+        "{yaml}"
+    );
+    let mut compare = f.cmd();
+    use_real_trainer(&mut compare, f.path());
+    let board: Value =
+        serde_json::from_slice(&run(compare.args(["compare", "--json", &run_id])).stdout).unwrap();
+    let rows: usize = board["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["rows"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(rows, 4, "{board:#}");
+}
