@@ -260,13 +260,13 @@ pub fn plan(
             kind: DepKind::AfterOk,
         });
     }
-    if let Some(t) = tune {
-        // The ask job of each batch; the first waits for prepare, the
-        // others for the tell before them (`run::submit`).
-        let stage = side_stage(
+    // A search's ask and tell jobs: on a CPU node, one array task per batch.
+    let batch_stage = |kind, deps, errors: &mut Vec<SpecError>| {
+        let batches = tune.map_or(0, |t| t.batches() as usize);
+        side_stage(
             spec,
             policy,
-            StageKind::Ask,
+            kind,
             &crate::spec::StageResources::default(),
             StageDefaults {
                 time: "00:30:00",
@@ -274,12 +274,17 @@ pub fn plan(
             },
             None,
             Some(ArraySpec {
-                tasks: t.batches() as usize,
+                tasks: batches,
                 max_parallel: None,
             }),
-            std::mem::take(&mut train_deps),
-            &mut errors,
-        );
+            deps,
+            errors,
+        )
+    };
+    if tune.is_some() {
+        // The ask job of each batch; the first waits for prepare, the
+        // others for the tell before them (`run::submit`).
+        let stage = batch_stage(StageKind::Ask, std::mem::take(&mut train_deps), &mut errors);
         stages.push(stage);
         train_deps.push(Dependency {
             stage: StageKind::Ask,
@@ -312,20 +317,8 @@ pub fn plan(
             gpu_partition.as_deref(),
             &mut errors,
         );
-        let stage = side_stage(
-            spec,
-            policy,
+        let stage = batch_stage(
             StageKind::Tell,
-            &crate::spec::StageResources::default(),
-            StageDefaults {
-                time: "00:30:00",
-                partition: cpu_partition_default.clone(),
-            },
-            None,
-            Some(ArraySpec {
-                tasks: t.batches() as usize,
-                max_parallel: None,
-            }),
             vec![Dependency {
                 stage: StageKind::Train,
                 kind: DepKind::AfterAny,
