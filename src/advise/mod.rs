@@ -9,6 +9,7 @@
 pub mod advice;
 pub mod fleet;
 pub mod history;
+pub mod need;
 pub mod simulate;
 
 use std::path::PathBuf;
