@@ -27,10 +27,14 @@ use crate::mig::Demand;
 use crate::slurm::listing::{gres_in_tres, parse_time};
 
 /// The fields asked of `sacct`, in the order [`parse_line`] reads them.
-/// The TRES columns hold `,` and `=` but never `|`.
+/// The TRES columns hold `,` and `=` but never `|`; the comment may, so it
+/// is last (what the job agent measured, `advise::need`).
 pub const FIELDS: &str =
-    "JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,TimelimitRaw,ReqTRES,AllocTRES";
-const COLUMNS: usize = 12;
+    "JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,TimelimitRaw,ReqTRES,AllocTRES,TRESUsageInMax,Comment";
+const COLUMNS: usize = 14;
+/// A saved output of the first twelve fields (before advise read needs) is
+/// still read: its jobs are planned from what they asked.
+const OLD_COLUMNS: usize = 12;
 
 /// The most lines read; a busy site's week is 10^4–10^5 GPU jobs. Lines
 /// past it are counted ([`Skipped::past_limit`]), not read.
@@ -57,7 +61,12 @@ pub enum GpuAsk {
 pub struct PastJob<'a> {
     pub id: &'a str,
     pub partition: &'a str,
+    pub account: &'a str,
     pub user: &'a str,
+    /// `TRESUsageInMax` (empty on a 12-field line).
+    pub usage_max: &'a str,
+    /// The job's comment as accounting stored it (empty on a 12-field line).
+    pub comment: &'a str,
     /// The base state (`COMPLETED`, `CANCELLED`, `RUNNING`, `PENDING`…).
     pub state: &'a str,
     pub ask: GpuAsk,
@@ -144,6 +153,11 @@ pub struct History {
     pub skipped: Skipped,
     /// With [`Window::trace`].
     pub trace: Option<Trace>,
+    /// The typed jobs of `demand`, one by one, with their needs
+    /// (`advise::need`): what the plan is made from.
+    pub jobs: super::need::Jobs,
+    /// Where the needs came from.
+    pub needs: super::need::Needs,
     /// Seconds of every measured wait, for the mean.
     waits_s: f64,
 }
@@ -218,7 +232,7 @@ fn excerpt(line: &str) -> String {
 
 /// What a line must be, for messages.
 fn expected() -> String {
-    format!("expected the {COLUMNS} fields {FIELDS}, in that order, separated by `|` (sacct -X --parsable2 --noheader --format=…)")
+    format!("expected the {COLUMNS} fields {FIELDS}, in that order, separated by `|`, or the first {OLD_COLUMNS} of them (sacct -X --parsable2 --noheader --format=…)")
 }
 
 /// Whole seconds: digits (past u64 saturates), else `None`.
@@ -234,7 +248,7 @@ fn seconds(s: &str) -> Option<u64> {
 /// line is not one of [`FIELDS`].
 fn parse_line(line: &str) -> Result<Option<PastJob<'_>>, String> {
     let c: Vec<&str> = line.splitn(COLUMNS, '|').collect();
-    if c.len() != COLUMNS {
+    if c.len() != COLUMNS && c.len() != OLD_COLUMNS {
         return Err(format!(
             "{} field(s) (`{}`); {}",
             c.len(),
@@ -268,7 +282,10 @@ fn parse_line(line: &str) -> Result<Option<PastJob<'_>>, String> {
     Ok(Some(PastJob {
         id: c[0],
         partition: c[1],
+        account: c[2],
         user: c[3],
+        usage_max: c.get(12).copied().unwrap_or(""),
+        comment: c.get(13).copied().unwrap_or(""),
         state: c[4]
             .split_whitespace()
             .next()
@@ -404,13 +421,42 @@ impl History {
         }
         // The window is at most 366 days (`advise::run`), so is the arrival.
         let arrival = secs(w.since, job.submit).min(MAX_SECONDS);
-        self.demand.add_arriving(
-            kind,
-            count.min(MAX_COUNT),
-            seconds.min(MAX_SECONDS),
-            arrival,
-        );
+        let (count, seconds) = (count.min(MAX_COUNT), seconds.min(MAX_SECONDS));
+        self.demand.add_arriving(kind, count, seconds, arrival);
         c.jobs += 1;
+        let (need_mib, source) = super::need::need_of(
+            job.id,
+            kind,
+            job.comment,
+            job.usage_max,
+            &mut self.needs.refused,
+        );
+        let hours = seconds as f64 * f64::from(count) * super::simulate::gpu_share(kind) / 3600.0;
+        let covered = match source {
+            super::need::Source::Measured => &mut self.needs.measured,
+            super::need::Source::Gpumem => &mut self.needs.gpumem,
+            super::need::Source::Asked => &mut self.needs.asked,
+        };
+        covered.jobs += 1;
+        covered.gpu_hours += hours;
+        if source != super::need::Source::Measured
+            && crate::run::journal::parse_comment(job.comment).is_some()
+        {
+            self.needs.tagged_unmeasured += 1;
+        }
+        let jobs = &mut self.jobs;
+        let need = super::need::JobNeed {
+            kind: jobs.kinds.id(kind),
+            user: jobs.users.id(job.user),
+            account: jobs.accounts.id(job.account),
+            count,
+            seconds,
+            arrival_s: arrival,
+            need_mib: need_mib.unwrap_or(0),
+            wait_s: job.start.map(|s| secs(job.submit, s)),
+            source,
+        };
+        jobs.list.push(need);
     }
 
     fn measure(&mut self, job: &PastJob<'_>) {

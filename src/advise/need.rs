@@ -281,6 +281,260 @@ pub fn fit_type(asked: &str, count: u32, need_mib: u64, models: &[&GpuGeometry])
     }
 }
 
+/// Measurements that were not trusted, by why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Refused {
+    /// Naming another job than the one the comment is stored with.
+    pub other_job: u64,
+    /// A number out of bounds, or a peak over what its type holds.
+    pub bad_number: u64,
+    /// Not the format (control characters, too long, keys missing or repeated).
+    pub malformed: u64,
+}
+
+impl Refused {
+    pub fn total(&self) -> u64 {
+        self.other_job + self.bad_number + self.malformed
+    }
+}
+
+/// Jobs and GPU-hours (of the type asked) of one part of the window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Covered {
+    pub jobs: u64,
+    pub gpu_hours: f64,
+}
+
+impl Covered {
+    fn add(&mut self, gpu_hours: f64) {
+        self.jobs += 1;
+        self.gpu_hours += gpu_hours;
+    }
+}
+
+/// Where the window's needs came from, and what was refused.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Needs {
+    /// Planned from the job agent's measurement.
+    pub measured: Covered,
+    /// From Slurm's `gres/gpumem`.
+    pub gpumem: Covered,
+    /// From the type asked (nothing measured, or nothing trusted).
+    pub asked: Covered,
+    /// Of those planned from a measurement, the jobs that fit a smaller
+    /// type than they asked for (filled by [`plan`]).
+    pub smaller: Covered,
+    pub refused: Refused,
+    /// Jobs submitted by yolo-sched (their comment names a run) that carry
+    /// no measurement: their agent could not write it (no NVML, an older
+    /// yolo-sched), or accounting does not keep comments.
+    pub tagged_unmeasured: u64,
+}
+
+/// The need of one job from its comment and `TRESUsageInMax`, in the
+/// order of the need rule, MiB with headroom (`None`: the type asked).
+/// `job_id` is the line's `JobIDRaw`, `asked` its type.
+pub fn need_of(
+    job_id: &str,
+    asked: &str,
+    comment: &str,
+    usage_max: &str,
+    refused: &mut Refused,
+) -> (Option<u64>, Source) {
+    match parse(comment, job_id) {
+        Ok(Some(m)) => {
+            let peak = m.peak_mib();
+            // A job holds at most what its instance has: a larger peak is
+            // not this job's.
+            let over = super::simulate::memory_of(asked)
+                .is_some_and(|mib| peak as f64 > mib as f64 * 1.05 + 1024.0);
+            if over {
+                refused.bad_number += 1;
+            } else {
+                return (Some(with_headroom(peak)), Source::Measured);
+            }
+        }
+        Ok(None) => {}
+        Err(Refusal::OtherJob) => refused.other_job += 1,
+        Err(Refusal::BadNumber) => refused.bad_number += 1,
+        Err(Refusal::Malformed) => refused.malformed += 1,
+    }
+    match gpumem_mib(usage_max) {
+        Some(mib) if mib > 0 => (Some(with_headroom(mib)), Source::Gpumem),
+        _ => (None, Source::Asked),
+    }
+}
+
+/// Names kept once (types, users, accounts), numbered in order of arrival.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    index: std::collections::HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Names {
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.index.insert(name.to_string(), i);
+        self.names.push(name.to_string());
+        i
+    }
+
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("", String::as_str)
+    }
+}
+
+/// One typed job of the window as the need rule sees it: a few dozen bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobNeed {
+    pub kind: u32,
+    pub user: u32,
+    pub account: u32,
+    pub count: u32,
+    pub seconds: u64,
+    pub arrival_s: u64,
+    /// MiB with headroom; 0: the type asked.
+    pub need_mib: u64,
+    /// What accounting recorded (start − submit); `None`: never started.
+    pub wait_s: Option<u64>,
+    pub source: Source,
+}
+
+/// The window's typed jobs, in the order they were read.
+#[derive(Debug, Clone, Default)]
+pub struct Jobs {
+    pub list: Vec<JobNeed>,
+    pub kinds: Names,
+    pub users: Names,
+    pub accounts: Names,
+}
+
+/// GPU-hours of a job of `count` × `kind` for `seconds`.
+fn gpu_hours(kind: &str, count: u32, seconds: u64) -> f64 {
+    seconds as f64 * f64::from(count) * super::simulate::gpu_share(kind) / 3600.0
+}
+
+/// The window's demand as jobs need it: each job of the type it fits on the
+/// nodes of `models` ([`fit_type`]) when its need is known, else the type
+/// it asked, in the order read (each type's queue in arrival order). With
+/// the type each job was planned on, and `needs.smaller` filled.
+pub fn plan(jobs: &Jobs, models: &[&GpuGeometry], needs: &mut Needs) -> (crate::mig::Demand, Vec<String>) {
+    let mut demand = crate::mig::Demand::new();
+    let mut fits = Vec::with_capacity(jobs.list.len());
+    let mut cache: std::collections::HashMap<(u32, u32, u64), String> = Default::default();
+    needs.smaller = Covered::default();
+    for j in &jobs.list {
+        let asked = jobs.kinds.name(j.kind);
+        let fit = if j.need_mib == 0 {
+            asked.to_string()
+        } else {
+            cache
+                .entry((j.kind, j.count, j.need_mib))
+                .or_insert_with(|| fit_type(asked, j.count, j.need_mib, models))
+                .clone()
+        };
+        if fit != asked {
+            needs.smaller.add(gpu_hours(asked, j.count, j.seconds));
+        }
+        demand.add_arriving(&fit, j.count, j.seconds, j.arrival_s);
+        fits.push(fit);
+    }
+    (demand, fits)
+}
+
+/// One user's or account's jobs that asked for more than they used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Oversized {
+    /// `user` or `account`.
+    pub by: &'static str,
+    pub name: String,
+    /// Jobs of theirs planned from a measurement (or gpumem).
+    pub measured_jobs: u64,
+    /// Of those, the jobs that would have fitted a smaller type.
+    pub jobs: u64,
+    /// GPU-hours those held as asked, and would have held on what fits.
+    pub gpu_hours_asked: f64,
+    pub gpu_hours_fit: f64,
+    /// What they asked → what would have fitted, with the number of jobs.
+    pub moves: std::collections::BTreeMap<String, u64>,
+    /// Their recorded waits (hours, summed), and the predicted ones on the
+    /// advised layout with every job asking what fits (each job the mean
+    /// wait of its type there).
+    pub waited_h: f64,
+    pub predicted_wait_h: f64,
+    /// `waited_h − predicted_wait_h`.
+    pub wait_saved_h: f64,
+}
+
+/// Per user and per account, the jobs that asked for more than they used
+/// (largest GPU-hours saved first). `fits` from [`plan`]; `mean_wait_s`:
+/// the predicted mean wait of each planned type's jobs on the advised layout.
+pub fn oversized(
+    jobs: &Jobs,
+    fits: &[String],
+    mean_wait_s: &dyn Fn(&str) -> Option<f64>,
+) -> Vec<Oversized> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<(&'static str, String), Oversized> = BTreeMap::new();
+    for (j, fit) in jobs.list.iter().zip(fits) {
+        if j.source == Source::Asked {
+            continue;
+        }
+        let asked = jobs.kinds.name(j.kind);
+        for (who, name) in [
+            ("user", jobs.users.name(j.user)),
+            ("account", jobs.accounts.name(j.account)),
+        ] {
+            let o = by
+                .entry((who, name.to_string()))
+                .or_insert_with(|| Oversized {
+                    by: who,
+                    name: name.to_string(),
+                    measured_jobs: 0,
+                    jobs: 0,
+                    gpu_hours_asked: 0.0,
+                    gpu_hours_fit: 0.0,
+                    moves: BTreeMap::new(),
+                    waited_h: 0.0,
+                    predicted_wait_h: 0.0,
+                    wait_saved_h: 0.0,
+                });
+            o.measured_jobs += 1;
+            if fit == asked {
+                continue;
+            }
+            o.jobs += 1;
+            o.gpu_hours_asked += gpu_hours(asked, j.count, j.seconds);
+            o.gpu_hours_fit += gpu_hours(fit, j.count, j.seconds);
+            *o.moves.entry(format!("{asked} → {fit}")).or_default() += 1;
+            if let (Some(w), Some(p)) = (j.wait_s, mean_wait_s(fit)) {
+                o.waited_h += w as f64 / 3600.0;
+                o.predicted_wait_h += p / 3600.0;
+            }
+        }
+    }
+    let mut out: Vec<Oversized> = by
+        .into_values()
+        .filter(|o| o.jobs > 0)
+        .map(|mut o| {
+            o.wait_saved_h = o.waited_h - o.predicted_wait_h;
+            o
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.by.cmp(b.by).reverse().then(
+            (b.gpu_hours_asked - b.gpu_hours_fit)
+                .total_cmp(&(a.gpu_hours_asked - a.gpu_hours_fit))
+                .then(a.name.cmp(&b.name)),
+        )
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
