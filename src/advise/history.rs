@@ -685,6 +685,70 @@ mod tests {
         assert_eq!(h.skipped.past_limit, 100);
     }
 
+    /// Issue 34: the comment's measurement and gpumem become each job's
+    /// need, in that order; a measurement that names another job, or whose
+    /// numbers are out of bounds, is refused and counted; a 12-field line
+    /// (an output saved before advise read needs) is every job as asked.
+    #[test]
+    fn needs_come_from_the_comment_then_gpumem_then_the_type() {
+        let line = |id: &str, usage: &str, comment: &str| {
+            format!(
+                "{id}|gpu|vision|alice|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:00|2026-12-01T11:00:00|3600|120|gres/gpu:a100=1|gres/gpu:a100=1|{usage}|{comment}\n"
+            )
+        };
+        let carrier = |job: &str, peak: &str| {
+            format!("yolo-sched:r-1:ab:train ysneed=1;job={job};slice=a100;epochs=3;peak_mib={peak}/40960")
+        };
+        let text = [
+            line("201", "", &carrier("201", "6144")),
+            // Slurm 23.02+ with NVML: TRESUsageInMax in its own units.
+            line("202", "cpu=00:10:00,gres/gpumem=6G,gres/gpuutil=80,mem=2G", ""),
+            // The measurement wins over gpumem.
+            line("203", "gres/gpumem=30G", &carrier("203", "2048")),
+            line("204", "", "yolo-sched:r-1:ab:train"),
+            line("205", "", &carrier("999", "100")),
+            line("206", "", &carrier("206", "-5")),
+            line("207", "", &carrier("207", "1000000000000000000000000000000")),
+            line("208", "", &format!("{}\u{1b}[2J", carrier("208", "100"))),
+            // More than an a100 holds: not this job's.
+            line("209", "", &carrier("209", "60000").replace("40960", "81920")),
+            // A comment with `|` in it stays one field.
+            line("210", "", "odd|comment"),
+            "211|gpu|vision|bob|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:00|2026-12-01T11:00:00|3600|120|gres/gpu:a100=1|gres/gpu:a100=1\n".to_string(),
+        ]
+        .concat();
+        let h = parse(&text, &window(&[])).unwrap();
+        let n = &h.needs;
+        assert_eq!((n.measured.jobs, n.gpumem.jobs, n.asked.jobs), (2, 1, 8), "{n:?}");
+        assert!((n.measured.gpu_hours - 2.0).abs() < 1e-9, "{n:?}");
+        assert_eq!(
+            (n.refused.other_job, n.refused.bad_number, n.refused.malformed),
+            (1, 3, 1),
+            "{n:?}"
+        );
+        assert_eq!(n.tagged_unmeasured, 6, "204 and the five refused");
+        let need = |i: usize| h.jobs.list[i].need_mib;
+        assert_eq!((need(0), need(1), need(2), need(3)), (6759, 6759, 2253, 0));
+        // Planned on an A100-40GB: the measured and gpumem jobs fit 1g.10gb
+        // (2g.10gb's memory is larger), the rest stay whole.
+        let a100 = crate::mig::builtin::a100_40gb();
+        let mut needs = h.needs.clone();
+        let (demand, fits) = crate::advise::need::plan(&h.jobs, &[&a100], &mut needs);
+        assert_eq!(demand.queue("1g.10gb").len(), 2);
+        assert_eq!(demand.queue("1g.5gb").len(), 1, "2 GiB + 10 % fits 1g.5gb");
+        assert_eq!(demand.queue("a100").len(), 8);
+        assert_eq!(fits[0], "1g.10gb");
+        assert_eq!(needs.smaller.jobs, 3);
+        let o = crate::advise::need::oversized(&h.jobs, &fits, &|_| Some(0.0));
+        let alice = o.iter().find(|o| o.by == "user" && o.name == "alice").unwrap();
+        assert_eq!((alice.jobs, alice.measured_jobs), (3, 3), "{o:?}");
+        assert!((alice.gpu_hours_asked - 3.0).abs() < 1e-9, "{o:?}");
+        assert!(alice.gpu_hours_fit < 1.0, "{o:?}");
+        assert_eq!(alice.moves.get("a100 → 1g.10gb"), Some(&2), "{o:?}");
+        assert!(o.iter().any(|o| o.by == "account" && o.name == "vision"));
+        assert!(!o.iter().any(|o| o.name == "bob"), "bob measured nothing");
+    }
+
     /// Issue 32, item 7: what node-setup could not read of a job is clamped
     /// or left out here, and counted.
     #[test]
