@@ -719,10 +719,18 @@ mod tests {
         .concat();
         let h = parse(&text, &window(&[])).unwrap();
         let n = &h.needs;
-        assert_eq!((n.measured.jobs, n.gpumem.jobs, n.asked.jobs), (2, 1, 8), "{n:?}");
+        assert_eq!(
+            (n.measured.jobs, n.gpumem.jobs, n.asked.jobs),
+            (2, 1, 8),
+            "{n:?}"
+        );
         assert!((n.measured.gpu_hours - 2.0).abs() < 1e-9, "{n:?}");
         assert_eq!(
-            (n.refused.other_job, n.refused.bad_number, n.refused.malformed),
+            (
+                n.refused.other_job,
+                n.refused.bad_number,
+                n.refused.malformed
+            ),
             (1, 3, 1),
             "{n:?}"
         );
@@ -740,7 +748,10 @@ mod tests {
         assert_eq!(fits[0], "1g.10gb");
         assert_eq!(needs.smaller.jobs, 3);
         let o = crate::advise::need::oversized(&h.jobs, &fits, &|_| Some(0.0));
-        let alice = o.iter().find(|o| o.by == "user" && o.name == "alice").unwrap();
+        let alice = o
+            .iter()
+            .find(|o| o.by == "user" && o.name == "alice")
+            .unwrap();
         assert_eq!((alice.jobs, alice.measured_jobs), (3, 3), "{o:?}");
         assert!((alice.gpu_hours_asked - 3.0).abs() < 1e-9, "{o:?}");
         assert!(alice.gpu_hours_fit < 1.0, "{o:?}");

@@ -209,28 +209,28 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
     models.dedup_by(|a, b| a.model() == b.model());
     let (demand, fits) = need::plan(&jobs, &models, &mut needs);
     let mut warnings = Vec::new();
-    if comments_kept == Some(false) {
-        warnings.push(
+    if counted.jobs > 0 && needs.measured.jobs + needs.gpumem.jobs == 0 {
+        warnings.push(if comments_kept == Some(false) {
             "accounting does not keep job comments (slurm.conf has no \
              AccountingStoreFlags=job_comment), so the GPU memory yolo-sched's job agent \
              measured never reaches advise: every job is planned from the type it asked for; \
              add AccountingStoreFlags=job_comment (`yolo-sched doctor` checks it)"
-                .to_string(),
-        );
-    } else if counted.jobs > 0 && needs.measured.jobs + needs.gpumem.jobs == 0 {
-        warnings.push(format!(
-            "no job of the window carries a measured GPU memory{}: every job is planned \
-             from the type it asked for, which is at most what it needed",
-            if needs.tagged_unmeasured > 0 {
-                format!(
-                    " ({} yolo-sched job(s) without one: their agent could not write it, \
-                     or they ran before it did)",
-                    needs.tagged_unmeasured
-                )
-            } else {
-                String::new()
-            }
-        ));
+                .to_string()
+        } else {
+            format!(
+                "no job of the window carries a measured GPU memory{}: every job is planned \
+                 from the type it asked for, which is at most what it needed",
+                if needs.tagged_unmeasured > 0 {
+                    format!(
+                        " ({} yolo-sched job(s) without one: their agent could not write it, \
+                         or they ran before it did)",
+                        needs.tagged_unmeasured
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        });
     }
     if needs.refused.total() > 0 {
         let r = &needs.refused;

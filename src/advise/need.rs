@@ -422,7 +422,11 @@ fn gpu_hours(kind: &str, count: u32, seconds: u64) -> f64 {
 /// nodes of `models` ([`fit_type`]) when its need is known, else the type
 /// it asked, in the order read (each type's queue in arrival order). With
 /// the type each job was planned on, and `needs.smaller` filled.
-pub fn plan(jobs: &Jobs, models: &[&GpuGeometry], needs: &mut Needs) -> (crate::mig::Demand, Vec<String>) {
+pub fn plan(
+    jobs: &Jobs,
+    models: &[&GpuGeometry],
+    needs: &mut Needs,
+) -> (crate::mig::Demand, Vec<String>) {
     let mut demand = crate::mig::Demand::new();
     let mut fits = Vec::with_capacity(jobs.list.len());
     let mut cache: std::collections::HashMap<(u32, u32, u64), String> = Default::default();
@@ -582,23 +586,59 @@ mod tests {
         let cases = [
             // Copied from another job.
             (ok, "13", Refusal::OtherJob),
-            (&ok.replace("100/", "-100/") as &str, "12", Refusal::BadNumber),
-            (&ok.replace("100/4864", "1e30/4864"), "12", Refusal::BadNumber),
+            (
+                &ok.replace("100/", "-100/") as &str,
+                "12",
+                Refusal::BadNumber,
+            ),
+            (
+                &ok.replace("100/4864", "1e30/4864"),
+                "12",
+                Refusal::BadNumber,
+            ),
             (
                 &ok.replace("100/4864", "100/1000000000000000000000000000000"),
                 "12",
                 Refusal::BadNumber,
             ),
-            (&ok.replace("100/4864", "5000/4864"), "12", Refusal::BadNumber),
+            (
+                &ok.replace("100/4864", "5000/4864"),
+                "12",
+                Refusal::BadNumber,
+            ),
             (&ok.replace("100/4864", "1/0"), "12", Refusal::BadNumber),
             (&ok.replace("100/4864", ""), "12", Refusal::Malformed),
-            (&ok.replace("epochs=2", "epochs=99999999"), "12", Refusal::BadNumber),
-            (&ok.replace("job=12", "job=12;job=13"), "12", Refusal::Malformed),
-            (&ok.replace("slice=1g.5gb", "slice=a b"), "12", Refusal::Malformed),
-            (&ok.replace(";peak_mib=100/4864", ""), "12", Refusal::Malformed),
-            (&ok.replace("train", "tr\u{1b}[2Jain"), "12", Refusal::Malformed),
+            (
+                &ok.replace("epochs=2", "epochs=99999999"),
+                "12",
+                Refusal::BadNumber,
+            ),
+            (
+                &ok.replace("job=12", "job=12;job=13"),
+                "12",
+                Refusal::Malformed,
+            ),
+            (
+                &ok.replace("slice=1g.5gb", "slice=a b"),
+                "12",
+                Refusal::Malformed,
+            ),
+            (
+                &ok.replace(";peak_mib=100/4864", ""),
+                "12",
+                Refusal::Malformed,
+            ),
+            (
+                &ok.replace("train", "tr\u{1b}[2Jain"),
+                "12",
+                Refusal::Malformed,
+            ),
             (&ok.replace("train", "tr\u{7}ain"), "12", Refusal::Malformed),
-            (&format!("{ok};x={}", "9".repeat(600)), "12", Refusal::Malformed),
+            (
+                &format!("{ok};x={}", "9".repeat(600)),
+                "12",
+                Refusal::Malformed,
+            ),
             (
                 &ok.replace("100/4864", &vec!["1/2"; 65].join("+")),
                 "12",
@@ -644,7 +684,10 @@ mod tests {
         assert_eq!(fit_type("a100", 1, need, &[&a100]), "1g.10gb");
         assert_eq!(fit_type("h200", 1, need, &[&h200]), "1g.18gb");
         // Never larger than asked: a 1g.5gb job measured at 4.5 GiB stays.
-        assert_eq!(fit_type("1g.5gb", 1, with_headroom(4600), &[&a100]), "1g.5gb");
+        assert_eq!(
+            fit_type("1g.5gb", 1, with_headroom(4600), &[&a100]),
+            "1g.5gb"
+        );
         // What fills the whole GPU keeps it.
         assert_eq!(fit_type("a100", 1, 39_000, &[&a100]), "a100");
         // A type no model has, and several ranks, keep what they asked.

@@ -1089,10 +1089,30 @@ mod tests {
         assert!(!carrier_due(None, 0, None, true));
         assert!(carrier_due(None, 900, None, false));
         // Growth under 5 % or 64 MiB, or too soon, waits.
-        assert!(!carrier_due(last(1000, Some(1), 120.0), 1040, Some(1), false));
-        assert!(!carrier_due(last(10000, Some(1), 120.0), 10400, Some(1), false));
-        assert!(!carrier_due(last(1000, Some(1), 30.0), 3000, Some(2), false));
-        assert!(carrier_due(last(1000, Some(1), 120.0), 1100, Some(1), false));
+        assert!(!carrier_due(
+            last(1000, Some(1), 120.0),
+            1040,
+            Some(1),
+            false
+        ));
+        assert!(!carrier_due(
+            last(10000, Some(1), 120.0),
+            10400,
+            Some(1),
+            false
+        ));
+        assert!(!carrier_due(
+            last(1000, Some(1), 30.0),
+            3000,
+            Some(2),
+            false
+        ));
+        assert!(carrier_due(
+            last(1000, Some(1), 120.0),
+            1100,
+            Some(1),
+            false
+        ));
         assert!(carrier_due(last(1000, Some(1), 61.0), 1000, Some(2), false));
         // At the end: whatever changed, at once; nothing new, nothing.
         assert!(carrier_due(last(1000, Some(1), 1.0), 1001, Some(1), true));
