@@ -14,7 +14,7 @@ bin=${YOLO_SCHED_BIN:-target/release/yolo-sched}
 lib=${FAKE_NVML_LIB:-target/release/libnvidia_ml.so}
 [ -x "$bin" ] && [ -f "$lib" ] || cargo build --release --quiet --workspace
 out=$(mktemp -d /tmp/bench-node-setup.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+[ -n "${KEEP:-}" ] && echo "kept: $out" >&2 || trap 'rm -rf "$out"' EXIT
 cp tests/fixtures/nvml/8xh200.json "$out/fake-nvml.json"
 cp "$lib" "$out/libnvidia-ml.so.1"
 python3 - "$out/jobs.txt" "${TYPES:-3}" <<'PY'
@@ -30,6 +30,8 @@ with open(sys.argv[1], "w") as f:
         f.write(f"PENDING|(null)|{random.choice(kinds)}|{t}|{t}|\n")
 PY
 mkdir -p "$out/bin"
+# An empty site file (a site file must be a regular file; /dev/null is refused).
+: >"$out/site.toml"
 cat >"$out/bin/squeue" <<SQ
 #!/bin/sh
 exec cat "$out/jobs.txt"
@@ -40,7 +42,7 @@ exec cat "$PWD/tests/data/scontrol-shape-22.05.txt"
 SC
 chmod +x "$out/bin/squeue" "$out/bin/scontrol"
 export PATH="$out/bin:$PATH" YOLO_SCHED_NVML_LIB="$out/libnvidia-ml.so.1" \
-    FAKE_NVML_FIXTURE="$out/fake-nvml.json" FAKE_NVML_SYSROOT="$out/root" YOLO_SCHED_SITE=/dev/null
+    FAKE_NVML_FIXTURE="$out/fake-nvml.json" FAKE_NVML_SYSROOT="$out/root" YOLO_SCHED_SITE="$out/site.toml"
 args=(node-setup --dry-run --layout auto --node h200x8 --no-slurm --sysroot "$out/root" --gres-conf "$out/gres.conf")
 "$bin" "${args[@]}" >"$out/plan.txt"
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
