@@ -483,20 +483,6 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(human_duration(-3), "0s");
-        assert_eq!(human_duration(59), "59s");
-        assert_eq!(human_duration(725), "12m 05s");
-        assert_eq!(human_duration(3 * 3600 + 4 * 60 + 5), "3h 04m");
-        assert_eq!(human_duration(2 * 86_400 + 3 * 3600), "2d 03h");
-    }
-}
-
 /// Where the window's needs came from, in one line.
 pub fn need_note(n: &crate::advise::need::Needs) -> String {
     format!(
@@ -513,4 +499,18 @@ pub fn need_note(n: &crate::advise::need::Needs) -> String {
         n.smaller.gpu_hours,
         n.refused.total()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(human_duration(-3), "0s");
+        assert_eq!(human_duration(59), "59s");
+        assert_eq!(human_duration(725), "12m 05s");
+        assert_eq!(human_duration(3 * 3600 + 4 * 60 + 5), "3h 04m");
+        assert_eq!(human_duration(2 * 86_400 + 3 * 3600), "2d 03h");
+    }
 }
