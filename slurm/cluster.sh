@@ -311,7 +311,7 @@ make_fake_devices() {
         case "$n" in pool*) own=$(pool_nodes | awk -v n="$n" '$1 == n { print $2 }') ;; esac
         if [ -n "$own" ] && [ "$(gres_devices "$own")" -gt 7 ]; then count=$(gres_devices "$own"); fi
         for i in $(seq 0 $((count - 1))); do
-            local dev="$dir/gpu$i"
+            local dev="$dir/nvidia$i"
             # A node left by an interrupted run with another number, or not a
             # device at all, is made again (beside, then renamed: instances
             # coming up at once never see it missing).
@@ -434,7 +434,9 @@ write_gres_conf() {
     local out=$1 n
     {
         echo "$MARKER"
-        echo "# Fake MIG slices: char devices (major $DEV_MAJOR) under $DEV_DIR, one set per node."
+        echo "# Fake MIG slices: char devices (major $DEV_MAJOR) under $DEV_DIR, one set per node,"
+        echo "# named as the driver names GPUs (nvidia<minor>), so the job agent maps each GRES"
+        echo "# index to its device as on a real node (docs/agent.md)."
         echo "# Slice index = position in this file: 1g.5gb 0-3, 2g.10gb 4-5, a100 6."
         for n in $(node_names); do
             local override_var="GRES_CONF_${n^^}"
@@ -444,7 +446,7 @@ write_gres_conf() {
                 continue
             fi
             if [ "$n" = "$SMALL_NODE_NAME" ]; then
-                echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/gpu[0-6]"
+                echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/nvidia[0-6]"
                 continue
             fi
             case "$n" in
@@ -454,7 +456,7 @@ write_gres_conf() {
                 pool_type=${pool_gres#gpu:}
                 pool_type=${pool_type%:*}
                 pool_count=${pool_gres##*:}
-                echo "NodeName=$n AutoDetect=off Name=gpu Type=$pool_type File=$(node_dev_dir "$n")/gpu[0-$((pool_count - 1))]"
+                echo "NodeName=$n AutoDetect=off Name=gpu Type=$pool_type File=$(node_dev_dir "$n")/nvidia[0-$((pool_count - 1))]"
                 continue
                 ;;
             esac
@@ -468,17 +470,17 @@ write_gres_conf() {
                     type=${item#gpu:}
                     type=${type%:*}
                     count=${item##*:}
-                    local files="$DEV_DIR/$n/gpu$first"
-                    [ "$count" -eq 1 ] || files="$DEV_DIR/$n/gpu[$first-$((first + count - 1))]"
+                    local files="$DEV_DIR/$n/nvidia$first"
+                    [ "$count" -eq 1 ] || files="$DEV_DIR/$n/nvidia[$first-$((first + count - 1))]"
                     echo "NodeName=$n AutoDetect=off Name=gpu Type=$type File=$files"
                     first=$((first + count))
                 done
                 continue
             fi
-            echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/gpu[0-3]"
-            echo "NodeName=$n AutoDetect=off Name=gpu Type=2g.10gb File=$DEV_DIR/$n/gpu[4-5]"
-            echo "NodeName=$n AutoDetect=off Name=gpu Type=a100 File=$DEV_DIR/$n/gpu6"
-            echo "NodeName=$n AutoDetect=off Name=shard Count=8 File=$DEV_DIR/$n/gpu6"
+            echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/nvidia[0-3]"
+            echo "NodeName=$n AutoDetect=off Name=gpu Type=2g.10gb File=$DEV_DIR/$n/nvidia[4-5]"
+            echo "NodeName=$n AutoDetect=off Name=gpu Type=a100 File=$DEV_DIR/$n/nvidia6"
+            echo "NodeName=$n AutoDetect=off Name=shard Count=8 File=$DEV_DIR/$n/nvidia6"
         done
         node_setup_blocks
     } >"$out"

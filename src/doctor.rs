@@ -384,11 +384,22 @@ pub fn isolation_checks(ctl: &config::ControllerConfig, gpu_nodes: &[String]) ->
         text.as_deref(),
         &gres_conf.display().to_string(),
     ));
+    findings.push(process_visibility_here());
     for f in findings {
         let status = if f.ok { Status::Ok } else { Status::Warn };
         check(&mut out, f.name, status, f.detail);
     }
     out
+}
+
+/// `/proc`'s hidepid on the host this runs on (a login node for `doctor`,
+/// the node itself for `node-setup --check`).
+pub fn process_visibility_here() -> crate::slurm::isolation::Finding {
+    let mountinfo = crate::fsutil::read_regular(Path::new("/proc/self/mountinfo"), 4 << 20).ok();
+    let host = Some(crate::identity::host_name())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "this host".to_string());
+    crate::slurm::isolation::process_visibility_finding(mountinfo.as_deref(), &host)
 }
 
 fn accounting_state(slurm: &Slurm, ctl: Option<&config::ControllerConfig>) -> Accounting {

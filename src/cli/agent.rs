@@ -1,7 +1,7 @@
 //! `yolo-sched agent`: the job agent the GPU stage scripts start beside the
 //! trainer. Thin: it gathers the options and hands them to `agent::run`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
@@ -126,6 +126,8 @@ fn job_devices(args: &AgentArgs, site: &crate::config::Site) -> Result<agent::de
                     .ok()
                     .and_then(|s| s.gres_conf)
             })
+            // Where Slurm itself reads it: beside slurm.conf.
+            .or_else(|| env("SLURM_CONF").map(|c| Path::new(&c).with_file_name("gres.conf")))
             .unwrap_or_else(|| PathBuf::from(DEFAULT_GRES_CONF));
         let node = env("SLURMD_NODENAME")
             .map(Ok)

@@ -282,6 +282,7 @@ fn isolation_on_node(
         text.as_deref(),
         &gres_conf.display().to_string(),
     ));
+    findings.push(crate::doctor::process_visibility_here());
     findings
         .into_iter()
         .map(|f| crate::doctor::Check {

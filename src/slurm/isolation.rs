@@ -235,6 +235,76 @@ pub fn device_files_finding(gres_conf: Option<&str>, path: &str) -> Finding {
     }
 }
 
+/// How `/proc` hides other users' processes on this host, from
+/// `/proc/self/mountinfo` (the last `proc` mount at `/proc`: later mounts
+/// cover earlier ones). cgroups confine what a job can do to another's
+/// processes (signal, trace, read their environment) but not whether it sees
+/// them: their command lines name run directories, datasets and arguments.
+/// `hidepid=2` (`invisible`) hides them; `hidepid=1` (`noaccess`) lists their
+/// ids but not their command lines. `None`: the file could not be read.
+pub fn process_visibility_finding(mountinfo: Option<&str>, host: &str) -> Finding {
+    const NAME: &str = "process visibility";
+    let Some(text) = mountinfo else {
+        return Finding {
+            name: NAME,
+            ok: true,
+            detail: format!(
+                "/proc/self/mountinfo is not readable on {host}; check /proc's hidepid by hand"
+            ),
+        };
+    };
+    // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS…] - FSTYPE SOURCE SUPEROPTIONS"
+    let proc_options = text.lines().rev().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let mount_point = before.split_whitespace().nth(4)?;
+        let mut rest = after.split_whitespace();
+        let fstype = rest.next()?;
+        (mount_point == "/proc" && fstype == "proc").then(|| rest.nth(1).unwrap_or("").to_string())
+    });
+    let Some(options) = proc_options else {
+        return Finding {
+            name: NAME,
+            ok: true,
+            detail: format!(
+                "no proc file system is mounted at /proc on {host}; check /proc's hidepid by hand"
+            ),
+        };
+    };
+    let hidepid = options
+        .split(',')
+        .find_map(|o| o.strip_prefix("hidepid="))
+        .unwrap_or("0");
+    match hidepid {
+        "2" | "invisible" | "4" | "ptraceable" => Finding {
+            name: NAME,
+            ok: true,
+            detail: format!("/proc is mounted with hidepid={hidepid} on {host}: a user sees only their own processes"),
+        },
+        "1" | "noaccess" => Finding {
+            name: NAME,
+            ok: true,
+            detail: format!(
+                "/proc is mounted with hidepid={hidepid} on {host}: other users' process ids are listed, \
+                 their command lines and environments are not readable (hidepid=2 hides the ids too)"
+            ),
+        },
+        other => Finding {
+            name: NAME,
+            ok: false,
+            detail: format!(
+                "/proc is mounted {} on {host}: any user lists every other user's processes and reads their \
+                 command lines (run directories, datasets, arguments); cgroups do not hide them; mount /proc with \
+                 hidepid=2 (with gid= for a monitoring group)",
+                if other == "0" || other == "off" {
+                    "without hidepid".to_string()
+                } else {
+                    format!("with hidepid={other}")
+                }
+            ),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,5 +379,38 @@ mod tests {
             f.detail
         );
         assert!(device_files_finding(Some("NodeName=a Name=gpu File=/dev/x\n"), "g").ok);
+    }
+
+    #[test]
+    fn process_visibility_is_read_from_the_last_proc_mount_at_proc() {
+        let plain = "22 27 0:21 / /proc rw,relatime - proc proc rw\n";
+        let f = process_visibility_finding(Some(plain), "gpu1");
+        assert!(
+            !f.ok && f.detail.contains("without hidepid on gpu1") && f.detail.contains("hidepid=2"),
+            "{}",
+            f.detail
+        );
+        // Remounted with hidepid: the later line is the one in force.
+        let hidden = format!(
+            "{plain}40 27 0:21 / /proc rw,relatime shared:5 - proc proc rw,hidepid=invisible\n"
+        );
+        let f = process_visibility_finding(Some(&hidden), "gpu1");
+        assert!(f.ok && f.detail.contains("only their own"), "{}", f.detail);
+        let ids_only = "22 27 0:21 / /proc rw - proc proc rw,hidepid=1,gid=30\n";
+        assert!(process_visibility_finding(Some(ids_only), "h").ok);
+        // Another file system at /proc, or a proc file system elsewhere, is not /proc's.
+        let elsewhere = "22 27 0:21 / /mnt/proc rw - proc proc rw\n23 27 0:22 / /proc rw - tmpfs tmpfs rw,hidepid=2\n";
+        let f = process_visibility_finding(Some(elsewhere), "h");
+        assert!(
+            f.ok && f.detail.contains("no proc file system"),
+            "{}",
+            f.detail
+        );
+        assert!(process_visibility_finding(None, "h")
+            .detail
+            .contains("not readable"));
+        // Garbage lines are skipped, not a panic.
+        let f = process_visibility_finding(Some("x\n - \n1 2 3 4 /proc\n"), "h");
+        assert!(f.ok && f.detail.contains("no proc file system"));
     }
 }

@@ -10,7 +10,11 @@ use std::time::{Duration, Instant};
 pub const EXPECT_CLUSTER_ENV: &str = "YOLO_SCHED_EXPECT_CLUSTER";
 
 pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_yolo-sched"))
+    // `YOLO_SCHED_TEST_BIN`: another build of the binary (a release build,
+    // for the timings a test prints, docs/benchmarks.md).
+    std::env::var_os("YOLO_SCHED_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_yolo-sched")))
 }
 
 /// A `yolo-sched` command with a clean environment for settings: no

@@ -58,7 +58,7 @@ const PROBE: &str = r#"#!/usr/bin/env python3
 import errno, glob, json, os, subprocess
 node = os.environ["SLURMD_NODENAME"]
 opened = {}
-for p in sorted(glob.glob("/dev/yolo-fakegpu/%s/gpu*" % node)):
+for p in sorted(glob.glob("/dev/yolo-fakegpu/%s/nvidia*" % node)):
     try:
         os.close(os.open(p, os.O_RDONLY))
         opened[os.path.basename(p)] = "ok"
@@ -121,7 +121,7 @@ fn probe_job(dir: &Path, name: &str, args: &[&str]) -> Value {
 fn a_job_opens_only_the_device_files_of_what_it_was_given() {
     let _cluster = constrained();
     let dir = shared_tempdir();
-    // node1's gres.conf: 1g.5gb gpu0-3, 2g.10gb gpu4-5, a100 gpu6 (also its 8 shards).
+    // node1's gres.conf: 1g.5gb nvidia0-3, 2g.10gb nvidia4-5, a100 nvidia6 (also its 8 shards).
     let slice = probe_job(
         dir.path(),
         "slice",
@@ -136,7 +136,7 @@ fn a_job_opens_only_the_device_files_of_what_it_was_given() {
             "--mem=200M",
         ],
     );
-    let own = format!("gpu{}", slice["gpus"].as_str().unwrap());
+    let own = format!("nvidia{}", slice["gpus"].as_str().unwrap());
     let opened = slice["open"].as_object().unwrap();
     assert_eq!(opened.len(), 7, "{slice}");
     assert_eq!(
@@ -164,9 +164,9 @@ fn a_job_opens_only_the_device_files_of_what_it_was_given() {
         ],
     );
     let opened = shard["open"].as_object().unwrap();
-    assert_eq!(opened["gpu6"], "ENXIO", "{shard}");
+    assert_eq!(opened["nvidia6"], "ENXIO", "{shard}");
     for i in 0..6 {
-        assert_eq!(opened[&format!("gpu{i}")], "EPERM", "{shard}");
+        assert_eq!(opened[&format!("nvidia{i}")], "EPERM", "{shard}");
     }
     // A job without GPUs opens none.
     let none = probe_job(
@@ -293,7 +293,7 @@ def attempt(f):
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e.errno))
 def open_dev(i):
-    return lambda: os.close(os.open("/dev/yolo-fakegpu/%s/gpu%s" % (node, i), os.O_RDONLY))
+    return lambda: os.close(os.open("/dev/yolo-fakegpu/%s/nvidia%s" % (node, i), os.O_RDONLY))
 print(json.dumps({
     "signal": attempt(lambda: os.kill(pid, 0)),
     "environ": attempt(lambda: open("/proc/%d/environ" % pid, "rb").read()),

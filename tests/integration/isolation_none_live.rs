@@ -13,7 +13,7 @@ use serde_json::Value;
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn doctor_warns_of_each_isolation_gap_and_a_job_opens_every_slice() {
-    let _cluster = common::cluster_shared(module_path!());
+    let _cluster = common::cluster(module_path!());
     let config = Command::new("scontrol")
         .args(["show", "config"])
         .output()
@@ -59,12 +59,37 @@ fn doctor_warns_of_each_isolation_gap_and_a_job_opens_every_slice() {
     );
     // Every GPU line of this cluster's gres.conf names its device file.
     assert_eq!(status("gres device files")["status"], "ok");
+    // cgroups or not, other users' processes are listed unless /proc hides
+    // them: the line follows this host's /proc mount.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let hidden = mountinfo
+        .lines()
+        .filter(|l| l.split_whitespace().nth(4) == Some("/proc") && l.contains(" - proc "))
+        .last()
+        .is_some_and(|l| {
+            l.contains("hidepid=") && !l.contains("hidepid=0") && !l.contains("hidepid=off")
+        });
+    let visibility = status("process visibility");
+    assert_eq!(
+        visibility["status"],
+        if hidden { "ok" } else { "warn" },
+        "{visibility}"
+    );
+    if !hidden {
+        assert!(
+            visibility["detail"]
+                .as_str()
+                .unwrap()
+                .contains("mount /proc with hidepid=2"),
+            "{visibility}"
+        );
+    }
     // What the warning means: a job with one slice opens the others.
     let dir = shared_tempdir();
     let script = dir.path().join("open.sh");
     std::fs::write(
         &script,
-        "#!/bin/bash\nfor f in /dev/yolo-fakegpu/$SLURMD_NODENAME/gpu*; do\n\
+        "#!/bin/bash\nfor f in /dev/yolo-fakegpu/$SLURMD_NODENAME/nvidia*; do\n\
          python3 -c 'import errno, os, sys\ntry:\n    os.close(os.open(sys.argv[1], os.O_RDONLY)); print(\"ok\")\nexcept OSError as e:\n    print(errno.errorcode[e.errno])' \"$f\"\ndone\n",
     )
     .unwrap();

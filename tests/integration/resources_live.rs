@@ -108,31 +108,44 @@ fn queued_named(prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// Puts a partition's MaxTime back however the test ends.
-struct PartitionMaxTime(&'static str);
+/// A partition setting (`MaxTime`, `State`), put back however the test ends.
+struct PartitionSetting {
+    partition: &'static str,
+    key: &'static str,
+    restore: &'static str,
+}
 
-impl PartitionMaxTime {
-    fn set(partition: &'static str, max_time: &str) -> PartitionMaxTime {
+impl PartitionSetting {
+    fn set(
+        partition: &'static str,
+        key: &'static str,
+        value: &str,
+        restore: &'static str,
+    ) -> PartitionSetting {
         let st = Command::new("scontrol")
             .args([
                 "update",
                 &format!("PartitionName={partition}"),
-                &format!("MaxTime={max_time}"),
+                &format!("{key}={value}"),
             ])
             .status()
             .unwrap();
-        assert!(st.success());
-        PartitionMaxTime(partition)
+        assert!(st.success(), "scontrol update {partition} {key}={value}");
+        PartitionSetting {
+            partition,
+            key,
+            restore,
+        }
     }
 }
 
-impl Drop for PartitionMaxTime {
+impl Drop for PartitionSetting {
     fn drop(&mut self) {
         let _ = Command::new("scontrol")
             .args([
                 "update",
-                &format!("PartitionName={}", self.0),
-                "MaxTime=INFINITE",
+                &format!("PartitionName={}", self.partition),
+                &format!("{}={}", self.key, self.restore),
             ])
             .status();
     }
@@ -276,7 +289,7 @@ fn a_request_no_node_can_satisfy_is_refused_and_nothing_is_queued() {
             .exists());
     }
     // A time limit over the partition's MaxTime, set while the cluster runs.
-    let _limit = PartitionMaxTime::set("small", "00:10:00");
+    let _limit = PartitionSetting::set("small", "MaxTime", "00:10:00", "INFINITE");
     let spec = f.spec("toolong", "small", "[resources]\ntime = \"00:20:00\"\n");
     let out = run(f.cmd("0.1").arg("submit").arg(&spec));
     assert_eq!(out.status.code(), Some(2));
@@ -333,12 +346,17 @@ fn a_stage_slurm_holds_for_ever_ends_watch_with_exit_1_and_resume_rechecks() {
     let spec = f.spec("forever", "small", "[resources]\ntime = \"00:20:00\"\n");
     let text = read(&spec).replace("prepare = false\n", "");
     std::fs::write(&spec, text).unwrap();
+    // The partition is down while the run is submitted and its limit
+    // lowered: on a busy machine prepare can end, and train start, between
+    // `submit` returning and the `scontrol update` below.
+    let down = PartitionSetting::set("small", "State", "DOWN", "UP");
     let sub = f.submit(&spec, "0.1");
     let run_id = sub["run_id"].as_str().unwrap().to_string();
     let train = sub["jobs"][1]["job_id"].as_u64().unwrap();
     // An administrator shortens the partition's limit while train waits for
     // prepare: train can now never start there.
-    let _limit = PartitionMaxTime::set("small", "00:05:00");
+    let _limit = PartitionSetting::set("small", "MaxTime", "00:05:00", "INFINITE");
+    drop(down);
     let start = Instant::now();
     let mut watch = f.cmd("0.1");
     watch.args(["watch", &run_id]);
