@@ -64,8 +64,7 @@ fn doctor_warns_of_each_isolation_gap_and_a_job_opens_every_slice() {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let hidden = mountinfo
         .lines()
-        .filter(|l| l.split_whitespace().nth(4) == Some("/proc") && l.contains(" - proc "))
-        .last()
+        .rfind(|l| l.split_whitespace().nth(4) == Some("/proc") && l.contains(" - proc "))
         .is_some_and(|l| {
             l.contains("hidepid=") && !l.contains("hidepid=0") && !l.contains("hidepid=off")
         });
