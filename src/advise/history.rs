@@ -183,11 +183,21 @@ pub fn read(mut input: impl BufRead, window: &Window<'_>) -> Result<History, Rea
         number += 1;
         let bad = |why: String| ReadError::Line(Unreadable { line: number, why });
         if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
-            return Err(bad(format!(
+            // The last field, the comment, is the job owner's to write and may
+            // be long: the line is read without it (the rest skipped, a
+            // bounded chunk at a time) and the comment counted as refused.
+            if let Some(cut) = comment_start(&buf) {
+                skip_line(&mut input).map_err(ReadError::Io)?;
+                buf.truncate(cut);
+                h.needs.refused.malformed += 1;
+                buf.push(b'\n');
+            } else {
+                return Err(bad(format!(
                 "longer than {MAX_LINE_BYTES} bytes ({}…); a line of sacct's output is a few \
                  hundred",
                 excerpt(&String::from_utf8_lossy(&buf[..80]))
-            )));
+                )));
+            }
         }
         let bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
@@ -218,6 +228,36 @@ pub fn read(mut input: impl BufRead, window: &Window<'_>) -> Result<History, Rea
         h.measured.mean_wait_s = h.waits_s / h.measured.started as f64;
     }
     Ok(h)
+}
+
+/// Where the comment (the last of [`COLUMNS`] fields) starts in a line's
+/// first bytes, when they hold every field before it.
+fn comment_start(line: &[u8]) -> Option<usize> {
+    line.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'|')
+        .nth(COLUMNS - 2)
+        .map(|(i, _)| i + 1)
+}
+
+/// Read to the end of the line, a bounded chunk at a time.
+fn skip_line(input: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                input.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = chunk.len();
+                input.consume(n);
+            }
+        }
+    }
 }
 
 /// [`read`] over text in memory (tests, a captured sacct output).
