@@ -193,9 +193,9 @@ pub fn read(mut input: impl BufRead, window: &Window<'_>) -> Result<History, Rea
                 buf.push(b'\n');
             } else {
                 return Err(bad(format!(
-                "longer than {MAX_LINE_BYTES} bytes ({}…); a line of sacct's output is a few \
+                    "longer than {MAX_LINE_BYTES} bytes ({}…); a line of sacct's output is a few \
                  hundred",
-                excerpt(&String::from_utf8_lossy(&buf[..80]))
+                    excerpt(&String::from_utf8_lossy(&buf[..80]))
                 )));
             }
         }
