@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `yolo-sched advise` on a generated week of a busy site: N GPU jobs (default
 # 100,000) in sacct's --parsable2 form, read with --sacct-file against the
-# local cluster's nodes (slurm/cluster.sh up). Prints wall time and peak RSS.
-# Usage: bash bench/advise.sh [N] [BINARY]
+# local cluster's nodes (slurm/cluster.sh up), or, with NODES=K, against K stand-in
+# nodes of the recorded shape (three A100-40GB each: 1g.5gb*4, 2g.10gb*2, a100) from a
+# stand-in `scontrol` (no cluster needed). Prints wall time and peak RSS.
+# Usage: [NODES=64] bash bench/advise.sh [N] [BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-100000}
@@ -28,4 +30,29 @@ for i in range(n):
     print(f"{1000+i}|gpu|team{i%9}|user{i%40}|COMPLETED|{f(sub)}|{f(st)}|{f(en)}|{run}|{(run//60)+30}|{req}|{req}")
 PY
 echo "advise: $(wc -l <"$file") lines, $(du -h "$file" | cut -f1)"
+if [ -n "${NODES:-}" ]; then
+    bin=$(realpath "$bin")
+    stand=$(mktemp -d /tmp/advise-nodes.XXXXXX)
+    trap 'rm -f "$file"; rm -rf "$stand"' EXIT
+    python3 - "$NODES" tests/data/scontrol-shape-22.05.txt >"$stand/shape.txt" <<'PY'
+import re, sys
+k = int(sys.argv[1]); text = open(sys.argv[2]).read()
+out = []
+for line in text.splitlines():
+    if line.startswith("PartitionName="):
+        line = re.sub(r"Nodes=node\[1-2\]", f"Nodes=node[1-{k}]", line)
+    if line.startswith("NodeName=node1 "):
+        out += [line.replace("NodeName=node1 ", f"NodeName=node{i} ", 1) for i in range(1, k + 1)]
+        continue
+    if line.startswith("NodeName=node2 "):
+        continue
+    out.append(line)
+print("\n".join(out))
+PY
+    mkdir -p "$stand/bin"
+    printf '#!/bin/sh\nexec cat %s/shape.txt\n' "$stand" >"$stand/bin/scontrol"
+    chmod +x "$stand/bin/scontrol"
+    export PATH="$stand/bin:$PATH"
+    echo "advise: $NODES stand-in nodes ($(grep -c '^NodeName=' "$stand/shape.txt") in the shape)"
+fi
 /usr/bin/time -f "advise: %e s wall, %M kB peak RSS" "$bin" advise --since 8d --partition gpu --sacct-file "$file" --json >/dev/null

@@ -52,8 +52,10 @@
 #                     slurmd ports 17000+1000(K-1)+…, job ids from 1000000(K-1). Slurm commands
 #                     reach it with SLURM_CONF=/etc/slurm-yoloK/slurm.conf (`env` prints it). The
 #                     test command runs the live tests that stop daemons on instance 1 and the
-#                     real trainings on instance 2 at the same time. munged is shared; accounting
-#                     and the MIG node are instance 1's.
+#                     real trainings on instance 2 at the same time. munged and MariaDB are
+#                     shared; with ACCOUNTING=1 instance K has its own slurmdbd (port
+#                     6819+10(K-1), /etc/slurm-yoloK/slurmdbd.conf) and database
+#                     (yolo_slurm_acct_K); the MIG node is instance 1's.
 #
 # Everything the script owns lives under these paths; down removes no file outside them.
 set -euo pipefail
@@ -95,6 +97,9 @@ readonly SLURMD_BASE_PORT=$((17000 + 1000 * (INSTANCE - 1)))
 # Job ids of different instances never meet (a test that looks for a job's
 # slurmstepd in /proc must not find another cluster's job of the same number).
 readonly FIRST_JOB_ID=$((1000000 * (INSTANCE - 1) + 1))
+# Accounting of instance K: its own slurmdbd and database in the shared MariaDB.
+readonly DBD_PORT=$((6819 + 10 * (INSTANCE - 1)))
+if [ "$INSTANCE" = 1 ]; then readonly ACCT_DB=yolo_slurm_acct; else readonly ACCT_DB=yolo_slurm_acct_$INSTANCE; fi
 readonly TEST_USER=researcher
 
 # A running cluster keeps its settings unless they are given again: `up`
@@ -143,7 +148,6 @@ validate_settings() {
     [[ "$IDLE_TIMEOUT" =~ ^[0-9]+$ ]] || die "IDLE_TIMEOUT must be seconds, got '$IDLE_TIMEOUT'"
     [[ "$SCHED_PARAMS" =~ ^[A-Za-z0-9_=,.:-]*$ ]] || die "SCHED_PARAMS must be comma-separated key=value items, got '$SCHED_PARAMS'"
     if [ "$INSTANCE" != 1 ]; then
-        [ "$ACCOUNTING" = 0 ] || die "ACCOUNTING=1 is for instance 1 only (one slurmdbd and database on this host)"
         [ "$MIG_NODE" = 0 ] || die "MIG_NODE=1 is for instance 1 only (node-setup's end-to-end test)"
     fi
     if [ -n "$NODE_GRES" ]; then
@@ -250,6 +254,17 @@ other_instance_up() {
         [ "$d" != "$RUN_DIR" ] && [ -s "$d/slurmctld.pid" ] || continue
         pid=$(tr -dc '0-9' <"$d/slurmctld.pid")
         [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slurmctld ] && { echo "$d"; return 0; }
+    done
+    return 1
+}
+
+# other_dbd_up: the run directory of another instance whose slurmdbd runs, or fail.
+other_dbd_up() {
+    local d pid
+    for d in /run/yolo-slurm /run/yolo-slurm-[2-9]; do
+        [ "$d" != "$RUN_DIR" ] && [ -s "$d/slurmdbd.pid" ] || continue
+        pid=$(tr -dc '0-9' <"$d/slurmdbd.pid")
+        [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slurmdbd ] && { echo "$d"; return 0; }
     done
     return 1
 }
@@ -368,6 +383,7 @@ write_slurm_conf() {
         if [ "$ACCOUNTING" = 1 ]; then
             echo "AccountingStorageType=accounting_storage/slurmdbd"
             echo "AccountingStorageHost=127.0.0.1"
+            echo "AccountingStoragePort=$DBD_PORT"
             echo "AccountingStorageTRES=$(gres_types_tres)"
             echo "JobAcctGatherType=jobacct_gather/linux"
             # sacct shows the comment, which names the run (yolo-sched:RUN:TOKEN:STAGE).
@@ -510,11 +526,11 @@ write_slurmdbd_conf() {
         echo "$MARKER"
         echo "AuthType=auth/munge"
         echo "DbdHost=localhost"
-        echo "DbdPort=6819"
+        echo "DbdPort=$DBD_PORT"
         echo "SlurmUser=slurm"
         echo "StorageType=accounting_storage/mysql"
         echo "StorageHost=localhost"
-        echo "StorageLoc=yolo_slurm_acct"
+        echo "StorageLoc=$ACCT_DB"
         echo "StorageUser=slurm"
         echo "StoragePass=yolo-local-only"
         echo "LogFile=$LOG_DIR/slurmdbd.log"
@@ -615,22 +631,23 @@ start_mariadb() {
         [ -s /run/mysqld/mysqld.pid ] && cp /run/mysqld/mysqld.pid "$RUN_DIR/mariadbd.pid"
         mariadb -e 'select 1' >/dev/null 2>&1 || { tail -n 20 "$LOG_DIR/mariadbd.log" >&2; die "mariadbd did not start"; }
     fi
-    mariadb -e "CREATE DATABASE IF NOT EXISTS yolo_slurm_acct;
+    mariadb -e "CREATE DATABASE IF NOT EXISTS $ACCT_DB;
         CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'yolo-local-only';
         ALTER USER 'slurm'@'localhost' IDENTIFIED BY 'yolo-local-only';
-        GRANT ALL ON yolo_slurm_acct.* TO 'slurm'@'localhost';"
+        GRANT ALL ON $ACCT_DB.* TO 'slurm'@'localhost';"
 }
 
 start_slurmdbd() {
     running slurmdbd slurmdbd && return 0
     log "starting slurmdbd"
+    # slurmdbd reads slurmdbd.conf beside $SLURM_CONF (this instance's).
     /usr/sbin/slurmdbd
     for _ in $(seq 1 100); do
-        (exec 3<>/dev/tcp/127.0.0.1/6819) 2>/dev/null && return 0
+        (exec 3<>"/dev/tcp/127.0.0.1/$DBD_PORT") 2>/dev/null && return 0
         sleep 0.1
     done
     tail -n 20 "$LOG_DIR/slurmdbd.log" >&2
-    die "slurmdbd did not start listening on port 6819"
+    die "slurmdbd did not start listening on port $DBD_PORT"
 }
 
 start_slurmctld() {
@@ -867,10 +884,16 @@ cmd_down() {
     stop_slurmds
     stop_daemon slurmctld slurmctld
     stop_daemon slurmdbd slurmdbd
+    local other
+    # MariaDB serves every instance's slurmdbd: while another one runs, it
+    # stays, and that instance's down stops it.
+    if [ -s "$RUN_DIR/mariadbd.pid" ] && other=$(other_dbd_up); then
+        log "mariadbd stays for the slurmdbd in $other"
+        mv -f "$RUN_DIR/mariadbd.pid" "$other/mariadbd.pid"
+    fi
     stop_daemon mariadbd mariadbd
     # munged serves every instance: while another one is up it stays, and that
     # instance's down stops it.
-    local other
     if [ -s "$RUN_DIR/munged.pid" ] && other=$(other_instance_up); then
         log "munged stays for the cluster in $other"
         mv -f "$RUN_DIR/munged.pid" "$other/munged.pid"

@@ -239,26 +239,10 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
         };
         check(&mut checks, "accounting", status, detail);
         if let (Accounting::Slurmdbd, Some(ctl)) = (accounting, &ctl) {
-            // Runs are found through Slurm by the run id in each job's comment (docs/teams.md).
-            let (status, detail) = if ctl.stores_job_comment() {
-                let seen = if ctl.private_jobs() {
-                    "PrivateData=jobs: users see their own runs, coordinators their accounts', operators all"
-                } else {
-                    "PrivateData does not hide jobs: every user sees every run's jobs"
-                };
-                (
-                    Status::Ok,
-                    format!("sacct keeps job comments: list --account finds finished runs; {seen}"),
-                )
-            } else {
-                (
-                    Status::Warn,
-                    "AccountingStoreFlags lacks job_comment: sacct does not keep the run id, so `list --account`, \
-                     `status` of a team member's run and `report --account` find only runs still in the queue; \
-                     add AccountingStoreFlags=job_comment to slurm.conf"
-                        .to_string(),
-                )
-            };
+            // Runs are found through Slurm by the run id in each job's
+            // comment (docs/teams.md), and the job agent's measured GPU
+            // memory reaches `advise` the same way (docs/advise.md).
+            let (status, detail) = job_comments_check(ctl);
             check(&mut checks, "job_comments", status, detail);
             // The layout advisor reads what each job asked for from sacct,
             // which keeps a GPU type only where AccountingStorageTRES names it.
@@ -359,6 +343,34 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
 /// line per layer, each gap a warning that says what a job can do and how to
 /// close it. gres.conf is read beside the controller's slurm.conf, where this
 /// host has it (a login node often does; `node-setup --check` reads the node's).
+/// Whether slurmdbd keeps job comments: the run ids for `list --account`,
+/// and the carrier of each job's measured GPU memory for `advise`.
+pub fn job_comments_check(ctl: &config::ControllerConfig) -> (Status, String) {
+    if ctl.stores_job_comment() {
+        let seen = if ctl.private_jobs() {
+            "PrivateData=jobs: users see their own runs, coordinators their accounts', operators all"
+        } else {
+            "PrivateData does not hide jobs: every user sees every run's jobs"
+        };
+        (
+            Status::Ok,
+            format!(
+                "sacct keeps job comments: list --account finds finished runs, and the GPU memory \
+                 each job's agent measured reaches `yolo-sched advise`; {seen}"
+            ),
+        )
+    } else {
+        (
+            Status::Warn,
+            "AccountingStoreFlags lacks job_comment: sacct does not keep the run id, so `list --account`, \
+             `status` of a team member's run and `report --account` find only runs still in the queue, \
+             and the GPU memory each job's agent measured never reaches `yolo-sched advise`, which then \
+             plans every job from the type it asked for; add AccountingStoreFlags=job_comment to slurm.conf"
+                .to_string(),
+        )
+    }
+}
+
 pub fn isolation_checks(ctl: &config::ControllerConfig, gpu_nodes: &[String]) -> Vec<Check> {
     use crate::slurm::isolation;
     let mut out = Vec::new();
@@ -533,4 +545,31 @@ pub fn registry_checks(site: &crate::config::Site) -> Vec<Check> {
         }
     }
     checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 34: a site whose accounting drops job comments gets a line
+    /// that says the advisor plans from asked types, and what to set.
+    #[test]
+    fn job_comments_carry_the_measured_need_or_the_line_says_what_to_set() {
+        let kept = config::ControllerConfig::parse(
+            "AccountingStoreFlags    = job_comment\nPrivateData             = jobs\n",
+        );
+        let (status, detail) = job_comments_check(&kept);
+        assert_eq!(status, Status::Ok);
+        assert!(detail.contains("reaches `yolo-sched advise`"), "{detail}");
+        let dropped = config::ControllerConfig::parse("AccountingStoreFlags    = (null)\n");
+        let (status, detail) = job_comments_check(&dropped);
+        assert_eq!(status, Status::Warn);
+        for said in [
+            "never reaches `yolo-sched advise`",
+            "the type it asked for",
+            "AccountingStoreFlags=job_comment",
+        ] {
+            assert!(detail.contains(said), "{said}: {detail}");
+        }
+    }
 }

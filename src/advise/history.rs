@@ -27,10 +27,14 @@ use crate::mig::Demand;
 use crate::slurm::listing::{gres_in_tres, parse_time};
 
 /// The fields asked of `sacct`, in the order [`parse_line`] reads them.
-/// The TRES columns hold `,` and `=` but never `|`.
+/// The TRES columns hold `,` and `=` but never `|`; the comment may, so it
+/// is last (what the job agent measured, `advise::need`).
 pub const FIELDS: &str =
-    "JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,TimelimitRaw,ReqTRES,AllocTRES";
-const COLUMNS: usize = 12;
+    "JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,TimelimitRaw,ReqTRES,AllocTRES,TRESUsageInMax,Comment";
+const COLUMNS: usize = 14;
+/// A saved output of the first twelve fields (before advise read needs) is
+/// still read: its jobs are planned from what they asked.
+const OLD_COLUMNS: usize = 12;
 
 /// The most lines read; a busy site's week is 10^4–10^5 GPU jobs. Lines
 /// past it are counted ([`Skipped::past_limit`]), not read.
@@ -57,7 +61,12 @@ pub enum GpuAsk {
 pub struct PastJob<'a> {
     pub id: &'a str,
     pub partition: &'a str,
+    pub account: &'a str,
     pub user: &'a str,
+    /// `TRESUsageInMax` (empty on a 12-field line).
+    pub usage_max: &'a str,
+    /// The job's comment as accounting stored it (empty on a 12-field line).
+    pub comment: &'a str,
     /// The base state (`COMPLETED`, `CANCELLED`, `RUNNING`, `PENDING`…).
     pub state: &'a str,
     pub ask: GpuAsk,
@@ -144,6 +153,11 @@ pub struct History {
     pub skipped: Skipped,
     /// With [`Window::trace`].
     pub trace: Option<Trace>,
+    /// The typed jobs of `demand`, one by one, with their needs
+    /// (`advise::need`): what the plan is made from.
+    pub jobs: super::need::Jobs,
+    /// Where the needs came from.
+    pub needs: super::need::Needs,
     /// Seconds of every measured wait, for the mean.
     waits_s: f64,
 }
@@ -169,11 +183,21 @@ pub fn read(mut input: impl BufRead, window: &Window<'_>) -> Result<History, Rea
         number += 1;
         let bad = |why: String| ReadError::Line(Unreadable { line: number, why });
         if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
-            return Err(bad(format!(
-                "longer than {MAX_LINE_BYTES} bytes ({}…); a line of sacct's output is a few \
+            // The last field, the comment, is the job owner's to write and may
+            // be long: the line is read without it (the rest skipped, a
+            // bounded chunk at a time) and the comment counted as refused.
+            if let Some(cut) = comment_start(&buf) {
+                skip_line(&mut input).map_err(ReadError::Io)?;
+                buf.truncate(cut);
+                h.needs.refused.malformed += 1;
+                buf.push(b'\n');
+            } else {
+                return Err(bad(format!(
+                    "longer than {MAX_LINE_BYTES} bytes ({}…); a line of sacct's output is a few \
                  hundred",
-                excerpt(&String::from_utf8_lossy(&buf[..80]))
-            )));
+                    excerpt(&String::from_utf8_lossy(&buf[..80]))
+                )));
+            }
         }
         let bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
@@ -206,6 +230,36 @@ pub fn read(mut input: impl BufRead, window: &Window<'_>) -> Result<History, Rea
     Ok(h)
 }
 
+/// Where the comment (the last of [`COLUMNS`] fields) starts in a line's
+/// first bytes, when they hold every field before it.
+fn comment_start(line: &[u8]) -> Option<usize> {
+    line.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'|')
+        .nth(COLUMNS - 2)
+        .map(|(i, _)| i + 1)
+}
+
+/// Read to the end of the line, a bounded chunk at a time.
+fn skip_line(input: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                input.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = chunk.len();
+                input.consume(n);
+            }
+        }
+    }
+}
+
 /// [`read`] over text in memory (tests, a captured sacct output).
 pub fn parse(text: &str, window: &Window<'_>) -> Result<History, ReadError> {
     read(text.as_bytes(), window)
@@ -218,7 +272,7 @@ fn excerpt(line: &str) -> String {
 
 /// What a line must be, for messages.
 fn expected() -> String {
-    format!("expected the {COLUMNS} fields {FIELDS}, in that order, separated by `|` (sacct -X --parsable2 --noheader --format=…)")
+    format!("expected the {COLUMNS} fields {FIELDS}, in that order, separated by `|`, or the first {OLD_COLUMNS} of them (sacct -X --parsable2 --noheader --format=…)")
 }
 
 /// Whole seconds: digits (past u64 saturates), else `None`.
@@ -234,7 +288,7 @@ fn seconds(s: &str) -> Option<u64> {
 /// line is not one of [`FIELDS`].
 fn parse_line(line: &str) -> Result<Option<PastJob<'_>>, String> {
     let c: Vec<&str> = line.splitn(COLUMNS, '|').collect();
-    if c.len() != COLUMNS {
+    if c.len() != COLUMNS && c.len() != OLD_COLUMNS {
         return Err(format!(
             "{} field(s) (`{}`); {}",
             c.len(),
@@ -268,7 +322,10 @@ fn parse_line(line: &str) -> Result<Option<PastJob<'_>>, String> {
     Ok(Some(PastJob {
         id: c[0],
         partition: c[1],
+        account: c[2],
         user: c[3],
+        usage_max: c.get(12).copied().unwrap_or(""),
+        comment: c.get(13).copied().unwrap_or(""),
         state: c[4]
             .split_whitespace()
             .next()
@@ -404,13 +461,42 @@ impl History {
         }
         // The window is at most 366 days (`advise::run`), so is the arrival.
         let arrival = secs(w.since, job.submit).min(MAX_SECONDS);
-        self.demand.add_arriving(
-            kind,
-            count.min(MAX_COUNT),
-            seconds.min(MAX_SECONDS),
-            arrival,
-        );
+        let (count, seconds) = (count.min(MAX_COUNT), seconds.min(MAX_SECONDS));
+        self.demand.add_arriving(kind, count, seconds, arrival);
         c.jobs += 1;
+        let (need_mib, source) = super::need::need_of(
+            job.id,
+            kind,
+            job.comment,
+            job.usage_max,
+            &mut self.needs.refused,
+        );
+        let hours = seconds as f64 * f64::from(count) * super::simulate::gpu_share(kind) / 3600.0;
+        let covered = match source {
+            super::need::Source::Measured => &mut self.needs.measured,
+            super::need::Source::Gpumem => &mut self.needs.gpumem,
+            super::need::Source::Asked => &mut self.needs.asked,
+        };
+        covered.jobs += 1;
+        covered.gpu_hours += hours;
+        if source != super::need::Source::Measured
+            && crate::run::journal::parse_comment(job.comment).is_some()
+        {
+            self.needs.tagged_unmeasured += 1;
+        }
+        let jobs = &mut self.jobs;
+        let need = super::need::JobNeed {
+            kind: jobs.kinds.id(kind),
+            user: jobs.users.id(job.user),
+            account: jobs.accounts.id(job.account),
+            count,
+            seconds,
+            arrival_s: arrival,
+            need_mib: need_mib.unwrap_or(0),
+            wait_s: job.start.map(|s| secs(job.submit, s)),
+            source,
+        };
+        jobs.list.push(need);
     }
 
     fn measure(&mut self, job: &PastJob<'_>) {
@@ -637,6 +723,81 @@ mod tests {
         let h = read(input, &window(&[])).unwrap();
         assert_eq!(h.skipped.no_gpu, MAX_LINES);
         assert_eq!(h.skipped.past_limit, 100);
+    }
+
+    /// Issue 34: the comment's measurement and gpumem become each job's
+    /// need, in that order; a measurement that names another job, or whose
+    /// numbers are out of bounds, is refused and counted; a 12-field line
+    /// (an output saved before advise read needs) is every job as asked.
+    #[test]
+    fn needs_come_from_the_comment_then_gpumem_then_the_type() {
+        let line = |id: &str, usage: &str, comment: &str| {
+            format!(
+                "{id}|gpu|vision|alice|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:00|2026-12-01T11:00:00|3600|120|gres/gpu:a100=1|gres/gpu:a100=1|{usage}|{comment}\n"
+            )
+        };
+        let carrier = |job: &str, peak: &str| {
+            format!("yolo-sched:r-1:ab:train ysneed=1;job={job};slice=a100;epochs=3;peak_mib={peak}/40960")
+        };
+        let text = [
+            line("201", "", &carrier("201", "6144")),
+            // Slurm 23.02+ with NVML: TRESUsageInMax in its own units.
+            line("202", "cpu=00:10:00,gres/gpumem=6G,gres/gpuutil=80,mem=2G", ""),
+            // The measurement wins over gpumem.
+            line("203", "gres/gpumem=30G", &carrier("203", "2048")),
+            line("204", "", "yolo-sched:r-1:ab:train"),
+            line("205", "", &carrier("999", "100")),
+            line("206", "", &carrier("206", "-5")),
+            line("207", "", &carrier("207", "1000000000000000000000000000000")),
+            line("208", "", &format!("{}\u{1b}[2J", carrier("208", "100"))),
+            // More than an a100 holds: not this job's.
+            line("209", "", &carrier("209", "60000").replace("40960", "81920")),
+            // A comment with `|` in it stays one field.
+            line("210", "", "odd|comment"),
+            "211|gpu|vision|bob|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:00|2026-12-01T11:00:00|3600|120|gres/gpu:a100=1|gres/gpu:a100=1\n".to_string(),
+        ]
+        .concat();
+        let h = parse(&text, &window(&[])).unwrap();
+        let n = &h.needs;
+        assert_eq!(
+            (n.measured.jobs, n.gpumem.jobs, n.asked.jobs),
+            (2, 1, 8),
+            "{n:?}"
+        );
+        assert!((n.measured.gpu_hours - 2.0).abs() < 1e-9, "{n:?}");
+        assert_eq!(
+            (
+                n.refused.other_job,
+                n.refused.bad_number,
+                n.refused.malformed
+            ),
+            (1, 3, 1),
+            "{n:?}"
+        );
+        assert_eq!(n.tagged_unmeasured, 6, "204 and the five refused");
+        let need = |i: usize| h.jobs.list[i].need_mib;
+        assert_eq!((need(0), need(1), need(2), need(3)), (6759, 6759, 2253, 0));
+        // Planned on an A100-40GB: the measured and gpumem jobs fit 1g.10gb
+        // (2g.10gb's memory is larger), the rest stay whole.
+        let a100 = crate::mig::builtin::a100_40gb();
+        let mut needs = h.needs.clone();
+        let (demand, fits) = crate::advise::need::plan(&h.jobs, &[&a100], &mut needs);
+        assert_eq!(demand.queue("1g.10gb").len(), 2);
+        assert_eq!(demand.queue("1g.5gb").len(), 1, "2 GiB + 10 % fits 1g.5gb");
+        assert_eq!(demand.queue("a100").len(), 8);
+        assert_eq!(fits[0], "1g.10gb");
+        assert_eq!(needs.smaller.jobs, 3);
+        let o = crate::advise::need::oversized(&h.jobs, &fits, &|_| Some(0.0));
+        let alice = o
+            .iter()
+            .find(|o| o.by == "user" && o.name == "alice")
+            .unwrap();
+        assert_eq!((alice.jobs, alice.measured_jobs), (3, 3), "{o:?}");
+        assert!((alice.gpu_hours_asked - 3.0).abs() < 1e-9, "{o:?}");
+        assert!(alice.gpu_hours_fit < 1.0, "{o:?}");
+        assert_eq!(alice.moves.get("a100 → 1g.10gb"), Some(&2), "{o:?}");
+        assert!(o.iter().any(|o| o.by == "account" && o.name == "vision"));
+        assert!(!o.iter().any(|o| o.name == "bob"), "bob measured nothing");
     }
 
     /// Issue 32, item 7: what node-setup could not read of a job is clamped

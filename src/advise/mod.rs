@@ -9,6 +9,7 @@
 pub mod advice;
 pub mod fleet;
 pub mod history;
+pub mod need;
 pub mod simulate;
 
 use std::path::PathBuf;
@@ -55,8 +56,17 @@ pub struct Report {
     pub skipped: Skipped,
     pub nodes: Vec<GpuNode>,
     pub advice: Advice,
+    /// Where each job's need came from (`need`): jobs and GPU-hours
+    /// planned from a measurement, from gpumem, from the type asked; and the
+    /// measurements refused.
+    pub needs: need::Needs,
+    /// Per user and per account, the jobs that asked for more than they
+    /// used, what would have fitted, and the wait it would have saved.
+    pub rightsizing: Vec<need::Oversized>,
     /// Things the reader should know (untyped requests, a type no node offers).
     pub warnings: Vec<String>,
+    /// The window's demand as jobs need it (each job of the type that
+    /// fits it), what the set-ups are simulated on and `--demand-out` writes.
     #[serde(skip)]
     pub demand: Demand,
     /// The window's jobs for the replay, with [`Options::trace`].
@@ -154,6 +164,14 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
             })?
         }
     };
+    // The carrier of measured needs: job comments kept by slurmdbd. Asked
+    // only of a live cluster (a saved output says for itself).
+    let comments_kept = match &opts.sacct_file {
+        Some(_) => None,
+        None => crate::slurm::config::fetch(slurm)
+            .ok()
+            .map(|c| c.stores_job_comment()),
+    };
     let cluster = crate::slurm::cluster::fetch(slurm).context("reading the nodes (scontrol)")?;
     if let Some(p) = &opts.partition {
         if !cluster.partitions.iter().any(|q| &q.name == p) {
@@ -178,14 +196,54 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let nodes = fleet::read(&cluster, &partitions, &opts.nodes, opts.gpu_model.as_ref())
         .map_err(|e| crate::error::invalid(format!("{e:#}")))?;
     let History {
-        demand,
         counted,
         measured,
         skipped,
         trace,
+        jobs,
+        mut needs,
         ..
     } = history;
+    let mut models: Vec<&GpuGeometry> = nodes.iter().filter_map(|n| n.geometry.as_ref()).collect();
+    models.sort_by(|a, b| a.model().cmp(b.model()));
+    models.dedup_by(|a, b| a.model() == b.model());
+    let (demand, fits) = need::plan(&jobs, &models, &mut needs);
     let mut warnings = Vec::new();
+    if counted.jobs > 0 && needs.measured.jobs + needs.gpumem.jobs == 0 {
+        warnings.push(if comments_kept == Some(false) {
+            "accounting does not keep job comments (slurm.conf has no \
+             AccountingStoreFlags=job_comment), so the GPU memory yolo-sched's job agent \
+             measured never reaches advise: every job is planned from the type it asked for; \
+             add AccountingStoreFlags=job_comment (`yolo-sched doctor` checks it)"
+                .to_string()
+        } else {
+            format!(
+                "no job of the window carries a measured GPU memory{}: every job is planned \
+                 from the type it asked for, which is at most what it needed",
+                if needs.tagged_unmeasured > 0 {
+                    format!(
+                        " ({} yolo-sched job(s) without one: their agent could not write it, \
+                         or they ran before it did)",
+                        needs.tagged_unmeasured
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        });
+    }
+    if needs.refused.total() > 0 {
+        let r = &needs.refused;
+        warnings.push(format!(
+            "{} measurement(s) in job comments were refused and not planned from ({} naming \
+             another job, {} with numbers out of bounds or over what their type holds, {} \
+             malformed): those jobs are planned from what they asked",
+            r.total(),
+            r.other_job,
+            r.bad_number,
+            r.malformed
+        ));
+    }
     if skipped.past_limit > 0 {
         warnings.push(format!(
             "{} line(s) of sacct's output after the first {} were not read, and their jobs \
@@ -232,6 +290,23 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
         ));
     }
     let advice = advise(&demand, &nodes)?;
+    // Each job's predicted wait on the advised layout: the mean of its
+    // type's jobs there (the last step of `auto`, else the nodes as they are).
+    let advised = if advice.changes {
+        advice.steps.last().map(|s| &s.after)
+    } else {
+        None
+    }
+    .or_else(|| {
+        advice
+            .setups
+            .iter()
+            .find(|s| s.name == "current")
+            .map(|s| &s.outcome)
+    });
+    let rightsizing = need::oversized(&jobs, &fits, &|kind| {
+        advised.and_then(|o| o.mean_wait_of(kind))
+    });
     for s in &advice.setups {
         if s.name == "current" && s.outcome.never_run > 0 {
             warnings.push(format!(
@@ -250,6 +325,8 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
         skipped,
         nodes,
         advice,
+        needs,
+        rightsizing,
         warnings,
         demand,
         trace,

@@ -37,6 +37,20 @@ pub struct Outcome {
     /// moved to a bigger type holds more than it needs.
     pub memory_gib_hours_held: f64,
     pub memory_needed_share: f64,
+    /// Per type of the demand: the jobs that ran and their summed wait,
+    /// seconds (the advisor's per-user right-sizing reads it).
+    #[serde(skip)]
+    pub waits_by_kind: BTreeMap<String, (u64, f64)>,
+}
+
+impl Outcome {
+    /// The mean wait of the jobs of one type of the demand that ran.
+    pub fn mean_wait_of(&self, kind: &str) -> Option<f64> {
+        self.waits_by_kind
+            .get(kind)
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, w)| w / *n as f64)
+    }
 }
 
 impl Outcome {
@@ -101,7 +115,7 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
     let mut queues: BTreeMap<&str, Vec<Request>> = BTreeMap::new();
     // GiB-hours needed by the jobs of each queue that ran: summed below per
     // job through the asked type's memory.
-    let mut need_of: BTreeMap<&str, Vec<(u64, f64)>> = BTreeMap::new();
+    let mut need_of: BTreeMap<&str, Vec<(u64, f64, &str)>> = BTreeMap::new();
     let mut never_run = 0u64;
     let mut jobs = 0u64;
     for (asked, _) in demand.iter() {
@@ -114,7 +128,7 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
                 need_of
                     .entry(on)
                     .or_default()
-                    .extend(q.iter().map(|r| (r.arrival_s, need)));
+                    .extend(q.iter().map(|r| (r.arrival_s, need, asked)));
             }
             None => never_run += q.len() as u64,
         }
@@ -124,9 +138,10 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut used = 0.0;
     let (mut held_gib_h, mut needed_gib_h) = (0.0, 0.0);
+    let mut waits_of: BTreeMap<&str, (u64, f64)> = BTreeMap::new();
     for (on, q) in &mut queues {
         // Sorted together, stably: each job keeps its asked type's memory.
-        let mut paired: Vec<(Request, f64)> = q
+        let mut paired: Vec<(Request, f64, &str)> = q
             .iter()
             .copied()
             .zip(
@@ -134,23 +149,29 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
                     .get(on)
                     .map_or(&[][..], Vec::as_slice)
                     .iter()
-                    .map(|(_, n)| *n),
+                    .map(|(_, n, k)| (*n, *k)),
             )
+            .map(|(r, (n, k))| (r, n, k))
             .collect();
-        paired.sort_by_key(|(r, _)| r.arrival_s);
-        *q = paired.iter().map(|(r, _)| *r).collect();
-        let needs: Vec<f64> = paired.iter().map(|(_, n)| *n).collect();
+        paired.sort_by_key(|(r, _, _)| r.arrival_s);
+        *q = paired.iter().map(|(r, _, _)| *r).collect();
+        let needs: Vec<f64> = paired.iter().map(|(_, n, _)| *n).collect();
+        let kinds: Vec<&str> = paired.iter().map(|(_, _, k)| *k).collect();
         let held = memory_of(on).unwrap_or(0) as f64 / 1024.0;
         let share = gpu_share(on);
         let mut index = 0usize;
         schedule(q, &[], offered.get(on), |job, start| {
             let need = needs.get(index).copied().unwrap_or(held);
+            let kind = kinds.get(index).copied().unwrap_or(on);
             index += 1;
             first = first.min(job.arrival_s);
             match start {
                 Some(start) => {
                     let end = start.saturating_add(job.seconds);
                     waits.push(start - job.arrival_s);
+                    let w = waits_of.entry(kind).or_default();
+                    w.0 += 1;
+                    w.1 += (start - job.arrival_s) as f64;
                     events.push((start, 1));
                     events.push((end, -1));
                     last = last.max(end);
@@ -163,6 +184,7 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
             }
         });
     }
+    drop(need_of);
     // Ends before starts at the same moment: a slice freed is taken at once.
     events.sort_unstable();
     let (mut now, mut peak) = (0i64, 0i64);
@@ -207,6 +229,10 @@ pub fn simulate(demand: &Demand, offered: &ProfileCounts) -> Outcome {
         } else {
             0.0
         },
+        waits_by_kind: waits_of
+            .into_iter()
+            .map(|(k, w)| (k.to_string(), w))
+            .collect(),
     }
 }
 

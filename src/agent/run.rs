@@ -69,6 +69,10 @@ pub struct Options {
     /// Write the series and the guard record (false: `--dry-run`, which also
     /// clears the textfile directory and the audit log and lets the guard only warn).
     pub write_files: bool,
+    /// Record the job's measured need in its own comment for the site's
+    /// accounting (`advise::need`): the Slurm clients to do it with, when
+    /// the agent runs inside a Slurm job.
+    pub carrier: Option<crate::slurm::Slurm>,
 }
 
 impl Options {
@@ -136,12 +140,50 @@ pub struct Outcome {
 fn read_fullest(
     devices: &[JobDevice<'_>],
     filter: Option<&dyn Fn(u32) -> bool>,
-) -> Result<crate::nvml::memory::MemorySample> {
+) -> Result<(
+    crate::nvml::memory::MemorySample,
+    Vec<crate::nvml::memory::MemorySample>,
+)> {
     let mut samples = Vec::with_capacity(devices.len());
     for d in devices {
         samples.push(d.read(filter)?);
     }
-    super::series::fullest(&samples).ok_or_else(|| anyhow::anyhow!("the job has no device"))
+    let fullest =
+        super::series::fullest(&samples).ok_or_else(|| anyhow::anyhow!("the job has no device"))?;
+    Ok((fullest, samples))
+}
+
+/// What the job's comment last carried, for [`carrier_due`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Carried {
+    peak_mib: u64,
+    epochs: Option<u32>,
+    /// Seconds since it was written.
+    age_s: f64,
+}
+
+/// The least time between two writes of the job's comment while it runs:
+/// one `scontrol update` a minute at most per job.
+const CARRIER_EVERY_S: f64 = 60.0;
+
+/// Whether the job's comment is due a new measurement (pure): nothing
+/// written yet; at the end, anything changed; while running, at most once a
+/// [`CARRIER_EVERY_S`], when the peak grew by 5 % and 64 MiB or an epoch
+/// ended. A job cancelled, timed out or killed keeps the last one written
+/// (Slurm refuses a comment once a job has ended).
+fn carrier_due(last: Option<Carried>, peak_mib: u64, epochs: Option<u32>, at_end: bool) -> bool {
+    if peak_mib == 0 {
+        return false;
+    }
+    let Some(last) = last else {
+        return true;
+    };
+    let grew = peak_mib >= last.peak_mib + 64 && peak_mib as f64 >= last.peak_mib as f64 * 1.05;
+    let changed = peak_mib != last.peak_mib || epochs != last.epochs;
+    if at_end {
+        return changed;
+    }
+    last.age_s >= CARRIER_EVERY_S && (grew || epochs != last.epochs)
 }
 
 fn unix_now() -> f64 {
@@ -339,6 +381,15 @@ struct Watch<'d> {
     metrics_failed: bool,
     last_flush: Instant,
     last_status: Instant,
+    /// Per device: the peak bytes the job held, and what the device has.
+    peaks: Vec<(u64, u64)>,
+    /// Every sample so far was the job's own use (else no need is carried).
+    peaks_own: bool,
+    /// The job's comment's run tag (read once), what it last carried and
+    /// when, and the failures to write it (logged once; three end it).
+    carrier_tag: Option<String>,
+    carried: Option<(Carried, Instant)>,
+    carrier_failures: u32,
 }
 
 /// One agent: options, duties, the log, and (with a device) the watch. Each
@@ -371,7 +422,19 @@ impl Agent<'_, '_> {
             None => None,
         };
         match read_fullest(&w.devices, filter) {
-            Ok(m) => {
+            Ok((m, all)) => {
+                for (peak, s) in w.peaks.iter_mut().zip(&all) {
+                    let c = super::policy::count(
+                        device.is_mig,
+                        w.shared,
+                        s.device_used,
+                        s.job_used,
+                        s.others,
+                        job_pids.is_some(),
+                    );
+                    w.peaks_own &= c.unattributed.is_none();
+                    *peak = (peak.0.max(c.used), s.total);
+                }
                 w.last_error = None;
                 self.outcome.samples += 1;
                 let counted = super::policy::count(
@@ -509,6 +572,83 @@ impl Agent<'_, '_> {
         }
     }
 
+    /// The job's measured need into its own comment, for the site's
+    /// accounting (`advise::need`), when due ([`carrier_due`]).
+    fn carry(&mut self, at_end: bool) {
+        let opts = self.opts;
+        let (Some(slurm), Some(w)) = (&opts.carrier, self.watch.as_mut()) else {
+            return;
+        };
+        if !w.peaks_own || w.carrier_failures >= 3 || opts.job_id.is_empty() {
+            return;
+        }
+        const MIB: u64 = 1 << 20;
+        let peak_mib = w.peaks.iter().map(|p| p.0.div_ceil(MIB)).max().unwrap_or(0);
+        let (epochs, _) = w.progress.read();
+        let last = w.carried.map(|(c, at)| Carried {
+            age_s: at.elapsed().as_secs_f64(),
+            ..c
+        });
+        if !carrier_due(last, peak_mib, epochs, at_end) {
+            return;
+        }
+        let device = &w.devices[0];
+        let slice = if device.is_mig {
+            slice_of(&device.name)
+        } else {
+            crate::gres::render::gpu_type_name(&device.name)
+        };
+        let m = crate::advise::need::Measurement {
+            job: opts.job_id.clone(),
+            slice,
+            epochs: epochs.map(u64::from),
+            devices: w
+                .peaks
+                .iter()
+                .map(|(p, t)| (p.div_ceil(MIB).min(t / MIB), t / MIB))
+                .collect(),
+        };
+        let tag = match &w.carrier_tag {
+            Some(t) => Ok(t.clone()),
+            None => crate::slurm::control::job_comment(slurm, &opts.job_id)
+                .map(|c| c.unwrap_or_default()),
+        };
+        let result = tag.and_then(|tag| {
+            let comment = crate::advise::need::with_measurement(&tag, &m);
+            crate::slurm::control::set_comment(slurm, &opts.job_id, &comment)?;
+            w.carrier_tag = Some(tag);
+            Ok(comment)
+        });
+        match result {
+            Ok(comment) => {
+                w.carried = Some((
+                    Carried {
+                        peak_mib,
+                        epochs,
+                        age_s: 0.0,
+                    },
+                    Instant::now(),
+                ));
+                if at_end || last.is_none() {
+                    (self.log)(&format!(
+                        "recorded in the job's comment for the site's accounting: {}",
+                        crate::text::shown(&comment, 200)
+                    ));
+                }
+            }
+            Err(e) => {
+                w.carrier_failures += 1;
+                if w.carrier_failures == 1 {
+                    (self.log)(&format!(
+                        "could not record the measured GPU memory in the job's comment ({}); \
+                         the site's `yolo-sched advise` plans this job from the type it asked for",
+                        crate::text::shown(&format!("{e:#}"), 300)
+                    ));
+                }
+            }
+        }
+    }
+
     /// The periodic duties (the backup).
     fn tick_duties(&mut self) {
         let now = SystemTime::now();
@@ -589,6 +729,7 @@ impl Agent<'_, '_> {
             let unattributed = self.sample();
             let stop = self.record(unattributed);
             self.publish(stop);
+            self.carry(stop);
             self.tick_duties();
             if stop {
                 self.stop();
@@ -602,7 +743,8 @@ impl Agent<'_, '_> {
 
     /// The series' last write, the duties' last pass, the reason in the log,
     /// and the metrics file removed.
-    fn finish(self) -> Outcome {
+    fn finish(mut self) -> Outcome {
+        self.carry(true);
         if let (Some(w), true) = (&self.watch, self.opts.write_files) {
             flush(&w.series_path, &w.series, self.log);
         }
@@ -838,13 +980,18 @@ fn watch<'d>(
         },
         ids,
         shared,
-        devices,
         guard_state: 0,
         last_error: None,
         last_unattributed: None,
         metrics_failed: false,
         last_flush: Instant::now(),
         last_status: Instant::now(),
+        peaks: vec![(0, 0); devices.len()],
+        devices,
+        peaks_own: true,
+        carrier_tag: None,
+        carried: None,
+        carrier_failures: 0,
     })
 }
 
@@ -924,6 +1071,53 @@ mod tests {
         assert!(v.stop);
         assert_eq!((record.action.as_str(), state), ("stopped", 2));
         assert_eq!(record.warnings.len(), 2, "{record:?}");
+    }
+
+    /// The comment is written once a peak is known, then at most once a
+    /// minute on real growth or a new epoch, and at the end when anything
+    /// changed.
+    #[test]
+    fn the_comment_is_due_on_first_peak_growth_epochs_and_the_end() {
+        let last = |peak_mib, epochs, age_s| {
+            Some(Carried {
+                peak_mib,
+                epochs,
+                age_s,
+            })
+        };
+        assert!(!carrier_due(None, 0, None, false), "nothing measured yet");
+        assert!(!carrier_due(None, 0, None, true));
+        assert!(carrier_due(None, 900, None, false));
+        // Growth under 5 % or 64 MiB, or too soon, waits.
+        assert!(!carrier_due(
+            last(1000, Some(1), 120.0),
+            1040,
+            Some(1),
+            false
+        ));
+        assert!(!carrier_due(
+            last(10000, Some(1), 120.0),
+            10400,
+            Some(1),
+            false
+        ));
+        assert!(!carrier_due(
+            last(1000, Some(1), 30.0),
+            3000,
+            Some(2),
+            false
+        ));
+        assert!(carrier_due(
+            last(1000, Some(1), 120.0),
+            1100,
+            Some(1),
+            false
+        ));
+        assert!(carrier_due(last(1000, Some(1), 61.0), 1000, Some(2), false));
+        // At the end: whatever changed, at once; nothing new, nothing.
+        assert!(carrier_due(last(1000, Some(1), 1.0), 1001, Some(1), true));
+        assert!(carrier_due(last(1000, Some(1), 1.0), 1000, Some(2), true));
+        assert!(!carrier_due(last(1000, Some(2), 1.0), 1000, Some(2), true));
     }
 
     #[test]

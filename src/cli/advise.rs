@@ -18,6 +18,10 @@ pub enum AdviseFormat {
     Json,
     /// One self-contained page: the waits of each set-up as bars, the plan as a table.
     Html,
+    /// Gauges for node_exporter's textfile collector: each node advised or
+    /// not, the mean waits, where the needs came from, and per user and
+    /// account the jobs that asked for more than they used.
+    Prometheus,
 }
 
 #[derive(Debug, Args)]
@@ -51,8 +55,15 @@ would change; 2 for invalid input (a --sacct-file line that is not sacct's, a wi
 days, a --demand-out of more than 200,000 jobs); 1 when sacct or scontrol fail (or sacct
 answers lines that are not what was asked).
 
+Each job is planned from what it needed where that is known: the GPU memory yolo-sched's job
+agent measured (carried in the job's comment; slurm.conf needs AccountingStoreFlags=job_comment)
+plus 10 % headroom, else Slurm's TRESUsageInMax gres/gpumem, else the type it asked for. A job
+that asked a whole GPU and used 6 GiB is simulated, and written by --demand-out, as the smallest
+type that holds 6.6 GiB. Per user and account, the jobs that asked for more than they used are
+listed, with what would have fitted and the wait it would have saved.
+
 --sacct-file columns: JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,
-TimelimitRaw,ReqTRES,AllocTRES")]
+TimelimitRaw,ReqTRES,AllocTRES,TRESUsageInMax,Comment (or the first twelve: every job as asked)")]
 pub struct AdviseArgs {
     /// The window's start: a length back from now (90m, 24h, 7d) or a local date/time.
     #[arg(long, value_name = "WHEN", default_value = "7d")]
@@ -189,6 +200,12 @@ pub fn run(ctx: &mut Context, args: &AdviseArgs) -> Result<i32> {
             t
         }
         AdviseFormat::Html => crate::report::render::html::advice_page(&report),
+        AdviseFormat::Prometheus => crate::report::render::prometheus::advice(
+            &crate::report::model::LayoutAdvice::from_advice(
+                &report,
+                (report.until - report.since).num_seconds(),
+            ),
+        ),
         AdviseFormat::Table => {
             let mut t = text_lines(&ctx.printer, &report, args.demand_out.as_deref()).join("\n");
             t.push('\n');
@@ -264,6 +281,7 @@ fn text_lines(
             c.after_window
         ));
     }
+    out.push(crate::report::render::tables::need_note(&r.needs));
     out.push(nodes.to_string());
     out.push("".to_string());
     let mut table = printer.table(&[
@@ -293,6 +311,39 @@ fn text_lines(
     }
     out.push(table.to_string());
     out.push("".to_string());
+    if !r.rightsizing.is_empty() {
+        out.push(
+            "jobs that asked for more than they used (measured GPU memory + 10 %), with the wait \
+             they would have saved asking what fits, on the advised layout:"
+                .to_string(),
+        );
+        let mut t = printer.table(&[
+            "by",
+            "name",
+            "jobs",
+            "GPU-h asked → fit",
+            "asked → fits",
+            "waited → predicted",
+            "saved",
+        ]);
+        for o in &r.rightsizing {
+            t.add_row(vec![
+                o.by.to_string(),
+                crate::text::shown(&o.name, 40),
+                format!("{} of {}", o.jobs, o.measured_jobs),
+                format!("{:.1} → {:.1}", o.gpu_hours_asked, o.gpu_hours_fit),
+                o.moves
+                    .iter()
+                    .map(|(m, n)| format!("{m} ×{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                format!("{:.2} h → {:.2} h", o.waited_h, o.predicted_wait_h),
+                format!("{:.2} h", o.wait_saved_h),
+            ]);
+        }
+        out.push(t.to_string());
+        out.push("".to_string());
+    }
     if !r.advice.changes {
         out.push("advice: no change of layout would run more of these jobs or shorten their mean wait by a minute or more; nothing to change".to_string());
         return out;

@@ -228,6 +228,12 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         max_samples: args.samples,
         audit,
         write_files: !args.dry_run,
+        // Inside a Slurm job (not a test's or a user's shell that only sets
+        // SLURM_JOB_ID), the measurement goes into the job's comment.
+        carrier: (!args.dry_run
+            && env("SLURM_JOB_ID").is_some()
+            && env("SLURM_CLUSTER_NAME").is_some())
+        .then(crate::slurm::Slurm::from_env),
     };
     let printer = &ctx.printer;
     let mut log = |line: &str| {

@@ -94,10 +94,19 @@ pub struct LayoutAdvice {
     pub predicted_mean_wait_s: f64,
     pub advised_mean_wait_s: f64,
     pub nodes: Vec<NodeAdvice>,
+    /// Where the jobs' needs came from (measured, gpumem, asked) and the
+    /// measurements refused.
+    pub needs: crate::advise::need::Needs,
+    /// Site-wide right-sizing: per user and per account, the jobs that
+    /// asked for more than they used (at most [`OVERSIZED_SHOWN`] of each).
+    pub oversized: Vec<crate::advise::need::Oversized>,
     /// Why there is no advice (a node whose model its GRES types do not name…).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// The most users and the most accounts the report's advice lists.
+pub const OVERSIZED_SHOWN: usize = 50;
 
 impl LayoutAdvice {
     /// The short form of the advisor's report.
@@ -137,6 +146,17 @@ impl LayoutAdvice {
                 mean("current")
             },
             nodes,
+            needs: r.needs.clone(),
+            oversized: ["user", "account"]
+                .iter()
+                .flat_map(|by| {
+                    r.rightsizing
+                        .iter()
+                        .filter(move |o| o.by == *by)
+                        .take(OVERSIZED_SHOWN)
+                })
+                .cloned()
+                .collect(),
             error: None,
         }
     }
@@ -152,6 +172,8 @@ impl LayoutAdvice {
             predicted_mean_wait_s: 0.0,
             advised_mean_wait_s: 0.0,
             nodes: Vec::new(),
+            needs: Default::default(),
+            oversized: Vec::new(),
             error: Some(error),
         }
     }

@@ -97,6 +97,9 @@ pub struct Tag<'a> {
 }
 
 pub fn parse_comment(c: &str) -> Option<Tag<'_>> {
+    // What follows the first space is the job agent's measurement
+    // (`advise::need`), not part of the tag.
+    let c = c.split(' ').next().unwrap_or(c);
     let rest = c.strip_prefix(COMMENT_PREFIX)?;
     let mut parts = rest.splitn(3, ':');
     let run_id = parts.next().filter(|r| !r.is_empty())?;
@@ -419,6 +422,9 @@ mod tests {
         );
         assert_eq!(parse_comment("someone else's comment"), None);
         assert_eq!(parse_comment("yolo-sched:"), None);
+        // The job agent's measurement after the tag is not the stage's.
+        let measured = format!("{c} ysneed=1;job=7;slice=a100;peak_mib=1/2");
+        assert_eq!(parse_comment(&measured), parse_comment(&c));
     }
 
     /// A chain killed after its release whose jobs all ended before `gc`:

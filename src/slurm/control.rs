@@ -65,6 +65,31 @@ pub fn resume_node(slurm: &Slurm, node: &str) -> Result<()> {
     Ok(())
 }
 
+/// A job's comment as slurmctld holds it now (`squeue -h -j J -o %k`);
+/// `None` when the job is no longer known. Asked once, not retried: the
+/// job agent asks from inside the job and must never wait on a busy
+/// controller.
+pub fn job_comment(slurm: &Slurm, job_id: &str) -> Result<Option<String>> {
+    let out = slurm.run("squeue", &["-h", "-j", job_id, "-o", "%k"])?;
+    let text = out.stdout_str();
+    Ok(text
+        .lines()
+        .next()
+        .map(|l| l.trim_end().to_string())
+        .map(|c| if c == "(null)" { String::new() } else { c }))
+}
+
+/// Set a job's comment (`scontrol update JobId=J Comment=…`): its owner may
+/// while the job runs; Slurm 22.05 refuses it once the job has ended
+/// ("Job has already finished"), cancelled or timed out included. Once,
+/// not retried.
+pub fn set_comment(slurm: &Slurm, job_id: &str, comment: &str) -> Result<()> {
+    let id = format!("JobId={job_id}");
+    let comment = format!("Comment={comment}");
+    slurm.run("scontrol", &["update", &id, &comment])?;
+    Ok(())
+}
+
 /// Job ids running or completing on `node`.
 pub fn jobs_on(slurm: &Slurm, node: &str) -> Result<Vec<String>> {
     let out = slurm.stdout("squeue", &["-h", "-w", node, "-t", "R,CG", "-o", "%A"])?;

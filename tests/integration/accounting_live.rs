@@ -354,3 +354,267 @@ fn advise_reads_the_windows_typed_jobs_and_simulates_the_set_ups() {
         assert!(text.contains(word), "{word} missing:\n{text}");
     }
 }
+
+/// Issue 34: trainings that asked for a whole `a100` and held 6000 MiB (the
+/// fake NVML's process on every GPU) under the stand-in trainer. Each job's
+/// agent writes its peak into the job's comment while the job runs;
+/// slurmdbd keeps it; `advise` reads it back with the window's one sacct
+/// call and plans the jobs on the smallest type that holds 6000 MiB + 10 %
+/// (1g.10gb on these A100-40GB nodes). Comments carrying a measurement of
+/// another job, a negative, a 10^30 and a control character are refused and
+/// counted. The same jobs without their comments are planned as asked, and
+/// said to be; and on the same jobs' lines with their times stretched 60×
+/// (seconds as minutes, as the replay stretches its traces), `advise`
+/// recommends cutting with a predicted gain.
+#[test]
+#[ignore = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)"]
+fn measured_needs_reach_advise_through_accounting_and_forgeries_are_counted() {
+    let _cluster = common::cluster(module_path!());
+    assert_accounting();
+    let since = chrono::Local::now().naive_local() - chrono::Duration::seconds(5);
+    let node = crate::fake_nvml::FakeNode::with_fixture("8xh200.json", |f| {
+        for g in f["gpus"].as_array_mut().unwrap() {
+            g["processes"] = serde_json::json!([{"pid": 1, "used_memory_mib": 6000}]);
+        }
+    });
+    let f = RunFixture::new();
+    std::fs::write(f.path().join("site.toml"), "[guard]\ninterval_s = 0.5\n").unwrap();
+    let trainings = 8;
+    let mut runs = Vec::new();
+    for i in 0..trainings {
+        let spec = f.path().join(format!("need-{i}.toml"));
+        std::fs::write(
+            &spec,
+            format!(
+                "version = 1\n[run]\nname = \"need-{i}\"\npartition = \"gpu\"\nworkdir = \"run-{i}\"\n\
+                 [train]\nmodel = \"yolov8n.yaml\"\ndata = \"{}\"\nepochs = 3\nimgsz = 64\nbatch = 8\nworkers = 1\n\
+                 [resources]\ngpu = \"a100\"\n\
+                 [stages.prepare]\nenabled = false\n[stages.val]\nenabled = false\n[stages.export]\nenabled = false\n",
+                f.path().join("dataset/data.yaml").display()
+            ),
+        )
+        .unwrap();
+        let mut cmd = f.cmd();
+        node.apply_env(&mut cmd);
+        let out = run(cmd
+            .env("YOLO_SCHED_SITE", f.path().join("site.toml"))
+            .env("YOLO_STANDIN_EPOCH_SECONDS", "2")
+            .args(["submit", "--json"])
+            .arg(&spec));
+        assert_eq!(out.status.code(), Some(0), "submit failed: {out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        runs.push(v["run_id"].as_str().unwrap().to_string());
+    }
+    // Jobs whose own comments carry measurements not to trust.
+    let forged = [
+        "yolo-sched:x:y:train ysneed=1;job=1;slice=a100;peak_mib=100/40960".to_string(),
+        "yolo-sched:x:y:train ysneed=1;job=JOB;slice=a100;peak_mib=-100/40960".to_string(),
+        "yolo-sched:x:y:train ysneed=1;job=JOB;slice=a100;peak_mib=1000000000000000000000000000000/40960".to_string(),
+        "yolo-sched:x:y:train ysneed=1;job=JOB;slice=a100;peak_mib=1\u{7}00/40960".to_string(),
+    ];
+    let mut others = Vec::new();
+    for comment in &forged {
+        let out = run(Command::new("sbatch")
+            .args([
+                "--parsable",
+                "--partition=gpu",
+                "--gres=gpu:a100:1",
+                "--mem=100M",
+                "--time=5",
+                "--output=/dev/null",
+                "--hold",
+            ])
+            .arg(format!("--comment={comment}"))
+            .args(["--wrap", "true"]));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        // Its own id where the comment names JOB: only the numbers are wrong.
+        let c = comment.replace("JOB", &id.to_string());
+        let out = run(Command::new("scontrol").args([
+            "update",
+            &format!("JobId={id}"),
+            &format!("Comment={c}"),
+        ]));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        run(Command::new("scontrol").args(["release", &id.to_string()]));
+        others.push(id);
+    }
+    for run_id in &runs {
+        let mut cmd = f.cmd();
+        node.apply_env(&mut cmd);
+        let watch = common::run_bounded(cmd.args(["watch", run_id]), Duration::from_secs(300))
+            .expect("watch ended");
+        assert_eq!(watch.status.code(), Some(0), "{watch:?}");
+    }
+    let states = wait_jobs(&others, Duration::from_secs(120));
+    assert!(states.iter().all(|s| s == "COMPLETED"), "{states:?}");
+
+    // The window's one sacct call, polled until slurmdbd holds every end.
+    let dir = common::shared_tempdir();
+    let demand = dir.path().join("demand.csv");
+    let since_arg = since.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let started = Instant::now();
+    let v = loop {
+        let out = run(yolo()
+            .args([
+                "advise",
+                "--since",
+                &since_arg,
+                "--partition",
+                "gpu",
+                "--json",
+            ])
+            .arg("--demand-out")
+            .arg(&demand));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let n = &v["needs"];
+        if n["measured"]["jobs"].as_u64() >= Some(trainings)
+            && n["refused"]["other_job"].as_u64() >= Some(1)
+            && n["refused"]["bad_number"].as_u64() >= Some(2)
+            && n["refused"]["malformed"].as_u64() >= Some(1)
+        {
+            break v;
+        }
+        assert!(
+            started.elapsed() < crate::common::patience(Duration::from_secs(60)),
+            "{n}\n{v}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let csv = std::fs::read_to_string(&demand).unwrap();
+    let jobs_of = |gres: &str| -> u64 {
+        csv.lines()
+            .filter(|l| l.starts_with(gres))
+            .filter_map(|l| l.split(',').nth(2)?.parse::<u64>().ok())
+            .sum()
+    };
+    assert!(jobs_of("gpu:1g.10gb:1,") >= trainings, "{csv}");
+    assert!(
+        jobs_of("gpu:a100:1,") >= 4,
+        "the refused stay as asked: {csv}"
+    );
+    let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let mine = v["rightsizing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["by"] == "user" && o["name"] == user.as_str())
+        .unwrap_or_else(|| panic!("no right-sizing line for {user}: {v}"))
+        .clone();
+    assert!(mine["jobs"].as_u64() >= Some(trainings), "{mine}");
+    assert!(
+        mine["moves"]["a100 → 1g.10gb"].as_u64() >= Some(trainings),
+        "{mine}"
+    );
+
+    // What the agent wrote, as accounting keeps it: the run's tag first.
+    let fields = "JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,TimelimitRaw,ReqTRES,AllocTRES,TRESUsageInMax,Comment";
+    let out = run(Command::new("sacct").args([
+        "-X",
+        "--parsable2",
+        "--noheader",
+        "--allusers",
+        "--partition=gpu",
+        "-S",
+        &since_arg,
+        &format!("--format={fields}"),
+    ]));
+    let lines = String::from_utf8_lossy(&out.stdout).to_string();
+    let measured: Vec<&str> = lines
+        .lines()
+        .filter(|l| runs.iter().any(|r| l.contains(&format!("yolo-sched:{r}:"))))
+        .collect();
+    assert_eq!(measured.len() as u64, trainings, "{lines}");
+    for l in &measured {
+        let id = l.split('|').next().unwrap();
+        assert!(
+            l.contains(&format!(":train ysneed=1;job={id};slice=h200;epochs="))
+                && l.contains(";peak_mib=6000/"),
+            "{l}"
+        );
+    }
+
+    // The same jobs without their comments: planned as asked, and said.
+    let asked: String = lines
+        .lines()
+        .map(|l| l.splitn(13, '|').take(12).collect::<Vec<_>>().join("|") + "\n")
+        .collect();
+    let file = dir.path().join("asked.txt");
+    std::fs::write(&file, &asked).unwrap();
+    let out = run(yolo()
+        .args(["advise", "--since", &since_arg])
+        .args(["--partition", "gpu", "--json", "--sacct-file"])
+        .arg(&file));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let a: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(a["needs"]["measured"]["jobs"], 0, "{a}");
+    assert!(
+        a["needs"]["asked"]["jobs"].as_u64() >= Some(trainings + 4),
+        "{a}"
+    );
+    assert!(
+        a["warnings"]
+            .to_string()
+            .contains("no job of the window carries a measured GPU memory"),
+        "{}",
+        a["warnings"]
+    );
+
+    // Stretched 60×: the jobs' seconds as minutes, from two days ago.
+    let t0 = since;
+    let from = chrono::Local::now().naive_local() - chrono::Duration::days(2);
+    let stretch = |t: &str| -> String {
+        match chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S") {
+            Ok(at) => (from + (at - t0) * 60)
+                .format("%Y-%m-%dT%H:%M:%S")
+                .to_string(),
+            Err(_) => t.to_string(),
+        }
+    };
+    let stretched: String = lines
+        .lines()
+        .map(|l| {
+            let mut c: Vec<String> = l.splitn(14, '|').map(str::to_string).collect();
+            for i in [5, 6, 7] {
+                c[i] = stretch(&c[i]);
+            }
+            for i in [8, 9] {
+                if let Ok(n) = c[i].parse::<u64>() {
+                    c[i] = (n * 60).to_string();
+                }
+            }
+            c.join("|") + "\n"
+        })
+        .collect();
+    let file = dir.path().join("stretched.txt");
+    std::fs::write(&file, &stretched).unwrap();
+    let from_arg = (from - chrono::Duration::hours(1))
+        .format("%Y-%m-%dT%H:%M:%S")
+        .to_string();
+    let out = run(yolo()
+        .args(["advise", "--since", &from_arg])
+        .args(["--partition", "gpu", "--json", "--sacct-file"])
+        .arg(&file));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        s["needs"]["measured"]["jobs"].as_u64() >= Some(trainings),
+        "{s}"
+    );
+    assert!(s["advice"]["changes"].as_bool().unwrap(), "{s}");
+    let mean = |name: &str| -> f64 {
+        s["advice"]["setups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap()["outcome"]["mean_wait_s"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(mean("auto") + 60.0 <= mean("current"), "{s}");
+}

@@ -604,3 +604,199 @@ fn a_large_saved_output_is_streamed_and_lines_past_the_limit_are_said() {
         );
     }
 }
+
+// ---- issue 34: planning from what jobs needed (stand-in Slurm clients) ----
+
+/// 24 one-hour jobs that each asked a whole `a100` and used 6 GiB (the job
+/// agent's measurement in their comments), submitted at once, and 4 whose
+/// comments carry a measurement not to trust (another job's id, a negative
+/// and a 10^30 peak, a control character). `comments`: false cuts every
+/// line to its first twelve fields (a saved output without needs).
+fn whole_gpu_window(dir: &std::path::Path, comments: bool) -> (std::path::PathBuf, String, String) {
+    let now = chrono::Local::now().naive_local();
+    let t0 = now - chrono::Duration::hours(30);
+    let mut text = String::new();
+    let tres = "billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=4G,node=1";
+    let carrier = |id: u32, peak: &str| {
+        format!("yolo-sched:w-{id}:ab:train ysneed=1;job={id};slice=a100;epochs=30;peak_mib={peak}/40960")
+    };
+    for i in 0..28u32 {
+        let id = 500 + i;
+        // As they ran on the site's two a100s: two at a time.
+        let start = t0 + chrono::Duration::hours(i64::from(i / 2));
+        let end = start + chrono::Duration::hours(1);
+        let comment = match i {
+            24 => carrier(9, "6144"),
+            25 => carrier(id, "-6144"),
+            26 => carrier(id, "1000000000000000000000000000000"),
+            27 => format!("{}\u{7}", carrier(id, "6144")),
+            _ => carrier(id, "6144"),
+        };
+        text.push_str(&format!(
+            "{id}|gpu|vision|alice|COMPLETED|{}|{}|{}|3600|120|{tres}|{tres}",
+            stamp(t0),
+            stamp(start),
+            stamp(end)
+        ));
+        if comments {
+            text.push_str(&format!("||{comment}"));
+        }
+        text.push('\n');
+    }
+    let path = dir.join(if comments { "needs.txt" } else { "asked.txt" });
+    std::fs::write(&path, text).unwrap();
+    (path, stamp(t0 - chrono::Duration::hours(1)), stamp(now))
+}
+
+/// The jobs of `csv` (a demand file) of one GRES, summed over its lines.
+fn demand_jobs(csv: &str, gres: &str) -> u64 {
+    csv.lines()
+        .filter(|l| l.starts_with(gres))
+        .filter_map(|l| l.split(',').nth(2)?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn whole_gpu_jobs_that_used_little_are_planned_on_what_fits_and_cutting_is_advised() {
+    let s = Standins::new("exit 0");
+    let (file, since, until) = whole_gpu_window(s.dir.path(), true);
+    let demand = s.dir.path().join("demand.csv");
+    let advise = |extra: &[&str]| {
+        let mut cmd = s.advise();
+        cmd.args(["--since", &since, "--until", &until, "--partition", "gpu"])
+            .arg("--sacct-file")
+            .arg(&file)
+            .args(extra);
+        run(&mut cmd)
+    };
+    let out = advise(&["--json", "--demand-out", demand.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &v["needs"];
+    assert_eq!(n["measured"]["jobs"], 24, "{n}");
+    assert_eq!(n["asked"]["jobs"], 4, "{n}");
+    assert_eq!(n["smaller"]["jobs"], 24, "{n}");
+    let r = &n["refused"];
+    assert_eq!(
+        (&r["other_job"], &r["bad_number"], &r["malformed"]),
+        (&1.into(), &2.into(), &1.into()),
+        "{n}"
+    );
+    assert!(
+        v["warnings"]
+            .to_string()
+            .contains("4 measurement(s) in job comments were refused"),
+        "{}",
+        v["warnings"]
+    );
+    // 6 GiB + 10 % is a 1g.10gb (9.62 GiB) on these A100-40GBs, in every
+    // set-up: as cut now it runs on the 2g.10gb slices (the smallest that
+    // hold it), and `auto` cuts the MIG GPUs into 1g.10gb for it.
+    assert!(v["advice"]["changes"].as_bool().unwrap(), "{v}");
+    let current = outcome(&v, "current");
+    let auto = outcome(&v, "auto");
+    assert!(
+        auto["mean_wait_s"].as_f64().unwrap() < current["mean_wait_s"].as_f64().unwrap() / 2.0,
+        "{current}\n{auto}"
+    );
+    let csv = std::fs::read_to_string(&demand).unwrap();
+    assert_eq!(demand_jobs(&csv, "gpu:1g.10gb:1,"), 24, "{csv}");
+    assert_eq!(demand_jobs(&csv, "gpu:a100:1,"), 4, "{csv}");
+    // Site-wide right-sizing: alice and her account, 24 GPU-hours asked.
+    let rs = v["rightsizing"].as_array().unwrap();
+    let alice = rs
+        .iter()
+        .find(|o| o["by"] == "user" && o["name"] == "alice")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(alice["jobs"], 24, "{alice}");
+    assert!((alice["gpu_hours_asked"].as_f64().unwrap() - 24.0).abs() < 1e-6);
+    assert!(
+        alice["gpu_hours_fit"].as_f64().unwrap() < 24.0 / 6.0,
+        "{alice}"
+    );
+    assert!(alice["wait_saved_h"].as_f64().unwrap() > 0.0, "{alice}");
+    assert!(rs
+        .iter()
+        .any(|o| o["by"] == "account" && o["name"] == "vision"));
+    // Text, HTML and Prometheus say the same.
+    let out = advise(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for said in [
+        "needs: 24 job(s) (24.0 GPU-h) from measured GPU memory",
+        "asked for more than they used",
+        "a100 → 1g.10gb ×24",
+    ] {
+        assert!(text.contains(said), "{said}:\n{text}");
+    }
+    let out = advise(&["--format", "html"]);
+    let html = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        html.contains("What the jobs needed") && html.contains("alice"),
+        "{html}"
+    );
+    let out = advise(&["--format", "prometheus"]);
+    let prom = String::from_utf8_lossy(&out.stdout);
+    for said in [
+        "yolo_sched_advice_jobs_by_need{source=\"measured\"} 24",
+        "yolo_sched_advice_needs_refused{why=\"other_job\"} 1",
+        "yolo_sched_advice_oversized_jobs{by=\"user\",name=\"alice\"} 24",
+        "yolo_sched_advice_oversized_gpu_hours_saved{by=\"account\",name=\"vision\"}",
+    ] {
+        assert!(prom.contains(said), "{said}:\n{prom}");
+    }
+}
+
+/// The same window saved without the comments: every job as asked, and said.
+#[test]
+fn a_window_without_measurements_is_planned_from_the_types_asked_and_says_so() {
+    let s = Standins::new("exit 0");
+    let (file, since, until) = whole_gpu_window(s.dir.path(), false);
+    let demand = s.dir.path().join("demand.csv");
+    let mut cmd = s.advise();
+    cmd.args([
+        "--since",
+        &since,
+        "--until",
+        &until,
+        "--partition",
+        "gpu",
+        "--json",
+    ])
+    .arg("--sacct-file")
+    .arg(&file)
+    .arg("--demand-out")
+    .arg(&demand);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["needs"]["asked"]["jobs"], 28, "{v}");
+    assert_eq!(v["needs"]["measured"]["jobs"], 0, "{v}");
+    assert!(v["rightsizing"].as_array().unwrap().is_empty(), "{v}");
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("no job of the window carries a measured GPU memory")
+            && warnings.contains("planned from the type it asked for"),
+        "{warnings}"
+    );
+    let csv = std::fs::read_to_string(&demand).unwrap();
+    assert_eq!(demand_jobs(&csv, "gpu:a100:1,"), 28, "{csv}");
+    assert_eq!(demand_jobs(&csv, "gpu:1g.10gb:1,"), 0, "{csv}");
+}
+
+/// A live sacct from a site whose accounting drops comments: the line names
+/// the setting (the stand-in scontrol's configuration has no job_comment).
+#[test]
+fn a_site_without_the_carrier_is_told_what_to_set() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (file, _, _) = whole_gpu_window(scratch.path(), false);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let s = Standins::new(&format!("cat <<'EOF'\n{text}EOF"));
+    let out = run(s.advise().args(["--since", "3d", "--partition", "gpu"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("accounting does not keep job comments")
+            && err.contains("AccountingStoreFlags=job_comment"),
+        "{err}"
+    );
+}

@@ -1013,6 +1013,52 @@ pub fn advice_page(r: &crate::advise::Report) -> String {
         &rows,
         true,
     );
+    out.push_str("</section><section id=\"needs\"><h2>What the jobs needed</h2>");
+    let _ = write!(
+        out,
+        "<p class=\"meta\">{}</p>",
+        esc(&super::tables::need_note(&r.needs))
+    );
+    if !r.rightsizing.is_empty() {
+        let rows: Vec<Vec<String>> = r
+            .rightsizing
+            .iter()
+            .map(|o| {
+                vec![
+                    o.by.to_string(),
+                    o.name.clone(),
+                    format!("{} of {}", o.jobs, o.measured_jobs),
+                    format!("{:.1}", o.gpu_hours_asked),
+                    format!("{:.1}", o.gpu_hours_fit),
+                    o.moves
+                        .iter()
+                        .map(|(m, n)| format!("{m} ×{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    format!("{:.2}", o.waited_h),
+                    format!("{:.2}", o.predicted_wait_h),
+                    format!("{:.2}", o.wait_saved_h),
+                ]
+            })
+            .collect();
+        out.push_str("<h3>Jobs that asked for more than they used, per user and account</h3>");
+        table(
+            &mut out,
+            "",
+            &strings(&[
+                "by",
+                "name",
+                "jobs",
+                "GPU-h asked",
+                "GPU-h fit",
+                "asked → fits",
+                "waited (h)",
+                "predicted (h)",
+                "saved (h)",
+            ]),
+            &rows,
+        );
+    }
     out.push_str("</section><section id=\"plan\"><h2>The plan</h2>");
     if r.advice.steps.is_empty() {
         out.push_str("<p class=\"note\">No change of layout would run more of these jobs or shorten their mean wait by a minute or more: nothing to change.</p>");

@@ -9,7 +9,7 @@ pub(crate) mod csv;
 pub(crate) mod html;
 pub(crate) mod prometheus;
 mod selection;
-mod tables;
+pub(crate) mod tables;
 pub(crate) mod text;
 
 pub use selection::Selection;

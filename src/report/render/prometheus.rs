@@ -97,6 +97,84 @@ impl Family {
     }
 }
 
+/// The advice's needs and site-wide right-sizing: where the jobs' needs came
+/// from, and per user and account what asked for more than it used.
+fn need_families(a: &crate::report::model::LayoutAdvice) -> Vec<Family> {
+    let n = &a.needs;
+    let mut jobs = Family::new(
+        "advice_jobs_by_need",
+        "Last week's typed GPU jobs by where their need came from: measured (the job agent, in the job's comment), gpumem (Slurm's TRESUsageInMax), asked (the type asked for); smaller: measured jobs that fit a smaller type.",
+    );
+    let mut hours = Family::new(
+        "advice_gpu_hours_by_need",
+        "GPU-hours (of the types asked) of last week's typed GPU jobs by where their need came from.",
+    );
+    for (source, c) in [
+        ("measured", &n.measured),
+        ("gpumem", &n.gpumem),
+        ("asked", &n.asked),
+        ("smaller", &n.smaller),
+    ] {
+        jobs.add(&[("source", source)], c.jobs as f64);
+        hours.add(&[("source", source)], c.gpu_hours);
+    }
+    let mut refused = Family::new(
+        "advice_needs_refused",
+        "Measurements in job comments not trusted (naming another job, numbers out of bounds, malformed).",
+    );
+    refused.add(&[("why", "other_job")], n.refused.other_job as f64);
+    refused.add(&[("why", "bad_number")], n.refused.bad_number as f64);
+    refused.add(&[("why", "malformed")], n.refused.malformed as f64);
+    let mut over = Family::new(
+        "advice_oversized_jobs",
+        "Jobs of a user or account that asked for a larger type than their measured memory needed.",
+    );
+    let mut saved = Family::new(
+        "advice_oversized_gpu_hours_saved",
+        "GPU-hours those jobs held beyond the type that would have fitted them.",
+    );
+    let mut wait = Family::new(
+        "advice_oversized_wait_saved_hours",
+        "Hours of waiting those jobs would have saved asking what fits, on the advised layout (recorded minus predicted).",
+    );
+    for o in &a.oversized {
+        let labels = [("by", o.by), ("name", o.name.as_str())];
+        over.add(&labels, o.jobs as f64);
+        saved.add(&labels, o.gpu_hours_asked - o.gpu_hours_fit);
+        wait.add(&labels, o.wait_saved_h);
+    }
+    vec![jobs, hours, refused, over, saved, wait]
+}
+
+/// The advisor's own gauges (`yolo-sched advise --format prometheus`): the
+/// report's advice section alone.
+pub fn advice(a: &crate::report::model::LayoutAdvice) -> String {
+    let mut out = String::new();
+    if a.error.is_some() {
+        return out;
+    }
+    let mut advised = Family::new(
+        "advice_node_layout_advised",
+        "1 when the node is cut as `yolo-sched advise` would cut it, 0 when it would re-cut it.",
+    );
+    for n in &a.nodes {
+        advised.add(&[("node", n.node.as_str())], f64::from(u8::from(n.advised)));
+    }
+    let mut wait = Family::new(
+        "advice_mean_wait_seconds",
+        "Mean wait of the window's typed GPU jobs: measured (accounting), simulated as the nodes are cut now (current), and as advised.",
+    );
+    wait.add(&[("setup", "measured")], a.measured_mean_wait_s);
+    wait.add(&[("setup", "current")], a.predicted_mean_wait_s);
+    wait.add(&[("setup", "advised")], a.advised_mean_wait_s);
+    advised.write(&mut out);
+    wait.write(&mut out);
+    for f in need_families(a) {
+        f.write(&mut out);
+    }
+    out
+}
+
 /// Render the selected sections. `generated_unix` is the report time.
 pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> String {
     let mut families = Vec::new();
@@ -310,6 +388,7 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
             );
             waited.add(&[], a.waited_gpu_hours);
             families.extend([advised, wait, waited]);
+            families.extend(need_families(a));
         }
     }
 
@@ -419,6 +498,8 @@ mod tests {
             measured_mean_wait_s: 5400.0,
             predicted_mean_wait_s: 5000.0,
             advised_mean_wait_s: 600.0,
+            needs: Default::default(),
+            oversized: Vec::new(),
             nodes: vec![
                 NodeAdvice {
                     node: "gpu1".into(),

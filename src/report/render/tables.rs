@@ -405,6 +405,46 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
                 .collect(),
             notes,
         });
+        if a.error.is_none() {
+            push(TableData {
+                name: "advice-oversized",
+                section: Section::Advice,
+                title: "Jobs that asked for more than they used (site-wide)",
+                headers: vec![
+                    "by",
+                    "name",
+                    "jobs",
+                    "gpu_hours_asked",
+                    "gpu_hours_fit",
+                    "asked_to_fit",
+                    "waited_h",
+                    "predicted_wait_h",
+                    "wait_saved_h",
+                ],
+                rows: a
+                    .oversized
+                    .iter()
+                    .map(|o| {
+                        vec![
+                            o.by.to_string(),
+                            o.name.clone(),
+                            o.jobs.to_string(),
+                            format!("{:.2}", o.gpu_hours_asked),
+                            format!("{:.2}", o.gpu_hours_fit),
+                            o.moves
+                                .iter()
+                                .map(|(m, n)| format!("{m} ×{n}"))
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                            format!("{:.2}", o.waited_h),
+                            format!("{:.2}", o.predicted_wait_h),
+                            format!("{:.2}", o.wait_saved_h),
+                        ]
+                    })
+                    .collect(),
+                notes: vec![need_note(&a.needs)],
+            });
+        }
     }
     if let Some(rs) = &report.right_sizing {
         push(TableData {
@@ -441,6 +481,24 @@ pub fn tables(report: &Report, selection: &Selection, style: Style) -> Vec<Table
         });
     }
     out
+}
+
+/// Where the window's needs came from, in one line.
+pub fn need_note(n: &crate::advise::need::Needs) -> String {
+    format!(
+        "needs: {} job(s) ({:.1} GPU-h) from measured GPU memory, {} ({:.1} GPU-h) from Slurm's gres/gpumem, \
+         {} ({:.1} GPU-h) from the type asked; {} measured job(s) ({:.1} GPU-h) fit a smaller type; \
+         {} measurement(s) refused",
+        n.measured.jobs,
+        n.measured.gpu_hours,
+        n.gpumem.jobs,
+        n.gpumem.gpu_hours,
+        n.asked.jobs,
+        n.asked.gpu_hours,
+        n.smaller.jobs,
+        n.smaller.gpu_hours,
+        n.refused.total()
+    )
 }
 
 #[cfg(test)]
