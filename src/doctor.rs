@@ -479,11 +479,11 @@ pub fn registry_checks(site: &crate::config::Site) -> Vec<Check> {
         .ok()
         .and_then(|p| p.defaults.model)
         .and_then(|m| {
-            m.strip_prefix(crate::registry::spec::PREFIX)
+            m.strip_prefix(crate::names::model::PREFIX)
                 .map(str::to_string)
         });
     if let Some(text) = default_model {
-        let (status, detail) = match crate::registry::ModelRef::parse(&text)
+        let (status, detail) = match crate::names::model::ModelRef::parse(&text)
             .map_err(anyhow::Error::msg)
             .and_then(|r| Registry::open(&url)?.resolve(&r, &caller))
         {

@@ -326,6 +326,19 @@ fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
     bail!("could not create a temporary file in {}", dir.display())
 }
 
+/// The last `limit` bytes of a file, as text (job logs can be large). Only a
+/// regular file is read: a FIFO or device planted at a log's name gives
+/// `None` at once instead of a wait for a writer.
+pub fn read_tail(path: &Path, limit: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = crate::fsutil::open_regular(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
+    let mut buf = Vec::new();
+    f.take(limit).read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
 /// Writes (and reads) inside a directory that never follow a symbolic link
 /// below it: every directory between `root` and the file is opened with
 /// `O_NOFOLLOW | O_DIRECTORY` relative to the one before (`openat`), so a

@@ -4,10 +4,12 @@
 
 pub mod advise;
 pub mod agent;
+pub(crate) mod audit;
 pub mod backup;
 pub mod cli;
 pub(crate) mod compare;
 pub(crate) mod config;
+pub(crate) mod csv;
 pub mod dataset;
 pub(crate) mod doctor;
 pub mod error;
@@ -15,6 +17,7 @@ pub mod fsutil;
 pub mod gres;
 pub mod identity;
 pub mod mig;
+pub mod names;
 pub mod nodesetup;
 pub mod nvml;
 pub mod plan;
@@ -24,6 +27,7 @@ pub mod registry;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod rundir;
 pub(crate) mod shell;
 pub mod slurm;
 pub mod spec;

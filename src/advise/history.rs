@@ -24,7 +24,8 @@ use serde::Serialize;
 
 use crate::mig::demand::{is_type_name, MAX_COUNT, MAX_SECONDS};
 use crate::mig::Demand;
-use crate::slurm::listing::{gres_in_tres, parse_time};
+use crate::slurm::listing::gres_in_tres;
+use crate::slurm::time::parse_time;
 
 /// The fields asked of `sacct`, in the order [`parse_line`] reads them.
 /// The TRES columns hold `,` and `=` but never `|`; the comment may, so it
@@ -480,7 +481,7 @@ impl History {
         covered.jobs += 1;
         covered.gpu_hours += hours;
         if source != super::need::Source::Measured
-            && crate::run::journal::parse_comment(job.comment).is_some()
+            && crate::slurm::comment::parse_comment(job.comment).is_some()
         {
             self.needs.tagged_unmeasured += 1;
         }

@@ -416,7 +416,7 @@ pub fn trace_file(report: &Report) -> (String, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::slurm::listing::parse_time;
+    use crate::slurm::time::parse_time;
 
     /// Issue 32, item 7: every demand file advise writes is one node-setup
     /// reads, from a window of jobs past every limit of the format.

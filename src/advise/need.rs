@@ -29,7 +29,7 @@
 //!
 //! **The need rule.** A job's need is, in this order: the measured peak
 //! (the fullest device) plus the right-sizing's headroom
-//! ([`crate::report::rightsizing::MEASURED_HEADROOM`]); Slurm's own
+//! ([`MEASURED_HEADROOM`]); Slurm's own
 //! `TRESUsageInMax` `gres/gpumem` (Slurm 23.02+ built with NVML) plus the
 //! same headroom; else the memory of the type it asked for. It runs on the
 //! smallest type of the nodes' models that holds its need ([`fit_type`]),
@@ -39,6 +39,10 @@ use serde::Serialize;
 
 use crate::mig::demand::is_type_name;
 use crate::mig::GpuGeometry;
+
+/// Headroom added to a measured peak: peaks vary between epochs (also
+/// `report`'s right-sizing hints).
+pub const MEASURED_HEADROOM: f64 = 1.10;
 
 /// The word that starts a measurement in a comment.
 pub const CARRIER_KEY: &str = "ysneed=1;";
@@ -236,7 +240,7 @@ pub fn gpumem_mib(tres: &str) -> Option<u64> {
 
 /// MiB needed for a measured peak: the right-sizing's headroom added.
 pub fn with_headroom(peak_mib: u64) -> u64 {
-    (peak_mib as f64 * crate::report::rightsizing::MEASURED_HEADROOM).ceil() as u64
+    (peak_mib as f64 * MEASURED_HEADROOM).ceil() as u64
 }
 
 /// Where a job's need comes from.

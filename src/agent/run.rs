@@ -27,7 +27,7 @@ use super::procs;
 use super::series::{Sample, Series};
 use super::{AgentDuty, Event};
 use crate::nvml::memory::JobDevice;
-use crate::run::guard::{write_record, GuardRecord};
+use crate::rundir::guard::{write_record, GuardRecord};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
@@ -65,7 +65,7 @@ pub struct Options {
     pub max_samples: Option<u64>,
     /// Where the audit record of a stop goes; `None`: nowhere.
     /// Where a guard stop is recorded (the user's audit log, syslog).
-    pub audit: Option<crate::run::audit::Trail>,
+    pub audit: Option<crate::audit::Trail>,
     /// Write the series and the guard record (false: `--dry-run`, which also
     /// clears the textfile directory and the audit log and lets the guard only warn).
     pub write_files: bool,
@@ -690,7 +690,7 @@ impl Agent<'_, '_> {
             None => (self.log)("no trainer pid was given (--pid): nothing to stop"),
         }
         if let Some(trail) = &opts.audit {
-            let mut rec = crate::run::audit::AuditRecord::new(
+            let mut rec = crate::audit::AuditRecord::new(
                 "guard-stop",
                 Some(&opts.run_id),
                 opts.job_id.parse().ok().into_iter().collect(),
@@ -919,7 +919,7 @@ fn watch<'d>(
         ));
     }
     let key = opts.key();
-    let state = opts.workdir.join(crate::run::layout::STATE);
+    let state = opts.workdir.join(crate::rundir::layout::STATE);
     if opts.write_files {
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
     }
@@ -963,10 +963,10 @@ fn watch<'d>(
         },
         series_path: opts
             .workdir
-            .join(crate::run::layout::memory_series(&opts.stage, opts.task)),
+            .join(crate::rundir::layout::memory_series(&opts.stage, opts.task)),
         record_path: opts
             .workdir
-            .join(crate::run::layout::guard_record(&opts.stage, opts.task)),
+            .join(crate::rundir::layout::guard_record(&opts.stage, opts.task)),
         textfile: p
             .textfile_dir
             .as_ref()

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::url::BackupUrl;
 use crate::config::Site;
 use crate::error::invalid;
+use crate::names::backup_url::BackupUrl;
 use crate::spec::Spec;
 
 /// The keys of `[backup]` in the site file.
@@ -180,7 +180,7 @@ pub fn state_dir(workdir: &Path) -> PathBuf {
 
 /// `state/backup`, relative to the run directory.
 pub fn state_rel() -> PathBuf {
-    Path::new(crate::run::layout::STATE).join(crate::run::layout::BACKUP)
+    Path::new(crate::rundir::layout::STATE).join(crate::rundir::layout::BACKUP)
 }
 
 /// The saved settings of a run.

@@ -22,7 +22,6 @@ pub(crate) mod record;
 pub(crate) mod restore;
 pub(crate) mod store;
 pub(crate) mod sync;
-pub(crate) mod url;
 
 #[cfg(test)]
 mod tests;
@@ -33,4 +32,3 @@ pub use record::{views, BackupView};
 pub use restore::{restore_run as restore, RestoreOutcome};
 pub use store::{Credentials, Store};
 pub use sync::{Backup, BackupEvent};
-pub use url::BackupUrl;

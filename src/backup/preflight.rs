@@ -3,9 +3,10 @@
 
 use anyhow::Result;
 
-use super::{config, store, BackupUrl, Credentials, RunBackup, SiteBackup, Store};
+use super::{config, store, Credentials, RunBackup, SiteBackup, Store};
 use crate::config::Site;
 use crate::error::{invalid, with_hint};
+use crate::names::backup_url::BackupUrl;
 use crate::spec::Spec;
 
 /// The run's backup settings from the site and the spec, with the store

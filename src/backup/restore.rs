@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::record::{FileRecord, Record, Remote, MANIFEST, MANIFEST_VERSION};
 use super::store::{Stamp, Store, MAX_OBJECT};
-use super::url::BackupUrl;
+use crate::names::backup_url::BackupUrl;
 
 /// What a restore did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -65,7 +65,7 @@ fn needs_restore(save_dir: &Path, rel: &str) -> bool {
     if !path.is_file() {
         return true;
     }
-    rel.ends_with(".pt") && crate::run::checkpoint::check_archive(&path).is_err()
+    rel.ends_with(".pt") && crate::rundir::checkpoint::check_archive(&path).is_err()
 }
 
 /// The files restored together: a checkpoint and what must agree with it.
@@ -227,7 +227,7 @@ pub fn restore_with(
                 Err(e) => return Err(e),
             }
             if m.ends_with(".pt") {
-                if let Err(why) = crate::run::checkpoint::check_archive(&save_dir.join(m)) {
+                if let Err(why) = crate::rundir::checkpoint::check_archive(&save_dir.join(m)) {
                     // The manifest only lists complete checkpoints; be safe anyway.
                     let _ = crate::fsutil::within::remove(root, &inside(m));
                     written.pop();

@@ -26,7 +26,7 @@ use object_store::{
 };
 use sha2::{Digest, Sha256};
 
-use super::url::BackupUrl;
+use crate::names::backup_url::BackupUrl;
 
 /// Files at least this large go up in parts of this size.
 const PART: usize = 8 << 20;

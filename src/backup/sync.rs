@@ -8,7 +8,7 @@
 //! stable (the same size and mtime as at the last tick, or not written for
 //! `QUIET`: Ultralytics writes `last.pt` with a plain `write_bytes`) AND, for
 //! a checkpoint, it is a complete zip archive
-//! (`run::checkpoint::check_archive`). The upload itself checks the file did
+//! (`rundir::checkpoint::check_archive`). The upload itself checks the file did
 //! not change while it was read (`Store::put_file`).
 
 use std::collections::BTreeMap;
@@ -24,7 +24,7 @@ use super::record::{
     version_key, FileRecord, Record, Remote, MANIFEST, MANIFEST_VERSION, TRACKED, VERSIONS,
 };
 use super::store::{PutError, Stamp, Store};
-use super::url::BackupUrl;
+use crate::names::backup_url::BackupUrl;
 
 /// A file not written for this long counts as stable.
 pub const QUIET: Duration = Duration::from_secs(1);
@@ -238,7 +238,7 @@ impl Backup {
                 continue;
             }
             if rel.ends_with(".pt") {
-                if let Err(why) = crate::run::checkpoint::check_archive(&path) {
+                if let Err(why) = crate::rundir::checkpoint::check_archive(&path) {
                     if self.reported.insert(rel.to_string(), stamp) != Some(stamp) {
                         events.push(BackupEvent::Incomplete {
                             file: rel.to_string(),

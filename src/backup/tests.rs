@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use super::record::{Record, Remote, MANIFEST};
 use super::*;
+use crate::names::backup_url::BackupUrl;
 
 /// A stored zip with a `data.pkl` entry of `payload` bytes, as torch.save lays it out.
 pub(crate) fn checkpoint(payload: usize) -> Vec<u8> {
@@ -173,7 +174,7 @@ fn restore_brings_back_missing_weights_and_never_a_damaged_object() {
     );
     assert_eq!(std::fs::read(save.join("weights/last.pt")).unwrap(), ckpt);
     assert_eq!(
-        crate::run::checkpoint::state(&save).line(),
+        crate::rundir::checkpoint::state(&save).line(),
         "resumable: after epoch 2 of 5"
     );
     // Restored files are recorded as backed up: no second upload.

@@ -10,7 +10,7 @@ use super::args::{JsonArg, NvmlLibArg};
 use super::Context;
 use crate::agent::{self, GuardPolicy, GuardSite, Options};
 use crate::error::invalid;
-use crate::run::manifest::Manifest;
+use crate::rundir::manifest::Manifest;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -190,7 +190,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
                 .map_err(|_| invalid("the site's [guard] section cannot be resolved"))?
         }
     };
-    let mut audit = crate::run::audit::Trail::from_site(site).ok();
+    let mut audit = crate::audit::Trail::from_site(site).ok();
     if args.dry_run {
         policy.may_stop = false;
         policy.textfile_dir = None;
@@ -205,7 +205,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
     // Shards mean other jobs on the GPU, known share or not.
     let shared = share.is_some() || shards.is_some_and(|n| n > 0);
     let save_dir = args.save_dir.clone().or_else(|| {
-        (args.stage == "train").then(|| args.workdir.join(crate::run::layout::train_dir(task)))
+        (args.stage == "train").then(|| args.workdir.join(crate::rundir::layout::train_dir(task)))
     });
     let job_id = env("SLURM_JOB_ID").unwrap_or_default();
     let opts = Options {

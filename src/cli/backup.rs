@@ -122,7 +122,7 @@ fn check_save_dir(p: &Path) -> Result<PathBuf> {
         .map_err(|e| invalid(format!("{}: {e}", crate::text::echo_path(p))))?;
     let parent_ok = abs
         .parent()
-        .is_some_and(|w| crate::run::manifest::Manifest::path_in(w).is_file());
+        .is_some_and(|w| crate::rundir::manifest::Manifest::path_in(w).is_file());
     if !parent_ok {
         return Err(invalid(format!(
             "{} is not the training directory of a run: expected <workdir>/train or <workdir>/train-<task>, beside the run's manifest.json",

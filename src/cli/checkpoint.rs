@@ -9,7 +9,7 @@ use clap::Args;
 use super::args::JsonArg;
 use super::Context;
 use crate::error::invalid;
-use crate::run::checkpoint;
+use crate::rundir::checkpoint;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\

@@ -1,9 +1,9 @@
-//! The clap definitions: the top-level command, the global options, the subcommands.
+//! The clap definitions: the top-level command and the subcommands (the global
+//! options are `global.rs`).
 
-use std::path::PathBuf;
+use clap::{Parser, Subcommand};
 
-use clap::{Args, Parser, Subcommand};
-
+use super::global::GlobalArgs;
 use super::{
     advise, agent, backup, checkpoint, compare, dataset, doctor, gc, generate, models, node_setup,
     report, runs, status, submit, tune, validate, watch,
@@ -25,24 +25,6 @@ pub struct Cli {
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Options every subcommand accepts.
-#[derive(Debug, Clone, Args)]
-pub struct GlobalArgs {
-    /// Site file to read instead of /etc/yolo-sched/site.toml.
-    #[arg(long, global = true, env = crate::config::SITE_ENV, value_name = "FILE")]
-    pub site: Option<PathBuf>,
-
-    /// When to colour output: auto (a terminal without NO_COLOR), always or never.
-    #[arg(
-        long,
-        global = true,
-        value_name = "WHEN",
-        default_value = "auto",
-        env = "YOLO_SCHED_COLOR"
-    )]
-    pub color: crate::printer::ColorChoice,
 }
 
 #[derive(Debug, Subcommand)]

@@ -157,7 +157,7 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
         }
         manifests
     };
-    let refs: Vec<&crate::run::Manifest> = manifests.iter().collect();
+    let refs: Vec<&crate::rundir::manifest::Manifest> = manifests.iter().collect();
     let view = query::ask_slurm(&ctx.slurm, &refs);
     if let Some(e) = &view.error {
         ctx.printer.warn(format!(
@@ -226,5 +226,5 @@ pub fn run(ctx: &mut Context, args: &CompareArgs) -> Result<i32> {
 pub(super) fn registry_rows(ctx: &mut Context) -> Result<(Vec<compare::Row>, Vec<String>)> {
     let site = crate::registry::SiteRegistry::from_site(ctx.site()?)?;
     let reg = crate::registry::Registry::open(site.require()?)?;
-    reg.board_rows(&crate::registry::Caller::current())
+    compare::registry::rows(&reg, &crate::registry::Caller::current())
 }

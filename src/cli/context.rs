@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::GlobalArgs;
+use super::global::GlobalArgs;
 use crate::config::Site;
 use crate::printer::Printer;
 use crate::slurm::Slurm;

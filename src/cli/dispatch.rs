@@ -38,7 +38,7 @@ pub fn execute(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Gc(args) => gc::run(&mut ctx, &args),
         Command::Doctor(args) => doctor::run(&mut ctx, &args),
-        Command::Generate(args) => generate::run(&args),
+        Command::Generate(args) => generate::run(&args, <Cli as clap::CommandFactory>::command()),
         Command::Submit(args) => submit::run(&mut ctx, &args),
         Command::Validate(args) => validate::run(&mut ctx, &args),
         Command::Dataset(args) => dataset::run(&mut ctx, &args),

@@ -17,6 +17,7 @@ mod dispatch;
 pub(crate) mod doctor;
 pub(crate) mod gc;
 pub(crate) mod generate;
+mod global;
 pub(crate) mod models;
 pub(crate) mod node_setup;
 pub(crate) mod report;
@@ -28,6 +29,6 @@ pub(crate) mod validate;
 pub(crate) mod watch;
 
 pub use command::Cli;
-pub(crate) use command::{Command, GlobalArgs};
+pub(crate) use command::Command;
 pub(crate) use context::Context;
 pub use dispatch::run_main;

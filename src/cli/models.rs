@@ -11,11 +11,10 @@ use serde::Serialize;
 
 use super::args::JsonArg;
 use super::Context;
+use crate::audit::AuditRecord;
 use crate::error::invalid;
-use crate::registry::{
-    self, Caller, ModelRecord, ModelRef, Registry, Right, Selector, SiteRegistry,
-};
-use crate::run::audit::AuditRecord;
+use crate::names::model::{ModelRef, Selector};
+use crate::registry::{self, Caller, ModelRecord, Registry, Right, SiteRegistry};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -255,12 +254,12 @@ fn exact(text: &str) -> Result<(String, u32)> {
 }
 
 fn publisher(name: &str, common: &VersionArgs) -> Result<registry::Publisher> {
-    registry::names::check_name(name).map_err(invalid)?;
+    crate::names::model::check_name(name).map_err(invalid)?;
     if let Some(n) = &common.note {
-        registry::names::check_note(n).map_err(invalid)?;
+        crate::names::model::check_note(n).map_err(invalid)?;
     }
     if let Some(a) = &common.account {
-        registry::names::check_account(a).map_err(|e| invalid(format!("--account: {e}")))?;
+        crate::names::model::check_account(a).map_err(|e| invalid(format!("--account: {e}")))?;
     }
     let caller = Caller::current();
     registry::Publisher::under_account(
@@ -411,7 +410,7 @@ fn metric(m: Option<f64>) -> String {
 
 fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
     if let Some(n) = &args.name {
-        registry::names::check_name(n).map_err(invalid)?;
+        crate::names::model::check_name(n).map_err(invalid)?;
     }
     super::args::check_name("--account", &args.account)?;
     let reg = open(ctx)?;
@@ -651,7 +650,7 @@ struct Changed {
 
 fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
     let (name, version) = exact(&args.model)?;
-    registry::names::check_tag(&args.tag).map_err(invalid)?;
+    crate::names::model::check_tag(&args.tag).map_err(invalid)?;
     let (reg, caller, l) = managed(ctx, &name, version, "models tag")?;
     let mut out = Changed {
         model: l.record.id(),

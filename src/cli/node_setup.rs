@@ -10,12 +10,12 @@ use serde::Serialize;
 
 use super::args::{JsonArg, NvmlLibArg};
 use super::Context;
+use crate::audit::AuditRecord;
 use crate::error::invalid;
 use crate::mig::named_layouts;
 use crate::nodesetup::{self, Applied, Options, Prepared};
 use crate::nvml::Topology;
 use crate::printer::Printer;
-use crate::run::audit::AuditRecord;
 
 use crate::nodesetup::site::{
     SiteSection as NodeSetupSection, DEFAULT_GRES_CONF, DEFAULT_RECONFIGURE, DEFAULT_RESET,

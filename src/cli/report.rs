@@ -112,7 +112,7 @@ pub fn run(ctx: &mut Context, args: &ReportArgs) -> Result<i32> {
         runs_dir: args
             .runs_dir
             .clone()
-            .or_else(|| crate::run::manifest::index_dir().ok()),
+            .or_else(|| crate::rundir::manifest::index_dir().ok()),
         leaderboard: format == Format::Html,
         runs_through_slurm: args.runs_dir.is_none()
             && (args.user.is_some() || args.account.is_some()),

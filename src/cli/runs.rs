@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::args::{JsonArg, RunArg};
 use super::Context;
+use crate::audit::{self, AuditRecord};
 use crate::error::invalid;
-use crate::run::audit::{self, AuditRecord};
 use crate::run::{query, resume};
 
 #[derive(Debug, Args)]
@@ -207,7 +207,9 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
     audit::Trail::from_site(ctx.site()?)?;
     let _lock = resume::lock_run(&manifest)?;
     // Read again under the lock: another resume may just have finished.
-    manifest = crate::run::Manifest::load(&crate::run::Manifest::path_in(&manifest.workdir))?;
+    manifest = crate::rundir::manifest::Manifest::load(
+        &crate::rundir::manifest::Manifest::path_in(&manifest.workdir),
+    )?;
     let (mut st, error) = query::run_status(&ctx.slurm, &manifest);
     if let Some(e) = error {
         return Err(anyhow::anyhow!(

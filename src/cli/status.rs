@@ -69,7 +69,7 @@ fn stage_summary(s: &StageStatus) -> String {
 
 /// One training's progress: epoch, best mAP so far, and the final
 /// validation of best.pt once Ultralytics printed it.
-fn one_progress(p: &crate::run::status::TrainProgress) -> String {
+fn one_progress(p: &crate::rundir::ultralytics::TrainProgress) -> String {
     let mut d = match p.epochs {
         Some(n) => format!("epoch {} of {n}", p.epoch),
         None => format!("epoch {}", p.epoch),
@@ -87,7 +87,7 @@ fn one_progress(p: &crate::run::status::TrainProgress) -> String {
 }
 
 /// The exported ONNX model, validated as deployed.
-fn onnx_text(v: &crate::run::status::FinalValidation) -> String {
+fn onnx_text(v: &crate::rundir::ultralytics::FinalValidation) -> String {
     match v.inference_ms_per_image {
         Some(ms) => format!("ONNX: mAP50 {:.3}, {ms:.1} ms/image", v.map50),
         None => format!("ONNX: mAP50 {:.3}", v.map50),
@@ -422,7 +422,7 @@ pub struct ListRow {
 
 impl ListRow {
     pub fn new(
-        m: &crate::run::Manifest,
+        m: &crate::rundir::manifest::Manifest,
         submitted_at: chrono::DateTime<chrono::Utc>,
         st: &RunStatus,
     ) -> ListRow {
@@ -464,13 +464,13 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
     let mut submitted = Vec::new();
     let mut gone = 0;
     for e in entries.iter().take(args.limit) {
-        let path = crate::run::Manifest::path_in(&e.workdir);
+        let path = crate::rundir::manifest::Manifest::path_in(&e.workdir);
         if !path.exists() {
             // The run directory was removed: the run is gone, not broken.
             gone += 1;
             continue;
         }
-        match crate::run::Manifest::load(&path) {
+        match crate::rundir::manifest::Manifest::load(&path) {
             Ok(mut m) => {
                 // The job files are where the manifest was found (as in `report`).
                 m.workdir = e.workdir.clone();
@@ -485,7 +485,7 @@ pub fn list(ctx: &mut Context, args: &ListArgs) -> Result<i32> {
             "yolo-sched: {gone} run(s) in the index have no run directory any more; not listed"
         ));
     }
-    let refs: Vec<&crate::run::Manifest> = manifests.iter().collect();
+    let refs: Vec<&crate::rundir::manifest::Manifest> = manifests.iter().collect();
     let view = query::ask_slurm(&ctx.slurm, &refs);
     let rows: Vec<ListRow> = manifests
         .iter()

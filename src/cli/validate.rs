@@ -55,7 +55,7 @@ fn check_against_cluster(
 pub fn run(ctx: &mut Context, args: &ValidateArgs) -> Result<i32> {
     // The site file is checked as submit checks it, whatever the spec holds.
     crate::plan::Policy::from_site(ctx.site()?)?;
-    crate::run::audit::Trail::from_site(ctx.site()?)?;
+    crate::audit::Trail::from_site(ctx.site()?)?;
     crate::backup::SiteBackup::from_site(ctx.site()?)?;
     crate::registry::SiteRegistry::from_site(ctx.site()?)?;
     // The spec's own checks, then the same `check` submit runs.

@@ -277,7 +277,7 @@ mod tests {
         let mut train = stage("train", Failed, &[Failed]);
         train.progress = vec![(
             None,
-            crate::run::status::TrainProgress {
+            crate::rundir::ultralytics::TrainProgress {
                 epoch: 3,
                 epochs: Some(3),
                 best_map50_95: None,

@@ -1,18 +1,13 @@
 //! What one run recorded, per training variant: the effects half of
 //! `compare` (it reads the run's files; `compare::board` is pure).
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
 use chrono::{DateTime, Utc};
 
 use super::Row;
-use crate::run::results::{self, Epoch};
 use crate::run::status::{self, RunStatus, TaskState};
-use crate::run::Manifest;
+use crate::rundir::manifest::Manifest;
+use crate::rundir::results::{self, Epoch};
 
-/// The largest `args.yaml` or `summary.json` read.
-const SMALL_FILE_LIMIT: u64 = 1 << 20;
 /// How much of a job log's end is searched for Ultralytics' summary.
 const LOG_TAIL: u64 = 256 << 10;
 
@@ -21,24 +16,6 @@ const LOG_TAIL: u64 = 256 << 10;
 pub struct Facts {
     pub row: Row,
     pub curve: Vec<Epoch>,
-}
-
-/// Ultralytics' `args.yaml`: a flat mapping of scalars (`yaml_save` of the
-/// trainer's arguments). Only top-level `key: value` lines are read.
-pub fn parse_args_yaml(text: &str) -> BTreeMap<String, String> {
-    text.lines()
-        .filter(|l| !l.starts_with([' ', '\t', '-', '#']))
-        .filter_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            let v = v.trim();
-            let v = v
-                .strip_prefix('\'')
-                .and_then(|x| x.strip_suffix('\''))
-                .or_else(|| v.strip_prefix('"').and_then(|x| x.strip_suffix('"')))
-                .unwrap_or(v);
-            Some((k.trim().to_string(), v.to_string()))
-        })
-        .collect()
 }
 
 /// `[train]` and `[sweep]` of the spec the run was submitted with.
@@ -85,22 +62,11 @@ pub fn gpu_share(kind: &str) -> f64 {
         .map_or(1.0, |g| g / 7.0)
 }
 
-/// The dataset fingerprint the prepare stage recorded.
-pub fn recorded_fingerprint(workdir: &Path) -> Option<String> {
-    let text = crate::fsutil::read_regular(&workdir.join("prepare/summary.json"), SMALL_FILE_LIMIT)
-        .ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v.get("fingerprint")?
-        .as_str()
-        .filter(|f| !f.is_empty())
-        .map(str::to_string)
-}
-
 /// One row per training variant of a run, from its status (the one run
 /// model) and its files. `now` bounds the wall time of a running task.
 pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Facts> {
     let spec = spec_view(&manifest.spec_text);
-    let fingerprint = recorded_fingerprint(&manifest.workdir);
+    let fingerprint = crate::rundir::trained::recorded_fingerprint(&manifest.workdir);
     let files = status::read_job_files(&manifest.workdir);
     let Some(train) = st.stage("train") else {
         return Vec::new();
@@ -114,12 +80,14 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
     let swept = spec.swept.clone();
     let mut out = Vec::new();
     for task in &train.tasks {
-        let dir = crate::run::layout::train_dir(task.task);
+        let dir = crate::rundir::layout::train_dir(task.task);
         let workdir = &manifest.workdir;
-        let args =
-            crate::fsutil::read_regular(&workdir.join(&dir).join("args.yaml"), SMALL_FILE_LIMIT)
-                .map(|t| parse_args_yaml(&t))
-                .unwrap_or_default();
+        let args = crate::fsutil::read_regular(
+            &workdir.join(&dir).join("args.yaml"),
+            crate::rundir::trained::SMALL_FILE_LIMIT,
+        )
+        .map(|t| crate::rundir::trained::parse_args_yaml(&t))
+        .unwrap_or_default();
         let curve = results::read(&workdir.join(&dir).join("results.csv")).unwrap_or_default();
         let best = results::best(&curve);
         let max_of = |f: fn(&Epoch) -> Option<f64>| curve.iter().filter_map(f).reduce(f64::max);
@@ -153,10 +121,10 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
         // Inference per image: the exported model first, then the val stage,
         // then training's own final validation of best.pt.
         let log = |stage: &str| {
-            status::read_tail(
+            crate::fsutil::read_tail(
                 &workdir
-                    .join(crate::run::layout::LOGS)
-                    .join(crate::run::layout::log_file(stage, task.task)),
+                    .join(crate::rundir::layout::LOGS)
+                    .join(crate::rundir::layout::log_file(stage, task.task)),
                 LOG_TAIL,
             )
         };
@@ -168,7 +136,7 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
             .stage("val")
             .filter(|s| s.state == TaskState::Completed)
             .and_then(|_| log("val"))
-            .and_then(|l| status::validation_summary(&l))
+            .and_then(|l| crate::rundir::ultralytics::validation_summary(&l))
             .and_then(|v| v.inference_ms_per_image);
         let trained = train
             .progress
@@ -190,7 +158,7 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
         let epochs = args
             .get("epochs")
             .and_then(|e| e.parse().ok())
-            .or_else(|| status::epochs_of(manifest));
+            .or_else(|| crate::rundir::ultralytics::epochs_of(manifest));
         let row = Row {
             rank: None,
             id: match task.task {
@@ -233,7 +201,7 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
 /// `list` and `report` read them), and a line for each that could not be read.
 /// Entries whose run directory is gone are left out silently.
 pub fn load_manifests(
-    entries: &[crate::run::manifest::IndexEntry],
+    entries: &[crate::rundir::manifest::IndexEntry],
 ) -> (Vec<Manifest>, Vec<String>) {
     let mut manifests = Vec::new();
     let mut warnings = Vec::new();
@@ -259,7 +227,7 @@ mod tests {
 
     #[test]
     fn args_yaml_is_read_flat() {
-        let a = parse_args_yaml(
+        let a = crate::rundir::trained::parse_args_yaml(
             "task: detect\nmodel: yolov8n.yaml\ndata: /d/pcb/data.yaml\nimgsz: 64\nname: 'train-1'\nlr0: 0.02\nnested:\n  x: 1\n",
         );
         assert_eq!(a["model"], "yolov8n.yaml");

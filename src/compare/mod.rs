@@ -3,7 +3,7 @@
 //!
 //! Nothing here decides a run's state: each run goes through
 //! `run::status::of_run` (the one run model), and training progress comes
-//! from `results.csv` through `run::results`. `facts` reads what one run
+//! from `results.csv` through `rundir::results`. `facts` reads what one run
 //! wrote (`train[-N]/args.yaml`, `results.csv`, `prepare/summary.json`, the
 //! val and export logs); `board` is pure: filter, group by dataset, rank.
 //!
@@ -17,6 +17,7 @@
 
 mod board;
 pub(crate) mod facts;
+pub(crate) mod registry;
 pub(crate) mod render;
 mod row;
 

@@ -149,7 +149,7 @@ pub fn csv(board: &Board) -> String {
     let line = |cells: Vec<String>| {
         let mut l = cells
             .iter()
-            .map(|c| crate::report::render::csv::field(c))
+            .map(|c| crate::csv::field(c))
             .collect::<Vec<_>>()
             .join(",");
         l.push_str("\r\n");

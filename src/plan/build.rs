@@ -698,7 +698,7 @@ mod tests {
 
     fn pool_policy(max_gpus: Option<u32>) -> Policy {
         let mut policy = Policy::default();
-        policy.pools.exclusive = Some(gpu::Pool {
+        policy.pools.exclusive = Some(crate::plan::pools::Pool {
             partition: Some("pool".into()),
             types: None,
             max_gpus,

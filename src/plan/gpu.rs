@@ -12,9 +12,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::estimate::Estimate;
+use super::pools::{Pool, Pools};
 
 /// Usable memory (GiB) of MIG profiles as `nvidia-smi mig -lgip` reports it:
 /// less than the name says. A100-40GB, A100-80GB, H100-80GB, H200-141GB.
@@ -63,41 +64,6 @@ pub fn parse_mig_profile(name: &str) -> Option<(u32, u32)> {
 
 pub fn is_mig_profile(name: &str) -> bool {
     parse_mig_profile(name).is_some()
-}
-
-/// The site's pools and memory overrides (`[pools]`, `[gpu_memory]`).
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Pools {
-    /// Small jobs: MIG slices.
-    pub mig: Option<Pool>,
-    /// Medium jobs: shards of GPUs without MIG.
-    pub shared: Option<SharedPool>,
-    /// Large jobs: whole GPUs.
-    pub exclusive: Option<Pool>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Pool {
-    /// Partition the pool's jobs go to (else the spec's, else Slurm's default).
-    pub partition: Option<String>,
-    /// GRES types that belong to the pool (else every type of its kind).
-    pub types: Option<Vec<String>>,
-    /// The exclusive pool only: the most whole GPUs of one node one training
-    /// may take. `auto` splits a training over several GPUs only when this is
-    /// 2 or more; a count the spec names is checked against it when set.
-    pub max_gpus: Option<u32>,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SharedPool {
-    pub partition: Option<String>,
-    /// Memory one shard stands for, GiB: `shard:N` with N = ceil(need / shard_gib).
-    pub shard_gib: f64,
-    /// Jobs needing more than this go to the exclusive pool.
-    pub max_gib: f64,
 }
 
 /// What the cluster offers and what the site allows.
@@ -664,7 +630,7 @@ mod tests {
     fn the_shared_pool_takes_medium_jobs_when_configured() {
         let mut offer = local_cluster();
         offer.gpu_types.remove("2g.10gb");
-        offer.pools.shared = Some(SharedPool {
+        offer.pools.shared = Some(crate::plan::pools::SharedPool {
             partition: Some("shared".into()),
             shard_gib: 4.0,
             max_gib: 16.0,

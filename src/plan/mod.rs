@@ -10,6 +10,7 @@ pub mod estimate;
 pub mod gpu;
 mod graph;
 pub(crate) mod policy;
+pub(crate) mod pools;
 pub mod resources;
 mod shape;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Deserialize;
 
-use super::gpu::Pools;
+use super::pools::Pools;
 use crate::config::Site;
 
 /// `[defaults]`: applied when a spec leaves the value out.
@@ -279,9 +279,7 @@ fn key_path(key: &str) -> Vec<String> {
 /// Seconds of a Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`,
 /// `D-HH:MM:SS`), by the same rules specs are checked with.
 pub fn parse_slurm_time(text: &str) -> Option<u64> {
-    crate::spec::values::parse_slurm_time(text)
-        .ok()
-        .map(|t| t.seconds)
+    crate::slurm::time::parse_duration(text).ok()
 }
 
 #[cfg(test)]

@@ -21,9 +21,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
 use super::access::Caller;
-use super::names::{check_name, check_tag};
 use super::record::{ModelRecord, Removal, TagMove, FORMAT, MAX_RECORD};
 use super::store::{number, Registry};
+use crate::names::model::{check_name, check_tag};
 
 /// Records read at once.
 const READ_CONCURRENCY: usize = 32;

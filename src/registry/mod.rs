@@ -19,7 +19,6 @@
 
 pub mod access;
 pub mod gc;
-pub(crate) mod names;
 pub(crate) mod publish;
 pub(crate) mod record;
 pub mod spec;
@@ -31,7 +30,6 @@ pub(crate) mod url;
 mod tests;
 
 pub use access::{Caller, Right};
-pub use names::{ModelRef, Selector};
 pub use publish::{commit, draft_from_file, draft_from_run, Publisher, Snapshot};
 pub use record::{FileEntry, Metrics, ModelRecord};
 pub use store::{Listed, Registry};

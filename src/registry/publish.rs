@@ -1,6 +1,6 @@
 //! What goes into a version: the files of a completed run (or an imported
 //! checkpoint) copied to a private snapshot, hashed as they are copied, the
-//! weights checked as a torch zip checkpoint (`run::checkpoint::check_archive`:
+//! weights checked as a torch zip checkpoint (`rundir::checkpoint::check_archive`:
 //! never unpickled), the facts for the record read from the snapshot; then
 //! the blobs uploaded verified, and only then the record written.
 
@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 use super::record::{FileEntry, Metrics, ModelRecord, Source, FORMAT};
 use super::store::Registry;
 use crate::error::invalid;
-use crate::run::checkpoint::{self, CheckpointState};
-use crate::run::manifest::Manifest;
+use crate::rundir::checkpoint::{self, CheckpointState};
+use crate::rundir::manifest::Manifest;
 
 /// Who publishes, and how the version is shown.
 #[derive(Debug, Clone, Default)]
@@ -47,7 +47,7 @@ impl Publisher {
             })
             .or_else(|| caller.default_account());
         if let Some(a) = &account {
-            super::names::check_account(a).map_err(invalid)?;
+            crate::names::model::check_account(a).map_err(invalid)?;
             caller.may_publish_under(a).map_err(|e| {
                 crate::error::with_hint(
                     invalid(format!("{e}; nothing was published")),
@@ -224,14 +224,14 @@ pub fn draft_from_run(
 ) -> Result<(ModelRecord, Vec<PathBuf>)> {
     let workdir = &manifest.workdir;
     let dir = match variant {
-        Some(v) => crate::run::layout::train_dir(Some(v)),
+        Some(v) => crate::rundir::layout::train_dir(Some(v)),
         None if manifest.variants > 1 => {
             return Err(invalid(format!(
                 "run {} is a sweep of {} variants: name one with --variant N (its training directory train-N)",
                 manifest.run_id, manifest.variants
             )))
         }
-        None => crate::run::layout::train_dir(None),
+        None => crate::rundir::layout::train_dir(None),
     };
     let train = workdir.join(&dir);
     crate::fsutil::within::check(workdir, &Path::new(&dir).join("args.yaml")).map_err(|e| {
@@ -290,10 +290,10 @@ pub fn draft_from_run(
             .and_then(|t| crate::fsutil::read_regular(&t.path, 16 << 20).ok())
             .unwrap_or_default()
     };
-    let args = crate::compare::facts::parse_args_yaml(&read("args"));
-    let epochs = crate::run::results::parse(&read("results")).unwrap_or_default();
-    let best = crate::run::results::best(&epochs);
-    let max_of = |f: fn(&crate::run::results::Epoch) -> Option<f64>| {
+    let args = crate::rundir::trained::parse_args_yaml(&read("args"));
+    let epochs = crate::rundir::results::parse(&read("results")).unwrap_or_default();
+    let best = crate::rundir::results::best(&epochs);
+    let max_of = |f: fn(&crate::rundir::results::Epoch) -> Option<f64>| {
         epochs
             .iter()
             .filter_map(f)
@@ -302,12 +302,12 @@ pub fn draft_from_run(
     let prepare = prepare_summary(workdir);
     let trained = trainer_versions(workdir, variant);
     // The export stage's validation of the ONNX model, as its log says.
-    let export_log = crate::run::layout::log_file("export", variant);
-    let onnx = crate::run::status::read_tail(
-        &workdir.join(crate::run::layout::LOGS).join(export_log),
+    let export_log = crate::rundir::layout::log_file("export", variant);
+    let onnx = crate::fsutil::read_tail(
+        &workdir.join(crate::rundir::layout::LOGS).join(export_log),
         256 << 10,
     )
-    .and_then(|l| crate::run::status::validation_summary(&l));
+    .and_then(|l| crate::rundir::ultralytics::validation_summary(&l));
     let model = args.get("model").cloned();
     let source = Source {
         kind: "run".into(),
@@ -318,7 +318,7 @@ pub fn draft_from_run(
     };
     let files = taken.iter().map(|t| t.entry.clone()).collect();
     let record = ModelRecord {
-        fingerprint: crate::compare::facts::recorded_fingerprint(workdir),
+        fingerprint: crate::rundir::trained::recorded_fingerprint(workdir),
         data: args.get("data").cloned(),
         class_names: prepare
             .as_ref()
@@ -376,7 +376,7 @@ pub fn draft_from_file(
     let base = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| super::names::check_name(n).is_ok())
+        .filter(|n| crate::names::model::check_name(n).is_ok())
         .unwrap_or_else(|| "weights.pt".into());
     let (path, sha256, size) = snap.take(&mut f, &base)?;
     checkpoint::check_archive(&path).map_err(|e| {
@@ -426,7 +426,7 @@ fn version_in(summary: &Option<serde_json::Value>, key: &str) -> Option<String> 
 }
 
 /// The Ultralytics and torch versions a training ran with, as its train
-/// stage recorded them (`run::layout::versions_record`).
+/// stage recorded them (`rundir::layout::versions_record`).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct TrainerVersions {
     pub ultralytics: Option<String>,
@@ -437,7 +437,7 @@ pub(crate) struct TrainerVersions {
 /// directory (no link followed, at most 64 KiB); missing, unreadable or odd
 /// values are none: publishing never depends on it.
 pub(crate) fn trainer_versions(workdir: &Path, variant: Option<u32>) -> TrainerVersions {
-    let rel = crate::run::layout::versions_record(variant);
+    let rel = crate::rundir::layout::versions_record(variant);
     let read = || -> Option<serde_json::Value> {
         let f = crate::fsutil::within::open_read(workdir, Path::new(&rel)).ok()?;
         let mut text = String::new();

@@ -98,42 +98,6 @@ impl ModelRecord {
         self.files.iter().find(|f| f.role == "weights")
     }
 
-    /// This version as a leaderboard row (`compare --registry`, the HTML
-    /// page): `registry:NAME@N`, ranked with runs on the same dataset fingerprint.
-    pub(crate) fn board_row(&self) -> crate::compare::Row {
-        let m = &self.metrics;
-        crate::compare::Row {
-            rank: None,
-            id: format!("registry:{}", self.id()),
-            run_id: self.source.run_id.clone().unwrap_or_else(|| self.id()),
-            variant: self.source.variant,
-            name: self.name.clone(),
-            user: self.user.clone(),
-            submitted_at: self.created_at,
-            state: "published".into(),
-            train_state: "published".into(),
-            model: self.parent.clone(),
-            data: self.data.clone(),
-            fingerprint: self.fingerprint.clone(),
-            params: Default::default(),
-            imgsz: self.imgsz.clone(),
-            epochs_done: m.epochs.unwrap_or(0),
-            epochs: m.epochs,
-            best_epoch: m.best_epoch,
-            best_map50_95: m.map50_95,
-            best_map50: m.map50,
-            precision: m.precision,
-            recall: m.recall,
-            train_seconds: None,
-            slice: None,
-            slice_index: None,
-            slice_hours: None,
-            gpu_hours: None,
-            inference_ms: m.onnx_ms_per_image,
-            inference_of: m.onnx_ms_per_image.map(|_| "onnx".to_string()),
-        }
-    }
-
     /// Parse a stored record and check that it is the one its key names and
     /// that its files are plain: `Err` says why it is not used.
     pub fn from_stored(bytes: &[u8], name: &str, version: u32) -> Result<ModelRecord, String> {
@@ -153,14 +117,14 @@ impl ModelRecord {
             ));
         }
         if let Some(note) = &r.note {
-            super::names::check_note(note)
+            crate::names::model::check_note(note)
                 .map_err(|e| format!("record {name}@{version}: {e}; it is not used"))?;
         }
         if r.weights().is_none() {
             return Err(format!("record {name}@{version} names no weights file"));
         }
         for f in &r.files {
-            let plain_name = super::names::check_name(&f.name).is_ok();
+            let plain_name = crate::names::model::check_name(&f.name).is_ok();
             let plain_sha = f.sha256.len() == 64
                 && f.sha256.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'));
             if !plain_name || !plain_sha {

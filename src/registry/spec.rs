@@ -10,78 +10,12 @@
 use anyhow::Result;
 
 use super::access::Caller;
-use super::names::ModelRef;
 use super::store::Registry;
 use super::url::SiteRegistry;
 use crate::config::Site;
 use crate::error::{invalid, kind_of, Kind};
+use crate::names::model::{ModelRef, RegistryModel, Resolved, PREFIX};
 use crate::spec::{ArgValue, Spec, SpecErrors};
-
-/// The spelling of a registry model in a spec.
-pub const PREFIX: &str = "registry:";
-
-/// The exact version a run trains from, as the scripts use it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegistryModel {
-    /// `NAME@N`.
-    pub reference: String,
-    /// The weights' file name (`best.pt`).
-    pub file: String,
-    pub sha256: String,
-    /// The node-local directory, a shell word (`"${TMPDIR:-/tmp}/yolo-sched-models-$(id -u)"/<sha>`,
-    /// or below the dataset cache).
-    pub dir: String,
-}
-
-impl RegistryModel {
-    /// What the manifest records: `registry:NAME@N`.
-    pub fn manifest_ref(&self) -> String {
-        format!("{PREFIX}{}", self.reference)
-    }
-}
-
-/// What a spec's `registry:` models resolved to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Resolved {
-    /// The version every variant trains from: `[train] model`'s when the
-    /// sweep (if any) does not sweep `model`, or a one-variant sweep's.
-    pub single: Option<RegistryModel>,
-    /// With a sweep over `model` that names a registry model: one entry per
-    /// variant, in `Spec::sweep_variants` order (the array task's index), that
-    /// variant's version or `None` for a weights file. Empty otherwise.
-    pub variants: Vec<Option<RegistryModel>>,
-}
-
-impl Resolved {
-    /// No registry model at all.
-    pub fn is_empty(&self) -> bool {
-        self.single.is_none() && self.variants.iter().all(Option::is_none)
-    }
-
-    /// Every version the run trains from, each weights file once (by SHA-256),
-    /// in the order the variants first use them: what the prepare stage pulls.
-    pub fn distinct(&self) -> Vec<&RegistryModel> {
-        let mut out: Vec<&RegistryModel> = Vec::new();
-        for m in self.single.iter().chain(self.variants.iter().flatten()) {
-            if !out.iter().any(|o| o.sha256 == m.sha256) {
-                out.push(m);
-            }
-        }
-        out
-    }
-
-    /// The manifest's `model_ref` (the single case) and `model_refs` (one per
-    /// variant of a sweep over registry models; empty otherwise).
-    pub fn manifest_refs(&self) -> (Option<String>, Vec<Option<String>>) {
-        (
-            self.single.as_ref().map(RegistryModel::manifest_ref),
-            self.variants
-                .iter()
-                .map(|m| m.as_ref().map(RegistryModel::manifest_ref))
-                .collect(),
-        )
-    }
-}
 
 /// The error of a spec key, as invalid input at the spec's `file:line`.
 fn at(spec: &Spec, key: &str, message: String, help: Option<String>) -> anyhow::Error {

@@ -27,13 +27,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::access::{Caller, Right};
-use super::names::{check_name, check_tag};
-use super::names::{ModelRef, Selector};
 use super::record::{FileEntry, ModelRecord, Removal, TagMove, FORMAT, MAX_RECORD};
 use super::url::RegistryUrl;
 use crate::backup::store::{PutError, MAX_OBJECT};
 use crate::backup::{Credentials, Store};
 use crate::error::{invalid, with_hint};
+use crate::names::model::{check_name, check_tag};
+use crate::names::model::{ModelRef, Selector};
 
 /// Whether `e` is the store refusing the caller (S3's 403, a file the
 /// caller's Unix permissions do not open).
@@ -473,24 +473,6 @@ impl Registry {
             out.problems.extend(m.problems.into_inner());
         }
         Ok(out)
-    }
-
-    /// The leaderboard rows of every version `caller` may read that is not
-    /// removed, and the records that could not be read.
-    pub(crate) fn board_rows(
-        &self,
-        caller: &Caller,
-    ) -> Result<(Vec<crate::compare::Row>, Vec<String>)> {
-        let listing = self.list(None, caller)?;
-        Ok((
-            listing
-                .versions
-                .iter()
-                .filter(|l| !l.removed)
-                .map(|l| l.record.board_row())
-                .collect(),
-            listing.problems,
-        ))
     }
 
     /// The one version `r` means, which `caller` may read. An unknown name

@@ -7,10 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::run::manifest::Manifest;
+use crate::names::model::ModelRef;
+use crate::rundir::manifest::Manifest;
 
 fn checkpoint(extra: &str) -> Vec<u8> {
-    crate::run::checkpoint::tests::zip(&["archive/data.pkl", extra])
+    crate::rundir::checkpoint::tests::zip(&["archive/data.pkl", extra])
 }
 
 /// A finished run directory: manifest, train/{weights/{best,last}.pt, args.yaml, results.csv}.
@@ -94,7 +95,7 @@ fn publish_list_show_pull_tag_remove_round_trip() {
     assert_eq!(v1.version, 1);
     assert_eq!(v1.metrics.onnx_map50_95, Some(0.39));
     assert_eq!(v1.metrics.onnx_ms_per_image, Some(3.4));
-    let row = v1.board_row();
+    let row = crate::compare::registry::row_of(&v1);
     assert_eq!(row.id, "registry:pcb-detector@1");
     assert_eq!(row.inference_ms, Some(3.4));
     assert_eq!(row.best_map50_95, Some(0.42));
@@ -428,7 +429,7 @@ fn an_outsider_gets_the_newest_version_they_may_read_and_a_reason_for_the_rest()
     assert_eq!((l.versions.len(), l.hidden), (1, 1));
     let l = reg.list(None, &member()).unwrap();
     assert_eq!((l.versions.len(), l.hidden), (2, 0));
-    let (rows, _) = reg.board_rows(&outsider()).unwrap();
+    let (rows, _) = crate::compare::registry::rows(&reg, &outsider()).unwrap();
     assert_eq!(
         rows.len(),
         1,
@@ -799,7 +800,7 @@ fn a_sweep_of_one_variant_is_a_single_training_with_its_values() {
 fn scripts_of(
     spec: &crate::spec::Spec,
     plan: &crate::plan::Plan,
-    resolved: &crate::registry::spec::Resolved,
+    resolved: &crate::names::model::Resolved,
     run_id: &str,
     base_dir: &Path,
 ) -> Vec<crate::render::scripts::StageScript> {

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::backup::BackupUrl;
 use crate::config::Site;
 use crate::error::invalid;
+use crate::names::backup_url::BackupUrl;
 
 /// The keys of `[registry]` in the site file.
 pub const SITE_KEYS: &[&str] = &["url"];

@@ -146,7 +146,7 @@ struct ScriptCtx<'a> {
     val: Option<ValCtx>,
     export: Option<ExportCtx>,
     tune: Option<TuneCtx>,
-    /// The run directory's names (`run::layout`), so no template spells them.
+    /// The run directory's names (`rundir::layout`), so no template spells them.
     layout: LayoutCtx,
 }
 
@@ -195,8 +195,8 @@ pub fn absolute_in(base: &Path, p: &str) -> String {
 pub fn log_path(workdir: &Path, stage: StageKind, array: bool) -> PathBuf {
     let name = stage_name(stage);
     workdir
-        .join(crate::run::layout::LOGS)
-        .join(crate::run::layout::log_pattern(name, array))
+        .join(crate::rundir::layout::LOGS)
+        .join(crate::rundir::layout::log_pattern(name, array))
 }
 
 pub struct RenderInput<'a> {
@@ -213,7 +213,7 @@ pub struct RenderInput<'a> {
     pub font: Option<&'a Path>,
     /// The registry versions the spec's `registry:` models resolved to
     /// (`[train] model`, or per variant of a sweep over `model`).
-    pub models: &'a crate::registry::spec::Resolved,
+    pub models: &'a crate::names::model::Resolved,
     /// `[tune]`: the Python with Optuna the ask and tell jobs run (`submit
     /// --python`); `None`: the one beside `yolo`, else `python3`.
     pub python: Option<&'a str>,
@@ -232,9 +232,9 @@ pub fn device_list(gpus: u64) -> String {
 /// The registry versions of a sweep's variants, each with the array tasks
 /// that train from it as a `case` pattern (`0|3`), in first-use order.
 fn task_models(
-    variants: &[Option<crate::registry::spec::RegistryModel>],
-) -> Vec<(String, &crate::registry::spec::RegistryModel)> {
-    let mut out: Vec<(String, &crate::registry::spec::RegistryModel)> = Vec::new();
+    variants: &[Option<crate::names::model::RegistryModel>],
+) -> Vec<(String, &crate::names::model::RegistryModel)> {
+    let mut out: Vec<(String, &crate::names::model::RegistryModel)> = Vec::new();
     for (task, m) in variants.iter().enumerate() {
         let Some(m) = m else { continue };
         match out.iter_mut().find(|(_, o)| *o == m) {
@@ -272,7 +272,7 @@ fn render_stage(
         .as_ref()
         .and_then(|p| p.cache.as_ref())
         .map(|c| minijinja::Value::from_safe_string(c.shell_word()));
-    let registry_ctx = |m: &crate::registry::spec::RegistryModel| RegistryCtx {
+    let registry_ctx = |m: &crate::names::model::RegistryModel| RegistryCtx {
         reference: m.reference.clone(),
         dir: minijinja::Value::from_safe_string(m.dir.clone()),
         file: m.file.clone(),
@@ -322,13 +322,13 @@ fn render_stage(
             .collect(),
         yolo_sched: input.yolo_sched.display().to_string(),
         layout: LayoutCtx {
-            train: crate::run::layout::TRAIN,
-            state: crate::run::layout::STATE,
-            start: crate::run::layout::START,
-            end: crate::run::layout::END,
-            guard: crate::run::layout::GUARD,
-            versions: crate::run::layout::VERSIONS,
-            tune: crate::run::layout::TUNE,
+            train: crate::rundir::layout::TRAIN,
+            state: crate::rundir::layout::STATE,
+            start: crate::rundir::layout::START,
+            end: crate::rundir::layout::END,
+            guard: crate::rundir::layout::GUARD,
+            versions: crate::rundir::layout::VERSIONS,
+            tune: crate::rundir::layout::TUNE,
         },
         yolo: input.yolo.to_string(),
         font: input.font.map(|f| f.display().to_string()),
@@ -338,8 +338,8 @@ fn render_stage(
         export: None,
         tune: spec.tune.as_ref().map(|_| TuneCtx {
             python: input.python.unwrap_or("").to_string(),
-            program: crate::run::layout::TUNE_PROGRAM,
-            settings: crate::run::layout::TUNE_SETTINGS,
+            program: crate::rundir::layout::TUNE_PROGRAM,
+            settings: crate::rundir::layout::TUNE_SETTINGS,
         }),
     };
 

@@ -8,7 +8,7 @@ use super::model;
 /// The leaderboard of these runs (`compare`'s board, every run, default
 /// sort) and the curve of each of its rows.
 pub(super) fn leaderboard(
-    manifests: &[crate::run::Manifest],
+    manifests: &[crate::rundir::manifest::Manifest],
     statuses: &[crate::run::status::RunStatus],
     extra: &[crate::compare::Row],
 ) -> Result<(Option<crate::compare::Board>, Vec<model::Curve>, u64)> {

@@ -198,7 +198,7 @@ fn is_zero(n: &u64) -> bool {
 pub struct Curve {
     /// The leaderboard row's id (`<run>` or `<run>/train-N`).
     pub id: String,
-    pub epochs: Vec<crate::run::results::Epoch>,
+    pub epochs: Vec<crate::rundir::results::Epoch>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

@@ -28,9 +28,6 @@ const USABLE_GIB: &[(&str, f64)] = &[
     ("3g.71gb", 69.5),
 ];
 
-/// Headroom added to a measured peak: peaks vary between epochs.
-pub const MEASURED_HEADROOM: f64 = 1.10;
-
 /// Usable GiB of a profile name: the table, else 0.88 × the GB in a
 /// `<n>g.<m>gb` name (the lowest ratio in the table), else `None` (a whole
 /// GPU such as `a100`, larger than any slice).
@@ -70,7 +67,11 @@ pub fn hints(manifests: &[Manifest], available: &[String]) -> RightSizing {
                 continue;
             }
             let (basis, memory, needed) = match (stage.peak_gib, stage.estimate_gib) {
-                (Some(peak), _) => ("measured", peak, peak * MEASURED_HEADROOM),
+                (Some(peak), _) => (
+                    "measured",
+                    peak,
+                    peak * crate::advise::need::MEASURED_HEADROOM,
+                ),
                 (None, Some(est)) => ("estimate", est, est),
                 (None, None) => continue,
             };

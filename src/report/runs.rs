@@ -11,15 +11,15 @@
 //! runs' jobs out of the listing, and counting.
 //!
 //! What it reads: `<runs dir>/<run_id>.json`, the index entries `submit`
-//! writes (`run::manifest::IndexEntry`), each pointing at
-//! `<workdir>/manifest.json` (`run::Manifest`).
+//! writes (`rundir::manifest::IndexEntry`), each pointing at
+//! `<workdir>/manifest.json` (`rundir::manifest::Manifest`).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::model::{RunRow, Runs, StageFailures, StateCount, Unreadable};
-use crate::run::manifest::{IndexEntry, Manifest as RunManifest};
 use crate::run::status::{AcctRow, RunStatus, TaskState};
+use crate::rundir::manifest::{IndexEntry, Manifest as RunManifest};
 use crate::slurm::listing::{parse_line, QueueLine, SEPARATOR};
 use crate::slurm::squeue::{parse_task_list, QueueRow};
 

@@ -151,7 +151,7 @@ mod tests {
     use super::*;
 
     fn t(s: &str) -> NaiveDateTime {
-        crate::slurm::listing::parse_time(s).unwrap()
+        crate::slurm::time::parse_time(s).unwrap()
     }
 
     #[test]

@@ -3,9 +3,10 @@
 
 use anyhow::{anyhow, Result};
 
-use super::audit::AuditRecord;
+use super::query;
 use super::status::{Source, TaskState};
-use super::{query, Manifest};
+use crate::audit::AuditRecord;
+use crate::rundir::manifest::Manifest;
 use crate::slurm::Slurm;
 
 /// What a cancel did (or, on a dry run, would do).

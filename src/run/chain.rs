@@ -15,8 +15,9 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 
-use super::journal::{Journal, COMMENT_PREFIX};
+use super::journal::Journal;
 use crate::plan::DepKind;
+use crate::slurm::comment::COMMENT_PREFIX;
 use crate::slurm::sbatch::{self, Answer};
 use crate::slurm::{squeue, Slurm};
 use crate::spec::StageKind;

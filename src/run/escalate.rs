@@ -12,11 +12,11 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use super::Manifest;
 use crate::error::invalid;
 use crate::plan::gpu::Offer;
 use crate::plan::resources::{self, GpuAsk, Stage, Wants};
 use crate::plan::Policy;
+use crate::rundir::manifest::Manifest;
 use crate::slurm::cluster::Cluster;
 
 /// What `--gpu` asks for.
@@ -395,7 +395,7 @@ pub fn prepare_from_job(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::manifest::{Attempt, StageRecord, SCHEMA_VERSION};
+    use crate::rundir::manifest::{Attempt, StageRecord, SCHEMA_VERSION};
 
     fn cluster() -> Cluster {
         crate::slurm::cluster::parse(include_str!("../../tests/data/scontrol-shape-22.05.txt"))
@@ -463,7 +463,7 @@ mod tests {
 
     fn pool_policy(max_gpus: u32) -> Policy {
         let mut p = Policy::default();
-        p.pools.exclusive = Some(crate::plan::gpu::Pool {
+        p.pools.exclusive = Some(crate::plan::pools::Pool {
             partition: Some("pool".into()),
             types: None,
             max_gpus: Some(max_gpus),

@@ -26,10 +26,8 @@ use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::slurm::comment::{comment, parse_comment, COMMENT_PREFIX};
 use crate::slurm::{squeue, Slurm};
-
-/// What every job comment of yolo-sched starts with.
-pub const COMMENT_PREFIX: &str = "yolo-sched:";
 
 /// The biggest journal entry read (a few hundred bytes in practice).
 const MAX_ENTRY: u64 = 1 << 20;
@@ -79,35 +77,7 @@ pub struct Journal {
 }
 
 pub fn journal_dir() -> Result<PathBuf> {
-    Ok(super::manifest::state_dir()?.join("submissions"))
-}
-
-/// The `--comment` of one stage's job.
-pub fn comment(run_id: &str, token: &str, stage: &str) -> String {
-    format!("{COMMENT_PREFIX}{run_id}:{token}:{stage}")
-}
-
-/// What a job's comment says: the run, and (for jobs submitted with a
-/// journal) the submission token and stage.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tag<'a> {
-    pub run_id: &'a str,
-    pub token: Option<&'a str>,
-    pub stage: Option<&'a str>,
-}
-
-pub fn parse_comment(c: &str) -> Option<Tag<'_>> {
-    // What follows the first space is the job agent's measurement
-    // (`advise::need`), not part of the tag.
-    let c = c.split(' ').next().unwrap_or(c);
-    let rest = c.strip_prefix(COMMENT_PREFIX)?;
-    let mut parts = rest.splitn(3, ':');
-    let run_id = parts.next().filter(|r| !r.is_empty())?;
-    Some(Tag {
-        run_id,
-        token: parts.next(),
-        stage: parts.next(),
-    })
+    Ok(crate::rundir::manifest::state_dir()?.join("submissions"))
 }
 
 impl Journal {
@@ -388,8 +358,8 @@ fn recover_one(
     }
     done.cancelled = held;
     if entry.purpose == Purpose::Submit {
-        let path = super::Manifest::path_in(&entry.workdir);
-        if let Ok(m) = super::Manifest::load(&path) {
+        let path = crate::rundir::manifest::Manifest::path_in(&entry.workdir);
+        if let Ok(m) = crate::rundir::manifest::Manifest::load(&path) {
             if m.run_id == entry.run_id {
                 if !dry_run {
                     m.discard()?;
@@ -404,6 +374,7 @@ fn recover_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slurm::comment::Tag;
 
     #[test]
     fn comments_round_trip_and_old_comments_still_name_their_run() {

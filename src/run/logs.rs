@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 
-use super::{query, Manifest};
+use super::query;
 use crate::error::invalid;
+use crate::rundir::manifest::Manifest;
 use crate::slurm::Slurm;
 
 /// The most read from a log at once before it is handed on.
@@ -32,9 +33,9 @@ pub fn log_path(manifest: &Manifest, stage: &str, task: Option<u32>) -> Result<P
                 names.join(", ")
             ))
         })?;
-    let logs = manifest.workdir.join(super::layout::LOGS);
+    let logs = manifest.workdir.join(crate::rundir::layout::LOGS);
     if record.tasks <= 1 {
-        return Ok(logs.join(super::layout::log_file(&record.stage, None)));
+        return Ok(logs.join(crate::rundir::layout::log_file(&record.stage, None)));
     }
     let task = task.ok_or_else(|| {
         invalid(format!(
@@ -49,7 +50,7 @@ pub fn log_path(manifest: &Manifest, stage: &str, task: Option<u32>) -> Result<P
             record.tasks - 1
         )));
     }
-    Ok(logs.join(super::layout::log_file(&record.stage, Some(task))))
+    Ok(logs.join(crate::rundir::layout::log_file(&record.stage, Some(task))))
 }
 
 /// Hand everything in `path` from `offset` on to `sink`; the new offset, or

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::manifest::{index_dir, IndexEntry, Manifest};
 use super::status::{self, AcctRow, RunStatus, TaskState};
 use crate::error::invalid;
+use crate::rundir::manifest::{index_dir, IndexEntry, Manifest};
 use crate::slurm::squeue::{self, QueueRow};
 use crate::slurm::Slurm;
 
@@ -73,13 +73,16 @@ pub fn find_run(id: &str) -> Result<Manifest> {
         ));
     }
     let as_path = PathBuf::from(id);
-    if as_path.join(super::manifest::MANIFEST_FILE).is_file() {
+    if as_path
+        .join(crate::rundir::manifest::MANIFEST_FILE)
+        .is_file()
+    {
         return load_from(&as_path);
     }
     if as_path.is_file()
         && as_path
             .file_name()
-            .is_some_and(|n| n == super::manifest::MANIFEST_FILE)
+            .is_some_and(|n| n == crate::rundir::manifest::MANIFEST_FILE)
     {
         return load_from(as_path.parent().unwrap_or(Path::new(".")));
     }

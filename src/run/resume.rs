@@ -18,10 +18,10 @@ use serde::Serialize;
 use super::chain::{self as submitter, JobRequest, SubmittedJob};
 use super::escalate::GpuChange;
 use super::journal::{Journal, Phase, Purpose};
-use super::manifest::{Attempt, Manifest};
 use super::status::{RunState, RunStatus, TaskState};
 use crate::error::invalid;
 use crate::plan::DepKind;
+use crate::rundir::manifest::{Attempt, Manifest};
 use crate::slurm::Slurm;
 use crate::spec::StageKind;
 
@@ -60,7 +60,7 @@ pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan
             manifest.run_id
         )));
     }
-    if super::status::is_search(manifest) {
+    if super::tune::is_search(manifest) {
         return plan_search(manifest, status);
     }
     let from = status
@@ -108,7 +108,7 @@ pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan
         };
         for v in variants {
             // A task exists only for a sweep of several variants (layout's one rule).
-            let dir = super::layout::train_dir(v.filter(|_| manifest.variants > 1));
+            let dir = crate::rundir::layout::train_dir(v.filter(|_| manifest.variants > 1));
             let best = manifest.workdir.join(&dir).join("weights").join("best.pt");
             if !best.exists() {
                 return Err(anyhow!(
@@ -338,7 +338,7 @@ pub fn requests(
     let export: Vec<(String, String)> = yolo
         .map(|y| vec![("YOLO_SCHED_RUN_YOLO".to_string(), y.to_string())])
         .unwrap_or_default();
-    if plan.batches.is_some() || super::status::is_search(manifest) {
+    if plan.batches.is_some() || super::tune::is_search(manifest) {
         if gpu.is_some() {
             return Err(invalid(format!(
                 "run {} is a search: `--gpu` does not apply (every trial trains on the slice planned for the search)",

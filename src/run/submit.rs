@@ -22,15 +22,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 
-use super::audit::{AuditRecord, Paths};
 use super::chain::{self, JobRequest, SubmittedJob};
 use super::journal::{self, Journal, Phase, Purpose};
-use super::manifest::{self, Attempt, Manifest, StageRecord};
+use crate::audit::{AuditRecord, Paths};
 use crate::config::Site;
 use crate::error::invalid;
 use crate::plan::{self, stage_name, Plan, Policy};
 use crate::render::scripts::{render_all, RenderInput};
 use crate::render::Templates;
+use crate::rundir::manifest::{self, Attempt, Manifest, StageRecord};
 use crate::slurm::Slurm;
 use crate::spec::{Spec, SpecErrors};
 
@@ -139,7 +139,7 @@ pub fn submit(
         },
     )?;
 
-    use super::layout::{LOGS, SCRIPTS, STATE};
+    use crate::rundir::layout::{LOGS, SCRIPTS, STATE};
     for sub in [SCRIPTS, LOGS, STATE] {
         let dir = workdir.join(sub);
         std::fs::create_dir_all(&dir).map_err(|e| {
@@ -158,8 +158,8 @@ pub fn submit(
     // A search's program and settings, beside the scripts.
     let tune_files = match &spec.tune {
         Some(t) => Some((
-            workdir.join(super::layout::TUNE_PROGRAM),
-            workdir.join(super::layout::TUNE_SETTINGS),
+            workdir.join(crate::rundir::layout::TUNE_PROGRAM),
+            workdir.join(crate::rundir::layout::TUNE_SETTINGS),
             super::tune::settings_json(&spec, t, &run_id)?,
         )),
         None => None,
@@ -309,7 +309,7 @@ pub(crate) fn finish_if_clean(slurm: &Slurm, journal: Journal) {
 fn dry_run_jobs(run_id: &str, requests: &[JobRequest]) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for req in requests {
-        let comment = journal::comment(run_id, "<token>", stage_name(req.kind));
+        let comment = crate::slurm::comment::comment(run_id, "<token>", stage_name(req.kind));
         let (args, dependency) =
             chain::sbatch_args_with(req, &comment, |s| Some(format!("<{}>", stage_name(s))))?;
         jobs.push(Job {
@@ -335,7 +335,7 @@ pub struct Checked {
     pub paths: Paths,
     /// The `registry:` models, each resolved to one exact version (per
     /// variant for a sweep over `model`).
-    pub registry: crate::registry::spec::Resolved,
+    pub registry: crate::names::model::Resolved,
 }
 
 /// The one check of a parsed spec against the site, shared by `validate` and
@@ -352,7 +352,7 @@ pub fn check(
 ) -> Result<Result<Checked, SpecErrors>> {
     let policy = Policy::from_site(site)?;
     // Where the record of a submission goes, checked before any change.
-    super::audit::Trail::from_site(site)?;
+    crate::audit::Trail::from_site(site)?;
     // The memory guard's settings (spec [guard] within the site's limits).
     crate::agent::check_spec(site, &spec)?;
     // The backup place (the store itself is tried by `submit` only).
@@ -370,7 +370,7 @@ pub fn check(
     let registry = if errors.is_empty() {
         crate::registry::spec::resolve_in_spec(site, &mut spec)?
     } else {
-        crate::registry::spec::Resolved::default()
+        crate::names::model::Resolved::default()
     };
     errors.extend(resolve_weights(&mut spec, &policy, &paths, has_registry));
     if workdir_flag.is_none() {

@@ -18,9 +18,9 @@ use anyhow::Result;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::journal::parse_comment;
-use super::manifest::{Attempt, Manifest, StageRecord, SCHEMA_VERSION};
 use super::status::{self, AcctRow, RunStatus};
+use crate::rundir::manifest::{Attempt, Manifest, StageRecord, SCHEMA_VERSION};
+use crate::slurm::comment::parse_comment;
 use crate::slurm::sacct;
 use crate::slurm::squeue::{self, parse_task_list, JobFacts, QueueRow, Who};
 use crate::slurm::Slurm;

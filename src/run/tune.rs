@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::chain::JobRequest;
-use super::layout;
 use crate::plan::DepKind;
+use crate::rundir::layout;
 use crate::spec::{ArgValue, Dist, Spec, StageKind, Tune};
 
 /// The program of the ask and tell jobs, written to `layout::TUNE_PROGRAM`.
@@ -225,9 +225,14 @@ pub struct BestTrial {
     pub yaml: std::path::PathBuf,
 }
 
+/// A `[tune]` search: its manifest has the ask stage.
+pub fn is_search(manifest: &crate::rundir::manifest::Manifest) -> bool {
+    manifest.stages.iter().any(|s| s.stage == "ask")
+}
+
 /// The best trial of a run's search; `None` while no trial gave an objective.
-pub fn best(manifest: &super::Manifest) -> Result<Option<BestTrial>> {
-    if !super::status::is_search(manifest) {
+pub fn best(manifest: &crate::rundir::manifest::Manifest) -> Result<Option<BestTrial>> {
+    if !is_search(manifest) {
         return Err(crate::error::invalid(format!(
             "run {} is not a search: its spec has no [tune]",
             manifest.run_id

@@ -211,11 +211,7 @@ fn parse_partition(pairs: &[(&str, String)]) -> Partition {
         name: get(pairs, "PartitionName").unwrap_or_default().to_string(),
         default: get(pairs, "Default") == Some("YES"),
         up: get(pairs, "State").is_none_or(|s| s == "UP"),
-        max_time_secs: limited(Some(max_time)).and_then(|t| {
-            crate::spec::values::parse_slurm_time(t)
-                .ok()
-                .map(|t| t.seconds)
-        }),
+        max_time_secs: limited(Some(max_time)).and_then(|t| super::time::parse_duration(t).ok()),
         max_time_text: max_time.to_string(),
         max_cpus_per_node: limited(get(pairs, "MaxCPUsPerNode")).and_then(|v| v.parse().ok()),
         max_mem_per_node_mib: limited(get(pairs, "MaxMemPerNode")).and_then(mem_mib),

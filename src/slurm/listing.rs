@@ -10,10 +10,11 @@
 //! stray separator inside it cannot shift the other columns.
 
 use anyhow::Result;
-use chrono::{NaiveDate, NaiveDateTime};
+use chrono::NaiveDateTime;
 
 use super::gres::{self, GresItem};
 use super::squeue::Filter;
+use super::time::parse_time;
 use super::Slurm;
 
 /// The column separator of the report's listing ([`fetch`]): no Slurm
@@ -142,33 +143,6 @@ fn nullish(s: &str) -> &str {
         "(null)" | "N/A" | "None" => "",
         other => other,
     }
-}
-
-/// Parse Slurm's standard time format `2026-11-30T15:09:06` (local time).
-/// Hand-written because it runs once per pending job.
-pub fn parse_time(s: &str) -> Option<NaiveDateTime> {
-    let b = s.as_bytes();
-    if b.len() != 19
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let num = |from: usize, to: usize| -> Option<u32> {
-        let mut n = 0u32;
-        for &c in &b[from..to] {
-            if !c.is_ascii_digit() {
-                return None;
-            }
-            n = n * 10 + u32::from(c - b'0');
-        }
-        Some(n)
-    };
-    let date = NaiveDate::from_ymd_opt(i32::try_from(num(0, 4)?).ok()?, num(5, 7)?, num(8, 10)?)?;
-    date.and_hms_opt(num(11, 13)?, num(14, 16)?, num(17, 19)?)
 }
 
 /// How many array tasks `15_[0-9%2]` or `15_[1,3,5-7]` stands for; 1 for a

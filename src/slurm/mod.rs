@@ -9,6 +9,7 @@
 
 pub mod accounts;
 pub mod cluster;
+pub(crate) mod comment;
 pub(crate) mod config;
 pub(crate) mod control;
 pub(crate) mod gres;
@@ -23,6 +24,7 @@ pub mod sbatch;
 pub mod sinfo;
 pub mod squeue;
 pub(crate) mod states;
+pub mod time;
 pub(crate) mod version;
 
 pub use runner::{CommandFailed, Slurm};

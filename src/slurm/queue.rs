@@ -47,7 +47,7 @@ pub fn parse(out: &str, max_jobs: u64) -> Vec<QueuedJob> {
         if gpus.is_empty() {
             continue;
         }
-        let time = |t: &str| crate::plan::policy::parse_slurm_time(t);
+        let time = |t: &str| super::time::parse_duration(t).ok();
         let running = f[0] == "RUNNING";
         jobs.push(QueuedJob {
             running,

@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Result;
 use chrono::{DateTime, NaiveDateTime, Utc};
 
-use super::squeue::{parse_slurm_time, Filter, JobFacts, Who};
+use super::squeue::{Filter, JobFacts, Who};
+use super::time::parse_slurm_time;
 use super::Slurm;
 use crate::process::Captured;
 
@@ -244,8 +245,8 @@ pub fn usage_rows(text: &str) -> impl Iterator<Item = Option<UsageRow<'_>>> {
             user: c[1],
             account: c[2],
             partition: c[3],
-            start: super::listing::parse_time(c[5]),
-            end: super::listing::parse_time(c[6]),
+            start: super::time::parse_time(c[5]),
+            end: super::time::parse_time(c[6]),
             tres: c[7],
         })
     })

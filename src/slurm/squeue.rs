@@ -9,6 +9,7 @@
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
+use super::time::parse_slurm_time;
 use super::Slurm;
 
 /// Filters passed to `squeue` (and the report's `sacct`) so that slurmctld
@@ -192,15 +193,6 @@ pub struct JobFacts {
     pub ended: Option<DateTime<Utc>>,
     /// `gpu:1g.5gb:1`, empty for a CPU job.
     pub gres: String,
-}
-
-/// A Slurm time stamp (local time, no zone: `2026-12-01T17:26:20`); none
-/// for `Unknown`, `None`, `N/A` and anything else.
-pub fn parse_slurm_time(s: &str) -> Option<DateTime<Utc>> {
-    let t = super::listing::parse_time(s.trim())?;
-    t.and_local_timezone(chrono::Local)
-        .earliest()
-        .map(|t| t.with_timezone(&Utc))
 }
 
 /// `FORMAT` and the facts, the comment last (the one field that may hold `|`).

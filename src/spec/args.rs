@@ -224,8 +224,8 @@ fn check_choice(choices: &[&str], v: &ArgValue, bool_ok: bool) -> Result<(), Pro
 /// `model`: weights (`.pt`) or an architecture YAML.
 pub fn check_model(s: &str) -> Result<(), Problem> {
     check_no_control(s)?;
-    if let Some(r) = s.strip_prefix(crate::registry::spec::PREFIX) {
-        return crate::registry::ModelRef::parse(r).map(|_| ()).map_err(|e| {
+    if let Some(r) = s.strip_prefix(crate::names::model::PREFIX) {
+        return crate::names::model::ModelRef::parse(r).map(|_| ()).map_err(|e| {
             Problem::new(e).help(
                 "write \"registry:NAME\", \"registry:NAME@3\" or \"registry:NAME@production\" (`yolo-sched models list` shows the names)"
                     .to_string(),

@@ -10,6 +10,7 @@
 //! `resolve_weights`, `Spec::resolve`).
 
 pub(crate) mod args;
+mod document;
 pub(crate) mod error;
 pub(crate) mod guard;
 mod load;
@@ -20,6 +21,7 @@ pub mod ultralytics;
 pub(crate) mod values;
 
 pub use crate::suggest::closest;
+pub use document::Spec;
 pub use error::{Location, SpecError, SpecErrors};
 pub use load::{load, parse, read_checked, MAX_SPEC_BYTES};
 pub use parse::backup::SpecBackup;

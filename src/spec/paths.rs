@@ -98,7 +98,7 @@ pub fn resolve_weights(spec: &mut Spec, source: &WeightsSource<'_>) -> Vec<SpecE
     let mut errors = Vec::new();
     let mut resolve = |spec: &Spec, key: &str, model: &str| -> Option<String> {
         // Resolved against the site's registry at submission (`registry::spec`).
-        if model.starts_with(crate::registry::spec::PREFIX) {
+        if model.starts_with(crate::names::model::PREFIX) {
             return None;
         }
         if model.contains('/') {

@@ -130,75 +130,16 @@ pub fn check_slurm_name(s: &str, allow_list: bool) -> Checked<()> {
     Ok(())
 }
 
-/// A Slurm `--time` value in one of Slurm's formats.
+/// A Slurm `--time` value in one of Slurm's formats (`slurm::time::parse_duration`).
 pub fn parse_slurm_time(s: &str) -> Checked<SlurmTime> {
-    let formats = "a Slurm time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. \"08:00:00\", \"2-00:00:00\")";
-    let bad = || {
-        let mut p = Problem::new(format!("{s:?} is not {formats}"));
-        if let Some(h) = time_suggestion(s) {
-            p = p.help(format!("write \"{h}\""));
-        } else if s.eq_ignore_ascii_case("unlimited") || s.eq_ignore_ascii_case("infinite") {
-            p = p.help(
-                "give a limit: a job with an end time can be backfilled and sites cap time limits",
-            );
-        }
-        p
-    };
-    let number = |part: &str| -> Option<u64> {
-        if part.is_empty() || part.len() > 9 || !part.bytes().all(|b| b.is_ascii_digit()) {
-            None
-        } else {
-            part.parse().ok()
-        }
-    };
-    let (days, rest) = match s.split_once('-') {
-        Some((d, rest)) => (Some(number(d).ok_or_else(bad)?), rest),
-        None => (None, s),
-    };
-    let fields: Vec<&str> = rest.split(':').collect();
-    let nums: Vec<u64> = fields
-        .iter()
-        .map(|f| number(f))
-        .collect::<Option<_>>()
-        .ok_or_else(bad)?;
-    let seconds = match (days, nums.as_slice()) {
-        (None, [m]) => m * 60,
-        (None, [m, sec]) if *sec < 60 => m * 60 + sec,
-        (None, [h, m, sec]) if *m < 60 && *sec < 60 => h * 3600 + m * 60 + sec,
-        (Some(d), [h]) if *h < 24 => d * 86400 + h * 3600,
-        (Some(d), [h, m]) if *h < 24 && *m < 60 => d * 86400 + h * 3600 + m * 60,
-        (Some(d), [h, m, sec]) if *h < 24 && *m < 60 && *sec < 60 => {
-            d * 86400 + h * 3600 + m * 60 + sec
-        }
-        _ => return Err(bad()),
-    };
-    if seconds == 0 {
-        return Err(Problem::new(format!(
-            "{s:?} is zero; a time limit must be positive"
-        )));
-    }
+    let seconds = crate::slurm::time::parse_duration(s).map_err(|e| Problem {
+        message: e.message,
+        help: e.help,
+    })?;
     Ok(SlurmTime {
         text: s.to_string(),
         seconds,
     })
-}
-
-/// "8h" → "08:00:00", "90m"/"90min" → "90", "2d" → "2-00:00:00".
-fn time_suggestion(s: &str) -> Option<String> {
-    let t = s.trim().to_ascii_lowercase();
-    let digits: String = t.chars().take_while(|c| c.is_ascii_digit()).collect();
-    if digits.is_empty() {
-        return None;
-    }
-    let n: u64 = digits.parse().ok()?;
-    let unit = t[digits.len()..].trim();
-    match unit {
-        "h" | "hr" | "hrs" | "hour" | "hours" if n < 24 => Some(format!("{n:02}:00:00")),
-        "h" | "hr" | "hrs" | "hour" | "hours" => Some(format!("{}-{:02}:00:00", n / 24, n % 24)),
-        "m" | "min" | "mins" | "minute" | "minutes" => Some(n.to_string()),
-        "d" | "day" | "days" => Some(format!("{n}-00:00:00")),
-        _ => None,
-    }
 }
 
 /// A Slurm `--mem` value: a positive number with an optional K, M, G or T suffix

@@ -86,7 +86,7 @@ impl Fixture {
 
     /// The files the bucket's manifest of `train` lists.
     fn backed_up(&self, run_id: &str) -> Vec<String> {
-        let url = yolo_sched::backup::BackupUrl::parse(&self.url).unwrap();
+        let url = yolo_sched::names::backup_url::BackupUrl::parse(&self.url).unwrap();
         let key = url
             .join(run_id)
             .and_then(|u| u.join("train"))
@@ -104,7 +104,7 @@ impl Fixture {
 
     /// The last epoch of the backed-up results.csv of `train`.
     fn epochs_backed_up(&self, run_id: &str) -> Option<u32> {
-        let url = yolo_sched::backup::BackupUrl::parse(&self.url).unwrap();
+        let url = yolo_sched::names::backup_url::BackupUrl::parse(&self.url).unwrap();
         let train = url.join(run_id).ok()?.join("train").ok()?;
         // The manifest names the object of each file's version.
         let manifest = self

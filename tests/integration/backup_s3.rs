@@ -10,7 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::common::*;
 use crate::s3::{s3, Relay, S3};
-use yolo_sched::backup::{BackupUrl, RunBackup};
+use yolo_sched::backup::RunBackup;
+use yolo_sched::names::backup_url::BackupUrl;
 
 /// A run directory as submission leaves it for the backup: a manifest beside
 /// `train/`, and the backup settings in `state/backup/settings.json`.
@@ -405,8 +406,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 /// The manifest the job agent reads (its run id and spec), for a run named `name`.
 fn write_agent_manifest(dir: &Path, name: &str) {
-    let manifest = yolo_sched::run::Manifest {
-        schema_version: yolo_sched::run::manifest::SCHEMA_VERSION,
+    let manifest = yolo_sched::rundir::manifest::Manifest {
+        schema_version: yolo_sched::rundir::manifest::SCHEMA_VERSION,
         run_id: format!("{name}-1"),
         name: name.into(),
         user: "u".into(),

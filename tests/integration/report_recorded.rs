@@ -10,7 +10,7 @@ use yolo_sched::report::queue::{QueueAggregator, NO_GRES};
 use yolo_sched::report::Filter;
 use yolo_sched::report::{inventory, reasons, runs, sacct};
 use yolo_sched::slurm::listing::{self, Phase};
-use yolo_sched::slurm::sinfo;
+use yolo_sched::slurm::{sinfo, time};
 
 const COMPACT: &str = include_str!("../data/report/squeue-22.05-compact.txt");
 const JSON: &str = include_str!("../data/report/squeue-22.05.json");
@@ -19,7 +19,7 @@ const SINFO_DRAINED: &str = include_str!("../data/report/sinfo-22.05-node2-drain
 const SACCT_STDERR: &str = include_str!("../data/report/sacct-22.05-no-accounting.stderr");
 
 fn at(s: &str) -> chrono::NaiveDateTime {
-    listing::parse_time(s).unwrap()
+    time::parse_time(s).unwrap()
 }
 
 /// The moment the recordings were made (cluster local time).

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use chrono::{NaiveDateTime, TimeDelta};
 use yolo_sched::report::queue::QueueAggregator;
 use yolo_sched::report::Filter;
-use yolo_sched::slurm::listing::{self, SEPARATOR};
+use yolo_sched::slurm::listing::SEPARATOR;
+use yolo_sched::slurm::time;
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);
@@ -214,7 +215,7 @@ fn lower_median(values: &mut [i64]) -> i64 {
 
 #[test]
 fn hundred_thousand_jobs_aggregate_to_the_generators_numbers() {
-    let now = listing::parse_time("2026-11-30T12:00:00").unwrap();
+    let now = time::parse_time("2026-11-30T12:00:00").unwrap();
     let (listing, mut expect) = generate(100_000, 0x5eed_1234_abcd_ef01, now);
     assert!(listing.len() > 10_000_000, "{} bytes", listing.len());
 
@@ -278,7 +279,7 @@ fn hundred_thousand_jobs_aggregate_to_the_generators_numbers() {
 
 #[test]
 fn a_user_filter_keeps_only_that_users_jobs() {
-    let now = listing::parse_time("2026-11-30T12:00:00").unwrap();
+    let now = time::parse_time("2026-11-30T12:00:00").unwrap();
     let (listing, _) = generate(5_000, 42, now);
     let (all, _) = yolo_sched::report::queue::aggregate(&listing, now, Filter::default());
     let mut sum = 0;

@@ -218,7 +218,7 @@ fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
 /// Wait until the run directory holds a complete checkpoint of epoch 1 or
 /// later (Ultralytics writes the results.csv row just before last.pt).
 fn wait_for_checkpoint(run_dir: &Path, limit: Duration) {
-    use yolo_sched::run::checkpoint::{state, CheckpointState};
+    use yolo_sched::rundir::checkpoint::{state, CheckpointState};
     let start = Instant::now();
     loop {
         if let CheckpointState::Resumable { epoch: Some(e), .. } = state(run_dir) {

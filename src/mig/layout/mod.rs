@@ -16,6 +16,6 @@ mod site;
 mod text;
 
 pub use counts::ProfileCounts;
-pub use select::{GpuSelector, Layout, LayoutEntry};
+pub use select::{GpuLayout, GpuSelector, Layout, LayoutEntry};
 pub use site::{named_layouts, LayoutDef, LayoutDefs};
-pub use text::{parse_gpu_layout, parse_gpu_layout_for, resolve_layout_arg, GpuLayout};
+pub use text::{parse_gpu_layout, parse_gpu_layout_for, resolve_layout_arg};

@@ -9,8 +9,9 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::counts::ProfileCounts;
+use super::select::GpuLayout;
 use super::select::{GpuSelector, Layout, LayoutEntry};
-use super::text::{is_profile_name, parse_gpu_layout, GpuLayout, BUILTIN_WORDS, MAX_COUNT};
+use super::text::{is_profile_name, parse_gpu_layout, BUILTIN_WORDS, MAX_COUNT};
 use crate::error::invalid;
 use crate::mig::builtin;
 use crate::mig::profile::normalize_profile_name;

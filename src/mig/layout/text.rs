@@ -3,13 +3,11 @@
 //! how a `--layout` argument resolves against the site file's names.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use anyhow::Result;
-use serde::Serialize;
 
 use super::counts::ProfileCounts;
-use super::select::Layout;
+use super::select::{GpuLayout, Layout};
 use crate::error::invalid;
 use crate::mig::builtin;
 use crate::mig::profile::{normalize_profile_name, GpuGeometry};
@@ -29,41 +27,6 @@ pub const BUILTIN_WORDS: &[&str] = &[
     "all-balanced",
     "auto",
 ];
-
-/// What one GPU should look like.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum GpuLayout {
-    /// MIG mode off: the GPU is used whole.
-    Disabled,
-    /// MIG mode on with exactly these instances (empty = MIG on, no instances).
-    Profiles(ProfileCounts),
-    /// `all-1g`: as many of the smallest plain profile as fit (`1g.5gb` ×7 on an A100-40GB).
-    AllSmallest,
-    /// `balanced`: mig-parted's `all-balanced` (2×1g + 1×2g + 1×3g on a 7-slice GPU).
-    Balanced,
-    /// `auto`: chosen from the demand of pending and recent jobs.
-    Auto,
-}
-
-impl fmt::Display for GpuLayout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GpuLayout::Disabled => f.write_str("disabled"),
-            GpuLayout::Profiles(c) if c.is_empty() => f.write_str("enabled"),
-            GpuLayout::Profiles(c) => c.fmt(f),
-            GpuLayout::AllSmallest => f.write_str("all-1g"),
-            GpuLayout::Balanced => f.write_str("balanced"),
-            GpuLayout::Auto => f.write_str("auto"),
-        }
-    }
-}
-
-/// In JSON a GPU layout is its text form (`"3g.20gb,1g.5gb*2"`, `"disabled"`).
-impl Serialize for GpuLayout {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
 
 impl std::str::FromStr for GpuLayout {
     type Err = anyhow::Error;

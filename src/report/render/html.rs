@@ -684,7 +684,7 @@ pub fn thin(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
 
 /// The epochs a curve's numbers table lists: all of them up to [`CURVE_ROWS`],
 /// else evenly spaced ones, with the first, the best mAP50-95 and the last.
-fn table_epochs(epochs: &[crate::run::results::Epoch]) -> Vec<&crate::run::results::Epoch> {
+fn table_epochs(epochs: &[crate::rundir::results::Epoch]) -> Vec<&crate::rundir::results::Epoch> {
     if epochs.len() <= CURVE_ROWS {
         return epochs.iter().collect();
     }
@@ -720,7 +720,7 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
     out.push_str("<div class=\"curves\">");
     for c in curves {
         let _ = write!(out, "<div class=\"curve\"><h3>{}</h3>", esc(&c.id));
-        let pick = |f: fn(&crate::run::results::Epoch) -> Option<f64>| -> Vec<(f64, f64)> {
+        let pick = |f: fn(&crate::rundir::results::Epoch) -> Option<f64>| -> Vec<(f64, f64)> {
             thin(
                 c.epochs
                     .iter()

@@ -2,6 +2,8 @@
 //! Slurm's row or the job files, each stage, the run state.
 
 use super::*;
+use crate::run::tune::is_search;
+use crate::rundir::ultralytics::{epochs_of, final_validation, progress_of, validation_summary};
 
 /// The task ids of an attempt: all of `0..tasks`, or the subset it was submitted with.
 pub fn attempt_tasks(stage: &StageRecord, attempt: &Attempt) -> Option<Vec<u32>> {
@@ -199,8 +201,8 @@ pub fn compute(
             tasks
                 .iter()
                 .filter_map(|t| {
-                    let train_dir = crate::run::layout::train_dir(t.task);
-                    let log = crate::run::layout::log_file("train", t.task);
+                    let train_dir = crate::rundir::layout::train_dir(t.task);
+                    let log = crate::rundir::layout::log_file("train", t.task);
                     progress_of(&dir.results(&train_dir)?, epochs).map(|mut p| {
                         p.final_validation = dir.log_tail(&log).and_then(|l| final_validation(&l));
                         (t.task, p)
@@ -259,11 +261,6 @@ pub fn compute(
         backup: Vec::new(),
         tune: None,
     }
-}
-
-/// A `[tune]` search: its manifest has the ask stage.
-pub fn is_search(manifest: &Manifest) -> bool {
-    manifest.stages.iter().any(|s| s.stage == "ask")
 }
 
 /// True when every stage in `deps` completed, as computed above (for a
@@ -326,7 +323,7 @@ fn host_oom_why(
         t.state == TaskState::Failed
             && (t.slurm_state.as_deref() == Some("OUT_OF_MEMORY")
                 || dir
-                    .log_tail(&crate::run::layout::log_file(stage, t.task))
+                    .log_tail(&crate::rundir::layout::log_file(stage, t.task))
                     .is_some_and(|l| l.contains(OOM_KILL_LOG)))
     });
     oom.then(|| {
@@ -350,7 +347,7 @@ fn search_job_why(stages: &[StageStatus], stage: &str, dir: &dyn RunDir) -> Opti
         .tasks
         .iter()
         .find(|t| matches!(t.state, TaskState::Failed | TaskState::Lost))?;
-    let log = dir.log_tail(&crate::run::layout::log_file(stage, task.task))?;
+    let log = dir.log_tail(&crate::rundir::layout::log_file(stage, task.task))?;
     let line = log
         .lines()
         .rev()
@@ -436,7 +433,7 @@ struct Inputs<'a> {
     rows: &'a [QueueRow],
     acct: &'a [AcctRow],
     files: &'a JobFiles,
-    guards: &'a BTreeMap<(String, Option<u32>), crate::run::guard::GuardRecord>,
+    guards: &'a BTreeMap<(String, Option<u32>), crate::rundir::guard::GuardRecord>,
     slurm_reachable: bool,
 }
 

@@ -26,14 +26,14 @@ pub type JobFiles = BTreeMap<(String, Option<u32>), (Option<JobFileRecord>, Opti
 /// a record being written right now is simply not there yet.
 pub fn read_job_files(workdir: &Path) -> JobFiles {
     let mut out: JobFiles = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(workdir.join(crate::run::layout::STATE)) else {
+    let Ok(entries) = std::fs::read_dir(workdir.join(crate::rundir::layout::STATE)) else {
         return out;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let (key, is_end) = if let Some(k) = name.strip_suffix(crate::run::layout::START) {
+        let (key, is_end) = if let Some(k) = name.strip_suffix(crate::rundir::layout::START) {
             (k.to_string(), false)
-        } else if let Some(k) = name.strip_suffix(crate::run::layout::END) {
+        } else if let Some(k) = name.strip_suffix(crate::rundir::layout::END) {
             (k.to_string(), true)
         } else {
             continue;
@@ -62,44 +62,34 @@ pub fn read_job_files(workdir: &Path) -> JobFiles {
     out
 }
 
-/// The last `limit` bytes of a file, as text (job logs can be large). Only a
-/// regular file is read: a FIFO or device planted at a log's name gives
-/// `None` at once instead of a wait for a writer.
-pub fn read_tail(path: &Path, limit: u64) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = crate::fsutil::open_regular(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
-    let mut buf = Vec::new();
-    f.take(limit).read_to_end(&mut buf).ok()?;
-    Some(String::from_utf8_lossy(&buf).into_owned())
-}
-
 /// What `compute` reads of a run directory besides the job records: the
 /// training's `results.csv`, the tail of a stage's log, the memory guard's
 /// records. One seam, so the state logic is pure: `of_run` reads the disk
 /// (`OnDisk`), tests give what they want (`Nothing`, or their own).
 pub trait RunDir {
     /// `<dir>/results.csv` (`dir` is `train` or `train-<task>`), parsed.
-    fn results(&self, dir: &str) -> Option<Vec<crate::run::results::Epoch>>;
+    fn results(&self, dir: &str) -> Option<Vec<crate::rundir::results::Epoch>>;
     /// The last 256 KiB of `logs/<log>`.
     fn log_tail(&self, log: &str) -> Option<String>;
     /// The memory guard's records (`state/<key>.guard.json`).
-    fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::run::guard::GuardRecord>;
+    fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::rundir::guard::GuardRecord>;
 }
 
 /// A run directory on disk.
 pub struct OnDisk<'a>(pub &'a Path);
 
 impl RunDir for OnDisk<'_> {
-    fn results(&self, dir: &str) -> Option<Vec<crate::run::results::Epoch>> {
-        crate::run::results::read(&self.0.join(dir).join("results.csv"))
+    fn results(&self, dir: &str) -> Option<Vec<crate::rundir::results::Epoch>> {
+        crate::rundir::results::read(&self.0.join(dir).join("results.csv"))
     }
     fn log_tail(&self, log: &str) -> Option<String> {
-        read_tail(&self.0.join(crate::run::layout::LOGS).join(log), 256 << 10)
+        crate::fsutil::read_tail(
+            &self.0.join(crate::rundir::layout::LOGS).join(log),
+            256 << 10,
+        )
     }
-    fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::run::guard::GuardRecord> {
-        crate::run::guard::read_records(self.0)
+    fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::rundir::guard::GuardRecord> {
+        crate::rundir::guard::read_records(self.0)
     }
 }
 
@@ -109,20 +99,19 @@ pub struct Nothing;
 
 #[cfg(test)]
 impl RunDir for Nothing {
-    fn results(&self, _: &str) -> Option<Vec<crate::run::results::Epoch>> {
+    fn results(&self, _: &str) -> Option<Vec<crate::rundir::results::Epoch>> {
         None
     }
     fn log_tail(&self, _: &str) -> Option<String> {
         None
     }
-    fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::run::guard::GuardRecord> {
+    fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::rundir::guard::GuardRecord> {
         BTreeMap::new()
     }
 }
 
 #[cfg(test)]
 mod fifo_tests {
-    use super::read_tail;
 
     /// A FIFO at a log's name (planted, or left by a tool) is no log: the
     /// read gives up at once instead of waiting for a writer for ever. The
@@ -135,13 +124,16 @@ mod fifo_tests {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let path = fifo.clone();
-        std::thread::spawn(move || tx.send(read_tail(&path, 1024)).unwrap());
+        std::thread::spawn(move || tx.send(crate::fsutil::read_tail(&path, 1024)).unwrap());
         let got = rx
             .recv_timeout(std::time::Duration::from_secs(120))
             .expect("read_tail waited on a FIFO");
         assert_eq!(got, None);
         let log = dir.path().join("val.out");
         std::fs::write(&log, "a\nlast line\n").unwrap();
-        assert_eq!(read_tail(&log, 10).as_deref(), Some("last line\n"));
+        assert_eq!(
+            crate::fsutil::read_tail(&log, 10).as_deref(),
+            Some("last line\n")
+        );
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::manifest::{Attempt, Manifest, StageRecord};
+use crate::rundir::manifest::{Attempt, Manifest, StageRecord};
 use crate::slurm::squeue::{parse_task_list, QueueRow};
 use crate::slurm::states::{self, Class};
 
@@ -21,14 +21,12 @@ pub use crate::slurm::sacct::AcctRow;
 mod compute;
 mod files;
 mod model;
-mod ultralytics;
 
 /// The pending-reason wording lives beside `slurm::reasons`.
 pub use crate::slurm::reasons::{reason_in_words, NEVER_RUNS};
 pub use compute::*;
 pub use files::*;
 pub use model::*;
-pub use ultralytics::*;
 
 #[cfg(test)]
 mod tests;

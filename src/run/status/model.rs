@@ -2,6 +2,7 @@
 //! state, what `status`, `watch`, `list` and `report` show.
 
 use super::*;
+use crate::rundir::ultralytics::{FinalValidation, TrainProgress};
 
 /// Where a task's state came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -107,17 +108,6 @@ impl TaskStatus {
             .filter(|g| g.stopped())
             .map(|g| g.message.as_str())
     }
-}
-
-/// Progress of training, from a `results.csv`.
-#[derive(Debug, Clone, Serialize)]
-pub struct TrainProgress {
-    pub epoch: u32,
-    pub epochs: Option<u32>,
-    pub best_map50_95: Option<f64>,
-    pub best_map50: Option<f64>,
-    /// Ultralytics' validation of `best.pt` at the end of training, from the job log.
-    pub final_validation: Option<FinalValidation>,
 }
 
 #[derive(Debug, Clone, Serialize)]

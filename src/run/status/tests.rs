@@ -1,5 +1,6 @@
 use super::*;
-use crate::run::manifest::SCHEMA_VERSION;
+use crate::rundir::manifest::SCHEMA_VERSION;
+use crate::rundir::ultralytics::{final_validation, train_progress, FinalValidation};
 use chrono::Utc;
 
 fn stage(name: &str, tasks: usize, job: u64) -> StageRecord {
@@ -147,18 +148,18 @@ fn a_stage_held_for_ever_makes_the_run_never_run() {
 
 /// A run directory in memory: `compute` reads only through `RunDir`.
 struct InMemory {
-    epochs: Vec<crate::run::results::Epoch>,
+    epochs: Vec<crate::rundir::results::Epoch>,
     logs: BTreeMap<String, String>,
 }
 
 impl RunDir for InMemory {
-    fn results(&self, dir: &str) -> Option<Vec<crate::run::results::Epoch>> {
+    fn results(&self, dir: &str) -> Option<Vec<crate::rundir::results::Epoch>> {
         (dir == "train").then(|| self.epochs.clone())
     }
     fn log_tail(&self, log: &str) -> Option<String> {
         self.logs.get(log).cloned()
     }
-    fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::run::guard::GuardRecord> {
+    fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::rundir::guard::GuardRecord> {
         BTreeMap::new()
     }
 }
@@ -166,7 +167,7 @@ impl RunDir for InMemory {
 #[test]
 fn progress_and_the_exported_validation_come_through_the_run_dir_without_a_disk() {
     let m = manifest(vec![stage("train", 1, 60), stage("export", 1, 61)]);
-    let epoch = |e: u32, map: f64| crate::run::results::Epoch {
+    let epoch = |e: u32, map: f64| crate::rundir::results::Epoch {
         epoch: e,
         map50_95: Some(map),
         ..Default::default()
@@ -312,7 +313,7 @@ fn a_stop_by_the_memory_guard_is_why_the_run_failed_and_only_for_its_attempt() {
     m.workdir = dir.path().to_path_buf();
     std::fs::create_dir(dir.path().join("state")).unwrap();
     let msg = "stopped by the memory guard: grew 640 MB/min for 3 min, 4.4 of 4.75 GiB";
-    let record = |job: &str| crate::run::guard::GuardRecord {
+    let record = |job: &str| crate::rundir::guard::GuardRecord {
         array_job_id: job.into(),
         job_id: job.into(),
         action: "stopped".into(),
@@ -320,7 +321,7 @@ fn a_stop_by_the_memory_guard_is_why_the_run_failed_and_only_for_its_attempt() {
         ..Default::default()
     };
     let path = dir.path().join("state/train.guard.json");
-    crate::run::guard::write_record(&path, &record("51")).unwrap();
+    crate::rundir::guard::write_record(&path, &record("51")).unwrap();
     let rows = vec![
         row("50", 50, "", "COMPLETED", ""),
         row("51", 51, "", "FAILED", "NonZeroExitCode"),
@@ -338,7 +339,7 @@ fn a_stop_by_the_memory_guard_is_why_the_run_failed_and_only_for_its_attempt() {
     assert_eq!(t.reason_text.as_deref(), Some(msg));
     assert_eq!(t.guard_stop(), Some(msg));
     // A record of an earlier attempt says nothing about this one.
-    crate::run::guard::write_record(&path, &record("7")).unwrap();
+    crate::rundir::guard::write_record(&path, &record("7")).unwrap();
     let s = compute(&m, &rows, &[], &JobFiles::new(), &OnDisk(dir.path()), true);
     assert_eq!(s.state.describe(), "failed (train)");
 }

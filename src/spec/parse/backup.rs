@@ -6,9 +6,8 @@
 use serde::Serialize;
 use toml::de::DeTable;
 
+use super::keys::BACKUP_KEYS;
 use super::Cx;
-
-pub(super) const BACKUP_KEYS: &[&str] = &["enabled", "url"];
 
 /// `[backup]` of a spec.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -32,7 +31,7 @@ pub(super) fn read_backup(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<SpecBackup
     };
     let url = match f.get("url") {
         Some(v) => match cx.str_of("backup.url", v, "a string such as \"s3://bucket/prefix\"") {
-            Some(s) => match crate::backup::url::BackupUrl::parse(s) {
+            Some(s) => match crate::names::backup_url::BackupUrl::parse(s) {
                 Ok(u) => Some(u.to_string()),
                 Err(message) => {
                     cx.error(

@@ -1,6 +1,5 @@
 //! The keys of each table of the format, and "unknown key" with where the key belongs.
 
-use super::backup;
 use crate::spec::ultralytics;
 use crate::spec::values::Problem;
 use crate::suggest;
@@ -53,6 +52,20 @@ pub(super) const EXPORT_KEYS: &[&str] = &[
     "validate",
 ];
 
+/// `[backup]` of a spec (`backup.rs`).
+pub(super) const BACKUP_KEYS: &[&str] = &["enabled", "url"];
+
+pub(super) const TUNE_KEYS: &[&str] = &[
+    "trials",
+    "parallel",
+    "epochs",
+    "objective",
+    "direction",
+    "sampler",
+    "seed",
+    "space",
+];
+
 /// Where each key of the format lives, for "`time` belongs in [resources]".
 const HOMES: &[(&str, &[&str])] = &[
     ("", ROOT_KEYS),
@@ -61,8 +74,8 @@ const HOMES: &[(&str, &[&str])] = &[
     ("resources", RESOURCE_KEYS),
     ("stages", STAGE_NAMES),
     ("guard", crate::spec::guard::GUARD_KEYS),
-    ("backup", backup::BACKUP_KEYS),
-    ("tune", super::tune::TUNE_KEYS),
+    ("backup", BACKUP_KEYS),
+    ("tune", TUNE_KEYS),
 ];
 
 /// Parse and validate a spec. `file` names it in messages; relative paths in it

@@ -15,7 +15,7 @@ use super::sweep::read_sweep;
 use super::tables::{read_run, read_train};
 use crate::spec::error::{self, SpecErrors};
 use crate::spec::types::*;
-use crate::spec::Tune;
+use crate::spec::{Spec, Tune};
 
 /// are resolved against `base_dir`.
 pub fn parse_spec(text: &str, file: &str, base_dir: PathBuf) -> Result<Spec, SpecErrors> {

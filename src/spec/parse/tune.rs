@@ -7,22 +7,13 @@ use serde::Serialize;
 use toml::de::{DeTable, DeValue};
 
 use super::cx::{join, Cx, Val};
+use super::keys::TUNE_KEYS;
 use super::tables::ok_arg_name;
 use crate::spec::args;
 use crate::spec::types::{ArgValue, StageKind};
 use crate::spec::ultralytics::{self, ArgKind};
 use crate::suggest;
 
-pub(super) const TUNE_KEYS: &[&str] = &[
-    "trials",
-    "parallel",
-    "epochs",
-    "objective",
-    "direction",
-    "sampler",
-    "seed",
-    "space",
-];
 const RANGE_KEYS: &[&str] = &["min", "max", "log"];
 const CHOICE_KEYS: &[&str] = &["choices"];
 

@@ -1,7 +1,7 @@
 use super::*;
 use crate::compare::{self, Options, Row};
 use crate::report::model::*;
-use crate::run::results::Epoch;
+use crate::rundir::results::Epoch;
 
 const HOSTILE: &str = "<script>alert('x')</script>\"&";
 

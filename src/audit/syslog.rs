@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use super::audit::AuditRecord;
+use super::record::AuditRecord;
 use crate::config::Site;
 
 /// Facilities by name, as syslog(3) numbers them.

@@ -1,8 +1,11 @@
-//! Ultralytics' own words, parsed: the final validation a training or
-//! `yolo val` prints, and training progress from results.csv (compare uses
-//! them too).
+//! Ultralytics' own words in a run directory, parsed: the final validation a
+//! training or `yolo val` prints in a stage's log, and training progress from
+//! results.csv (`run::status`, `compare` and `registry` read them).
 
-use super::*;
+use serde::Serialize;
+
+use super::manifest::Manifest;
+use super::results::Epoch;
 
 /// What Ultralytics prints when it validates `best.pt` after the last epoch:
 /// the `all` row (images, instances, P, R, mAP50, mAP50-95) and the speed line.
@@ -59,20 +62,26 @@ pub fn validation_summary(text: &str) -> Option<FinalValidation> {
     })
 }
 
-/// Read `results.csv` (through `run::results`): the last epoch and the best mAP so far.
+/// Progress of training, from a `results.csv`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainProgress {
+    pub epoch: u32,
+    pub epochs: Option<u32>,
+    pub best_map50_95: Option<f64>,
+    pub best_map50: Option<f64>,
+    /// Ultralytics' validation of `best.pt` at the end of training, from the job log.
+    pub final_validation: Option<FinalValidation>,
+}
+
+/// Read `results.csv` (through `rundir::results`): the last epoch and the best mAP so far.
 #[cfg(test)]
-pub fn train_progress(results_csv: &Path, epochs: Option<u32>) -> Option<TrainProgress> {
-    progress_of(&crate::run::results::read(results_csv)?, epochs)
+pub fn train_progress(results_csv: &std::path::Path, epochs: Option<u32>) -> Option<TrainProgress> {
+    progress_of(&super::results::read(results_csv)?, epochs)
 }
 
 /// The last epoch and the best mAP so far of a training's epochs.
-pub fn progress_of(
-    rows: &[crate::run::results::Epoch],
-    epochs: Option<u32>,
-) -> Option<TrainProgress> {
-    let best_of = |f: fn(&crate::run::results::Epoch) -> Option<f64>| {
-        rows.iter().filter_map(f).reduce(f64::max)
-    };
+pub fn progress_of(rows: &[Epoch], epochs: Option<u32>) -> Option<TrainProgress> {
+    let best_of = |f: fn(&Epoch) -> Option<f64>| rows.iter().filter_map(f).reduce(f64::max);
     Some(TrainProgress {
         epoch: rows.iter().map(|e| e.epoch).max().unwrap_or(0),
         epochs,

@@ -7,11 +7,15 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use chrono::{DateTime, Utc};
 use nix::fcntl::{Flock, FlockArg};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::config::Site;
+
+mod record;
+pub mod syslog;
+
+pub use record::AuditRecord;
 
 /// `[paths]` of the site file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -26,43 +30,12 @@ pub struct Paths {
     pub weights: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AuditRecord {
-    pub time: DateTime<Utc>,
-    pub user: String,
-    pub host: String,
-    /// `submit`, `cancel`, `resume`, `node-setup`.
-    pub command: String,
-    pub run_id: Option<String>,
-    #[serde(default)]
-    pub job_ids: Vec<u64>,
-    /// `ok`, or the error message.
-    pub outcome: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-impl AuditRecord {
-    pub fn new(command: &str, run_id: Option<&str>, job_ids: Vec<u64>, outcome: &str) -> Self {
-        AuditRecord {
-            time: Utc::now(),
-            user: crate::identity::current_user(),
-            host: crate::identity::host_name(),
-            command: command.to_string(),
-            run_id: run_id.map(str::to_string),
-            job_ids,
-            outcome: outcome.to_string(),
-            detail: None,
-        }
-    }
-}
-
 /// The audit log path: the site's `[paths] audit_log`, else under the state dir.
 pub fn log_path(site: &Site) -> Result<PathBuf> {
     let paths: Paths = site.section("paths")?;
     match paths.audit_log {
         Some(p) => Ok(p),
-        None => Ok(super::manifest::state_dir()?.join("audit.log")),
+        None => Ok(crate::rundir::manifest::state_dir()?.join("audit.log")),
     }
 }
 
@@ -71,14 +44,14 @@ pub fn log_path(site: &Site) -> Result<PathBuf> {
 #[derive(Debug, Clone, Default)]
 pub struct Trail {
     pub file: Option<PathBuf>,
-    pub syslog: Option<super::syslog::Syslog>,
+    pub syslog: Option<syslog::Syslog>,
 }
 
 impl Trail {
     pub fn from_site(site: &Site) -> Result<Trail> {
         Ok(Trail {
             file: Some(log_path(site)?),
-            syslog: super::syslog::Syslog::from_site(site)?,
+            syslog: syslog::Syslog::from_site(site)?,
         })
     }
 
