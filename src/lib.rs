@@ -33,3 +33,6 @@ pub mod slurm;
 pub mod spec;
 pub(crate) mod suggest;
 pub(crate) mod text;
+
+#[cfg(test)]
+mod architecture;
