@@ -123,28 +123,16 @@ pub fn file_name(run: &str, key: &str) -> String {
     format!("yolo_sched_{}_{}.prom", clean(run), clean(key))
 }
 
-/// Epochs completed and the latest mAP50-95 from the text of `results.csv`.
+/// Epochs completed and the latest mAP50-95 from the text of `results.csv`
+/// (read by `rundir::results`, its one reader): the last readable row's.
 pub fn latest_progress(csv: &str) -> (Option<u32>, Option<f64>) {
-    let mut lines = csv.lines().filter(|l| !l.trim().is_empty());
-    let Some(header) = lines.next() else {
+    let Some(epochs) = crate::rundir::results::parse(csv) else {
         return (None, None);
     };
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
-    let map_col = cols.iter().position(|c| *c == "metrics/mAP50-95(B)");
-    let Some(last) = lines.next_back() else {
-        return (Some(0), None);
-    };
-    let fields: Vec<&str> = last.split(',').map(str::trim).collect();
-    let epoch = fields
-        .first()
-        .and_then(|e| e.parse::<f64>().ok())
-        .filter(|e| e.is_finite() && *e >= 0.0)
-        .map(|e| e as u32);
-    let map = map_col
-        .and_then(|i| fields.get(i))
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|v| v.is_finite());
-    (epoch, map)
+    match epochs.last() {
+        Some(e) => (Some(e.epoch), e.map50_95),
+        None => (Some(0), None),
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +173,10 @@ mod tests {
         assert_eq!(latest_progress(csv), (Some(2), Some(0.25)));
         assert_eq!(latest_progress("epoch,x\n"), (Some(0), None));
         assert_eq!(latest_progress(""), (None, None));
+        // An epoch that is no count (`rundir::results::epoch_of`) is never
+        // cast to a gauge: the last readable row stands.
+        let bad = "epoch,metrics/mAP50-95(B)\n1,0.1\ninf,0.9\n";
+        assert_eq!(latest_progress(bad), (Some(1), Some(0.1)));
         assert_eq!(file_name("r/1", "train.3"), "yolo_sched_r_1_train.3.prom");
     }
 }

@@ -974,7 +974,10 @@ fn watch<'d>(
         series: Series::new(p.series_max_samples),
         breaker: Breaker::new(p.clone(), share, unix_now()),
         progress: Progress {
-            path: opts.save_dir.as_ref().map(|d| d.join("results.csv")),
+            path: opts
+                .save_dir
+                .as_ref()
+                .map(|d| d.join(crate::rundir::layout::RESULTS)),
             seen: None,
             value: (None, None),
         },

@@ -11,13 +11,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::store::Stamp;
+use crate::rundir::layout;
 
 /// The files of an Ultralytics run directory that are backed up, relative to it.
 pub const TRACKED: &[&str] = &[
-    "weights/last.pt",
-    "weights/best.pt",
-    "results.csv",
-    "args.yaml",
+    layout::WEIGHTS_LAST,
+    layout::WEIGHTS_BEST,
+    layout::RESULTS,
+    layout::ARGS,
 ];
 
 /// The manifest object's name under a training directory's prefix.

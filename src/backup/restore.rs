@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::record::{FileRecord, Record, Remote, MANIFEST, MANIFEST_VERSION};
 use super::store::{Stamp, Store, MAX_OBJECT};
 use crate::names::backup_url::BackupUrl;
+use crate::rundir::layout;
 
 /// What a restore did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -142,7 +143,7 @@ pub fn restore_with(
     );
     let inside = |rel: &str| name.join(rel);
     let mut groups: Vec<Group> = Vec::new();
-    for rel in ["weights/last.pt", "weights/best.pt"] {
+    for rel in [layout::WEIGHTS_LAST, layout::WEIGHTS_BEST] {
         if !remote.files.contains_key(rel) {
             continue;
         }
@@ -155,14 +156,14 @@ pub fn restore_with(
             continue;
         }
         let mut members = vec![rel];
-        if rel == "weights/last.pt" {
-            if remote.files.contains_key("results.csv") {
-                members.push("results.csv");
+        if rel == layout::WEIGHTS_LAST {
+            if remote.files.contains_key(layout::RESULTS) {
+                members.push(layout::RESULTS);
             }
-            let args_missing = crate::fsutil::within::check(root, &inside("args.yaml")).is_ok()
-                && !save_dir.join("args.yaml").is_file();
-            if remote.files.contains_key("args.yaml") && args_missing {
-                members.push("args.yaml");
+            let args_missing = crate::fsutil::within::check(root, &inside(layout::ARGS)).is_ok()
+                && !save_dir.join(layout::ARGS).is_file();
+            if remote.files.contains_key(layout::ARGS) && args_missing {
+                members.push(layout::ARGS);
             }
         }
         groups.push(Group { members });

@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use super::Row;
 use crate::run::status::{self, RunStatus, TaskState};
 use crate::rundir::manifest::Manifest;
-use crate::rundir::results::{self, Epoch};
+use crate::rundir::results::Epoch;
+use crate::rundir::trained::Trained;
 
 /// How much of a job log's end is searched for Ultralytics' summary.
 const LOG_TAIL: u64 = 256 << 10;
@@ -82,15 +83,8 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
     for task in &train.tasks {
         let dir = crate::rundir::layout::train_dir(task.task);
         let workdir = &manifest.workdir;
-        let args = crate::fsutil::read_regular(
-            &workdir.join(&dir).join("args.yaml"),
-            crate::rundir::trained::SMALL_FILE_LIMIT,
-        )
-        .map(|t| crate::rundir::trained::parse_args_yaml(&t))
-        .unwrap_or_default();
-        let curve = results::read(&workdir.join(&dir).join("results.csv")).unwrap_or_default();
-        let best = results::best(&curve);
-        let max_of = |f: fn(&Epoch) -> Option<f64>| curve.iter().filter_map(f).reduce(f64::max);
+        let trained = Trained::read(&workdir.join(&dir));
+        let best = trained.best();
 
         // Wall time from the job's own records, if they belong together.
         let (start, end) = files
@@ -138,26 +132,26 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
             .and_then(|_| log("val"))
             .and_then(|l| crate::rundir::ultralytics::validation_summary(&l))
             .and_then(|v| v.inference_ms_per_image);
-        let trained = train
+        let in_training = train
             .progress
             .iter()
             .find(|(t, _)| *t == task.task)
             .and_then(|(_, p)| p.final_validation.as_ref())
             .and_then(|v| v.inference_ms_per_image);
-        let (inference_ms, inference_of) = match (exported, val, trained) {
+        let (inference_ms, inference_of) = match (exported, val, in_training) {
             (Some(v), _, _) => (Some(v), Some("onnx")),
             (None, Some(v), _) => (Some(v), Some("val")),
             (None, None, Some(v)) => (Some(v), Some("train")),
             _ => (None, None),
         };
 
+        let args = &trained.args;
         let params = swept
             .iter()
             .filter_map(|k| args.get(k).map(|v| (k.clone(), v.clone())))
             .collect();
-        let epochs = args
-            .get("epochs")
-            .and_then(|e| e.parse().ok())
+        let epochs = trained
+            .epochs_planned()
             .or_else(|| crate::rundir::ultralytics::epochs_of(manifest));
         let row = Row {
             rank: None,
@@ -177,11 +171,11 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
             fingerprint: fingerprint.clone(),
             params,
             imgsz: args.get("imgsz").cloned().or_else(|| spec.imgsz.clone()),
-            epochs_done: curve.iter().map(|e| e.epoch).max().unwrap_or(0),
+            epochs_done: trained.epochs_done(),
             epochs,
             best_epoch: best.map(|b| b.epoch),
             best_map50_95: best.and_then(|b| b.map50_95),
-            best_map50: max_of(|e| e.map50),
+            best_map50: trained.best_map50(),
             precision: best.and_then(|b| b.precision),
             recall: best.and_then(|b| b.recall),
             train_seconds,
@@ -192,7 +186,10 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
             inference_ms,
             inference_of: inference_of.map(str::to_string),
         };
-        out.push(Facts { row, curve });
+        out.push(Facts {
+            row,
+            curve: trained.epochs,
+        });
     }
     out
 }

@@ -15,6 +15,7 @@ use super::record::{FileEntry, Metrics, ModelRecord, Source, FORMAT};
 use super::store::Registry;
 use crate::error::invalid;
 use crate::rundir::checkpoint::{self, CheckpointState};
+use crate::rundir::layout;
 use crate::rundir::manifest::Manifest;
 
 /// Who publishes, and how the version is shown.
@@ -206,10 +207,10 @@ struct Taken {
 /// The files of a run's training directory that a version holds: role, path
 /// below the training directory, the pulled name, whether it must be there.
 const RUN_FILES: &[(&str, &str, &str, bool)] = &[
-    ("weights", "weights/best.pt", "best.pt", true),
+    ("weights", layout::WEIGHTS_BEST, "best.pt", true),
     ("onnx", "weights/best.onnx", "best.onnx", false),
-    ("args", "args.yaml", "args.yaml", true),
-    ("results", "results.csv", "results.csv", true),
+    ("args", layout::ARGS, "args.yaml", true),
+    ("results", layout::RESULTS, "results.csv", true),
 ];
 
 /// A draft of the version `manifest`'s run (training directory `train`, or
@@ -234,7 +235,7 @@ pub fn draft_from_run(
         None => crate::rundir::layout::train_dir(None),
     };
     let train = workdir.join(&dir);
-    crate::fsutil::within::check(workdir, &Path::new(&dir).join("args.yaml")).map_err(|e| {
+    crate::fsutil::within::check(workdir, &Path::new(&dir).join(layout::ARGS)).map_err(|e| {
         invalid(format!(
             "{e:#}; publish reads only files inside the run directory"
         ))
@@ -290,16 +291,10 @@ pub fn draft_from_run(
             .and_then(|t| crate::fsutil::read_regular(&t.path, 16 << 20).ok())
             .unwrap_or_default()
     };
-    let args = crate::rundir::trained::parse_args_yaml(&read("args"));
-    let epochs = crate::rundir::results::parse(&read("results")).unwrap_or_default();
-    let best = crate::rundir::results::best(&epochs);
-    let max_of = |f: fn(&crate::rundir::results::Epoch) -> Option<f64>| {
-        epochs
-            .iter()
-            .filter_map(f)
-            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
-    };
-    let prepare = prepare_summary(workdir);
+    let facts = crate::rundir::trained::Trained::from_texts(&read("args"), &read("results"));
+    let args = &facts.args;
+    let best = facts.best();
+    let prepare = crate::rundir::trained::prepare_summary(workdir);
     let trained = trainer_versions(workdir, variant);
     // The export stage's validation of the ONNX model, as its log says.
     let export_log = crate::rundir::layout::log_file("export", variant);
@@ -318,7 +313,9 @@ pub fn draft_from_run(
     };
     let files = taken.iter().map(|t| t.entry.clone()).collect();
     let record = ModelRecord {
-        fingerprint: crate::rundir::trained::recorded_fingerprint(workdir),
+        fingerprint: prepare
+            .as_ref()
+            .and_then(crate::rundir::trained::fingerprint_in),
         data: args.get("data").cloned(),
         class_names: prepare
             .as_ref()
@@ -329,11 +326,11 @@ pub fn draft_from_run(
         imgsz: args.get("imgsz").cloned(),
         metrics: Metrics {
             map50_95: best.and_then(|b| b.map50_95),
-            map50: max_of(|e| e.map50),
+            map50: facts.best_map50(),
             precision: best.and_then(|b| b.precision),
             recall: best.and_then(|b| b.recall),
             best_epoch: best.map(|b| b.epoch),
-            epochs: args.get("epochs").and_then(|e| e.parse().ok()),
+            epochs: facts.epochs_planned(),
             onnx_map50_95: onnx.as_ref().map(|v| v.map50_95),
             onnx_ms_per_image: onnx.as_ref().and_then(|v| v.inference_ms_per_image),
         },
@@ -413,12 +410,6 @@ pub fn commit(reg: &Registry, draft: ModelRecord, paths: &[PathBuf]) -> Result<M
             .with_context(|| format!("uploading {}", f.name))?;
     }
     reg.add_version(draft)
-}
-
-/// `prepare/summary.json` of the run, if it has one.
-fn prepare_summary(workdir: &Path) -> Option<serde_json::Value> {
-    let text = crate::fsutil::read_regular(&workdir.join("prepare/summary.json"), 1 << 20).ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 fn version_in(summary: &Option<serde_json::Value>, key: &str) -> Option<String> {

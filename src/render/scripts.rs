@@ -164,6 +164,14 @@ struct LayoutCtx {
     versions: &'static str,
     /// A search's directory (`tune`: the study, each trial's arguments, the best).
     tune: &'static str,
+    /// In a training directory: the checkpoint, the best weights, the epochs.
+    weights_last: &'static str,
+    weights_best: &'static str,
+    results: &'static str,
+    /// What the prepare stage writes: the dataset check's summary, the
+    /// cached dataset's path.
+    prepare_summary: &'static str,
+    prepare_data_path: &'static str,
 }
 
 /// A rendered stage script.
@@ -329,6 +337,11 @@ fn render_stage(
             guard: crate::rundir::layout::GUARD,
             versions: crate::rundir::layout::VERSIONS,
             tune: crate::rundir::layout::TUNE,
+            weights_last: crate::rundir::layout::WEIGHTS_LAST,
+            weights_best: crate::rundir::layout::WEIGHTS_BEST,
+            results: crate::rundir::layout::RESULTS,
+            prepare_summary: crate::rundir::layout::PREPARE_SUMMARY,
+            prepare_data_path: crate::rundir::layout::PREPARE_DATA_PATH,
         },
         yolo: input.yolo.to_string(),
         font: input.font.map(|f| f.display().to_string()),

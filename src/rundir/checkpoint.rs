@@ -202,29 +202,6 @@ pub fn check_archive(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `epochs: 4` from Ultralytics' `args.yaml`.
-fn epochs_of(args_yaml: &str) -> Option<u32> {
-    args_yaml.lines().find_map(|l| {
-        let v = l.strip_prefix("epochs:")?.trim();
-        v.parse().ok()
-    })
-}
-
-/// The last epoch in `results.csv` (first column; a resumed run appends rows).
-///
-/// Only a whole, finite, non-negative number that fits an epoch counts: a
-/// cast would turn `inf` or `1e10` into 4294967295 and `NaN` into 0, and a
-/// training that never ran would read as finished.
-fn last_epoch(results_csv: &str) -> Option<u32> {
-    results_csv
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split(',').next()?.trim().parse::<f64>().ok())
-        .filter(|e| e.is_finite() && *e >= 0.0 && e.fract() == 0.0 && *e <= f64::from(u32::MAX))
-        .map(|e| e as u32)
-        .max()
-}
-
 /// A small text file of the run directory, read without blocking and only
 /// when it is a regular file of at most `limit` bytes; `None` otherwise.
 fn read_small(path: &Path, limit: u64) -> Option<String> {
@@ -239,12 +216,25 @@ fn read_small(path: &Path, limit: u64) -> Option<String> {
 
 /// What a run directory (`<workdir>/train[-N]`) holds.
 pub fn state(run_dir: &Path) -> CheckpointState {
-    let last = run_dir.join("weights").join("last.pt");
+    let last = run_dir.join(super::layout::WEIGHTS_LAST);
     if !last.exists() {
         return CheckpointState::Missing;
     }
-    let epochs = read_small(&run_dir.join("args.yaml"), 1 << 20).and_then(|a| epochs_of(&a));
-    let epoch = read_small(&run_dir.join("results.csv"), 16 << 20).and_then(|r| last_epoch(&r));
+    let epochs = read_small(
+        &run_dir.join(super::layout::ARGS),
+        super::trained::SMALL_FILE_LIMIT,
+    )
+    .and_then(|a| {
+        super::trained::parse_args_yaml(&a)
+            .get("epochs")?
+            .parse()
+            .ok()
+    });
+    let epoch = read_small(
+        &run_dir.join(super::layout::RESULTS),
+        super::results::RESULTS_LIMIT,
+    )
+    .and_then(|r| super::results::last_epoch(&super::results::parse(&r)?));
     if let (Some(e), Some(n)) = (epoch, epochs) {
         if e == n {
             return CheckpointState::Finished {

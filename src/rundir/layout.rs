@@ -38,6 +38,20 @@ pub const GUARD: &str = ".guard.json";
 pub const MEMORY: &str = ".memory.csv";
 pub const VERSIONS: &str = ".versions.json";
 
+/// In a training directory (`train_dir`), what Ultralytics writes: the
+/// checkpoint a training resumes from, the best weights (val, export and
+/// `models publish` take them), one row per finished epoch, and the
+/// arguments it trained with.
+pub const WEIGHTS_LAST: &str = "weights/last.pt";
+pub const WEIGHTS_BEST: &str = "weights/best.pt";
+pub const RESULTS: &str = "results.csv";
+pub const ARGS: &str = "args.yaml";
+/// What the prepare stage writes: the dataset check's summary (with the
+/// dataset's fingerprint) and, when the dataset was cached on the node, the
+/// cached copy's path, which the train and val stages read.
+pub const PREPARE_SUMMARY: &str = "prepare/summary.json";
+pub const PREPARE_DATA_PATH: &str = "prepare/data-path";
+
 /// The training directory of a variant: `train`, or `train-<task>`.
 pub fn train_dir(task: Option<u32>) -> String {
     match task {
@@ -102,5 +116,19 @@ mod tests {
         assert_eq!(memory_series("train", Some(1)), "state/train.1.memory.csv");
         assert_eq!(versions_record(Some(2)), "state/train.2.versions.json");
         assert_eq!(versions_record(None), "state/train.versions.json");
+        // The names Ultralytics and the prepare stage write.
+        assert_eq!(
+            [WEIGHTS_LAST, WEIGHTS_BEST, RESULTS, ARGS],
+            [
+                "weights/last.pt",
+                "weights/best.pt",
+                "results.csv",
+                "args.yaml"
+            ]
+        );
+        assert_eq!(
+            [PREPARE_SUMMARY, PREPARE_DATA_PATH],
+            ["prepare/summary.json", "prepare/data-path"]
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Ultralytics' `results.csv`: one row per finished epoch, the losses and
-//! validation metrics of that epoch. `status` reads the progress from it and
-//! `compare` and the HTML report read the whole curve; both go through here.
+//! validation metrics of that epoch. The one reader of the file: `status`
+//! reads the progress from it, `compare` and the HTML report the whole curve,
+//! `checkpoint` the last epoch, the job agent's gauges the latest epoch and
+//! `models publish` the best one.
 
 use std::path::Path;
 
@@ -27,8 +29,23 @@ pub struct Epoch {
     pub time: Option<f64>,
 }
 
+/// An epoch as `results.csv` holds it: only a whole, finite, non-negative
+/// number that fits an epoch counts. A cast would turn `inf` or `1e10` into
+/// 4294967295 and `NaN` into 0, so a training that never ran would read as
+/// finished; `2.5` is no epoch either.
+pub fn epoch_of(field: &str) -> Option<u32> {
+    let e = field.trim().parse::<f64>().ok()?;
+    (e.is_finite() && e >= 0.0 && e.fract() == 0.0 && e <= f64::from(u32::MAX)).then_some(e as u32)
+}
+
+/// The last epoch of a training (a resumed run appends rows): the largest.
+pub fn last_epoch(epochs: &[Epoch]) -> Option<u32> {
+    epochs.iter().map(|e| e.epoch).max()
+}
+
 /// Parse the text of a `results.csv`. `None` when there is no `epoch` column;
-/// rows that cannot be read are skipped (the file is being appended to).
+/// rows that cannot be read, and rows whose epoch is no epoch (`epoch_of`),
+/// are skipped (the file is being appended to).
 pub fn parse(text: &str) -> Option<Vec<Epoch>> {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next()?.split(',').map(str::trim).collect();
@@ -48,12 +65,9 @@ pub fn parse(text: &str) -> Option<Vec<Epoch>> {
     let mut out = Vec::new();
     for line in lines {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        let Some(epoch) = f.get(epoch_col).and_then(|e| e.parse::<f64>().ok()) else {
+        let Some(epoch) = f.get(epoch_col).and_then(|e| epoch_of(e)) else {
             continue;
         };
-        if !(epoch.is_finite() && (0.0..=f64::from(u32::MAX)).contains(&epoch)) {
-            continue;
-        }
         let v: [Option<f64>; 9] = std::array::from_fn(|i| {
             cols[i]
                 .and_then(|c| f.get(c))
@@ -61,7 +75,7 @@ pub fn parse(text: &str) -> Option<Vec<Epoch>> {
                 .filter(|x| x.is_finite())
         });
         out.push(Epoch {
-            epoch: epoch as u32,
+            epoch,
             box_loss: v[0],
             cls_loss: v[1],
             dfl_loss: v[2],
@@ -96,6 +110,35 @@ pub fn best(epochs: &[Epoch]) -> Option<&Epoch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one epoch rule (the strictest of the three readers there were):
+    /// whole, finite, non-negative, within `u32`. A row with anything else in
+    /// its epoch column is skipped, never cast.
+    #[test]
+    fn only_whole_finite_non_negative_epochs_count() {
+        for no in [
+            "inf",
+            "-inf",
+            "NaN",
+            "1e10",
+            "4294967296",
+            "-1",
+            "2.5",
+            "",
+            "x",
+        ] {
+            assert_eq!(epoch_of(no), None, "{no:?}");
+        }
+        assert_eq!(epoch_of(" 7 "), Some(7));
+        assert_eq!(epoch_of("3.0"), Some(3));
+        assert_eq!(epoch_of("4294967295"), Some(u32::MAX));
+        let rows =
+            parse("epoch,metrics/mAP50-95(B)\n1,0.1\ninf,0.9\n2.5,0.8\n1e10,0.7\n2,0.2\n").unwrap();
+        let epochs: Vec<u32> = rows.iter().map(|e| e.epoch).collect();
+        assert_eq!(epochs, [1, 2]);
+        assert_eq!(last_epoch(&rows), Some(2));
+        assert_eq!(last_epoch(&[]), None);
+    }
 
     /// The header and two rows of a real Ultralytics 8.4 `results.csv`.
     const REAL: &str = "epoch,time,train/box_loss,train/cls_loss,train/dfl_loss,metrics/precision(B),metrics/recall(B),metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss,val/dfl_loss,lr/pg0,lr/pg1,lr/pg2

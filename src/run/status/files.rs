@@ -80,7 +80,7 @@ pub struct OnDisk<'a>(pub &'a Path);
 
 impl RunDir for OnDisk<'_> {
     fn results(&self, dir: &str) -> Option<Vec<crate::rundir::results::Epoch>> {
-        crate::rundir::results::read(&self.0.join(dir).join("results.csv"))
+        crate::rundir::results::read(&self.0.join(dir).join(crate::rundir::layout::RESULTS))
     }
     fn log_tail(&self, log: &str) -> Option<String> {
         crate::fsutil::read_tail(
