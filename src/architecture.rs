@@ -43,6 +43,8 @@ struct File {
     /// Item names defined at the file's top level (fn, struct, enum, trait,
     /// type, const, static, union, mod, macro_rules!).
     defines: BTreeSet<String>,
+    /// Item names defined anywhere in it, inline modules and impls too.
+    defines_all: BTreeSet<String>,
     /// Every identifier of its code outside tests (what a glob import may
     /// bring in).
     words: BTreeSet<String>,
@@ -436,8 +438,9 @@ fn keyword_at(code: &str, kw: &str) -> Vec<usize> {
     found
 }
 
-/// Item names a file defines at its top level (outside inline modules).
-fn defines_of(code: &str, depth: &[u16]) -> BTreeSet<String> {
+/// Item names a file defines at its top level (outside inline modules), or
+/// at any depth with `depth` `None`.
+fn defines_of(code: &str, depth: Option<&[u16]>) -> BTreeSet<String> {
     const KEYWORDS: [&str; 10] = [
         "fn",
         "struct",
@@ -453,7 +456,7 @@ fn defines_of(code: &str, depth: &[u16]) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for kw in KEYWORDS {
         for at in keyword_at(code, kw) {
-            if depth[at] != 0 {
+            if depth.is_some_and(|d| d[at] != 0) {
                 continue;
             }
             let name_at = skip_space(code, at + kw.len());
@@ -579,7 +582,8 @@ impl Graph {
             let depth = depths(&code);
             files.push(File {
                 module: module_of(&s.rel),
-                defines: defines_of(&code, &depth),
+                defines: defines_of(&code, Some(&depth)),
+                defines_all: defines_of(&code, None),
                 inline_mods: inline_mods_of(&code),
                 words: words_of(&code, &test_ranges),
                 rel: s.rel,
@@ -907,6 +911,96 @@ impl Graph {
     }
 }
 
+impl Graph {
+    /// Whether a path a document names exists: from the crate root or from
+    /// any module (the map's rows name paths relative to their module), a
+    /// module path, then an item the module's file knows (`name_in`), or one
+    /// defined anywhere in it (an inline module's, a test's); a path that
+    /// starts with a type (`Printer::new`) needs the type defined somewhere,
+    /// or brought in from a dependency by a `use` (`PutMode::Create`). What
+    /// follows the item (a method, a variant, a field) must be a name the
+    /// code uses or defines.
+    fn names_exist(&self, path: &[String], names: &BTreeSet<&str>) -> bool {
+        let used = |w: &String| names.contains(w.as_str());
+        let mut bases: Vec<&Vec<String>> = self.by_module.keys().collect();
+        bases.sort();
+        for base in bases {
+            let mut full = base.clone();
+            full.extend(path.iter().cloned());
+            let Some(n) = (base.len() + 1..=full.len())
+                .rev()
+                .find(|&n| self.by_module.contains_key(&full[..n]))
+            else {
+                continue;
+            };
+            let f = self.by_module[&full[..n]];
+            let rest = &full[n..];
+            let Some(item) = rest.first() else {
+                return true;
+            };
+            let known = self.name_in(f, item, &[], DEPTH).is_some()
+                || self.files[f].defines_all.contains(item);
+            if known && rest[1..].iter().all(used) {
+                return true;
+            }
+        }
+        let Some(first) = path.first() else {
+            return false;
+        };
+        let outside = |u: &Use| {
+            !matches!(
+                u.path.first().map(String::as_str),
+                Some("crate" | "super" | "self")
+            )
+        };
+        let known = self.files.iter().any(|f| {
+            f.defines_all.contains(first) || f.uses.iter().any(|u| &u.name == first && outside(u))
+        });
+        known && path[1..].iter().all(used)
+    }
+}
+
+/// The `path::item` identifiers a document names in code spans (`a::b`,
+/// `a::{b, c::d}`, a call's `()` dropped) that the code does not have, one
+/// line each with the document's line.
+pub(crate) fn unknown_names(doc: &str, graph: &Graph) -> Vec<String> {
+    // Every name the code uses or defines, once.
+    let names: BTreeSet<&str> = graph
+        .files
+        .iter()
+        .flat_map(|f| f.words.iter().chain(&f.defines_all))
+        .map(String::as_str)
+        .collect();
+    let mut found = Vec::new();
+    for (n, line) in doc.lines().enumerate() {
+        for span in line.split('`').skip(1).step_by(2) {
+            let span = span.trim_end_matches("()");
+            let plain = |c: char| {
+                c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '{' | '}' | ',' | ' ')
+            };
+            if !span.contains("::") || !span.chars().all(plain) || span.starts_with("::") {
+                continue;
+            }
+            let mut paths = Vec::new();
+            use_tree(&span.replace(":: ", "::"), &[], &mut paths);
+            for (path, _) in paths {
+                let path: Vec<String> = path.into_iter().filter(|s| s != "crate").collect();
+                if path.len() < 2 || path.iter().any(|s| s.is_empty() || s.contains(' ')) {
+                    continue;
+                }
+                if !graph.names_exist(&path, &names) {
+                    found.push(format!(
+                        "docs/architecture.md:{}: `{span}` names `{}`, which src/ does not have",
+                        n + 1,
+                        path.join("::")
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
 /// The floors of docs/architecture.md: the table under its `## Floors`
 /// heading, one row per floor (`| N | `a`, `b` |`), each module named once.
 pub(crate) fn parse_floors(doc: &str) -> Result<BTreeMap<String, usize>, String> {
@@ -1005,6 +1099,46 @@ mod tests {
             "{} against the house's rules:\n{}",
             found.len(),
             found.join("\n")
+        );
+    }
+
+    #[test]
+    fn every_path_the_map_names_exists() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(root.join("docs/architecture.md"))
+            .expect("docs/architecture.md");
+        let graph = Graph::read(&root.join("src"));
+        let unknown = unknown_names(&doc, &graph);
+        assert!(
+            unknown.is_empty(),
+            "{} names the map has and the code has not:\n{}",
+            unknown.len(),
+            unknown.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_name_the_code_does_not_have_is_found() {
+        let g = crate_of(&[
+            ("lib.rs", "mod run;\nmod printer;\n"),
+            ("run/mod.rs", "pub mod team;\n"),
+            (
+                "run/team.rs",
+                "pub fn locate() {}\npub struct Located;\nmod inner { pub struct Deep; }\n",
+            ),
+            (
+                "printer.rs",
+                "pub struct Printer;\nimpl Printer { pub fn new() -> Printer { Printer } }\n",
+            ),
+        ]);
+        let doc = "a `run::team::{locate, Located}`, `team::locate()`, `Printer::new`, `run::team::Deep`\n\n`run::team::holds_allocation`, `Printer::capture`, `run::query::find_run`, `1 + 1`, `crate::…`\n";
+        assert_eq!(
+            unknown_names(doc, &g),
+            [
+                "docs/architecture.md:3: `run::team::holds_allocation` names `run::team::holds_allocation`, which src/ does not have",
+                "docs/architecture.md:3: `Printer::capture` names `Printer::capture`, which src/ does not have",
+                "docs/architecture.md:3: `run::query::find_run` names `run::query::find_run`, which src/ does not have",
+            ]
         );
     }
 
