@@ -25,10 +25,6 @@ pub enum Kind {
     InvalidInput,
     /// The command needs root (node-setup --apply).
     NotRoot,
-    /// Slurm did not answer; `stale` when what is shown comes from files only.
-    SlurmUnreachable { stale: bool },
-    /// A node or file differs from what it should be (`node-setup --check`).
-    Drift,
 }
 
 impl Kind {
@@ -36,7 +32,7 @@ impl Kind {
     pub fn exit_code(self) -> i32 {
         match self {
             Kind::InvalidInput => exit::INVALID_INPUT,
-            Kind::NotRoot | Kind::SlurmUnreachable { .. } | Kind::Drift => exit::FAILURE,
+            Kind::NotRoot => exit::FAILURE,
         }
     }
 }
@@ -162,12 +158,7 @@ mod tests {
 
     #[test]
     fn every_kind_has_its_documented_status() {
-        for (kind, code) in [
-            (Kind::InvalidInput, 2),
-            (Kind::NotRoot, 1),
-            (Kind::SlurmUnreachable { stale: true }, 1),
-            (Kind::Drift, 1),
-        ] {
+        for (kind, code) in [(Kind::InvalidInput, 2), (Kind::NotRoot, 1)] {
             let err = typed(kind, "x").context("outer");
             assert_eq!(exit_code_for(&err), code, "{kind:?}");
             assert_eq!(kind_of(&err), Some(kind));
