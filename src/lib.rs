@@ -15,6 +15,7 @@ pub(crate) mod doctor;
 pub mod error;
 pub mod fsutil;
 pub mod gres;
+pub(crate) mod id;
 pub mod identity;
 pub mod mig;
 pub mod names;

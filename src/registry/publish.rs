@@ -74,7 +74,7 @@ impl Publisher {
             format: FORMAT,
             name: self.name.clone(),
             version: 0,
-            publish_id: rand_hex(16),
+            publish_id: crate::id::random_hex(16),
             created_at: chrono::Utc::now(),
             user: self.user.clone(),
             account: self.account.clone(),
@@ -136,7 +136,7 @@ impl Snapshot {
         let dir = std::env::temp_dir().join(format!(
             "{SNAPSHOT_PREFIX}{}-{}",
             std::process::id(),
-            rand_hex(6)
+            crate::id::random_hex(6)
         ));
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -179,23 +179,6 @@ impl Drop for Snapshot {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// Random lowercase hex of `bytes` bytes (from the kernel).
-pub fn rand_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
-    if filled.is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-            ^ (u128::from(std::process::id()) << 64);
-        for (i, x) in b.iter_mut().enumerate() {
-            *x = (t >> ((i % 16) * 8)) as u8;
-        }
-    }
-    crate::backup::store::hex(&b)
 }
 
 /// A file taken into the snapshot.

@@ -181,11 +181,11 @@ pub fn index_dir() -> Result<PathBuf> {
 
 /// A new run id: `<name>-<UTC time>-<4 hex>`; sortable, and unique per submission.
 pub fn new_run_id(name: &str, now: DateTime<Utc>) -> String {
-    let nanos = now.timestamp_subsec_nanos() as u64;
-    let mix =
-        (u64::from(std::process::id()) << 32) ^ nanos ^ (now.timestamp() as u64).rotate_left(17);
-    let short = crate::spec::fnv1a64(&mix.to_le_bytes()) & 0xffff;
-    format!("{name}-{}-{short:04x}", now.format("%Y%m%dT%H%M%S"))
+    format!(
+        "{name}-{}-{}",
+        now.format("%Y%m%dT%H%M%S"),
+        crate::id::random_hex(2)
+    )
 }
 
 #[cfg(test)]
