@@ -64,7 +64,9 @@ impl Prune {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     /// Go on (`rungs`: the rungs passed so far, for halving).
-    Go { rungs: u32 },
+    Go {
+        rungs: u32,
+    },
     Stop(Prune),
 }
 
@@ -264,11 +266,16 @@ mod tests {
         let peers = vec![c(&[0.3, 0.5, 0.6]), c(&[0.2, 0.4, 0.5]), c(&[0.1, 0.3])];
         // Epoch 2: peers' best 0.5, 0.4, 0.3 → median 0.4.
         let v = decide(&median_rule(1, 3), MAX, &c(&[0.1, 0.35]), &peers, 0);
-        let Verdict::Stop(p) = v else {
-            panic!("{v:?}")
-        };
-        assert_eq!((p.epoch, p.value, p.reference, p.compared), (2, 0.35, 0.4, 3));
-        assert!(p.describe("mAP").contains("median 0.40000 of 3"), "{}", p.describe("mAP"));
+        let Verdict::Stop(p) = v else { panic!("{v:?}") };
+        assert_eq!(
+            (p.epoch, p.value, p.reference, p.compared),
+            (2, 0.35, 0.4, 3)
+        );
+        assert!(
+            p.describe("mAP").contains("median 0.40000 of 3"),
+            "{}",
+            p.describe("mAP")
+        );
         // At the median: goes on (ties are not worse).
         assert_eq!(
             decide(&median_rule(1, 3), MAX, &c(&[0.1, 0.4]), &peers, 0),
@@ -281,13 +288,25 @@ mod tests {
         );
         // Minimising: the peers' lowest by epoch 2 are 0.3, 0.2 and 0.1, so
         // the median is 0.2 and 0.35 is worse.
-        let v = decide(&median_rule(1, 3), Direction::Minimize, &c(&[0.9, 0.35]), &peers, 0);
+        let v = decide(
+            &median_rule(1, 3),
+            Direction::Minimize,
+            &c(&[0.9, 0.35]),
+            &peers,
+            0,
+        );
         assert!(
             matches!(v, Verdict::Stop(Prune { epoch: 2, reference, .. }) if reference == 0.2),
             "{v:?}"
         );
         assert_eq!(
-            decide(&median_rule(1, 3), Direction::Minimize, &c(&[0.9, 0.15]), &peers, 0),
+            decide(
+                &median_rule(1, 3),
+                Direction::Minimize,
+                &c(&[0.9, 0.15]),
+                &peers,
+                0
+            ),
             Verdict::Go { rungs: 0 }
         );
     }
@@ -322,7 +341,11 @@ mod tests {
     fn halving_keeps_the_best_of_each_rung_and_decides_each_rung_once() {
         // eta 2, rungs at epochs 1, 2, 4.
         let cfg = halving(1, 2, 2);
-        let peers = vec![c(&[0.5, 0.6, 0.7, 0.8]), c(&[0.1, 0.2, 0.3, 0.4]), c(&[0.4])];
+        let peers = vec![
+            c(&[0.5, 0.6, 0.7, 0.8]),
+            c(&[0.1, 0.2, 0.3, 0.4]),
+            c(&[0.4]),
+        ];
         // Rung 1: 0.5, 0.4, 0.3 (own), 0.1 → keep 2: 0.5 and 0.4; own 0.3 stops.
         let Verdict::Stop(p) = decide(&cfg, MAX, &c(&[0.3]), &peers, 0) else {
             panic!()
@@ -338,7 +361,17 @@ mod tests {
             Verdict::Go { rungs: 1 }
         );
         let v = decide(&cfg, MAX, &c(&[0.45, 0.45]), &peers, 1);
-        assert!(matches!(v, Verdict::Stop(Prune { epoch: 2, kept: Some(1), .. })), "{v:?}");
+        assert!(
+            matches!(
+                v,
+                Verdict::Stop(Prune {
+                    epoch: 2,
+                    kept: Some(1),
+                    ..
+                })
+            ),
+            "{v:?}"
+        );
         // A rung passed is not judged again, however many arrive later.
         let crowd = vec![c(&[0.9]), c(&[0.9]), c(&[0.9]), c(&[0.9])];
         assert_eq!(
@@ -357,7 +390,10 @@ mod tests {
         // Three trials at rung 1, eta 4: ⌊3/4⌋ = 0 → one is kept, the best.
         let cfg = halving(1, 3, 4);
         let peers = vec![c(&[0.5]), c(&[0.4])];
-        assert!(matches!(decide(&cfg, MAX, &c(&[0.45]), &peers, 0), Verdict::Stop(_)));
+        assert!(matches!(
+            decide(&cfg, MAX, &c(&[0.45]), &peers, 0),
+            Verdict::Stop(_)
+        ));
         assert_eq!(
             decide(&cfg, MAX, &c(&[0.55]), &peers, 0),
             Verdict::Go { rungs: 1 }

@@ -1330,7 +1330,11 @@ mod tests {
         let json = serde_json::to_value(&prune).unwrap();
         assert_eq!(
             (&json["decision"], &json["rule"], &json["epoch"]),
-            (&serde_json::json!("prune"), &serde_json::json!("median"), &serde_json::json!(2))
+            (
+                &serde_json::json!("prune"),
+                &serde_json::json!("median"),
+                &serde_json::json!(2)
+            )
         );
     }
 

@@ -210,15 +210,15 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
     let job_id = env("SLURM_JOB_ID").unwrap_or_default();
     // A search's trial with [tune] early_stop: its rule and its batch.
     let prune = match (&tune, task) {
-        (Some(t), Some(trial)) if args.stage == "train" => t.early_stop.map(|rule| {
-            agent::run::PruneSetup {
+        (Some(t), Some(trial)) if args.stage == "train" => {
+            t.early_stop.map(|rule| agent::run::PruneSetup {
                 rule,
                 direction: t.direction,
                 objective: t.objective.clone(),
                 trial,
                 batch: t.batch_trials(trial / t.parallel.max(1)),
-            }
-        }),
+            })
+        }
         _ => None,
     };
     if let Some(p) = &prune {

@@ -267,7 +267,10 @@ fn a_search_of_two_batches_is_asked_trained_told_ranked_and_its_best_exported() 
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&"best.pt") && names.contains(&"best.onnx"), "{names:?}");
+    assert!(
+        names.contains(&"best.pt") && names.contains(&"best.onnx"),
+        "{names:?}"
+    );
 
     // Human status: the trials' table.
     let text = run(f.cmd().args(["status", &run_id]));
@@ -546,7 +549,12 @@ fn a_trial_that_falls_behind_is_stopped_early_through_its_agent_and_told_pruned(
         .args(["submit", "--json"])
         .arg(&spec);
     let out = run(&mut submit);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let sub: Value = serde_json::from_slice(&out.stdout).unwrap();
     let run_id = sub["run_id"].as_str().unwrap().to_string();
     let ids = submitted_ids(&sub);
@@ -567,16 +575,25 @@ fn a_trial_that_falls_behind_is_stopped_early_through_its_agent_and_told_pruned(
         "trial 3 ended before trial 2 was stopped"
     );
     assert!(
-        queue.lines().any(|l| l.trim() == "3 RUNNING") && !queue.lines().any(|l| l.starts_with("2 ")),
+        queue.lines().any(|l| l.trim() == "3 RUNNING")
+            && !queue.lines().any(|l| l.starts_with("2 ")),
         "trial 2's task is gone, trial 3's runs: {queue}"
     );
     let end2 = record(&workdir, "train.2", "end");
-    assert_eq!(end2["exit_code"], 0, "a pruned trial is no failed job: {end2}");
-    let prune: Value = serde_json::from_str(&read(&workdir.join("state/train.2.prune.json"))).unwrap();
+    assert_eq!(
+        end2["exit_code"], 0,
+        "a pruned trial is no failed job: {end2}"
+    );
+    let prune: Value =
+        serde_json::from_str(&read(&workdir.join("state/train.2.prune.json"))).unwrap();
     assert_eq!(prune["rule"], "median", "{prune}");
     let at = prune["epoch"].as_u64().unwrap();
     assert!((2..8).contains(&at), "{prune}");
-    assert_eq!(prune["compared"], 2, "the two told trials (trial 3 not yet there, or tied): {prune}");
+    // The two told trials, and trial 3 when it had reached the epoch too.
+    assert!(
+        (2..=3).contains(&prune["compared"].as_u64().unwrap()),
+        "{prune}"
+    );
     assert!(num(&prune["value"]) < num(&prune["reference"]), "{prune}");
     let log = read(&workdir.join("logs/train-2.out"));
     assert!(
@@ -591,13 +608,27 @@ fn a_trial_that_falls_behind_is_stopped_early_through_its_agent_and_told_pruned(
     assert_eq!(out.status.code(), Some(0), "{st:#}");
     assert_eq!(st["state"], "completed", "{st:#}");
     let trials = st["tune"]["trials"].as_array().unwrap();
-    let states: Vec<&str> = trials.iter().map(|t| t["state"].as_str().unwrap()).collect();
-    assert_eq!(states, ["complete", "complete", "pruned", "complete"], "{st:#}");
+    let states: Vec<&str> = trials
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["complete", "complete", "pruned", "complete"],
+        "{st:#}"
+    );
     let reached = trials[2]["epochs"].as_u64().unwrap();
-    assert!(reached >= at && reached < 8, "told with the epochs it reached: {st:#}");
+    assert!(
+        reached >= at && reached < 8,
+        "told with the epochs it reached: {st:#}"
+    );
     assert_eq!(trials[3]["epochs"], 8, "{st:#}");
     for (n, lr0) in [(0, 0.05), (1, 0.05), (2, 0.0001), (3, 0.05)] {
-        assert_eq!(num(&trials[n]["params"]["lr0"]), lr0, "the seed's draw changed: {st:#}");
+        assert_eq!(
+            num(&trials[n]["params"]["lr0"]),
+            lr0,
+            "the seed's draw changed: {st:#}"
+        );
     }
     let text = run(f.cmd().args(["status", &run_id]));
     let text = String::from_utf8_lossy(&text.stdout);
@@ -616,13 +647,27 @@ fn a_trial_that_falls_behind_is_stopped_early_through_its_agent_and_told_pruned(
 
     // The HTML page plots the search: a dot per completed trial.
     let page = f.path().join("report.html");
-    let out = run(f.cmd().args(["report", "--format", "html", "--output"]).arg(&page));
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(f
+        .cmd()
+        .args(["report", "--format", "html", "--output"])
+        .arg(&page));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let html = read(&page);
-    let section = &html[html.find("<section id=\"searches\">").expect("the searches section")..];
+    let section = &html[html
+        .find("<section id=\"searches\">")
+        .expect("the searches section")..];
     let section = &section[..section.find("</section>").unwrap()];
     assert!(section.contains(&run_id), "{section}");
-    assert_eq!(section.matches("<circle class=\"dot\"").count(), 3, "{section}");
+    assert_eq!(
+        section.matches("<circle class=\"dot\"").count(),
+        3,
+        "{section}"
+    );
     assert!(section.contains("<td>pruned</td>"), "{section}");
 }
 
@@ -644,7 +689,9 @@ fn publishing_a_search_without_a_registry_is_refused_before_anything_is_queued()
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("no-registry.toml:20") && err.contains("`tune.publish`") && err.contains("no model registry"),
+        err.contains("no-registry.toml:20")
+            && err.contains("`tune.publish`")
+            && err.contains("no model registry"),
         "{err}"
     );
     assert!(!f.path().join("runs/no-registry/manifest.json").exists());

@@ -54,7 +54,9 @@ fn results(values: &[f64]) -> String {
 fn ended(workdir: &Path, n: u32, code: i32, done: bool) {
     std::fs::write(
         workdir.join(format!("state/train.{n}.end.json")),
-        format!("{{\"stage\":\"train\",\"exit_code\":{code},\"ended\":\"2026-12-03T20:00:00Z\"}}\n"),
+        format!(
+            "{{\"stage\":\"train\",\"exit_code\":{code},\"ended\":\"2026-12-03T20:00:00Z\"}}\n"
+        ),
     )
     .unwrap();
     if done {
@@ -90,9 +92,17 @@ fn a_pruned_trial_is_told_pruned_with_its_curve_and_a_failed_one_fail() {
         assert!(w.join(format!("tune/trial-{n}.args")).exists());
         std::fs::create_dir_all(w.join(format!("train-{n}"))).unwrap();
     }
-    std::fs::write(w.join("train-0/results.csv"), results(&[0.1, 0.2, 0.3, 0.35])).unwrap();
+    std::fs::write(
+        w.join("train-0/results.csv"),
+        results(&[0.1, 0.2, 0.3, 0.35]),
+    )
+    .unwrap();
     ended(w, 0, 0, true);
-    std::fs::write(w.join("train-1/results.csv"), results(&[0.2, 0.3, 0.4, 0.45])).unwrap();
+    std::fs::write(
+        w.join("train-1/results.csv"),
+        results(&[0.2, 0.3, 0.4, 0.45]),
+    )
+    .unwrap();
     ended(w, 1, 0, true);
     // Stopped by its agent at epoch 2: the job ended well, without the done mark.
     std::fs::write(w.join("train-2/results.csv"), results(&[0.05, 0.08])).unwrap();
@@ -108,7 +118,10 @@ fn a_pruned_trial_is_told_pruned_with_its_curve_and_a_failed_one_fail() {
     ended(w, 3, 1, false);
 
     let log = tune(w, "tell", 0);
-    assert!(log.contains("trial 2: told pruned after 2 epoch(s)"), "{log}");
+    assert!(
+        log.contains("trial 2: told pruned after 2 epoch(s)"),
+        "{log}"
+    );
     assert!(log.contains("trial 3: told failed"), "{log}");
     let summary: Value = serde_json::from_str(&read(&w.join("tune/trials.json"))).unwrap();
     let states: Vec<&str> = summary["trials"]
@@ -117,9 +130,17 @@ fn a_pruned_trial_is_told_pruned_with_its_curve_and_a_failed_one_fail() {
         .iter()
         .map(|t| t["state"].as_str().unwrap())
         .collect();
-    assert_eq!(states, ["complete", "complete", "pruned", "fail"], "{summary:#}");
+    assert_eq!(
+        states,
+        ["complete", "complete", "pruned", "fail"],
+        "{summary:#}"
+    );
     assert_eq!(summary["trials"][2]["epochs"], 2);
-    assert_eq!(summary["trials"][2]["value"], Value::Null, "a pruned trial is not ranked");
+    assert_eq!(
+        summary["trials"][2]["value"],
+        Value::Null,
+        "a pruned trial is not ranked"
+    );
     assert_eq!(summary["best"]["trial"], 1);
 
     // Optuna's own record: PRUNED, its curve as intermediate values, the
@@ -136,7 +157,11 @@ fn a_pruned_trial_is_told_pruned_with_its_curve_and_a_failed_one_fail() {
         .arg(w.join("tune/study.journal"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let trials: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(trials[0][0], "COMPLETE");
     assert_eq!(trials[0][1], 0.35);

@@ -912,10 +912,7 @@ fn section_searches(out: &mut String, searches: &[crate::report::model::SearchPl
                 ],
                 None,
                 false,
-                Some((
-                    0.0,
-                    f64::from(s.trials_planned.saturating_sub(1).max(1)),
-                )),
+                Some((0.0, f64::from(s.trials_planned.saturating_sub(1).max(1)))),
             );
         }
         let cell = |v: Option<f64>| v.map(fmt_num).unwrap_or_default();

@@ -309,9 +309,7 @@ fn check_tune(cx: &mut Cx<'_>, spec: &Spec, tune: &Tune) {
                     "early stopping from epoch {} of trials of {n} epoch(s) stops nothing",
                     e.min_epochs
                 ),
-                help: Some(format!(
-                    "set min_epochs below {n}, or remove early_stop"
-                )),
+                help: Some(format!("set min_epochs below {n}, or remove early_stop")),
             });
         }
     }

@@ -561,7 +561,10 @@ fn read_early_stop(cx: &mut Cx<'_>, v: &Val<'_>, trials: Option<u32>) -> Option<
                 KEY,
                 v,
                 "\"median\", \"halving\" or a table",
-                Some("write early_stop = \"median\" or early_stop = { rule = \"halving\", eta = 3 }".into()),
+                Some(
+                    "write early_stop = \"median\" or early_stop = { rule = \"halving\", eta = 3 }"
+                        .into(),
+                ),
             );
             return None;
         }
@@ -1108,7 +1111,10 @@ mod tests {
             .tune
             .unwrap();
         let e = t.early_stop.unwrap();
-        assert_eq!((e.rule, e.min_epochs, e.min_trials), (PruneRule::Median, 1, 3));
+        assert_eq!(
+            (e.rule, e.min_epochs, e.min_trials),
+            (PruneRule::Median, 1, 3)
+        );
         let t = parse(
             "[tune]\ntrials = 16\nepochs = 20\n[tune.early_stop]\nrule = \"halving\"\nmin_epochs = 2\nmin_trials = 3\neta = 3\n",
         )

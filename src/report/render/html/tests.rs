@@ -136,7 +136,7 @@ fn report() -> Report {
             epochs: vec![epoch(1, 0.1), epoch(2, 0.3)],
         }],
         curves_omitted: 0,
-            searches: vec![],
+        searches: vec![],
         advice: None,
     }
 }
@@ -374,14 +374,21 @@ fn search() -> SearchPlot {
 fn a_search_is_plotted_per_trial_with_the_best_so_far() {
     let mut r = report();
     let without = render(&r);
-    assert!(!without.contains("id=\"searches\""), "no search, no section");
+    assert!(
+        !without.contains("id=\"searches\""),
+        "no search, no section"
+    );
     r.searches = vec![search()];
     let page = render(&r);
     let section = &page[page.find("<section id=\"searches\">").expect("the section")..];
     let section = &section[..section.find("</section>").unwrap()];
     // One chart: a dot per trial with an objective, a step line of the best.
     assert_eq!(section.matches("role=\"img\"").count(), 1);
-    assert_eq!(section.matches("<circle class=\"dot\"").count(), 2, "{section}");
+    assert_eq!(
+        section.matches("<circle class=\"dot\"").count(),
+        2,
+        "{section}"
+    );
     assert!(section.contains("<title>trial 1: 0.42</title>"));
     let line = section
         .split("<polyline")
