@@ -696,3 +696,50 @@ fn publishing_a_search_without_a_registry_is_refused_before_anything_is_queued()
     );
     assert!(!f.path().join("runs/no-registry/manifest.json").exists());
 }
+
+/// A trial that runs out of GPU memory is told `fail` (a search's trials do
+/// not move to a bigger slice), and status says so and what to change.
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_trial_out_of_gpu_memory_is_told_fail_and_status_says_what_to_change() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "oom",
+        "[tune]\ntrials = 2\nparallel = 2\nepochs = 3\nsampler = \"random\"\nseed = 1\n\
+         [tune.space]\nlr0 = { min = 1e-3, max = 1e-1, log = true }\n",
+    );
+    let every: Vec<String> = (0..64).map(|d| d.to_string()).collect();
+    let mut submit = f.cmd();
+    submit
+        .env("YOLO_STANDIN_OOM_DEVICES", every.join(","))
+        .args(["submit", "--json"])
+        .arg(&spec);
+    let out = run(&mut submit);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    run_bounded(&mut watch, patience(Duration::from_secs(300))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    let trials = st["tune"]["trials"].as_array().expect("the trials");
+    assert_eq!(trials.len(), 2, "{st:#}");
+    for t in trials {
+        assert_eq!(t["state"], "fail", "{t}");
+        let why = t["why"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("ran out of GPU memory on") && why.contains("(CUDA out of memory)")
+                && why.contains("set `gpu` in [train] to a bigger slice"),
+            "{t}"
+        );
+    }
+    let text = run(f.cmd().args(["status", &run_id]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("fail (out of GPU memory)") && text.contains("trial 1: ran out of GPU memory"),
+        "{text}"
+    );
+}
