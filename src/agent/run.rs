@@ -313,6 +313,8 @@ impl Pruner {
     fn look(&mut self, workdir: &Path) -> Option<Decision> {
         let own = self.curve(&self.own);
         if own.len() <= self.seen_epochs {
+            // A training started again from epoch 1 is looked at anew.
+            self.seen_epochs = own.len();
             return None;
         }
         self.seen_epochs = own.len();

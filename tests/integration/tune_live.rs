@@ -716,7 +716,12 @@ fn a_trial_out_of_gpu_memory_is_told_fail_and_status_says_what_to_change() {
         .args(["submit", "--json"])
         .arg(&spec);
     let out = run(&mut submit);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
         .as_str()
         .unwrap()
@@ -731,7 +736,8 @@ fn a_trial_out_of_gpu_memory_is_told_fail_and_status_says_what_to_change() {
         assert_eq!(t["state"], "fail", "{t}");
         let why = t["why"].as_str().unwrap_or_default();
         assert!(
-            why.contains("ran out of GPU memory on") && why.contains("(CUDA out of memory)")
+            why.contains("ran out of GPU memory on")
+                && why.contains("(CUDA out of memory)")
                 && why.contains("set `gpu` in [train] to a bigger slice"),
             "{t}"
         );
@@ -739,7 +745,8 @@ fn a_trial_out_of_gpu_memory_is_told_fail_and_status_says_what_to_change() {
     let text = run(f.cmd().args(["status", &run_id]));
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.contains("fail (out of GPU memory)") && text.contains("trial 1: ran out of GPU memory"),
+        text.contains("fail (out of GPU memory)")
+            && text.contains("trial 1: ran out of GPU memory"),
         "{text}"
     );
 }
