@@ -651,7 +651,13 @@ impl Agent<'_, '_> {
                 time: Utc::now(),
             };
             let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
-            if let Err(e) = crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644) {
+            let written = match path.parent() {
+                Some(dir) => std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))
+                    .and_then(|()| crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644)),
+                None => crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644),
+            };
+            if let Err(e) = written {
                 (self.log)(&format!(
                     "could not write the early-stopping record {}: {e:#}; the trial is not stopped",
                     path.display()
