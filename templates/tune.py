@@ -276,6 +276,32 @@ def objective_of(workdir, n, s):
     return best, len(rows)
 
 
+def objective_curve(workdir, n, s):
+    """The objective per epoch of the trial's results.csv (None where missing)."""
+    path = os.path.join(workdir, f"train-{n}", "results.csv")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return []
+    out = []
+    for r in rows:
+        r = {(k or "").strip(): (v or "").strip() for k, v in r.items()}
+        try:
+            v = float(r.get(s["objective"], ""))
+        except ValueError:
+            v = None
+        out.append(v if v is not None and math.isfinite(v) else None)
+    return out
+
+
+def prune_record(workdir, n):
+    """The record the trial's agent wrote when it stopped the trial early
+    (`[tune] early_stop`): the rule, the epoch and the numbers."""
+    rec = read_json(os.path.join(workdir, "state", f"train.{n}.prune.json"))
+    return rec if isinstance(rec, dict) else None
+
+
 def trial_ended_well(workdir, n):
     end = read_json(os.path.join(workdir, "state", f"train.{n}.end.json"))
     done = os.path.exists(os.path.join(workdir, f"train-{n}", ".yolo-sched-train-done"))
@@ -295,8 +321,9 @@ def tell(workdir, batch):
 
 
 def tell_trials(workdir, s, study, trials, only_finished=False):
-    """Tell each trial still running in the study its objective, or failed
-    (unless `only_finished`: then only those that finished well)."""
+    """Tell each trial still running in the study its objective, pruned
+    (its agent stopped it early), or failed (unless `only_finished`: then
+    only those that finished well or were pruned)."""
     from optuna.trial import TrialState
 
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -312,9 +339,25 @@ def tell_trials(workdir, s, study, trials, only_finished=False):
                 log(f"trial {n}: already told ({by_number[number].state.name})")
             continue
         value, epochs = objective_of(workdir, n, s)
+        pruned = prune_record(workdir, n)
         if trial_ended_well(workdir, n) and value is not None:
             study.tell(number, value)
             log(f"trial {n}: {s['objective']} = {value} after {epochs} epoch(s)")
+        elif pruned is not None:
+            # Optuna's own record of a pruned trial: its curve as intermediate
+            # values (the last becomes its value, which TPE ranks pruned
+            # trials by), then PRUNED.
+            trial_id = getattr(by_number[number], "_trial_id", None)
+            for step, v in enumerate(objective_curve(workdir, n, s), start=1):
+                if v is None or trial_id is None:
+                    continue
+                try:
+                    study._storage.set_trial_intermediate_value(trial_id, step, v)
+                except Exception as e:  # the state is what matters
+                    log(f"trial {n}: could not record epoch {step}'s value: {e}")
+                    break
+            study.tell(number, state=TrialState.PRUNED)
+            log(f"trial {n}: told pruned after {epochs} epoch(s): {pruned.get('message', '')}")
         elif not only_finished:
             why = "it has no value of the objective" if value is None else "its training did not finish"
             study.tell(number, state=TrialState.FAIL)

@@ -19,6 +19,11 @@
 //! `CUDA_VISIBLE_DEVICES`, `SLURM_STEP_GPUS`/`SLURM_JOB_GPUS` and the node's
 //! gres.conf), or that they cannot be known.
 //!
+//! `prune` is a search's early stopping (`[tune] early_stop`, pure): the
+//! median rule and successive halving over the trials' curves; the agent of
+//! a trial reads the curves, decides (`Decision::Prune`) and stops its
+//! trainer, which frees the slice.
+//!
 //! `duty` holds that hook (`AgentDuty`, `Event`); `check` the spec's guard
 //! against the site's limits (`check_spec`).
 
@@ -28,6 +33,7 @@ mod duty;
 pub(crate) mod metrics;
 pub(crate) mod policy;
 pub mod procs;
+pub mod prune;
 pub(crate) mod run;
 pub mod series;
 pub(crate) mod site;

@@ -254,6 +254,13 @@ impl StopCause {
 pub enum Decision {
     /// The warm-up is over: growth counts from now on.
     WarmupOver { at_s: f64, epochs: Option<u32> },
+    /// A search's trial fell behind its peers (`[tune] early_stop`): stop
+    /// its trainer, so its slice is freed; its tell records it pruned.
+    Prune {
+        #[serde(flatten)]
+        prune: super::prune::Prune,
+        objective: String,
+    },
     /// Memory passed the warning fraction.
     Warn {
         used: u64,
@@ -287,6 +294,7 @@ impl Decision {
                     .map(|e| format!(" ({e} epoch{} done)", if e == 1 { "" } else { "s" }))
                     .unwrap_or_default()
             ),
+            Decision::Prune { prune, objective } => prune.describe(objective),
             Decision::Warn {
                 used,
                 limit,

@@ -73,6 +73,21 @@ pub struct Options {
     /// accounting (`advise::need`): the Slurm clients to do it with, when
     /// the agent runs inside a Slurm job.
     pub carrier: Option<crate::slurm::Slurm>,
+    /// A search's trial with `[tune] early_stop`: the rule and its peers.
+    pub prune: Option<PruneSetup>,
+}
+
+/// What the agent of a search's trial needs for early stopping.
+#[derive(Debug, Clone)]
+pub struct PruneSetup {
+    pub rule: crate::spec::EarlyStop,
+    pub direction: crate::spec::Direction,
+    /// The `results.csv` column.
+    pub objective: String,
+    /// The trial (its array task, `train-<trial>/`).
+    pub trial: u32,
+    /// The trials of its batch, itself included.
+    pub batch: std::ops::Range<u32>,
 }
 
 impl Options {
@@ -97,6 +112,8 @@ pub enum EndReason {
     Signalled,
     /// The guard stopped the trainer.
     Stopped,
+    /// The search's early stopping stopped the trial's trainer.
+    Pruned,
     /// `max_samples` reached.
     SampleLimit,
     /// The job's devices cannot be known and there is nothing else to do.
@@ -111,6 +128,7 @@ impl EndReason {
             EndReason::ScriptEnded => "the train script closed the agent's input (it is ending)",
             EndReason::Signalled => "a TERM, INT or HUP arrived (scancel or the job's end)",
             EndReason::Stopped => "the memory guard stopped the trainer",
+            EndReason::Pruned => "the search's early stopping stopped the trial",
             EndReason::SampleLimit => "the sample limit (--samples) was reached",
             EndReason::Unwatched => {
                 "the job's own devices cannot be known, so there is nothing to watch"
@@ -227,6 +245,105 @@ impl Progress {
     }
 }
 
+/// A search's early stopping in the agent of one trial: its curve and its
+/// peers' read from the run directory when its own `results.csv` grew,
+/// decided by `prune::decide`.
+struct Pruner {
+    setup: PruneSetup,
+    own: PathBuf,
+    /// Epochs of its own curve at the last look.
+    seen_epochs: usize,
+    /// Successive halving's rungs passed.
+    rungs: u32,
+}
+
+impl Pruner {
+    fn new(opts: &Options) -> Option<Pruner> {
+        let setup = opts.prune.clone()?;
+        Some(Pruner {
+            own: opts
+                .workdir
+                .join(crate::rundir::layout::train_dir(Some(setup.trial)))
+                .join("results.csv"),
+            setup,
+            seen_epochs: 0,
+            rungs: 0,
+        })
+    }
+
+    fn curve(&self, path: &Path) -> Vec<Option<f64>> {
+        crate::fsutil::read_regular(path, 16 << 20)
+            .map(|t| super::prune::objective_curve(&t, &self.setup.objective))
+            .unwrap_or_default()
+    }
+
+    /// The peers: the other trials of the batch, and the trials of earlier
+    /// batches the search has told (completed ones for the median rule,
+    /// completed and pruned ones for halving), as `tune/trials.json` says.
+    fn peers(&self, workdir: &Path) -> Vec<Vec<Option<f64>>> {
+        let s = &self.setup;
+        let mut trials: Vec<u32> = s.batch.clone().filter(|t| *t != s.trial).collect();
+        if let Ok(Some(summary)) = crate::run::tune::read_summary(workdir) {
+            let counts = |state: &str| match s.rule.rule {
+                crate::spec::PruneRule::Median => state == "complete",
+                crate::spec::PruneRule::Halving => state == "complete" || state == "pruned",
+            };
+            trials.extend(
+                summary
+                    .trials
+                    .iter()
+                    .filter(|t| !s.batch.contains(&t.trial) && counts(&t.state))
+                    .map(|t| t.trial),
+            );
+        }
+        trials
+            .into_iter()
+            .map(|t| {
+                self.curve(
+                    &workdir
+                        .join(crate::rundir::layout::train_dir(Some(t)))
+                        .join("results.csv"),
+                )
+            })
+            .filter(|c| !c.is_empty())
+            .collect()
+    }
+
+    /// A look after a sample: a decision when its curve grew and it fell behind.
+    fn look(&mut self, workdir: &Path) -> Option<Decision> {
+        let own = self.curve(&self.own);
+        if own.len() <= self.seen_epochs {
+            // A training started again from epoch 1 is looked at anew.
+            self.seen_epochs = own.len();
+            return None;
+        }
+        self.seen_epochs = own.len();
+        let peers = self.peers(workdir);
+        let s = &self.setup;
+        match super::prune::decide(&s.rule, s.direction, &own, &peers, self.rungs) {
+            super::prune::Verdict::Go { rungs } => {
+                self.rungs = rungs;
+                None
+            }
+            super::prune::Verdict::Stop(prune) => Some(Decision::Prune {
+                prune,
+                objective: s.objective.clone(),
+            }),
+        }
+    }
+}
+
+/// A trial's early-stopping record (`layout::prune_record`), read by the tell job.
+#[derive(Debug, Serialize)]
+struct PruneRecord<'a> {
+    #[serde(flatten)]
+    prune: &'a super::prune::Prune,
+    objective: &'a str,
+    message: String,
+    job_id: &'a str,
+    time: chrono::DateTime<Utc>,
+}
+
 /// TERM, INT and HUP (scancel, the job's end) become readable on this fd
 /// instead of killing the agent, so it still removes its metrics file. `None`
 /// where signalfd is not available: the default actions then apply.
@@ -333,6 +450,11 @@ fn decide(decisions: &[Decision], record: &mut GuardRecord, guard_state: &mut u8
         let line = d.describe();
         match d {
             Decision::WarmupOver { .. } => continue,
+            // Not the memory guard's: its own record (`Pruner`), no gauge.
+            Decision::Prune { .. } => {
+                v.stop = true;
+                continue;
+            }
             Decision::Warn { .. } => {
                 *guard_state = (*guard_state).max(1);
                 record.warnings.push(line.clone());
@@ -400,6 +522,10 @@ struct Agent<'a, 'd> {
     duties: &'a mut [Box<dyn AgentDuty>],
     log: &'a mut dyn FnMut(&str),
     watch: Option<Watch<'d>>,
+    /// A search's trial with early stopping.
+    pruner: Option<Pruner>,
+    /// The early stop decided, when one was.
+    pruned: Option<super::prune::Prune>,
     signals: Option<SignalFd>,
     outcome: Outcome,
 }
@@ -480,9 +606,73 @@ impl Agent<'_, '_> {
         }
     }
 
+    /// The guard's decisions, then (when the guard does not stop the job)
+    /// early stopping's. True: stop now.
+    fn record(&mut self, unattributed: Option<&'static str>) -> bool {
+        self.record_guard(unattributed) || self.record_prune()
+    }
+
+    /// A search's early stopping after this sample: a `Decision::Prune`
+    /// logged, written to the trial's record, and a stop.
+    fn record_prune(&mut self) -> bool {
+        let Some(d) = self
+            .pruner
+            .as_mut()
+            .and_then(|p| p.look(&self.opts.workdir))
+        else {
+            return false;
+        };
+        let Decision::Prune { prune, objective } = &d else {
+            return false;
+        };
+        let message = d.describe();
+        (self.log)(&message);
+        let mut scratch = GuardRecord::default();
+        let mut state = 0;
+        let verdict = match self.watch.as_mut() {
+            Some(w) => decide(std::slice::from_ref(&d), &mut w.record, &mut w.guard_state),
+            None => decide(std::slice::from_ref(&d), &mut scratch, &mut state),
+        };
+        if !self.opts.write_files {
+            (self.log)("--dry-run: the trial is not stopped");
+            self.outcome.decisions.push(d);
+            return false;
+        }
+        {
+            let path = self
+                .opts
+                .workdir
+                .join(crate::rundir::layout::prune_record(self.opts.task));
+            let record = PruneRecord {
+                prune,
+                objective,
+                message,
+                job_id: &self.opts.job_id,
+                time: Utc::now(),
+            };
+            let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
+            let written = match path.parent() {
+                Some(dir) => std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))
+                    .and_then(|()| crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644)),
+                None => crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644),
+            };
+            if let Err(e) = written {
+                (self.log)(&format!(
+                    "could not write the early-stopping record {}: {e:#}; the trial is not stopped",
+                    path.display()
+                ));
+                return false;
+            }
+        }
+        self.pruned = Some(prune.clone());
+        self.outcome.decisions.push(d);
+        verdict.stop
+    }
+
     /// The guard's decisions on the series: logged, folded into the record
     /// (`decide`), which is written when it changed. True: stop now.
-    fn record(&mut self, unattributed: Option<&'static str>) -> bool {
+    fn record_guard(&mut self, unattributed: Option<&'static str>) -> bool {
         let p = &self.opts.policy;
         let Some(w) = self.watch.as_mut() else {
             return false;
@@ -663,6 +853,41 @@ impl Agent<'_, '_> {
     /// the audit trail.
     fn stop(&mut self) {
         let opts = self.opts;
+        if let Some(prune) = &self.pruned {
+            match opts.pid {
+                Some(pid) => {
+                    let how = procs::stop(pid, Duration::from_secs_f64(opts.policy.grace_s));
+                    (self.log)(&format!(
+                        "trainer (pid {pid}) {}: the trial ends at epoch {}, its slice is freed",
+                        match how {
+                            procs::Stopped::Terminated => "stopped by TERM",
+                            procs::Stopped::Killed => "killed after the grace period",
+                            procs::Stopped::Gone => "had already exited",
+                        },
+                        prune.epoch
+                    ));
+                }
+                None => (self.log)("no trainer pid was given (--pid): nothing to stop"),
+            }
+            if let Some(trail) = &opts.audit {
+                let mut rec = crate::audit::AuditRecord::new(
+                    "tune-prune",
+                    Some(&opts.run_id),
+                    opts.job_id.parse().ok().into_iter().collect(),
+                    "ok",
+                );
+                rec.detail = Some(format!(
+                    "{}: {} rule at epoch {}",
+                    opts.key(),
+                    prune.rule.name(),
+                    prune.epoch
+                ));
+                for problem in trail.record(&rec) {
+                    (self.log)(&problem);
+                }
+            }
+            return;
+        }
         let Some(w) = self.watch.as_mut() else {
             return;
         };
@@ -733,7 +958,11 @@ impl Agent<'_, '_> {
             self.tick_duties();
             if stop {
                 self.stop();
-                break EndReason::Stopped;
+                break if self.pruned.is_some() {
+                    EndReason::Pruned
+                } else {
+                    EndReason::Stopped
+                };
             }
             if let Some(why) = self.ended() {
                 break why;
@@ -816,6 +1045,8 @@ pub fn run(
             duties,
             log,
             watch: None,
+            pruner: Pruner::new(opts),
+            pruned: None,
             signals: catch_signals(),
             outcome,
         };
@@ -844,10 +1075,12 @@ pub fn run(
                 duties,
                 log,
                 watch: None,
+                pruner: Pruner::new(opts),
+                pruned: None,
                 signals: catch_signals(),
                 outcome,
             };
-            if agent.duties.is_empty() {
+            if agent.duties.is_empty() && agent.pruner.is_none() {
                 agent.outcome.ended = EndReason::Unwatched;
             } else {
                 agent.run();
@@ -870,10 +1103,14 @@ pub fn run(
         Ok(devices) => Some(watch(opts, devices, log)?),
         // Without NVML there is no guard, but the other duties (the backup)
         // still run for the trainer's lifetime.
-        Err(e) if !duties.is_empty() => {
+        Err(e) if !duties.is_empty() || opts.prune.is_some() => {
             log(&format!(
                 "cannot watch GPU memory ({e:#}); the memory guard is off, {} still run(s)",
-                duty_names(duties)
+                if duties.is_empty() {
+                    "early stopping".to_string()
+                } else {
+                    duty_names(duties)
+                }
             ));
             None
         }
@@ -889,6 +1126,8 @@ pub fn run(
         duties,
         log,
         watch,
+        pruner: Pruner::new(opts),
+        pruned: None,
         signals: catch_signals(),
         outcome,
     };
@@ -1074,6 +1313,40 @@ mod tests {
         assert!(v.stop);
         assert_eq!((record.action.as_str(), state), ("stopped", 2));
         assert_eq!(record.warnings.len(), 2, "{record:?}");
+        // A search's early stop: the trainer stops, the memory guard's
+        // record (which on_oom reads) is left as it was.
+        let mut clean = GuardRecord::default();
+        let mut state = 0;
+        let prune = Decision::Prune {
+            prune: crate::agent::prune::Prune {
+                rule: crate::spec::PruneRule::Median,
+                epoch: 2,
+                value: 0.1,
+                reference: 0.3,
+                compared: 2,
+                kept: None,
+            },
+            objective: "metrics/mAP50-95(B)".into(),
+        };
+        let v = decide(std::slice::from_ref(&prune), &mut clean, &mut state);
+        assert_eq!(
+            v,
+            Verdict {
+                stop: true,
+                recorded: false
+            }
+        );
+        assert_eq!((clean.action.as_str(), state), ("", 0));
+        assert!(prune.describe().starts_with("stopped early (median rule)"));
+        let json = serde_json::to_value(&prune).unwrap();
+        assert_eq!(
+            (&json["decision"], &json["rule"], &json["epoch"]),
+            (
+                &serde_json::json!("prune"),
+                &serde_json::json!("median"),
+                &serde_json::json!(2)
+            )
+        );
     }
 
     /// The comment is written once a peak is known, then at most once a

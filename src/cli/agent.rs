@@ -168,13 +168,13 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
     let site = ctx.site()?;
     let section = GuardSite::from_site(site)?;
     let mut notes = Vec::new();
-    let spec_guard = match crate::spec::parse(&manifest.spec_text, "manifest.json (spec)") {
-        Ok(spec) => spec.guard,
+    let (spec_guard, tune) = match crate::spec::parse(&manifest.spec_text, "manifest.json (spec)") {
+        Ok(spec) => (spec.guard, spec.tune),
         Err(_) => {
             notes.push(
                 "the run's spec does not parse here; the site's [guard] settings apply".to_string(),
             );
-            Default::default()
+            (Default::default(), None)
         }
     };
     // Limits were checked at submission; a site that tightened since wins.
@@ -208,6 +208,32 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
         (args.stage == "train").then(|| args.workdir.join(crate::rundir::layout::train_dir(task)))
     });
     let job_id = env("SLURM_JOB_ID").unwrap_or_default();
+    // A search's trial with [tune] early_stop: its rule and its batch.
+    let prune = match (&tune, task) {
+        (Some(t), Some(trial)) if args.stage == "train" => {
+            t.early_stop.map(|rule| agent::run::PruneSetup {
+                rule,
+                direction: t.direction,
+                objective: t.objective.clone(),
+                trial,
+                batch: t.batch_trials(trial / t.parallel.max(1)),
+            })
+        }
+        _ => None,
+    };
+    if let Some(p) = &prune {
+        notes.push(format!(
+            "early stopping of trial {}: {} rule from epoch {}, with at least {} trial(s) to compare{}",
+            p.trial,
+            p.rule.rule.name(),
+            p.rule.min_epochs,
+            p.rule.min_trials,
+            match p.rule.rule {
+                crate::spec::PruneRule::Halving => format!(", eta {}", p.rule.eta),
+                crate::spec::PruneRule::Median => String::new(),
+            }
+        ));
+    }
     let opts = Options {
         workdir: args.workdir.clone(),
         run_id: manifest.run_id.clone(),
@@ -234,6 +260,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
             && env("SLURM_JOB_ID").is_some()
             && env("SLURM_CLUSTER_NAME").is_some())
         .then(crate::slurm::Slurm::from_env),
+        prune,
     };
     let printer = &ctx.printer;
     let mut log = |line: &str| {

@@ -280,6 +280,7 @@ fn print_trials(
         // The study says running until its tell; the job says more meanwhile.
         let state = match (t.state.as_str(), task) {
             ("running", Some(k)) => format!("running ({})", k.state.word()),
+            ("fail", _) if t.why.is_some() => "fail (out of GPU memory)".to_string(),
             (s, _) => s.to_string(),
         };
         let epochs = train
@@ -314,6 +315,13 @@ fn print_trials(
         search.direction
     ))?;
     printer.line(&table)?;
+    for t in search.trials.iter().filter(|t| t.why.is_some()) {
+        printer.line(format!(
+            "trial {}: {}",
+            t.trial,
+            t.why.as_deref().unwrap_or_default()
+        ))?;
+    }
     if let Some(b) = &search.best {
         printer.line(format!(
             "best: trial {} ({} = {}); `yolo-sched tune best {}` prints its arguments",

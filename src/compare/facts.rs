@@ -79,6 +79,18 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
         .and_then(|s| s.gres.clone());
     let unit = gres.as_deref().and_then(crate::slurm::gres::parse_item);
     let swept = spec.swept.clone();
+    // A search's trials stopped early: the job ended well, the study says pruned.
+    let pruned: Vec<u32> = st
+        .tune
+        .as_ref()
+        .map(|s| {
+            s.trials
+                .iter()
+                .filter(|t| t.state == "pruned")
+                .map(|t| t.trial)
+                .collect()
+        })
+        .unwrap_or_default();
     let mut out = Vec::new();
     for task in &train.tasks {
         let dir = crate::rundir::layout::train_dir(task.task);
@@ -165,7 +177,10 @@ pub fn facts(manifest: &Manifest, st: &RunStatus, now: DateTime<Utc>) -> Vec<Fac
             user: manifest.user.clone(),
             submitted_at: manifest.submitted_at,
             state: st.state.word().to_string(),
-            train_state: task.state.word().to_string(),
+            train_state: match task.task {
+                Some(t) if pruned.contains(&t) => "pruned".to_string(),
+                _ => task.state.word().to_string(),
+            },
             model: spec.model.clone().or_else(|| args.get("model").cloned()),
             data: spec.data.clone().or_else(|| args.get("data").cloned()),
             fingerprint: fingerprint.clone(),

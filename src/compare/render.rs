@@ -86,10 +86,14 @@ pub fn run_cell(r: &Row) -> String {
 
 /// One table row.
 pub fn table_row(g: &Group, r: &Row) -> Vec<String> {
-    let epochs = match r.epochs {
+    let mut epochs = match r.epochs {
         Some(n) => format!("{}/{n}", r.epochs_done),
         None => r.epochs_done.to_string(),
     };
+    // A search's trial stopped early by its rule.
+    if r.train_state == "pruned" {
+        epochs.push_str(" pruned");
+    }
     let slice = r
         .slice
         .as_deref()

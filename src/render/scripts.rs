@@ -128,6 +128,8 @@ struct ExportCtx {
     val_args: Vec<String>,
     /// `[tune]`: export the search's best trial (`tune/best-trial`).
     tune: bool,
+    /// `[tune] publish`: the registry name the best trial is published as.
+    publish: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -160,6 +162,8 @@ struct LayoutCtx {
     start: &'static str,
     end: &'static str,
     guard: &'static str,
+    /// What follows a trial's key there when its agent stopped it early.
+    prune: &'static str,
     /// What follows a task's key there: the trainer's Ultralytics and torch versions.
     versions: &'static str,
     /// A search's directory (`tune`: the study, each trial's arguments, the best).
@@ -335,6 +339,7 @@ fn render_stage(
             start: crate::rundir::layout::START,
             end: crate::rundir::layout::END,
             guard: crate::rundir::layout::GUARD,
+            prune: crate::rundir::layout::PRUNE,
             versions: crate::rundir::layout::VERSIONS,
             tune: crate::rundir::layout::TUNE,
             weights_last: crate::rundir::layout::WEIGHTS_LAST,
@@ -502,6 +507,7 @@ fn render_stage(
                 data,
                 val_args: arg_words(&val_args),
                 tune: spec.tune.is_some(),
+                publish: spec.tune.as_ref().and_then(|t| t.publish.clone()),
             });
         }
         // The search's own jobs: everything they need is in the run

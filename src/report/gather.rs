@@ -165,10 +165,20 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         .zip(&statuses)
         .map(|(m, st)| runs::view(m, st))
         .collect();
-    let (leaderboard, curves, curves_omitted) = if opts.leaderboard && sel.has(Section::Runs) {
+    let super::leaderboard::Leaderboard {
+        board: leaderboard,
+        curves,
+        omitted: curves_omitted,
+        searches,
+    } = if opts.leaderboard && sel.has(Section::Runs) {
         leaderboard(&run_manifests, &statuses, &opts.extra_rows)?
     } else {
-        (None, Vec::new(), 0)
+        super::leaderboard::Leaderboard {
+            board: None,
+            curves: Vec::new(),
+            omitted: 0,
+            searches: Vec::new(),
+        }
     };
     let runs = sel.has(Section::Runs).then(|| {
         let dir = match &team {
@@ -211,6 +221,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         leaderboard,
         curves,
         curves_omitted,
+        searches,
     })
 }
 

@@ -1,5 +1,5 @@
 //! The HTML page's leaderboard: `compare`'s board of the report's runs and
-//! the training curves of its best rows.
+//! the training curves of its best rows, and the searches' trials.
 
 use anyhow::Result;
 
@@ -11,11 +11,18 @@ pub(super) fn leaderboard(
     manifests: &[crate::rundir::manifest::Manifest],
     statuses: &[crate::run::status::RunStatus],
     extra: &[crate::compare::Row],
-) -> Result<(Option<crate::compare::Board>, Vec<model::Curve>, u64)> {
+) -> Result<Leaderboard> {
     let now = chrono::Utc::now();
     let mut rows = extra.to_vec();
     let mut curves = Vec::new();
+    let mut searches = Vec::new();
     for (m, st) in manifests.iter().zip(statuses) {
+        if let Some(summary) = &st.tune {
+            searches.push(model::SearchPlot {
+                run_id: m.run_id.clone(),
+                summary: summary.clone(),
+            });
+        }
         for f in crate::compare::facts(m, st, now) {
             if !f.curve.is_empty() {
                 curves.push(model::Curve {
@@ -40,7 +47,21 @@ pub(super) fn leaderboard(
     curves.retain(|c| order.contains(&c.id.as_str()));
     curves.sort_by_key(|c| order.iter().position(|id| *id == c.id));
     let omitted = (all - curves.len()) as u64;
-    Ok((Some(board), curves, omitted))
+    Ok(Leaderboard {
+        board: Some(board),
+        curves,
+        omitted,
+        searches,
+    })
+}
+
+/// What the HTML page draws of the runs.
+pub(super) struct Leaderboard {
+    pub board: Option<crate::compare::Board>,
+    pub curves: Vec<model::Curve>,
+    /// Rows with a curve left out.
+    pub omitted: u64,
+    pub searches: Vec<model::SearchPlot>,
 }
 
 /// Curves drawn per dataset group, and in all, on the HTML page.

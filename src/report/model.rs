@@ -75,6 +75,17 @@ pub struct Report {
     /// dataset are drawn).
     #[serde(skip_serializing_if = "is_zero")]
     pub curves_omitted: u64,
+    /// The searches (`[tune]`) among the runs: each one's trials, for the
+    /// page's plot of the objective per trial and the best so far.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<SearchPlot>,
+}
+
+/// One search's trials as its last ask or tell job recorded them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchPlot {
+    pub run_id: String,
+    pub summary: crate::run::tune::Summary,
 }
 
 /// Last week's GPU demand, what waited, and whether each node is cut as

@@ -373,6 +373,16 @@ pub fn check(
         crate::names::model::Resolved::default()
     };
     errors.extend(resolve_weights(&mut spec, &policy, &paths, has_registry));
+    if !has_registry && spec.tune.as_ref().is_some_and(|t| t.publish.is_some()) {
+        errors.push(spec.error_at(
+            "tune.publish",
+            "the search would publish its best model, but this site has no model registry",
+            Some(
+                "the site file needs `[registry] url = \"file:///shared/yolo-models\"` (docs/registry.md), or remove publish"
+                    .into(),
+            ),
+        ));
+    }
     if workdir_flag.is_none() {
         errors.extend(workdir_errors(&spec));
     }

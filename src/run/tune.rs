@@ -137,6 +137,10 @@ pub struct Trial {
     #[serde(default)]
     pub epochs: u32,
     pub best_so_far: Option<f64>,
+    /// Why a failed trial failed, when its files say (`status` adds it:
+    /// out of GPU memory, and what to change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -186,6 +190,52 @@ impl Summary {
             out.push_str(&format!("{k} = {}\n", toml_value(v)));
         }
         Some(out)
+    }
+}
+
+/// What a trial's log (its tail) says when CUDA ran out of memory: the
+/// trainer's own words, as the train script's `on_oom` escalation reads them.
+pub fn cuda_oom(log: &str) -> bool {
+    log.contains("CUDA out of memory") || log.contains("OutOfMemoryError")
+}
+
+/// Why a failed trial failed, when it ran out of GPU memory (its log says
+/// CUDA's words, or the memory guard stopped it): a search's trial is told
+/// `fail` and never moves to a bigger slice (`on_oom` applies to a training,
+/// not to trials), so this says what to change. `gres`: the trials' `--gres`.
+pub fn gpu_oom_why(
+    log: Option<&str>,
+    guard: Option<&crate::rundir::guard::GuardRecord>,
+    gres: Option<&str>,
+) -> Option<String> {
+    let cause = if log.is_some_and(cuda_oom) {
+        "CUDA out of memory"
+    } else if guard.is_some_and(|g| g.action == "stopped") {
+        "stopped by the memory guard"
+    } else {
+        return None;
+    };
+    let slice = gres
+        .and_then(crate::slurm::gres::parse_item)
+        .map(|i| i.kind.unwrap_or(i.name))
+        .unwrap_or_else(|| "its GPU".into());
+    Some(format!(
+        "ran out of GPU memory on {slice} ({cause}); a search's trials do not move to a bigger slice: \
+         set `gpu` in [train] to a bigger slice (or lower `batch` or `imgsz`) and submit the search again"
+    ))
+}
+
+/// `gpu_oom_why` for each failed trial of `summary`, from the run's files.
+pub fn explain_failures(
+    summary: &mut Summary,
+    dir: &dyn super::status::RunDir,
+    gres: Option<&str>,
+) {
+    let guards = dir.guards();
+    for t in summary.trials.iter_mut().filter(|t| t.state == "fail") {
+        let log = dir.log_tail(&layout::log_file("train", Some(t.trial)));
+        let guard = guards.get(&("train".to_string(), Some(t.trial)));
+        t.why = gpu_oom_why(log.as_deref(), guard, gres);
     }
 }
 
@@ -338,6 +388,34 @@ mod tests {
                 "export[-]<afterok:tell>",
             ]
         );
+    }
+
+    #[test]
+    fn a_trial_out_of_gpu_memory_says_what_to_change() {
+        let why = gpu_oom_why(
+            Some("epoch 2\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
+            None,
+            Some("gpu:1g.5gb:1"),
+        )
+        .unwrap();
+        assert!(
+            why.starts_with("ran out of GPU memory on 1g.5gb (CUDA out of memory)")
+                && why.contains("set `gpu` in [train] to a bigger slice"),
+            "{why}"
+        );
+        let stopped = crate::rundir::guard::GuardRecord {
+            action: "stopped".into(),
+            ..Default::default()
+        };
+        assert!(gpu_oom_why(Some("Traceback"), Some(&stopped), None)
+            .unwrap()
+            .contains("on its GPU (stopped by the memory guard)"));
+        let warned = crate::rundir::guard::GuardRecord {
+            action: "warned".into(),
+            ..Default::default()
+        };
+        assert_eq!(gpu_oom_why(Some("ValueError"), Some(&warned), None), None);
+        assert_eq!(gpu_oom_why(None, None, Some("gpu:1g.5gb:1")), None);
     }
 
     #[test]

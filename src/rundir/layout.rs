@@ -37,6 +37,9 @@ pub const END: &str = ".end.json";
 pub const GUARD: &str = ".guard.json";
 pub const MEMORY: &str = ".memory.csv";
 pub const VERSIONS: &str = ".versions.json";
+/// A search's trial stopped early by its agent (`[tune] early_stop`): the
+/// rule's numbers (`agent::prune::Prune`), read by the tell job.
+pub const PRUNE: &str = ".prune.json";
 
 /// In a training directory (`train_dir`), what Ultralytics writes: the
 /// checkpoint a training resumes from, the best weights (val, export and
@@ -88,6 +91,11 @@ pub fn state_key(stage: &str, task: Option<u32>) -> String {
 /// The memory guard's record of a task, relative to the run directory.
 pub fn guard_record(stage: &str, task: Option<u32>) -> String {
     format!("{STATE}/{}{GUARD}", state_key(stage, task))
+}
+
+/// A trial's early-stopping record, relative to the run directory.
+pub fn prune_record(task: Option<u32>) -> String {
+    format!("{STATE}/{}{PRUNE}", state_key("train", task))
 }
 
 /// The job agent's memory series of a task, relative to the run directory.

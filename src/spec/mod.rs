@@ -26,8 +26,8 @@ pub use error::{Location, SpecError, SpecErrors};
 pub use load::{load, parse, read_checked, MAX_SPEC_BYTES};
 pub use parse::backup::SpecBackup;
 pub use parse::tune::{
-    default_space, Direction, Dist, Sampler, Tune, TuneParam, DEFAULT_OBJECTIVE, DEFAULT_SPACE,
-    DEFAULT_SPACE_FROM, MAX_BATCHES, MAX_CHOICES, MAX_TRIALS,
+    default_space, Direction, Dist, EarlyStop, PruneRule, Sampler, Tune, TuneParam,
+    DEFAULT_OBJECTIVE, DEFAULT_SPACE, DEFAULT_SPACE_FROM, MAX_BATCHES, MAX_CHOICES, MAX_TRIALS,
 };
 pub use parse::{DEFAULT_EXPORT_FORMATS, MAX_VARIANTS};
 pub use paths::{apply_default_model, check_paths, resolve_weights, WeightsSource};

@@ -1101,3 +1101,128 @@ fn an_index_on_a_gpu_in_mig_mode_is_never_read_as_the_whole_gpu() {
         "{err}"
     );
 }
+
+/// `[tune] early_stop` in the agent of a search's trial, with no NVML at
+/// all (early stopping reads only the trials' results.csv): successive
+/// halving at its first rung keeps the best half of the four trials of the
+/// batch, so trial 2, the worst, is stopped: its record written, its trainer
+/// gone, the decision in the outcome.
+#[test]
+fn a_trial_behind_its_batch_is_stopped_by_successive_halving_without_nvml() {
+    let dir = tempfile::tempdir().unwrap();
+    let workdir = dir.path().join("run");
+    write_manifest(
+        &workdir,
+        "[tune]\ntrials = 4\nparallel = 4\nepochs = 10\n\
+         early_stop = { rule = \"halving\", min_epochs = 1, min_trials = 3, eta = 2 }\n",
+    );
+    for (n, first) in [(0, 0.30), (1, 0.20), (2, 0.05), (3, 0.25)] {
+        let d = workdir.join(format!("train-{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("results.csv"),
+            format!("epoch,metrics/mAP50-95(B)\n1,{first}\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.path().join("site.toml"),
+        format!(
+            "[guard]\ninterval_s = 0.2\ngrace_s = 2\n[paths]\naudit_log = \"{}\"\n",
+            dir.path().join("audit.log").display()
+        ),
+    )
+    .unwrap();
+    let mut trainer = Trainer::start();
+    let mut cmd = yolo();
+    cmd.arg("--site")
+        .arg(dir.path().join("site.toml"))
+        .args(["agent", "--workdir"])
+        .arg(&workdir)
+        .args([
+            "--stage",
+            "train",
+            "--task",
+            "2",
+            "--devices",
+            "0",
+            "--json",
+        ])
+        .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+        .args(["--pid", &trainer.pid().to_string(), "--samples", "50"])
+        .env("SLURM_JOB_ID", "78")
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env("XDG_STATE_HOME", dir.path().join("xdg"));
+    let out = run(&mut cmd);
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["ended"], "pruned", "{outcome:#}\n{log}");
+    let d = &outcome["decisions"][0];
+    assert_eq!(
+        (
+            &d["decision"],
+            &d["rule"],
+            &d["epoch"],
+            &d["compared"],
+            &d["kept"]
+        ),
+        (
+            &json!("prune"),
+            &json!("halving"),
+            &json!(1),
+            &json!(4),
+            &json!(2)
+        ),
+        "{outcome:#}"
+    );
+    assert!(!trainer.running(), "the trainer was stopped");
+    let record: Value =
+        serde_json::from_str(&read(&workdir.join("state/train.2.prune.json"))).unwrap();
+    assert_eq!(record["value"], 0.05, "{record}");
+    assert_eq!(
+        record["reference"], 0.25,
+        "the last of the two kept: {record}"
+    );
+    assert_eq!(record["job_id"], "78");
+    assert!(
+        log.contains("early stopping of trial 2: halving rule")
+            && log.contains("stopped early (successive halving)"),
+        "{log}"
+    );
+    assert!(read(&dir.path().join("audit.log")).contains("tune-prune"));
+    // No guard record: a prune is not the memory guard's stop (on_oom reads that).
+    assert!(!workdir.join("state/train.2.guard.json").exists());
+
+    // Trial 0, the best, goes on: after ten looks its trainer still runs,
+    // and the agent ends with it.
+    let mut trainer = Trainer::start();
+    let mut cmd = yolo();
+    cmd.arg("--site")
+        .arg(dir.path().join("site.toml"))
+        .args(["agent", "--workdir"])
+        .arg(&workdir)
+        .args([
+            "--stage",
+            "train",
+            "--task",
+            "0",
+            "--devices",
+            "0",
+            "--json",
+        ])
+        .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+        .args(["--pid", &trainer.pid().to_string()])
+        .env("XDG_STATE_HOME", dir.path().join("xdg"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let agent = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(trainer.running(), "the best trial was stopped");
+    let _ = trainer.0.kill();
+    let out = agent.wait_with_output().unwrap();
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["ended"], "trainer_gone", "{outcome:#}");
+    assert_eq!(outcome["decisions"], json!([]), "{outcome:#}");
+    assert!(!workdir.join("state/train.0.prune.json").exists());
+}

@@ -61,4 +61,5 @@ mod syslog_live;
 mod tiers_live;
 mod trainer_live;
 mod tune_live;
+mod tune_tell;
 mod ultralytics_table;

@@ -38,6 +38,17 @@ impl Fixture {
         let dir = shared_tempdir();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pcb");
         copy_dir(&src.join("dataset"), &dir.path().join("dataset"));
+        // A model registry for `[tune] publish`, and the agent's samples
+        // twice a second (early stopping looks at each).
+        std::fs::create_dir(dir.path().join("registry")).unwrap();
+        std::fs::write(
+            dir.path().join("site.toml"),
+            format!(
+                "[registry]\nurl = \"file://{}\"\n[guard]\ninterval_s = 0.5\ngrace_s = 5\n",
+                dir.path().join("registry").display()
+            ),
+        )
+        .unwrap();
         Fixture { dir }
     }
 
@@ -60,6 +71,7 @@ impl Fixture {
     fn cmd(&self) -> Command {
         let mut c = yolo();
         c.env("XDG_STATE_HOME", self.path().join("state"))
+            .env("YOLO_SCHED_SITE", self.path().join("site.toml"))
             .env(
                 "YOLO_SCHED_YOLO",
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/yolo"),
@@ -100,7 +112,7 @@ fn a_search_of_two_batches_is_asked_trained_told_ranked_and_its_best_exported() 
     let f = Fixture::new();
     let spec = f.write_spec(
         "search",
-        "[tune]\ntrials = 4\nparallel = 2\nepochs = 3\nsampler = \"tpe\"\nseed = 11\n\
+        "[tune]\ntrials = 4\nparallel = 2\nepochs = 3\nsampler = \"tpe\"\nseed = 11\npublish = \"search-best\"\n\
          [tune.space]\nlr0 = { min = 1e-4, max = 1e-1, log = true }\nmomentum = { min = 0.6, max = 0.98 }\n\
          mosaic = { choices = [0.0, 0.5, 1.0] }\n",
     );
@@ -233,6 +245,32 @@ fn a_search_of_two_batches_is_asked_trained_told_ranked_and_its_best_exported() 
         })
         .collect();
     assert_eq!(exported, [best_n], "only the best trial is exported");
+
+    // [tune] publish: the best trial's model is in the registry, from this
+    // run's trial, with its objective as the version's mAP50-95.
+    let model = f.json(&["models", "show", "--json", "search-best"]);
+    assert_eq!(model["source"]["run_id"], run_id.as_str(), "{model:#}");
+    assert_eq!(model["source"]["variant"], best_n as u64, "{model:#}");
+    assert!(
+        (num(&model["metrics"]["map50_95"]) - values[best_n]).abs() < 1e-9,
+        "{model:#}"
+    );
+    assert!(
+        model["note"]
+            .as_str()
+            .is_some_and(|n| n.contains(&format!("best trial {best_n} of search {run_id}"))),
+        "{model:#}"
+    );
+    let names: Vec<&str> = model["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"best.pt") && names.contains(&"best.onnx"),
+        "{names:?}"
+    );
 
     // Human status: the trials' table.
     let text = run(f.cmd().args(["status", &run_id]));
@@ -484,4 +522,231 @@ fn a_search_with_the_real_trainer_tells_real_objectives_and_exports_the_best() {
         .map(|g| g["rows"].as_array().unwrap().len())
         .sum();
     assert_eq!(rows, 4, "{board:#}");
+}
+
+/// `[tune] early_stop`: a trial that falls behind the told trials is
+/// stopped by its own job agent (the median rule), its job ends while its
+/// sibling still trains (the slice freed), and it is told pruned with the
+/// epochs it reached; status, compare and the HTML page show it so.
+///
+/// The stand-in's mAP rises with lr0; with `sampler = "random"` and seed 3
+/// the trials' lr0 are 0.05, 0.05 (batch 0), then 0.0001 and 0.05: trial 2
+/// is far below the median from its first epochs, trial 3 ties it.
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_trial_that_falls_behind_is_stopped_early_through_its_agent_and_told_pruned() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "pruned",
+        "[tune]\ntrials = 4\nparallel = 2\nepochs = 8\nsampler = \"random\"\nseed = 3\n\
+         early_stop = { rule = \"median\", min_epochs = 2, min_trials = 2 }\n\
+         [tune.space]\nlr0 = { choices = [0.0001, 0.05] }\n",
+    );
+    let mut submit = f.cmd();
+    submit
+        .env("YOLO_STANDIN_EPOCH_SECONDS", "1.5")
+        .args(["submit", "--json"])
+        .arg(&spec);
+    let out = run(&mut submit);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sub: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let ids = submitted_ids(&sub);
+    assert_eq!(sub["jobs"][5]["array"], "2-3", "{sub:#}");
+    let workdir = f.path().join("runs/pruned");
+
+    // The moment trial 2's job has ended, trial 3 still trains on its slice.
+    wait_until(Duration::from_secs(300), "trial 2 stopped early", || {
+        workdir.join("state/train.2.end.json").exists()
+    });
+    let queue = Command::new("squeue")
+        .args(["-h", "-r", "-j", &ids[5].to_string(), "-o", "%K %T"])
+        .output()
+        .unwrap();
+    let queue = String::from_utf8_lossy(&queue.stdout).to_string();
+    assert!(
+        !workdir.join("state/train.3.end.json").exists(),
+        "trial 3 ended before trial 2 was stopped"
+    );
+    assert!(
+        queue.lines().any(|l| l.trim() == "3 RUNNING")
+            && !queue.lines().any(|l| l.starts_with("2 ")),
+        "trial 2's task is gone, trial 3's runs: {queue}"
+    );
+    let end2 = record(&workdir, "train.2", "end");
+    assert_eq!(
+        end2["exit_code"], 0,
+        "a pruned trial is no failed job: {end2}"
+    );
+    let prune: Value =
+        serde_json::from_str(&read(&workdir.join("state/train.2.prune.json"))).unwrap();
+    assert_eq!(prune["rule"], "median", "{prune}");
+    let at = prune["epoch"].as_u64().unwrap();
+    assert!((2..8).contains(&at), "{prune}");
+    // The two told trials, and trial 3 when it had reached the epoch too.
+    assert!(
+        (2..=3).contains(&prune["compared"].as_u64().unwrap()),
+        "{prune}"
+    );
+    assert!(num(&prune["value"]) < num(&prune["reference"]), "{prune}");
+    let log = read(&workdir.join("logs/train-2.out"));
+    assert!(
+        log.contains("stopped early (median rule)") && log.contains("its slice is freed"),
+        "{log}"
+    );
+
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(300))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    assert_eq!(st["state"], "completed", "{st:#}");
+    let trials = st["tune"]["trials"].as_array().unwrap();
+    let states: Vec<&str> = trials
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["complete", "complete", "pruned", "complete"],
+        "{st:#}"
+    );
+    let reached = trials[2]["epochs"].as_u64().unwrap();
+    assert!(
+        reached >= at && reached < 8,
+        "told with the epochs it reached: {st:#}"
+    );
+    assert_eq!(trials[3]["epochs"], 8, "{st:#}");
+    for (n, lr0) in [(0, 0.05), (1, 0.05), (2, 0.0001), (3, 0.05)] {
+        assert_eq!(
+            num(&trials[n]["params"]["lr0"]),
+            lr0,
+            "the seed's draw changed: {st:#}"
+        );
+    }
+    let text = run(f.cmd().args(["status", &run_id]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("pruned"), "{text}");
+
+    let board = f.json(&["compare", "--json", &run_id]);
+    let row = board["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rows"].as_array().unwrap())
+        .find(|r| r["id"] == format!("{run_id}/train-2"))
+        .expect("trial 2's row")
+        .clone();
+    assert_eq!(row["train_state"], "pruned", "{row:#}");
+
+    // The HTML page plots the search: a dot per completed trial.
+    let page = f.path().join("report.html");
+    let out = run(f
+        .cmd()
+        .args(["report", "--format", "html", "--output"])
+        .arg(&page));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = read(&page);
+    let section = &html[html
+        .find("<section id=\"searches\">")
+        .expect("the searches section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(section.contains(&run_id), "{section}");
+    assert_eq!(
+        section.matches("<circle class=\"dot\"").count(),
+        3,
+        "{section}"
+    );
+    assert!(section.contains("<td>pruned</td>"), "{section}");
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn publishing_a_search_without_a_registry_is_refused_before_anything_is_queued() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "no-registry",
+        "[tune]\ntrials = 2\nparallel = 1\npublish = \"best\"\n",
+    );
+    std::fs::write(f.path().join("bare.toml"), "").unwrap();
+    let out = run(f
+        .cmd()
+        .env("YOLO_SCHED_SITE", f.path().join("bare.toml"))
+        .arg("submit")
+        .arg(&spec));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no-registry.toml:20")
+            && err.contains("`tune.publish`")
+            && err.contains("no model registry"),
+        "{err}"
+    );
+    assert!(!f.path().join("runs/no-registry/manifest.json").exists());
+}
+
+/// A trial that runs out of GPU memory is told `fail` (a search's trials do
+/// not move to a bigger slice), and status says so and what to change.
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_trial_out_of_gpu_memory_is_told_fail_and_status_says_what_to_change() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "oom",
+        "[tune]\ntrials = 2\nparallel = 2\nepochs = 3\nsampler = \"random\"\nseed = 1\n\
+         [tune.space]\nlr0 = { min = 1e-3, max = 1e-1, log = true }\n",
+    );
+    let every: Vec<String> = (0..64).map(|d| d.to_string()).collect();
+    let mut submit = f.cmd();
+    submit
+        .env("YOLO_STANDIN_OOM_DEVICES", every.join(","))
+        .args(["submit", "--json"])
+        .arg(&spec);
+    let out = run(&mut submit);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    run_bounded(&mut watch, patience(Duration::from_secs(300))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    let trials = st["tune"]["trials"].as_array().expect("the trials");
+    assert_eq!(trials.len(), 2, "{st:#}");
+    for t in trials {
+        assert_eq!(t["state"], "fail", "{t}");
+        let why = t["why"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("ran out of GPU memory on")
+                && why.contains("(CUDA out of memory)")
+                && why.contains("set `gpu` in [train] to a bigger slice"),
+            "{t}"
+        );
+    }
+    let text = run(f.cmd().args(["status", &run_id]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("fail (out of GPU memory)")
+            && text.contains("trial 1: ran out of GPU memory"),
+        "{text}"
+    );
 }

@@ -74,6 +74,8 @@ summary { cursor: pointer; color: #0072B2; }
 struct Series<'a> {
     name: &'a str,
     points: Vec<(f64, f64)>,
+    /// Points only, no line (a search's trials: each one its own outcome).
+    dots: bool,
 }
 
 fn fmt_num(v: f64) -> String {
@@ -135,6 +137,7 @@ fn line_chart(
                 .copied()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
                 .collect(),
+            dots: s.dots,
         })
         .collect();
     let series = finite.as_slice();
@@ -225,6 +228,20 @@ fn line_chart(
             .iter()
             .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
             .collect();
+        if s.dots {
+            // Each point its own mark, with its numbers as the tooltip.
+            for ((x, y), p) in s.points.iter().zip(&pts) {
+                let (cx, cy) = p.split_once(',').unwrap_or(("0", "0"));
+                let _ = write!(
+                    out,
+                    "<circle class=\"dot\" cx=\"{cx}\" cy=\"{cy}\" r=\"3.5\" fill=\"{colour}\"><title>{} {}: {}</title></circle>",
+                    esc(x_label),
+                    fmt_num(*x),
+                    fmt_num(*y)
+                );
+            }
+            continue;
+        }
         let _ = write!(
             out,
             "<polyline class=\"series\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" stroke-dasharray=\"{dash}\" points=\"{}\"><title>{}</title></polyline>",
@@ -242,17 +259,22 @@ fn line_chart(
         }
     }
     out.push_str("</svg>");
-    legend(out, series.iter().map(|s| s.name));
+    legend(out, series.iter().map(|s| (s.name, s.dots)));
 }
 
-fn legend<'a>(out: &mut String, names: impl Iterator<Item = &'a str>) {
+fn legend<'a>(out: &mut String, names: impl Iterator<Item = (&'a str, bool)>) {
     out.push_str("<div class=\"legend\">");
-    for (i, n) in names.enumerate() {
+    for (i, (n, dots)) in names.enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let dash = DASHES[i % DASHES.len()];
+        let mark = if dots {
+            format!("<circle cx=\"12\" cy=\"5\" r=\"3.5\" fill=\"{colour}\"/>")
+        } else {
+            format!("<line x1=\"0\" y1=\"5\" x2=\"24\" y2=\"5\" stroke=\"{colour}\" stroke-width=\"3\" stroke-dasharray=\"{dash}\"/>")
+        };
         let _ = write!(
             out,
-            "<span><svg class=\"swatch\" viewBox=\"0 0 24 10\"><line x1=\"0\" y1=\"5\" x2=\"24\" y2=\"5\" stroke=\"{colour}\" stroke-width=\"3\" stroke-dasharray=\"{dash}\"/></svg>{}</span>",
+            "<span><svg class=\"swatch\" viewBox=\"0 0 24 10\">{mark}</svg>{}</span>",
             esc(n)
         );
     }
@@ -412,6 +434,7 @@ fn section_slices(out: &mut String, r: &Report) {
                         .enumerate()
                         .map(|(i, v)| ((i as f64 + 0.5) * hours, *v))
                         .collect(),
+                    dots: false,
                 })
                 .collect();
             line_chart(
@@ -745,10 +768,12 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
                 Series {
                     name: "mAP50-95",
                     points: pick(|e| e.map50_95),
+                    dots: false,
                 },
                 Series {
                     name: "mAP50",
                     points: pick(|e| e.map50),
+                    dots: false,
                 },
             ],
             Some(1.0),
@@ -763,14 +788,17 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
                 Series {
                     name: "train box loss",
                     points: pick(|e| e.box_loss),
+                    dots: false,
                 },
                 Series {
                     name: "train cls loss",
                     points: pick(|e| e.cls_loss),
+                    dots: false,
                 },
                 Series {
                     name: "val box loss",
                     points: pick(|e| e.val_box_loss),
+                    dots: false,
                 },
             ],
             None,
@@ -825,6 +853,108 @@ fn section_curves(out: &mut String, curves: &[Curve], omitted: u64) {
     out.push_str("</div></section>");
 }
 
+/// The searches (`[tune]`): per search, each trial's objective as a dot at
+/// its number and the best so far as a step line, with the numbers below.
+fn section_searches(out: &mut String, searches: &[crate::report::model::SearchPlot]) {
+    if searches.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"searches\"><h2>Hyperparameter searches</h2>");
+    out.push_str("<p class=\"meta\">Each trial's objective (its best epoch's value) and the best so far, in the order the trials were numbered; a trial that failed, was stopped early or is still running has no dot (the table says which).</p>");
+    for search in searches {
+        let s = &search.summary;
+        let _ = write!(
+            out,
+            "<div class=\"search\"><h3>{}</h3><p class=\"meta\">{} of {} trials asked, {} per batch, sampler {}, {} ({}d)</p>",
+            esc(&search.run_id),
+            s.trials.len(),
+            s.trials_planned,
+            s.parallel,
+            esc(&s.sampler),
+            esc(&s.objective),
+            esc(&s.direction)
+        );
+        let dots: Vec<(f64, f64)> = s
+            .trials
+            .iter()
+            .filter_map(|t| t.value.map(|v| (f64::from(t.trial), v)))
+            .collect();
+        // The best so far as steps: it holds until a better trial.
+        let mut steps: Vec<(f64, f64)> = Vec::new();
+        for t in &s.trials {
+            let Some(b) = t.best_so_far else { continue };
+            let x = f64::from(t.trial);
+            if let Some(&(_, prev)) = steps.last() {
+                if prev != b {
+                    steps.push((x, prev));
+                }
+            }
+            steps.push((x, b));
+        }
+        if dots.is_empty() {
+            out.push_str("<p class=\"note\">No trial has given an objective yet.</p>");
+        } else {
+            line_chart(
+                out,
+                &format!("{} per trial of {}", s.objective, search.run_id),
+                "trial",
+                &[
+                    Series {
+                        name: "objective of the trial",
+                        points: dots,
+                        dots: true,
+                    },
+                    Series {
+                        name: "best so far",
+                        points: steps,
+                        dots: false,
+                    },
+                ],
+                None,
+                false,
+                Some((0.0, f64::from(s.trials_planned.saturating_sub(1).max(1)))),
+            );
+        }
+        let cell = |v: Option<f64>| v.map(fmt_num).unwrap_or_default();
+        let rows: Vec<Vec<String>> = s
+            .trials
+            .iter()
+            .map(|t| {
+                vec![
+                    t.trial.to_string(),
+                    t.batch.map(|b| b.to_string()).unwrap_or_default(),
+                    t.state.clone(),
+                    cell(t.value),
+                    cell(t.best_so_far),
+                    t.epochs.to_string(),
+                    t.params
+                        .iter()
+                        .map(|(k, v)| format!("{k}={}", crate::run::tune::short_value(v)))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ]
+            })
+            .collect();
+        numbers(
+            out,
+            "Numbers: per trial",
+            &strings(&[
+                "trial",
+                "batch",
+                "state",
+                "objective",
+                "best so far",
+                "epochs",
+                "arguments",
+            ]),
+            &rows,
+            false,
+        );
+        out.push_str("</div>");
+    }
+    out.push_str("</section>");
+}
+
 /// The page.
 /// The page's head, up to the opening `<body>`: the one style and the policy
 /// that forbids fetching anything.
@@ -869,6 +999,7 @@ pub fn render(r: &Report) -> String {
     section_advice(&mut out, r);
     section_runs(&mut out, r);
     section_board(&mut out, r);
+    section_searches(&mut out, &r.searches);
     section_curves(&mut out, &r.curves, r.curves_omitted);
     out.push_str("</main></body></html>\n");
     out

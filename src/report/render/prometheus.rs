@@ -465,6 +465,7 @@ mod tests {
             leaderboard: None,
             curves: vec![],
             curves_omitted: 0,
+            searches: vec![],
             advice: None,
         };
         let text = render(&report, &Selection::all(), 1_700_000_000);
@@ -529,6 +530,7 @@ mod tests {
             leaderboard: None,
             curves: vec![],
             curves_omitted: 0,
+            searches: vec![],
             advice: Some(advice.clone()),
         };
         let text = render(&report, &Selection::all(), 1_700_000_000);
@@ -585,6 +587,7 @@ mod tests {
             leaderboard: None,
             curves: vec![],
             curves_omitted: 0,
+            searches: vec![],
             advice: None,
         };
         let text = render(&report, &Selection::all(), 0);

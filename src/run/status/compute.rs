@@ -112,6 +112,14 @@ pub fn of_run(
         status.tune = crate::run::tune::read_summary(&manifest.workdir)
             .ok()
             .flatten();
+        if let Some(summary) = status.tune.as_mut() {
+            let gres = manifest
+                .stages
+                .iter()
+                .find(|s| s.stage == "train")
+                .and_then(|s| s.gres.as_deref());
+            crate::run::tune::explain_failures(summary, &OnDisk(&manifest.workdir), gres);
+        }
     }
     status
 }

@@ -64,6 +64,8 @@ pub(super) const TUNE_KEYS: &[&str] = &[
     "sampler",
     "seed",
     "space",
+    "publish",
+    "early_stop",
 ];
 
 /// Where each key of the format lives, for "`time` belongs in [resources]".

@@ -277,6 +277,42 @@ fn check_tune(cx: &mut Cx<'_>, spec: &Spec, tune: &Tune) {
             ),
         });
     }
+    if tune.publish.is_some() && spec.stages.export.is_none() {
+        let loc = cx
+            .locations
+            .get("tune.publish")
+            .copied()
+            .unwrap_or(crate::spec::Location { line: 1, column: 1 });
+        cx.errors.push(crate::spec::SpecError {
+            file: cx.file.to_string(),
+            line: loc.line,
+            column: loc.column,
+            key: "tune.publish".into(),
+            message: "publish runs in the search's export job, and [stages.export] is off".into(),
+            help: Some("remove `enabled = false` from [stages.export], or remove publish".into()),
+        });
+    }
+    if let Some(e) = &tune.early_stop {
+        let epochs = tune.epochs.or(spec.train.epochs);
+        if let Some(n) = epochs.filter(|n| e.min_epochs >= *n) {
+            let loc = cx
+                .locations
+                .get("tune.early_stop")
+                .copied()
+                .unwrap_or(crate::spec::Location { line: 1, column: 1 });
+            cx.errors.push(crate::spec::SpecError {
+                file: cx.file.to_string(),
+                line: loc.line,
+                column: loc.column,
+                key: "tune.early_stop".into(),
+                message: format!(
+                    "early stopping from epoch {} of trials of {n} epoch(s) stops nothing",
+                    e.min_epochs
+                ),
+                help: Some(format!("set min_epochs below {n}, or remove early_stop")),
+            });
+        }
+    }
     for p in &tune.space {
         if spec.train.args.contains_key(&p.name) {
             cx.warn_at(

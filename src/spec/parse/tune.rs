@@ -16,6 +16,7 @@ use crate::suggest;
 
 const RANGE_KEYS: &[&str] = &["min", "max", "log"];
 const CHOICE_KEYS: &[&str] = &["choices"];
+const EARLY_STOP_KEYS: &[&str] = &["rule", "min_epochs", "min_trials", "eta"];
 
 /// The most trials one search may run: each batch is three jobs, and a
 /// search of thousands of trainings is many searches' worth of GPU time.
@@ -154,6 +155,70 @@ pub struct Tune {
     pub space: Vec<TuneParam>,
     /// True when `space` is `DEFAULT_SPACE` (`DEFAULT_SPACE_FROM`).
     pub default_space: bool,
+    /// `publish = "NAME"`: the best trial's model goes into the model
+    /// registry under this name when the search ends (its export job).
+    pub publish: Option<String>,
+    /// `early_stop`: stop trials that fall behind (`crate::agent::prune`).
+    pub early_stop: Option<EarlyStop>,
+}
+
+/// Which rule stops a trial early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PruneRule {
+    /// Optuna's median rule: a trial whose best value so far is worse than
+    /// the median of the others' at the same epoch.
+    Median,
+    /// Successive halving: at epochs `min_epochs × eta^k`, only the best
+    /// `1/eta` of the trials that reached that epoch go on.
+    Halving,
+}
+
+impl PruneRule {
+    pub const NAMES: &'static [&'static str] = &["median", "halving"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PruneRule::Median => "median",
+            PruneRule::Halving => "halving",
+        }
+    }
+}
+
+/// `[tune] early_stop`: the rule and its numbers (docs/spec.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EarlyStop {
+    pub rule: PruneRule,
+    /// No trial is stopped before it reached this many epochs (the median
+    /// rule's warm-up; successive halving's first rung).
+    pub min_epochs: u32,
+    /// Values needed at an epoch before anyone is stopped there: the other
+    /// trials' for the median rule, all of them (this one too) for halving.
+    pub min_trials: u32,
+    /// Successive halving's reduction factor: the best `1/eta` go on.
+    pub eta: u32,
+}
+
+impl EarlyStop {
+    /// Optuna's defaults: `MedianPruner(n_startup_trials=5, n_warmup_steps=0)`
+    /// (a trial is never stopped before its first epoch), and
+    /// `SuccessiveHalvingPruner(min_resource=1, reduction_factor=4)`.
+    pub fn defaults(rule: PruneRule) -> EarlyStop {
+        match rule {
+            PruneRule::Median => EarlyStop {
+                rule,
+                min_epochs: 1,
+                min_trials: 5,
+                eta: 4,
+            },
+            PruneRule::Halving => EarlyStop {
+                rule,
+                min_epochs: 1,
+                min_trials: 4,
+                eta: 4,
+            },
+        }
+    }
 }
 
 impl Tune {
@@ -362,10 +427,42 @@ pub(super) fn read_tune(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Tune> {
         None => (Some(default_space()), true),
     };
     ok &= space.is_some();
+    let publish = match f.get("publish") {
+        Some(v) => match cx.str_of("tune.publish", v, "a model name for the registry") {
+            Some(name) => match crate::names::model::check_name(name) {
+                Ok(()) => Some(name.to_string()),
+                Err(e) => {
+                    cx.error(
+                        v.span(),
+                        "tune.publish",
+                        e,
+                        Some("e.g. publish = \"pcb-detector\"".into()),
+                    );
+                    ok = false;
+                    None
+                }
+            },
+            None => {
+                ok = false;
+                None
+            }
+        },
+        None => None,
+    };
+    let early_stop = match f.get("early_stop") {
+        Some(v) => {
+            let e = read_early_stop(cx, v, trials);
+            ok &= e.is_some();
+            e
+        }
+        None => None,
+    };
     if !ok {
         return None;
     }
     Some(Tune {
+        publish,
+        early_stop,
         trials: trials?,
         parallel: parallel?,
         epochs,
@@ -376,6 +473,115 @@ pub(super) fn read_tune(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Tune> {
         space: space?,
         default_space,
     })
+}
+
+fn prune_rule(cx: &mut Cx<'_>, key: &str, v: &Val<'_>) -> Option<PruneRule> {
+    let s = cx.str_of(key, v, "\"median\" or \"halving\"")?;
+    match s {
+        "median" => Some(PruneRule::Median),
+        "halving" => Some(PruneRule::Halving),
+        other => {
+            let help = suggest::closest(other, PruneRule::NAMES.iter().copied())
+                .map(|c| format!("did you mean `{c}`?"));
+            cx.error(
+                v.span(),
+                key,
+                format!(
+                    "unknown early-stopping rule `{}`; expected \"median\" or \"halving\"",
+                    crate::text::shown(other, 40)
+                ),
+                help,
+            );
+            None
+        }
+    }
+}
+
+/// `early_stop = "median"` (the rule's defaults) or
+/// `early_stop = { rule = "halving", min_epochs = 2, min_trials = 4, eta = 3 }`.
+fn read_early_stop(cx: &mut Cx<'_>, v: &Val<'_>, trials: Option<u32>) -> Option<EarlyStop> {
+    const KEY: &str = "tune.early_stop";
+    let mut explicit = false;
+    let mut out = match v.get_ref() {
+        DeValue::String(_) => EarlyStop::defaults(prune_rule(cx, KEY, v)?),
+        DeValue::Table(t) => {
+            let f = cx.fields(KEY, t, EARLY_STOP_KEYS);
+            let Some(rule) = f.get("rule") else {
+                cx.error(
+                    v.span(),
+                    KEY,
+                    "early_stop needs its `rule`: \"median\" or \"halving\"".into(),
+                    Some("e.g. early_stop = { rule = \"median\", min_epochs = 3 }".into()),
+                );
+                return None;
+            };
+            let mut e = EarlyStop::defaults(prune_rule(cx, "tune.early_stop.rule", rule)?);
+            let mut ok = true;
+            for (name, max, slot) in [
+                ("min_epochs", 100_000, &mut e.min_epochs),
+                ("min_trials", MAX_TRIALS, &mut e.min_trials),
+                ("eta", 100, &mut e.eta),
+            ] {
+                if let Some(x) = f.get(name) {
+                    explicit |= name == "min_trials";
+                    let key = format!("{KEY}.{name}");
+                    match count(cx, &key, x, max, name) {
+                        Some(n) if name == "eta" && n < 2 => {
+                            cx.error(
+                                x.span(),
+                                &key,
+                                "eta = 1 keeps every trial; expected 2 or more".into(),
+                                Some("eta = 3 keeps the best third at each step".into()),
+                            );
+                            ok = false;
+                        }
+                        Some(n) => *slot = n,
+                        None => ok = false,
+                    }
+                }
+            }
+            if !ok {
+                return None;
+            }
+            e
+        }
+        _ => {
+            cx.wrong_type(
+                KEY,
+                v,
+                "\"median\", \"halving\" or a table",
+                Some(
+                    "write early_stop = \"median\" or early_stop = { rule = \"halving\", eta = 3 }"
+                        .into(),
+                ),
+            );
+            return None;
+        }
+    };
+    // Peers other than the trial itself (median) or with it (halving).
+    let peers = match out.rule {
+        PruneRule::Median => trials.map(|t| t.saturating_sub(1)),
+        PruneRule::Halving => trials,
+    };
+    if let Some(p) = peers.filter(|p| out.min_trials > *p) {
+        if !explicit {
+            // The rule's default asks more than a small search has: as many as it has.
+            out.min_trials = p.max(1);
+            return Some(out);
+        }
+        cx.error(
+            v.span(),
+            KEY,
+            format!(
+                "min_trials = {} but the search has only {} trial(s) to compare with: no trial would ever be stopped",
+                out.min_trials, p
+            ),
+            Some(format!("set min_trials to at most {p}, or remove early_stop")),
+        );
+        return None;
+    }
+    out.min_trials = out.min_trials.max(1);
+    Some(out)
 }
 
 /// Whether a range makes sense for an argument of this kind.
@@ -818,12 +1024,102 @@ mod tests {
                 10,
                 "listed twice",
             ),
+            (
+                "[tune]\ntrials = 4\npublish = \"no spaces\"\n",
+                "tune.publish",
+                9,
+                "model name",
+            ),
+            (
+                "[tune]\ntrials = 4\npublish = \"best\"\n[stages.export]\nenabled = false\n",
+                "tune.publish",
+                9,
+                "[stages.export] is off",
+            ),
+            (
+                "[tune]\ntrials = 4\nearly_stop = \"medain\"\n",
+                "tune.early_stop",
+                9,
+                "did you mean `median`?",
+            ),
+            (
+                "[tune]\ntrials = 4\nearly_stop = 3\n",
+                "tune.early_stop",
+                9,
+                "\"median\", \"halving\" or a table",
+            ),
+            (
+                "[tune]\ntrials = 4\nearly_stop = { min_epochs = 2 }\n",
+                "tune.early_stop",
+                9,
+                "needs its `rule`",
+            ),
+            (
+                "[tune]\ntrials = 4\nearly_stop = { rule = \"halving\", eta = 1 }\n",
+                "tune.early_stop.eta",
+                9,
+                "eta = 1 keeps every trial",
+            ),
+            (
+                "[tune]\ntrials = 4\nearly_stop = { rule = \"median\", min_epoch = 2 }\n",
+                "tune.early_stop.min_epoch",
+                9,
+                "did you mean `min_epochs`?",
+            ),
+            (
+                "[tune]\ntrials = 4\nearly_stop = { rule = \"median\", min_trials = 4 }\n",
+                "tune.early_stop",
+                9,
+                "only 3 trial(s) to compare with",
+            ),
+            (
+                "[tune]\ntrials = 4\nepochs = 3\nearly_stop = { rule = \"median\", min_epochs = 3 }\n",
+                "tune.early_stop",
+                10,
+                "stops nothing",
+            ),
         ];
         for (tune, key, line, needle) in cases {
             let (k, l, m) = error(tune);
             assert_eq!((k.as_str(), l), (*key, *line), "{tune}: {m}");
             assert!(m.contains(needle), "{tune}: {m}");
         }
+    }
+
+    #[test]
+    fn publish_and_early_stop_parse_with_the_rules_defaults() {
+        let t = parse("[tune]\ntrials = 8\npublish = \"pcb-best\"\nearly_stop = \"halving\"\n")
+            .unwrap()
+            .tune
+            .unwrap();
+        assert_eq!(t.publish.as_deref(), Some("pcb-best"));
+        assert_eq!(t.early_stop, Some(EarlyStop::defaults(PruneRule::Halving)));
+        // The median rule's default of 5 other trials, in a search of 4: 3.
+        let t = parse("[tune]\ntrials = 4\nearly_stop = \"median\"\n")
+            .unwrap()
+            .tune
+            .unwrap();
+        let e = t.early_stop.unwrap();
+        assert_eq!(
+            (e.rule, e.min_epochs, e.min_trials),
+            (PruneRule::Median, 1, 3)
+        );
+        let t = parse(
+            "[tune]\ntrials = 16\nepochs = 20\n[tune.early_stop]\nrule = \"halving\"\nmin_epochs = 2\nmin_trials = 3\neta = 3\n",
+        )
+        .unwrap()
+        .tune
+        .unwrap();
+        assert_eq!(
+            t.early_stop,
+            Some(EarlyStop {
+                rule: PruneRule::Halving,
+                min_epochs: 2,
+                min_trials: 3,
+                eta: 3
+            })
+        );
+        assert_eq!(t.publish, None);
     }
 
     #[test]
@@ -851,6 +1147,8 @@ mod tests {
             seed: None,
             space: default_space(),
             default_space: true,
+            publish: None,
+            early_stop: None,
         };
         assert_eq!(t.batches(), 3);
         assert_eq!(t.batch_trials(0), 0..4);

@@ -136,6 +136,7 @@ fn report() -> Report {
             epochs: vec![epoch(1, 0.1), epoch(2, 0.3)],
         }],
         curves_omitted: 0,
+        searches: vec![],
         advice: None,
     }
 }
@@ -352,4 +353,66 @@ fn thinning_keeps_extremes_the_last_point_and_short_series() {
     assert!(t.contains(&(2222.0, -5.0)));
     assert_eq!(t.last(), Some(&(4999.0, f64::from(4999 % 7))));
     assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "x order kept");
+}
+
+/// A search of four trials as tune.py's tell writes `tune/trials.json`:
+/// two complete (the second better), one pruned, one failed.
+fn search() -> SearchPlot {
+    let text = r#"{"objective":"metrics/mAP50-95(B)","direction":"maximize","sampler":"tpe",
+        "trials_planned":5,"parallel":2,"best":{"trial":1,"value":0.42},"trials":[
+        {"trial":0,"batch":0,"number":0,"params":{"lr0":0.01},"state":"complete","value":0.3,"epochs":4,"best_so_far":0.3},
+        {"trial":1,"batch":0,"number":1,"params":{"lr0":0.05},"state":"complete","value":0.42,"epochs":4,"best_so_far":0.42},
+        {"trial":2,"batch":1,"number":2,"params":{"lr0":0.0001},"state":"pruned","value":null,"epochs":2,"best_so_far":0.42},
+        {"trial":3,"batch":1,"number":3,"params":{"lr0":"<b>"},"state":"fail","value":null,"epochs":0,"best_so_far":0.42}]}"#;
+    SearchPlot {
+        run_id: format!("search-{HOSTILE}"),
+        summary: serde_json::from_str(text).unwrap(),
+    }
+}
+
+#[test]
+fn a_search_is_plotted_per_trial_with_the_best_so_far() {
+    let mut r = report();
+    let without = render(&r);
+    assert!(
+        !without.contains("id=\"searches\""),
+        "no search, no section"
+    );
+    r.searches = vec![search()];
+    let page = render(&r);
+    let section = &page[page.find("<section id=\"searches\">").expect("the section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    // One chart: a dot per trial with an objective, a step line of the best.
+    assert_eq!(section.matches("role=\"img\"").count(), 1);
+    assert_eq!(
+        section.matches("<circle class=\"dot\"").count(),
+        2,
+        "{section}"
+    );
+    assert!(section.contains("<title>trial 1: 0.42</title>"));
+    let line = section
+        .split("<polyline")
+        .nth(1)
+        .and_then(|p| p.split("points=\"").nth(1))
+        .and_then(|p| p.split('"').next())
+        .expect("the best-so-far line");
+    // 0.3 at trial 0, up to 0.42 at trial 1 (a step), held to trial 3.
+    assert_eq!(line.split(' ').count(), 5, "{line}");
+    // The x axis spans the planned trials (0 to 4).
+    assert!(section.contains(">4</text>"), "{section}");
+    // The numbers: every trial with its state, escaped.
+    assert!(section.contains("<td>pruned</td>") && section.contains("<td>fail</td>"));
+    assert!(section.contains("lr0=&lt;b&gt;"));
+    assert!(!section.contains("<b>"));
+    assert!(section.contains(&esc(&format!("search-{HOSTILE}"))));
+    numeric_attributes_are_finite(&page);
+    // Nothing told yet: no chart, a note.
+    let mut empty = search();
+    for t in &mut empty.summary.trials {
+        t.value = None;
+        t.best_so_far = None;
+    }
+    r.searches = vec![empty];
+    let page = render(&r);
+    assert!(page.contains("No trial has given an objective yet."));
 }
