@@ -291,11 +291,10 @@ fn pareto(all: &[Candidate], caps: &[u16]) -> Vec<Candidate> {
         .collect()
 }
 
-/// States kept after one GPU. Up to six demanded types on eight GPUs of one
-/// built-in model stay below it, so those plans are exact: the most any layer
-/// held, over every six of the eight types of each model with 50 and 10,000
-/// jobs per type, was 60,664 (0.41 s). Beyond, the best-bounded states are
-/// kept and the plan says it is not proven exact (seven types reach 106,754).
+/// States kept after one GPU; beyond, the best-bounded states are kept and
+/// the plan says it is not proven exact. Before the Lagrangian bound, six
+/// demanded types on eight GPUs needed up to 60,664 and seven 106,754; with
+/// it, eight H200s with all seven profiles and 10,000 jobs stay below.
 const MAX_STATES: usize = 65_536;
 
 /// Tie keys of a partial choice: more room first, then fewer unused slices.
@@ -395,40 +394,51 @@ fn add_ties(t: Ties, c: &Candidate) -> Ties {
 ///
 /// States are merged by their capped counts (the cost depends on nothing
 /// else; the tie keys add up, so the best ones per state suffice). A state
-/// whose lower bound (every type getting the most the remaining GPUs could
-/// give it) cannot beat the incumbent (greedy plus single-GPU moves) is
-/// dropped, and the last GPU is evaluated without building its layer.
+/// whose lower bound ([`Bound`]) exceeds the incumbent's cost (greedy plus
+/// single-GPU moves) is dropped, and the last GPU is evaluated without
+/// building its layer.
 fn search(gpus: &[Vec<Candidate>], costs: &[Vec<QueueCost>], caps: &[u16]) -> (Vec<usize>, bool) {
-    let incumbent = local(gpus, costs, caps);
+    let (mut best_value, mut picks) = local(gpus, costs, caps);
     let Some(packing) = Packing::new(caps) else {
-        return (incumbent.1, false);
+        return (picks, false);
     };
-    let Some((last, rest)) = gpus.split_last() else {
+    if gpus.is_empty() {
         return (Vec::new(), true);
-    };
-    let mut exact = true;
-    let best_value = incumbent.0;
-    // The most instances of each type GPUs g.. can add.
-    let mut reach = vec![vec![0u32; caps.len()]; gpus.len() + 1];
-    for g in (0..gpus.len()).rev() {
-        let after = reach[g + 1].clone();
-        for (k, r) in reach[g].iter_mut().enumerate() {
-            let most = gpus[g]
-                .iter()
-                .map(|c| u32::from(c.serves[k]))
-                .max()
-                .unwrap_or(0);
-            *r = after[k] + most;
+    }
+    let mut bounds = Bound::new(gpus, costs, caps, best_value.0, &picks);
+    // A narrow pass first: a better incumbent drops more states in the full one.
+    if let (Some((v, p)), _) = programme(gpus, costs, &packing, &bounds, BEAM_STATES) {
+        if v < best_value {
+            (best_value, picks) = (v, p);
+            bounds.tighten(best_value.0);
         }
     }
-    let bound = |key: u128, g: usize| -> QueueCost {
-        (0..caps.len()).fold(QueueCost::default(), |acc, k| {
-            let n = u32::from(packing.get(key, k)) + reach[g][k];
-            let t = &costs[k];
-            acc + t[(n as usize).min(t.len() - 1)]
-        })
-    };
+    let (found, truncated) = programme(gpus, costs, &packing, &bounds, MAX_STATES);
+    match found {
+        // The incumbent is as good (the programme only confirms it).
+        Some((v, p)) if v < best_value => (p, !truncated),
+        _ => (picks, !truncated),
+    }
+}
 
+/// States kept per GPU by the narrow first pass of [`search`].
+const BEAM_STATES: usize = 512;
+
+/// The programme over GPUs keeping at most `limit` states per GPU (the best
+/// bounded ones; `true` when some were dropped so). The best full choice it
+/// reaches that the bound lets through, with a candidate index per GPU.
+fn programme(
+    gpus: &[Vec<Candidate>],
+    costs: &[Vec<QueueCost>],
+    packing: &Packing,
+    bounds: &Bound,
+    limit: usize,
+) -> (Option<(Value, Vec<usize>)>, bool) {
+    let Some((last, rest)) = gpus.split_last() else {
+        return (None, false);
+    };
+    let kinds = costs.len();
+    let mut truncated = false;
     let mut layers: Vec<Vec<State>> = vec![vec![State {
         key: 0,
         ties: (Reverse(0), 0),
@@ -454,7 +464,7 @@ fn search(gpus: &[Vec<Candidate>], costs: &[Vec<QueueCost>], caps: &[u16]) -> (V
                         }
                     }
                     None => {
-                        if bound(key, g + 1) > best_value.0 {
+                        if bounds.exceeds(g + 1, |k| packing.get(key, k)) {
                             continue;
                         }
                         seen.insert(key, next.len() as u32);
@@ -468,27 +478,34 @@ fn search(gpus: &[Vec<Candidate>], costs: &[Vec<QueueCost>], caps: &[u16]) -> (V
                 }
             }
         }
-        if next.len() > MAX_STATES {
+        if next.len() > limit {
             // Keep the states with the best bounds: the answer is then the best
             // found, no longer proven best.
-            exact = false;
-            next.sort_by_cached_key(|s| (bound(s.key, g + 1), s.ties));
-            next.truncate(MAX_STATES);
+            truncated = true;
+            next.sort_by_cached_key(|s| (bounds.lower(g + 1, |k| packing.get(s.key, k)), s.ties));
+            next.truncate(limit);
         }
         layers.push(next);
     }
-    // The last GPU: evaluate every completion directly.
+    // The last GPU: evaluate every completion directly, skipping the states
+    // whose bound already exceeds the best completion found.
     let mut best: Option<(Value, usize, usize)> = None;
+    let at_last = rest.len();
     for (si, s) in layers
         .last()
         .expect("at least one layer")
         .iter()
         .enumerate()
     {
+        if let Some((b, _, _)) = &best {
+            if bounds.usable && bounds.lower(at_last, |k| packing.get(s.key, k)) > Lex::exact(b.0) {
+                continue;
+            }
+        }
         for (ci, c) in last.iter().enumerate() {
             let key = packing.add(s.key, &c.serves);
             let v = value_of(
-                (0..caps.len()).map(|k| packing.get(key, k)),
+                (0..kinds).map(|k| packing.get(key, k)),
                 costs,
                 add_ties(s.ties, c),
             );
@@ -498,12 +515,8 @@ fn search(gpus: &[Vec<Candidate>], costs: &[Vec<QueueCost>], caps: &[u16]) -> (V
         }
     }
     let Some((value, mut at, pick)) = best else {
-        return (incumbent.1, exact);
+        return (None, truncated);
     };
-    if incumbent.0 <= value {
-        // The incumbent is as good (the programme only confirms it).
-        return (incumbent.1, exact);
-    }
     let mut picks = vec![0; gpus.len()];
     picks[gpus.len() - 1] = pick;
     for g in (0..rest.len()).rev() {
@@ -511,7 +524,325 @@ fn search(gpus: &[Vec<Candidate>], costs: &[Vec<QueueCost>], caps: &[u16]) -> (V
         picks[g] = usize::from(s.pick);
         at = s.from as usize;
     }
-    (picks, exact)
+    (Some((value, picks)), truncated)
+}
+
+/// A cost that may go below zero, ordered as [`QueueCost`]: jobs that never
+/// start, then seconds of waiting (the Lagrangian bound subtracts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Lex(i128, i128);
+
+impl std::ops::Add for Lex {
+    type Output = Lex;
+    fn add(self, o: Lex) -> Lex {
+        Lex(self.0 + o.0, self.1 + o.1)
+    }
+}
+
+impl std::ops::Sub for Lex {
+    type Output = Lex;
+    fn sub(self, o: Lex) -> Lex {
+        Lex(self.0 - o.0, self.1 - o.1)
+    }
+}
+
+impl Lex {
+    /// Beyond these the bound is not used (no overflow can occur below them).
+    const MOST_JOBS: u64 = 1 << 40;
+    const MOST_WAIT: u128 = 1 << 96;
+
+    fn of(c: QueueCost) -> Option<Lex> {
+        (c.never_start < Lex::MOST_JOBS && c.wait_s < Lex::MOST_WAIT)
+            .then(|| Lex(i128::from(c.never_start), c.wait_s as i128))
+    }
+
+    /// Any cost the programme sums (within i128: at most 2^64 jobs and 2^128 s).
+    fn exact(c: QueueCost) -> Lex {
+        Lex(
+            i128::from(c.never_start),
+            i128::try_from(c.wait_s).unwrap_or(i128::MAX),
+        )
+    }
+
+    fn times(self, n: u16) -> Lex {
+        Lex(self.0 * i128::from(n), self.1 * i128::from(n))
+    }
+
+    /// The cost as one number, for the search of prices only.
+    fn approx(self) -> f64 {
+        self.0 as f64 * Bound::JOB + self.1 as f64
+    }
+
+    /// The price nearest below `x` (an `approx` value), clamped where the
+    /// arithmetic of the bound stays far from overflow.
+    fn from_approx(x: f64) -> Lex {
+        if !x.is_finite() || x <= 0.0 {
+            return Lex(0, 0);
+        }
+        let jobs = (x / Bound::JOB).floor().min(2f64.powi(32));
+        let wait = (x - jobs * Bound::JOB).clamp(0.0, 2f64.powi(63));
+        Lex(jobs as i128, wait as i128)
+    }
+}
+
+/// Lower bounds on the best cost a state can still reach, by how many GPUs
+/// are chosen (`g`: GPUs `g..` remain). The larger of two counts:
+///
+/// - *reach*: every type gets the most instances the remaining GPUs could
+///   give it, all at once;
+/// - *Lagrangian*: with a price `λ_k ≥ 0` per instance of type `k`, any
+///   choice of the remaining GPUs that adds `x` instances costs
+///   `Σ_k F_k(n_k + x_k) ≥ Σ_k min_{0≤y≤reach_k} (F_k(n_k + y) + λ_k·y) −
+///   Σ_remaining GPUs max_candidate λ·serves`, since `λ·x` is at most that
+///   last sum. It holds for any prices; good ones (found by subgradient
+///   ascent on the bound of the empty state) make it close to the optimum,
+///   so few states survive. Exactness never depends on the prices.
+struct Bound {
+    /// `reach[g][k][n]`, `lagrange[g][k][n]`: the per-type terms above for a
+    /// state with `n` instances of type `k` (`n` up to its cap).
+    reach: Vec<Vec<Vec<Lex>>>,
+    lagrange: Vec<Vec<Vec<Lex>>>,
+    /// `Σ_{h≥g} max_c λ·serves` of GPU `h`.
+    offset: Vec<Lex>,
+    /// The incumbent's cost: a state whose bound exceeds it is dropped.
+    best: Lex,
+    /// False when the costs are too large for the arithmetic: nothing is dropped.
+    usable: bool,
+}
+
+impl Bound {
+    /// The weight of a job that never starts in `Lex::approx`.
+    const JOB: f64 = 18_446_744_073_709_551_616.0; // 2^64
+
+    /// `picks`: the incumbent (a candidate per GPU), where the prices start.
+    fn new(
+        gpus: &[Vec<Candidate>],
+        costs: &[Vec<QueueCost>],
+        caps: &[u16],
+        best: QueueCost,
+        picks: &[usize],
+    ) -> Bound {
+        let kinds = caps.len();
+        let table: Option<Vec<Vec<Lex>>> = costs
+            .iter()
+            .zip(caps)
+            .map(|(t, &cap)| {
+                (0..=usize::from(cap))
+                    .map(|n| Lex::of(t[n.min(t.len() - 1)]))
+                    .collect()
+            })
+            .collect();
+        let (Some(table), Some(best)) = (table, Lex::of(best)) else {
+            return Bound {
+                reach: Vec::new(),
+                lagrange: Vec::new(),
+                offset: Vec::new(),
+                best: Lex(0, 0),
+                usable: false,
+            };
+        };
+        let usable = kinds < (1 << 20) && gpus.len() < (1 << 16);
+        // The most instances of each type GPUs g.. can add (capped).
+        let mut reach = vec![vec![0u16; kinds]; gpus.len() + 1];
+        for g in (0..gpus.len()).rev() {
+            for k in 0..kinds {
+                let most = gpus[g].iter().map(|c| c.serves[k]).max().unwrap_or(0);
+                reach[g][k] = reach[g + 1][k].saturating_add(most).min(caps[k]);
+            }
+        }
+        let prices = if usable {
+            let mut at = vec![0u16; kinds];
+            for (cands, &p) in gpus.iter().zip(picks) {
+                for (n, (&s, &cap)) in at.iter_mut().zip(cands[p].serves.iter().zip(caps)) {
+                    *n = n.saturating_add(s).min(cap);
+                }
+            }
+            prices(gpus, &table, &reach[0], best, &at)
+        } else {
+            vec![Lex(0, 0); kinds]
+        };
+        let most_priced = |cands: &[Candidate]| {
+            cands
+                .iter()
+                .map(|c| {
+                    c.serves
+                        .iter()
+                        .zip(&prices)
+                        .fold(Lex(0, 0), |acc, (&s, p)| acc + p.times(s))
+                })
+                .max()
+                .unwrap_or_default()
+        };
+        let mut offset = vec![Lex(0, 0); gpus.len() + 1];
+        for g in (0..gpus.len()).rev() {
+            offset[g] = offset[g + 1] + most_priced(&gpus[g]);
+        }
+        let per_layer = |lagrangian: bool| -> Vec<Vec<Vec<Lex>>> {
+            reach
+                .iter()
+                .map(|r| {
+                    (0..kinds)
+                        .map(|k| {
+                            let cap = usize::from(caps[k]);
+                            let f = &table[k];
+                            (0..=cap)
+                                .map(|n| {
+                                    let r = usize::from(r[k]);
+                                    if lagrangian {
+                                        (0..=r)
+                                            .map(|y| {
+                                                f[(n + y).min(cap)] + prices[k].times(y as u16)
+                                            })
+                                            .min()
+                                            .unwrap_or_default()
+                                    } else {
+                                        f[(n + r).min(cap)]
+                                    }
+                                })
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        Bound {
+            reach: per_layer(false),
+            lagrange: per_layer(true),
+            offset,
+            best,
+            usable,
+        }
+    }
+
+    /// The bound for a state after `g` GPUs with `count(k)` instances of type `k`.
+    fn lower(&self, g: usize, count: impl Fn(usize) -> u16) -> Lex {
+        if !self.usable {
+            return Lex(i128::MIN / 2, 0);
+        }
+        let (mut reach, mut lagrange) = (Lex(0, 0), Lex(0, 0));
+        for (k, (r, l)) in self.reach[g].iter().zip(&self.lagrange[g]).enumerate() {
+            let n = usize::from(count(k));
+            reach = reach + r[n];
+            lagrange = lagrange + l[n];
+        }
+        reach.max(lagrange - self.offset[g])
+    }
+
+    /// A better incumbent's cost: more states are dropped.
+    fn tighten(&mut self, best: QueueCost) {
+        if let Some(b) = Lex::of(best) {
+            self.best = self.best.min(b);
+        }
+    }
+
+    /// Whether no completion of the state can cost as little as the incumbent.
+    fn exceeds(&self, g: usize, count: impl Fn(usize) -> u16) -> bool {
+        self.usable && self.lower(g, count) > self.best
+    }
+}
+
+/// Prices per instance of each type for [`Bound`]: each type's marginal
+/// cost at the incumbent's counts `at`, then projected subgradient ascent on
+/// the Lagrangian bound of the empty state, with Polyak steps towards the
+/// incumbent's cost. Any prices give a valid bound; these only make it tight.
+fn prices(
+    gpus: &[Vec<Candidate>],
+    table: &[Vec<Lex>],
+    reach: &[u16],
+    best: Lex,
+    at: &[u16],
+) -> Vec<Lex> {
+    let kinds = table.len();
+    let target = best.approx();
+    let f: Vec<Vec<f64>> = table
+        .iter()
+        .map(|t| t.iter().map(|c| c.approx()).collect())
+        .collect();
+    // The marginal cost around the incumbent's count (half the two sides).
+    let mut lambda: Vec<f64> = f
+        .iter()
+        .zip(at)
+        .map(|(f, &n)| {
+            let n = usize::from(n).min(f.len() - 1);
+            let left = if n > 0 { f[n - 1] - f[n] } else { 0.0 };
+            let right = if n + 1 < f.len() {
+                f[n] - f[n + 1]
+            } else {
+                0.0
+            };
+            ((left + right) / 2.0).max(0.0)
+        })
+        .collect();
+    // GPUs with the same candidates (a node of one model) price alike.
+    let distinct: Vec<(&Vec<Candidate>, f64)> = {
+        let mut out: Vec<(&Vec<Candidate>, f64)> = Vec::new();
+        for cands in gpus {
+            match out.iter_mut().find(|(c, _)| {
+                c.len() == cands.len() && c.iter().zip(cands).all(|(a, b)| a.serves == b.serves)
+            }) {
+                Some((_, n)) => *n += 1.0,
+                None => out.push((cands, 1.0)),
+            }
+        }
+        out
+    };
+    let mut best_lambda = lambda.clone();
+    let mut best_bound = f64::NEG_INFINITY;
+    let mut theta = 0.5;
+    let mut stale = 0;
+    let mut grad = vec![0f64; kinds];
+    for _ in 0..1000 {
+        let mut bound = 0.0;
+        for k in 0..kinds {
+            let cap = f[k].len() - 1;
+            let (mut at, mut low) = (0, f64::INFINITY);
+            for y in 0..=usize::from(reach[k]) {
+                let v = f[k][y.min(cap)] + lambda[k] * y as f64;
+                if v < low {
+                    (at, low) = (y, v);
+                }
+            }
+            bound += low;
+            grad[k] = at as f64;
+        }
+        for (cands, times) in &distinct {
+            let (mut top, mut pick) = (f64::NEG_INFINITY, None);
+            for c in cands.iter() {
+                let v: f64 = c
+                    .serves
+                    .iter()
+                    .zip(&lambda)
+                    .map(|(&s, l)| f64::from(s) * l)
+                    .sum();
+                if v > top {
+                    (top, pick) = (v, Some(c));
+                }
+            }
+            if let Some(c) = pick {
+                bound -= top * times;
+                for (gk, &s) in grad.iter_mut().zip(&c.serves) {
+                    *gk -= f64::from(s) * times;
+                }
+            }
+        }
+        if bound > best_bound {
+            (best_bound, best_lambda, stale) = (bound, lambda.clone(), 0);
+        } else {
+            stale += 1;
+            if stale >= 20 {
+                (theta, stale) = (theta / 2.0, 0);
+            }
+        }
+        let norm: f64 = grad.iter().map(|g| g * g).sum();
+        if bound >= target || norm == 0.0 || theta < 1e-6 {
+            break;
+        }
+        let step = theta * (target - bound).max(target.abs() * 1e-9 + 1.0) / norm;
+        for (l, g) in lambda.iter_mut().zip(&grad) {
+            *l = (*l + step * g).max(0.0);
+        }
+    }
+    best_lambda.into_iter().map(Lex::from_approx).collect()
 }
 
 /// A good first answer: GPU by GPU the candidate that helps most, then single-GPU

@@ -495,3 +495,111 @@ fn auto_is_exact_against_brute_force() {
     }
     assert!(compared >= 300, "only {compared} queues compared");
 }
+
+/// The best value by a plain dynamic programme over the GPUs: every option of
+/// every GPU, states merged by each type's instance count (capped where more
+/// instances no longer lower that type's cost), the best tie keys kept per
+/// state, no bound and no pruning. Independent of `auto`'s search; for nodes
+/// too large for `brute_force` (eight GPUs).
+fn plain_dp(cats: &[&LayoutCatalog], demand: &Demand) -> Value {
+    let offered = |k: &str| {
+        cats.iter()
+            .any(|c| c.geometry().profile(k).is_some() || c.whole_type() == Some(k))
+    };
+    let kinds: Vec<String> = demand
+        .iter()
+        .map(|(k, _)| k.to_string())
+        .filter(|k| offered(k))
+        .collect();
+    let options: Vec<Vec<(Vec<u32>, u32)>> = cats
+        .iter()
+        .map(|c| options_of(c).iter().map(|o| o.project(&kinds)).collect())
+        .collect();
+    // cost[k][n]: the best of 0..=n instances; constant from caps[k] on.
+    let mut cost: Vec<Vec<QueueCost>> = Vec::new();
+    let mut caps: Vec<u32> = Vec::new();
+    for (k, kind) in kinds.iter().enumerate() {
+        let most: u32 = options
+            .iter()
+            .map(|o| o.iter().map(|(c, _)| c[k]).max().unwrap_or(0))
+            .sum();
+        let mut table: Vec<QueueCost> = Vec::new();
+        for n in 0..=most {
+            let c = demand.cost(kind, n);
+            table.push(table.last().map_or(c, |p: &QueueCost| c.min(*p)));
+        }
+        let last = *table.last().unwrap();
+        caps.push(table.iter().position(|c| *c == last).unwrap() as u32);
+        cost.push(table);
+    }
+    assert!(caps.iter().all(|&c| c < 256) && kinds.len() <= 8);
+    let pack = |counts: &[u32]| -> u64 {
+        counts
+            .iter()
+            .zip(&caps)
+            .enumerate()
+            .fold(0, |acc, (k, (&n, &cap))| {
+                acc | u64::from(n.min(cap)) << (8 * k)
+            })
+    };
+    type Ties = (Reverse<u32>, u32);
+    let mut states: HashMap<u64, Ties> = HashMap::from([(0, (Reverse(0), 0))]);
+    for gpu in &options {
+        let mut next: HashMap<u64, Ties> = HashMap::new();
+        for (&key, &(Reverse(room), unused)) in &states {
+            let counts: Vec<u32> = (0..kinds.len())
+                .map(|k| (key >> (8 * k) & 0xff) as u32)
+                .collect();
+            for (serves, free) in gpu {
+                let sum: Vec<u32> = counts.iter().zip(serves).map(|(a, b)| a + b).collect();
+                let ties = (Reverse(room + serves.iter().sum::<u32>()), unused + free);
+                let slot = next.entry(pack(&sum)).or_insert(ties);
+                *slot = (*slot).min(ties);
+            }
+        }
+        states = next;
+    }
+    states
+        .iter()
+        .map(|(&key, &(room, unused))| {
+            let c = (0..kinds.len()).fold(QueueCost::default(), |acc, k| {
+                acc + cost[k][(key >> (8 * k) & 0xff) as usize]
+            });
+            (c, room, unused)
+        })
+        .min()
+        .unwrap()
+}
+
+/// Issue 34, item 5: eight H200s and every one of the model's seven profiles
+/// demanded (and the whole GPU in some queues): `auto` is proven exact and
+/// agrees with the plain programme on every queue.
+#[test]
+fn auto_is_exact_on_eight_h200_with_seven_types() {
+    let h200 = LayoutCatalog::build(&builtin::h200());
+    let cats = vec![&h200; 8];
+    let profiles: Vec<String> = builtin::h200()
+        .profiles()
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    for case in 0..4u64 {
+        let mut kinds = profiles.clone();
+        if case % 3 == 0 {
+            kinds.push("h200".into());
+        }
+        let mut demand = random_demand(&kinds, 0x5eed_0034 ^ case << 20);
+        // random_demand leaves a type out now and then: all seven are demanded.
+        for p in &profiles {
+            if demand.jobs(p) == 0 {
+                demand.add(p, 1, 3600);
+            }
+        }
+        let want = plain_dp(&cats, &demand);
+        let plan = plan_auto(&cats, &demand).unwrap();
+        assert!(plan.exact, "case {case}: {demand:?}");
+        let got = value_of_plan(&cats, &demand, &plan.gpus);
+        assert_eq!(got, want, "case {case}: {demand:?}\n{plan:?}");
+        assert_eq!(plan.cost, want.0);
+    }
+}

@@ -77,9 +77,14 @@ pub fn include_text(lines: &SlurmConfLines) -> String {
 pub fn describe_auto(auto: &AutoPlan) -> Vec<String> {
     let hours = |s: u64| format!("{:.1} h", s as f64 / 3600.0);
     let mut lines = vec![format!(
-        "auto: {} pending job(s) never start, {} of waiting in all (simulated, in queue order)",
+        "auto: {} pending job(s) never start, {} of waiting in all (simulated, in queue order); {}",
         auto.cost.never_start,
-        hours(u64::try_from(auto.cost.wait_s).unwrap_or(u64::MAX))
+        hours(u64::try_from(auto.cost.wait_s).unwrap_or(u64::MAX)),
+        if auto.exact {
+            "proven the best layouts for this queue"
+        } else {
+            "the best layouts found, not proven best (the search kept its most promising states)"
+        }
     )];
     for s in &auto.served {
         lines.push(format!(
@@ -107,4 +112,29 @@ pub fn describe_auto(auto: &AutoPlan) -> Vec<String> {
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mig::{builtin, plan_auto, Demand, LayoutCatalog};
+
+    /// The first line says whether the plan is proven best (issue 34, item 5).
+    #[test]
+    fn the_plan_says_whether_it_is_proven_best() {
+        let cat = LayoutCatalog::build(&builtin::h200());
+        let mut demand = Demand::new();
+        demand.add_jobs("1g.18gb", 9);
+        let mut plan = plan_auto(&[&cat], &demand).unwrap();
+        assert!(plan.exact);
+        let proven = describe_auto(&plan);
+        assert!(
+            proven[0].ends_with("; proven the best layouts for this queue"),
+            "{proven:?}"
+        );
+        plan.exact = false;
+        let found = describe_auto(&plan);
+        assert!(found[0].contains("not proven best"), "{found:?}");
+        assert!(!found[0].contains("proven the best"), "{found:?}");
+    }
 }

@@ -792,6 +792,48 @@ fn auto_from_a_demand_file_keeps_a_gpu_whole_for_whole_gpu_jobs() {
     );
 }
 
+/// Issue 34, item 5: eight H200s and all seven of the model's profiles
+/// demanded (the case that kept only its most promising states and could not
+/// prove its plan): the plan says it is proven best, in text and in JSON.
+#[test]
+fn auto_says_whether_its_plan_is_proven_best() {
+    let node = Node::new("8xh200.json");
+    let demand = node.fake.dir.path().join("demand.csv");
+    let mut text = String::from("gres,time_limit_s,jobs\n");
+    for (kind, limit, jobs) in [
+        ("1g.18gb", 1800, 3000),
+        ("1g.18gb", 14_400, 700),
+        ("1g.18gb+me", 3600, 570),
+        ("1g.35gb", 7200, 650),
+        ("2g.35gb", 3600, 1860),
+        ("3g.71gb", 28_800, 1270),
+        ("4g.71gb", 7200, 645),
+        ("7g.141gb", 14_400, 620),
+    ] {
+        text.push_str(&format!("gpu:{kind}:1,{limit},{jobs}\n"));
+    }
+    std::fs::write(&demand, text).unwrap();
+    let file = demand.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = node.cmd(args);
+        cmd.env("PATH", "/nonexistent");
+        common::run(&mut cmd)
+    };
+    let out = run(&["--dry-run", "--layout", "auto", "--demand", file]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("; proven the best layouts for this queue"),
+        "{text}"
+    );
+    assert!(!text.contains("not proven"), "{text}");
+    let out = run(&["--dry-run", "--json", "--layout", "auto", "--demand", file]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["auto"]["exact"], true, "{v}");
+    assert_eq!(v["auto"]["served"].as_array().unwrap().len(), 7, "{v}");
+}
+
 /// Issue 22, item 13: on a node with H200s and a V100, `auto` counts the
 /// V100's jobs on the V100 as it is (they were left out, and a demand of only
 /// V100 jobs exited 2); the V100 itself is never planned.
