@@ -695,7 +695,8 @@ launch_slurmd() {
     if [ "$HIDEPID" = 1 ]; then
         log "starting slurmd -N $n (own /proc, hidepid=2)"
         unshare --mount --propagation slave -- /bin/sh -c 'mount -t proc -o hidepid=2 proc /proc && exec "$@"' \
-            slurmd /usr/sbin/slurmd -f "$SLURM_CONF" -N "$n"
+            slurmd /usr/sbin/slurmd -f "$SLURM_CONF" -N "$n" ||
+            die "slurmd -N $n did not start in a mount namespace with /proc mounted hidepid=2 (that needs root with CAP_SYS_ADMIN and Linux 5.8+; HIDEPID=0 starts it on this host's /proc; see $LOG_DIR/slurmd-$n.log)"
     else
         log "starting slurmd -N $n"
         /usr/sbin/slurmd -f "$SLURM_CONF" -N "$n"
