@@ -43,6 +43,11 @@
 #                     ConstrainRAMSpace, ConstrainSwapSpace). Default 0: no cgroups, every job
 #                     sees every device and all memory (sites differ; see docs/local-cluster.md).
 #                     Kept like NODES.
+#   HIDEPID=0|1       each slurmd runs in a mount namespace of its own whose /proc is a fresh
+#                     procfs mounted with hidepid=2, so every job and step of the cluster lists
+#                     only its own user's processes, as on a site that mounts /proc so (this
+#                     host's /proc is not touched). Default: CGROUPS's value. Kept like NODES;
+#                     `up` restarts a running slurmd whose /proc does not match.
 #   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0,bf_interval=1
 #                     (bench/replay names bf_interval=1 itself). Not kept either.
 #   INSTANCE=K        which cluster on this host (1..9, default 1). Instance K > 1 is a second
@@ -105,6 +110,9 @@ readonly TEST_USER=researcher
 # A running cluster keeps its settings unless they are given again: `up`
 # without NODES must not shrink a two-node cluster someone else started.
 readonly SETTINGS_FILE=$RUN_DIR/settings
+# HIDEPID follows a CGROUPS given now unless given itself (CGROUPS=0 on a
+# running CGROUPS=1 cluster turns both off).
+given_cgroups=${CGROUPS:-} given_hidepid=${HIDEPID:-}
 # The file outlives a stopped slurmctld (which removes its pid file) and is
 # removed by `down`: an `up` that restarts a stopped slurmctld keeps NODES.
 if [ -r "$SETTINGS_FILE" ]; then
@@ -116,6 +124,7 @@ if [ -r "$SETTINGS_FILE" ]; then
         MIG_NODE) MIG_NODE=${MIG_NODE:-$value} ;;
         POOL) POOL=${POOL:-$value} ;;
         CGROUPS) CGROUPS=${CGROUPS:-$value} ;;
+        HIDEPID) HIDEPID=${HIDEPID:-$value} ;;
         esac
     done <"$SETTINGS_FILE"
 fi
@@ -126,6 +135,9 @@ IDLE_TIMEOUT=${IDLE_TIMEOUT:-60}
 MIG_NODE=${MIG_NODE:-0}
 POOL=${POOL:-0}
 CGROUPS=${CGROUPS:-0}
+if [ -z "$given_hidepid" ] && [ -n "$given_cgroups" ]; then HIDEPID=$CGROUPS; fi
+HIDEPID=${HIDEPID:-$CGROUPS}
+unset given_cgroups given_hidepid
 NODE_GRES=${NODE_GRES:-}
 SCHED_PARAMS=${SCHED_PARAMS:-}
 readonly MIG_NODE_NAME=mig1
@@ -144,6 +156,7 @@ validate_settings() {
     [[ "$ACCOUNTING" =~ ^[01]$ ]] || die "ACCOUNTING must be 0 or 1, got '$ACCOUNTING'"
     [[ "$POOL" =~ ^[01]$ ]] || die "POOL must be 0 or 1, got '$POOL'"
     [[ "$CGROUPS" =~ ^[01]$ ]] || die "CGROUPS must be 0 or 1, got '$CGROUPS'"
+    [[ "$HIDEPID" =~ ^[01]$ ]] || die "HIDEPID must be 0 or 1, got '$HIDEPID'"
     [[ "$MIN_JOB_AGE" =~ ^[0-9]+$ ]] || die "MIN_JOB_AGE must be seconds, got '$MIN_JOB_AGE'"
     [[ "$IDLE_TIMEOUT" =~ ^[0-9]+$ ]] || die "IDLE_TIMEOUT must be seconds, got '$IDLE_TIMEOUT'"
     [[ "$SCHED_PARAMS" =~ ^[A-Za-z0-9_=,.:-]*$ ]] || die "SCHED_PARAMS must be comma-separated key=value items, got '$SCHED_PARAMS'"
@@ -662,13 +675,48 @@ start_slurmctld() {
     die "slurmctld does not answer 'scontrol ping'"
 }
 
-start_slurmds() {
-    local n
-    for n in $(node_names); do
-        running "slurmd-$n" slurmd && continue
+# proc_hidden PID: the /proc that process PID sees (its mount namespace's) hides
+# other users' processes (the last proc mount at /proc has hidepid=2).
+proc_hidden() {
+    awk '$5 == "/proc" && / - proc / { h = ($0 ~ /hidepid=(2|invisible)/) } END { exit !h }' \
+        "/proc/$1/mountinfo" 2>/dev/null
+}
+
+# launch_slurmd NODE: start slurmd -N NODE (it puts itself in the background).
+# With HIDEPID=1 it starts in a mount namespace of its own (slave: the host's
+# later mounts reach it, its own reach nothing) with a fresh procfs on /proc
+# mounted hidepid=2: each procfs mount has its own options (Linux 5.8+), so
+# this host's /proc keeps its own. The namespace lives as long as the slurmd
+# and the slurmstepd it forks, and every job step inherits it. The pid
+# namespace is the host's: pids, pid files and `down` are unchanged.
+launch_slurmd() {
+    local n=$1
+    install -d -m 0755 "$SPOOL_DIR/d-$n"
+    if [ "$HIDEPID" = 1 ]; then
+        log "starting slurmd -N $n (own /proc, hidepid=2)"
+        unshare --mount --propagation slave -- /bin/sh -c 'mount -t proc -o hidepid=2 proc /proc && exec "$@"' \
+            slurmd /usr/sbin/slurmd -f "$SLURM_CONF" -N "$n" ||
+            die "slurmd -N $n did not start in a mount namespace with /proc mounted hidepid=2 (that needs root with CAP_SYS_ADMIN and Linux 5.8+; HIDEPID=0 starts it on this host's /proc; see $LOG_DIR/slurmd-$n.log)"
+    else
         log "starting slurmd -N $n"
-        install -d -m 0755 "$SPOOL_DIR/d-$n"
         /usr/sbin/slurmd -f "$SLURM_CONF" -N "$n"
+    fi
+}
+
+start_slurmds() {
+    local n pid want
+    for n in $(node_names); do
+        if running "slurmd-$n" slurmd; then
+            # A slurmd started with the other HIDEPID is restarted (its jobs
+            # keep running: their slurmstepd does not need it).
+            pid=$(pid_of "slurmd-$n")
+            want=0
+            proc_hidden "$pid" && want=1
+            [ "$want" != "$HIDEPID" ] || continue
+            log "slurmd -N $n runs with HIDEPID=$want: restarting it"
+            stop_daemon "slurmd-$n" slurmd
+        fi
+        launch_slurmd "$n"
     done
 }
 
@@ -822,7 +870,7 @@ cmd_up() {
 }
 
 write_settings() {
-    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\nMIG_NODE=%s\nPOOL=%s\nCGROUPS=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" "$MIG_NODE" "$POOL" "$CGROUPS" >"$SETTINGS_FILE"
+    printf 'NODES=%s\nACCOUNTING=%s\nMIN_JOB_AGE=%s\nMIG_NODE=%s\nPOOL=%s\nCGROUPS=%s\nHIDEPID=%s\n' "$NODES" "$ACCOUNTING" "$MIN_JOB_AGE" "$MIG_NODE" "$POOL" "$CGROUPS" "$HIDEPID" >"$SETTINGS_FILE"
 }
 
 # Rewrite the configuration of a running cluster without stopping jobs: slurmctld
@@ -858,9 +906,7 @@ cmd_reload() {
     scontrol reconfigure || log "warning: scontrol reconfigure failed"
     if [ "$MIG_NODE" = 1 ]; then
         stop_daemon "slurmd-$MIG_NODE_NAME" slurmd
-        install -d -m 0755 "$SPOOL_DIR/d-$MIG_NODE_NAME"
-        log "starting slurmd -N $MIG_NODE_NAME"
-        /usr/sbin/slurmd -f "$SLURM_CONF" -N "$MIG_NODE_NAME"
+        launch_slurmd "$MIG_NODE_NAME"
         local deadline=$((SECONDS + IDLE_TIMEOUT))
         until scontrol -o show node "$MIG_NODE_NAME" 2>/dev/null | grep -q 'SlurmdStartTime=[0-9]'; do
             [ $SECONDS -lt $deadline ] || die "$MIG_NODE_NAME did not register within ${IDLE_TIMEOUT}s (see $LOG_DIR/slurmd-$MIG_NODE_NAME.log)"
@@ -919,7 +965,7 @@ cmd_status() {
 }
 
 cmd_env() {
-    echo "INSTANCE=$INSTANCE NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE POOL=$POOL CGROUPS=$CGROUPS CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR SLURM_CONF=$SLURM_CONF"
+    echo "INSTANCE=$INSTANCE NODES=$NODES ACCOUNTING=$ACCOUNTING MIN_JOB_AGE=$MIN_JOB_AGE MIG_NODE=$MIG_NODE POOL=$POOL CGROUPS=$CGROUPS HIDEPID=$HIDEPID CONF_DIR=$CONF_DIR RUN_DIR=$RUN_DIR LOG_DIR=$LOG_DIR DEV_DIR=$DEV_DIR SLURM_CONF=$SLURM_CONF"
 }
 
 case "${1:-}" in

@@ -1,7 +1,8 @@
 //! Isolation between jobs on a cluster configured like a production site
 //! (`CGROUPS=1 slurm/cluster.sh up`: task/cgroup,task/affinity,
 //! proctrack/cgroup, memory consumable, cgroup.conf constraining cores,
-//! devices, RAM and swap). Each test fails on a cluster without cgroups
+//! devices, RAM and swap; and, as `HIDEPID=1` comes with it, every job's
+//! `/proc` mounted `hidepid=2`). Each test fails on a cluster without them
 //! (`isolation_none_live` shows what a job can do there).
 //!
 //! The fake GPUs are character devices of major 240 with no driver behind
@@ -281,7 +282,11 @@ fn dataset_in(dir: &Path) -> PathBuf {
     data.join("data.yaml")
 }
 
-/// What one user's training found out about the other's, from inside its job.
+/// What one user's training found out about the other's, from inside its
+/// job: whether it can signal the peer's process, read its environment and
+/// command line, list its run directory, open its slice; and what its `/proc`
+/// lists: the peer's pid, its own process and its parent (the training's
+/// wrapper), and the owners of every process it lists.
 const PEER_PROBE: &str = r#"#!/usr/bin/env python3
 import errno, json, os, signal, sys
 pid, gpu, workdir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -294,40 +299,68 @@ def attempt(f):
         return errno.errorcode.get(e.errno, str(e.errno))
 def open_dev(i):
     return lambda: os.close(os.open("/dev/yolo-fakegpu/%s/nvidia%s" % (node, i), os.O_RDONLY))
+def read(path):
+    return lambda: open(path, "rb").read()
+def owner(p):
+    try:
+        for line in open("/proc/%d/status" % p):
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+listed = {int(n) for n in os.listdir("/proc") if n.isdigit()}
 print(json.dumps({
+    "me": os.getuid(),
     "signal": attempt(lambda: os.kill(pid, 0)),
-    "environ": attempt(lambda: open("/proc/%d/environ" % pid, "rb").read()),
+    "environ": attempt(read("/proc/%d/environ" % pid)),
+    "cmdline": attempt(read("/proc/%d/cmdline" % pid)),
     "workdir": attempt(lambda: os.listdir(workdir)),
     "peer_device": attempt(open_dev(gpu)),
     "own_device": attempt(open_dev(os.environ.get("SLURM_JOB_GPUS", "x"))),
-    "cmdline_visible": os.path.exists("/proc/%d/cmdline" % pid),
+    "peer_listed": pid in listed,
+    "own_listed": os.getpid() in listed and os.getppid() in listed,
+    "owners": sorted({u for u in map(owner, listed) if u is not None}),
 }))
 "#;
 
-#[test]
-#[ignore = "needs the local Slurm cluster with cgroups (CGROUPS=1 slurm/cluster.sh up): cargo test -- --include-ignored"]
-fn two_users_trainings_on_two_slices_of_one_gpu_cannot_reach_each_other() {
-    let _cluster = constrained();
-    let _small1 = small1();
+/// One user's training, as the other saw it from inside its job.
+pub(crate) struct PeerView {
+    pub user: &'static str,
+    /// The user's uid (the owner of the file its training announced itself in).
+    pub uid: u32,
+    /// The pid its training announced (the wrapper's shell, alive until the
+    /// other's probe is written), which the other's probe looked for.
+    pub pid: u32,
+    /// The slice (GRES index) its training ran on.
+    pub slice: String,
+    /// What its probe found out about the other's training.
+    pub probe: Value,
+}
+
+/// Two users' trainings on two slices of small1's A100 at once, each probing
+/// the other's from inside its job (`PEER_PROBE`) while the other waits in
+/// its wrapper; both complete. The caller judges what each could do.
+pub(crate) fn two_users_probe_each_other(tag: &str) -> [PeerView; 2] {
     let users = ["ys-iso-ann", "ys-iso-ben"];
     ensure_users(true, &users);
     let dir = shared_tempdir();
     let exchange = dir.path().join("exchange");
     std::fs::create_dir(&exchange).unwrap();
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     std::fs::set_permissions(&exchange, std::fs::Permissions::from_mode(0o1777)).unwrap();
     let probe = dir.path().join("peer-probe.py");
     std::fs::write(&probe, PEER_PROBE).unwrap();
     std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
     let data = dataset_in(dir.path());
     let yolo_sched = bin_for_everyone();
-    let mut run_ids = Vec::new();
+    let mut jobs = Vec::new();
     for (me, peer) in [(users[0], users[1]), (users[1], users[0])] {
         let home = PathBuf::from(format!("/home/{me}"));
-        let workdir = home.join("iso-run");
+        let workdir = home.join(format!("iso-run-{tag}"));
         let _ = Command::new("rm").arg("-rf").arg(&workdir).status();
         // The training announces itself (its pid, its slice, its run
-        // directory), waits for the other user's, then probes it.
+        // directory), waits for the other user's, probes it, and stays until
+        // the other's probe is written: each is alive while probed.
         let prelude = format!(
             "x={x}\nprintf '%s %s %s\\n' $$ \"$SLURM_JOB_GPUS\" {workdir} >$x/{me}.tmp && mv $x/{me}.tmp $x/{me}\n\
              for _ in $(seq 1500); do [ -s $x/{peer} ] && break; sleep 0.2; done\n\
@@ -355,28 +388,72 @@ fn two_users_trainings_on_two_slices_of_one_gpu_cannot_reach_each_other() {
         let out = run(&mut c);
         assert_eq!(out.status.code(), Some(0), "submit as {me}");
         let sub: Value = serde_json::from_slice(&out.stdout).unwrap();
-        run_ids.push((
-            me,
-            sub["run_id"].as_str().unwrap().to_string(),
-            submitted_ids(&sub),
-        ));
+        jobs.extend(submitted_ids(&sub));
     }
-    let jobs: Vec<u64> = run_ids.iter().flat_map(|r| r.2.clone()).collect();
     let states = wait_jobs(&jobs, Duration::from_secs(240));
     assert!(states.iter().all(|s| s == "COMPLETED"), "{states:?}");
-    let mut slices = Vec::new();
-    for me in users {
-        let line = read(&exchange.join(me));
-        slices.push(line.split_whitespace().nth(1).unwrap_or("").to_string());
+    users.map(|me| {
+        let announced = exchange.join(me);
+        let line = read(&announced);
+        let mut words = line.split_whitespace();
+        let pid = words.next().and_then(|p| p.parse().ok());
         let probe: Value = serde_json::from_str(read(&exchange.join(format!("{me}.probe"))).trim())
             .unwrap_or_else(|e| panic!("{me}'s probe: {e}"));
+        let uid = std::fs::metadata(&announced).unwrap().uid();
+        assert_eq!(
+            probe["me"],
+            uid,
+            "{me}'s training ran as {me}, who wrote {}: {probe}",
+            announced.display()
+        );
+        PeerView {
+            user: me,
+            uid,
+            pid: pid.unwrap_or_else(|| panic!("{me} announced no pid: {line}")),
+            slice: words.next().unwrap_or("").to_string(),
+            probe,
+        }
+    })
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster with cgroups (CGROUPS=1 slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn two_users_trainings_on_two_slices_of_one_gpu_cannot_reach_each_other() {
+    let _cluster = constrained();
+    let _small1 = small1();
+    let views = two_users_probe_each_other("cgroups");
+    for (i, view) in views.iter().enumerate() {
+        let (me, probe) = (view.user, &view.probe);
+        let peer = &views[1 - i];
         assert_eq!(
             probe["signal"], "EPERM",
             "{me} could signal the other's training: {probe}"
         );
+        // hidepid=2: the other's process is not there at all, so nothing of
+        // it can be read (without it: EACCES for the environment, and the
+        // command line readable by anyone).
         assert_eq!(
-            probe["environ"], "EACCES",
-            "{me} read the other's environment: {probe}"
+            probe["peer_listed"], false,
+            "{me} lists {}'s training (pid {}) in /proc: is /proc mounted hidepid=2 in the jobs \
+             (HIDEPID=1 slurm/cluster.sh up)? {probe}",
+            peer.user, peer.pid
+        );
+        assert_eq!(
+            probe["environ"], "ENOENT",
+            "{me} reached the other's environment: {probe}"
+        );
+        assert_eq!(
+            probe["cmdline"], "ENOENT",
+            "{me} reached the other's command line: {probe}"
+        );
+        assert_eq!(
+            probe["owners"],
+            serde_json::json!([view.uid]),
+            "{me} lists processes of other users (root's included): {probe}"
+        );
+        assert_eq!(
+            probe["own_listed"], true,
+            "{me} no longer sees its own processes: {probe}"
         );
         assert_eq!(
             probe["workdir"], "EACCES",
@@ -391,7 +468,12 @@ fn two_users_trainings_on_two_slices_of_one_gpu_cannot_reach_each_other() {
             "{me}'s own slice was denied: {probe}"
         );
     }
-    assert_ne!(slices[0], slices[1], "two slices of one GPU: {slices:?}");
+    assert_ne!(views[0].uid, views[1].uid);
+    assert_ne!(
+        views[0].slice, views[1].slice,
+        "two slices of one GPU: {} {}",
+        views[0].slice, views[1].slice
+    );
 }
 
 #[test]
@@ -499,4 +581,74 @@ fn doctor_reports_the_isolation_in_force() {
             .unwrap_or_else(|| panic!("no `{name}` check: {v}"));
         assert_eq!(c["status"], "ok", "{c}");
     }
+    // Process visibility is the host's: doctor on this host reads this
+    // host's /proc, and in a job it reads the job's, hidepid=2 in force.
+    let visibility = |v: &Value| {
+        v["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "process visibility"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no `process visibility` check: {v}"))
+    };
+    let here = visibility(&v);
+    assert_eq!(
+        here["status"],
+        if crate::isolation_none_live::host_hides_processes() {
+            "ok"
+        } else {
+            "warn"
+        },
+        "{here}"
+    );
+    let in_job = visibility(&doctor_in_a_job());
+    assert_eq!(in_job["status"], "ok", "{in_job}");
+    let detail = in_job["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.contains("/proc is mounted with hidepid=")
+            && detail.contains("a user sees only their own processes"),
+        "{in_job}"
+    );
+}
+
+/// `yolo-sched doctor --json` run in a batch job on node1; its report.
+pub(crate) fn doctor_in_a_job() -> Value {
+    let dir = shared_tempdir();
+    let dir = dir.path();
+    let script = dir.join("doctor.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh
+NO_COLOR=1 {} doctor --json
+",
+            bin_for_everyone().display()
+        ),
+    )
+    .unwrap();
+    let out_file = dir.join("doctor.out");
+    let out = Command::new("sbatch")
+        .args([
+            "--wait",
+            "-J",
+            "iso-doctor",
+            "-p",
+            "cpu",
+            "-w",
+            "node1",
+            "-t",
+            "5",
+        ])
+        .args(["-c", "1", "--mem=500M"])
+        .arg(format!("--output={}", out_file.display()))
+        .arg(&script)
+        .output()
+        .unwrap();
+    let text = read(&out_file);
+    // doctor's exit status tells failures from warnings; its report is all
+    // this needs.
+    let start = text
+        .find('{')
+        .unwrap_or_else(|| panic!("doctor in a job printed no report ({out:?}):\n{text}"));
+    serde_json::from_str(&text[start..])
+        .unwrap_or_else(|e| panic!("doctor's report in a job: {e}\n{text}"))
 }

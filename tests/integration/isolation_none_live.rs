@@ -1,7 +1,9 @@
 //! A cluster without cgroups (the default `slurm/cluster.sh up`, as many
 //! sites run): what `doctor` says of it, and the gap it warns about, shown:
-//! a job given one slice opens another slice's device file. The same test
-//! on a cluster with cgroups is `isolation_live`.
+//! a job given one slice opens another slice's device file, and two users'
+//! trainings list each other's processes and read their command lines (no
+//! `hidepid`). The same tests on a cluster with cgroups and `hidepid=2` are
+//! `isolation_live`'s.
 
 use crate::common;
 
@@ -9,6 +11,18 @@ use std::process::Command;
 
 use crate::common::*;
 use serde_json::Value;
+
+/// Whether this host's `/proc` (the last proc mount at /proc) hides other
+/// users' processes (`hidepid=` 1 or 2).
+pub(crate) fn host_hides_processes() -> bool {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mountinfo
+        .lines()
+        .rfind(|l| l.split_whitespace().nth(4) == Some("/proc") && l.contains(" - proc "))
+        .is_some_and(|l| {
+            l.contains("hidepid=") && !l.contains("hidepid=0") && !l.contains("hidepid=off")
+        })
+}
 
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
@@ -61,13 +75,7 @@ fn doctor_warns_of_each_isolation_gap_and_a_job_opens_every_slice() {
     assert_eq!(status("gres device files")["status"], "ok");
     // cgroups or not, other users' processes are listed unless /proc hides
     // them: the line follows this host's /proc mount.
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let hidden = mountinfo
-        .lines()
-        .rfind(|l| l.split_whitespace().nth(4) == Some("/proc") && l.contains(" - proc "))
-        .is_some_and(|l| {
-            l.contains("hidepid=") && !l.contains("hidepid=0") && !l.contains("hidepid=off")
-        });
+    let hidden = host_hides_processes();
     let visibility = status("process visibility");
     assert_eq!(
         visibility["status"],
@@ -114,5 +122,57 @@ fn doctor_warns_of_each_isolation_gap_and_a_job_opens_every_slice() {
     assert!(
         text.lines().all(|l| l == "ENXIO"),
         "without ConstrainDevices no device file is denied (each open reaches the absent driver):\n{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn two_users_trainings_see_each_other_s_processes_and_slices() {
+    let _cluster = common::cluster(module_path!());
+    let config = Command::new("scontrol")
+        .args(["show", "config"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&config.stdout).contains("task/cgroup"),
+        "isolation_none_live needs a cluster without cgroups (CGROUPS=0)"
+    );
+    // The same trainings as isolation_live's: here each lists the other's
+    // process and reads its command line (run directory, dataset,
+    // arguments), and opens the other's slice. What still holds without
+    // cgroups or hidepid: no signal to another user's process, no read of
+    // its environment or of a private home.
+    let views = crate::isolation_live::two_users_probe_each_other("none");
+    for (i, view) in views.iter().enumerate() {
+        let (me, probe) = (view.user, &view.probe);
+        let peer = &views[1 - i];
+        assert_eq!(
+            probe["peer_listed"], true,
+            "{me} should list {}'s training (pid {}) without hidepid: {probe}",
+            peer.user, peer.pid
+        );
+        assert_eq!(probe["cmdline"], "ok", "{probe}");
+        let owners = probe["owners"].as_array().unwrap();
+        assert!(
+            owners.contains(&Value::from(peer.uid)) && owners.contains(&Value::from(0)),
+            "{me} lists the other's and root's processes: {probe}"
+        );
+        assert_eq!(probe["own_listed"], true, "{probe}");
+        assert_eq!(probe["peer_device"], "ENXIO", "{probe}");
+        assert_eq!(probe["signal"], "EPERM", "{probe}");
+        assert_eq!(probe["environ"], "EACCES", "{probe}");
+        assert_eq!(probe["workdir"], "EACCES", "{probe}");
+    }
+    // doctor in a job reads the same /proc as on this host.
+    let in_job = crate::isolation_live::doctor_in_a_job();
+    let visibility = in_job["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "process visibility"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no `process visibility` check: {in_job}"));
+    assert_eq!(
+        visibility["status"],
+        if host_hides_processes() { "ok" } else { "warn" },
+        "{visibility}"
     );
 }
