@@ -210,7 +210,7 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
     manifest = crate::rundir::manifest::Manifest::load(
         &crate::rundir::manifest::Manifest::path_in(&manifest.workdir),
     )?;
-    let (mut st, error) = query::run_status(&ctx.slurm, &manifest);
+    let (mut st, error) = query::run_status(&ctx.slurm, &mut manifest);
     if let Some(e) = error {
         return Err(anyhow::anyhow!(
             "cannot resume run {}: Slurm did not answer: {e}",

@@ -347,7 +347,9 @@ struct TeamStatus<'a> {
 
 pub fn run(ctx: &mut Context, args: &StatusArgs) -> Result<i32> {
     let (st, error) = match crate::run::team::locate(&ctx.slurm, &args.target.run)? {
-        crate::run::team::Located::Own(manifest) => query::run_status(&ctx.slurm, &manifest),
+        crate::run::team::Located::Own(mut manifest) => {
+            query::run_status(&ctx.slurm, &mut manifest)
+        }
         crate::run::team::Located::Team(run) => {
             // Found through Slurm just now: its status is already computed.
             let t = &run;

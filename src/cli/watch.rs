@@ -129,7 +129,7 @@ fn bar_of(s: &StageStatus) -> (u64, u64, Look) {
 pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
     // A team member's run (found through Slurm) is watched the same way:
     // its job ids are known, and Slurm shows the caller their states.
-    let manifest = match crate::run::team::locate(&ctx.slurm, &args.target.run)? {
+    let mut manifest = match crate::run::team::locate(&ctx.slurm, &args.target.run)? {
         crate::run::team::Located::Own(m) => *m,
         crate::run::team::Located::Team(r) => r.manifest,
     };
@@ -150,7 +150,7 @@ pub fn run(ctx: &mut Context, args: &WatchArgs) -> Result<i32> {
     let mut pause = first;
     let mut failures = 0;
     loop {
-        let (st, error) = query::run_status(&ctx.slurm, &manifest);
+        let (st, error) = query::run_status(&ctx.slurm, &mut manifest);
         if let Some(e) = &error {
             failures += 1;
             if failures >= 5 {

@@ -34,7 +34,10 @@ pub fn cancel(
     dry_run: bool,
     record: &mut dyn FnMut(&AuditRecord),
 ) -> Result<Cancelled> {
-    let (st, error) = query::run_status(slurm, manifest);
+    // The jobs of the manifest as it is now (an escalation may have resubmitted them).
+    let mut current = manifest.clone();
+    let (st, error) = query::run_status(slurm, &mut current);
+    let manifest = &current;
     if let Some(e) = error {
         return Err(anyhow!(
             "cannot cancel run {}: Slurm did not answer: {e}",

@@ -114,7 +114,7 @@ pub fn show(
         if !follow {
             return Ok(());
         }
-        let (st, _) = query::run_status(slurm, manifest);
+        let (st, _) = query::run_status(slurm, &mut manifest.clone());
         let done = st.stage(stage).is_some_and(|s| {
             let t = match task {
                 Some(i) => s.tasks.iter().find(|t| t.task == Some(i)),

@@ -214,13 +214,48 @@ pub fn sacct_rows(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
     crate::slurm::sacct::by_ids(slurm, ids)
 }
 
-/// Status of one run (one squeue call, at most one sacct call).
-pub fn run_status(slurm: &Slurm, manifest: &Manifest) -> (RunStatus, Option<String>) {
-    let view = ask_slurm(slurm, &[manifest]);
-    (
-        status::of_run(manifest, &view.rows, &view.acct, view.reachable),
-        view.error,
-    )
+/// How many times `run_status` asks Slurm again for a manifest that changed
+/// while it asked: each change is a whole escalation, so two in a row are
+/// already rare.
+const MAX_LOOKS: usize = 4;
+
+/// Status of one run (per look: one squeue call, at most one sacct call).
+///
+/// A run's own jobs rewrite its manifest: a training out of memory resubmits
+/// itself and its export on a bigger slice, cancels the old export, and only
+/// then exits. A manifest read before that, paired with Slurm's answer after
+/// it, reads as a failed run (and `watch` would stop on it). So the manifest
+/// is read again once Slurm has answered; when its jobs changed, Slurm is
+/// asked again about the new ones. `manifest` is left as the one the status
+/// was computed from.
+pub fn run_status(slurm: &Slurm, manifest: &mut Manifest) -> (RunStatus, Option<String>) {
+    let mut looks = 0;
+    loop {
+        looks += 1;
+        let view = ask_slurm(slurm, &[&*manifest]);
+        match reread(manifest) {
+            Some(newer) if looks < MAX_LOOKS && newer.all_job_ids() != manifest.all_job_ids() => {
+                *manifest = newer;
+            }
+            _ => {
+                return (
+                    status::of_run(manifest, &view.rows, &view.acct, view.reachable),
+                    view.error,
+                )
+            }
+        }
+    }
+}
+
+/// The run's manifest as it is on disk now, when it can be read and is the
+/// same run's (a team member's run may have an unreadable directory).
+fn reread(manifest: &Manifest) -> Option<Manifest> {
+    if manifest.workdir.as_os_str().is_empty() {
+        return None;
+    }
+    Manifest::load(&Manifest::path_in(&manifest.workdir))
+        .ok()
+        .filter(|m| m.run_id == manifest.run_id)
 }
 
 /// Job ids of a run still queued or running (array ids stand for all their tasks).

@@ -106,6 +106,21 @@ fn out_of_memory_on_1g_moves_training_to_2g_and_the_run_completes() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let run_id = v["run_id"].as_str().unwrap();
+    // `watch` follows the run through its escalation to the end: the job
+    // rewrites the manifest before it exits, and a watch that kept the
+    // manifest it started with saw attempt 1 failed and its export cancelled,
+    // and stopped there with "failed" (it did, before `run_status` read the
+    // manifest again after each answer of Slurm's).
+    let watch = common::run_bounded(
+        f.cmd().args(["watch", "--interval", "0.5", run_id]),
+        Duration::from_secs(300),
+    )
+    .expect("watch ended");
+    assert_eq!(
+        watch.status.code(),
+        Some(0),
+        "watch stopped before the escalated run ended: {watch:?}"
+    );
     let st = settle(&f, run_id, Duration::from_secs(240));
     assert_eq!(st["state"], "completed", "{st}");
     assert_eq!(train_slices(&st), ["gpu:1g.5gb:1", "gpu:2g.10gb:1"], "{st}");
