@@ -88,6 +88,39 @@ fn setup_tiers_once() {
     .to_string();
     assert!(users.contains("ys-alice|None|vision"), "{users}");
     assert!(users.contains("ys-carol|Operator|"), "{users}");
+    wait_for_slurmctld_to_know_the_tiers();
+}
+
+/// sacctmgr writes the database; slurmctld learns of a new coordinator or
+/// operator from slurmdbd a moment later. Until then, with
+/// `PrivateData=jobs`, squeue hides a member's jobs from the coordinator
+/// (on a machine where the tiers were just made, `list --account` missed
+/// bob's run). So: a held job of bob's in `vision`, polled until the
+/// coordinator and the operator both see it.
+fn wait_for_slurmctld_to_know_the_tiers() {
+    let out = sh(&format!(
+        "runuser -u {BOB} -- sbatch --parsable -H --account=vision --chdir=/tmp \
+         --output=/dev/null --job-name=tiers-probe --wrap=true"
+    ));
+    assert!(out.status.success(), "the probe job: {out:?}");
+    let job = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .to_string();
+    assert!(job.parse::<u64>().is_ok(), "the probe job's id: {out:?}");
+    for user in [ALICE, CAROL] {
+        wait_for(
+            &format!("slurmctld showing {BOB}'s job {job} to {user}"),
+            Duration::from_secs(60),
+            || {
+                let seen = sh(&format!("runuser -u {user} -- squeue -h -j {job} -o %i"));
+                String::from_utf8_lossy(&seen.stdout).trim() == job
+            },
+        );
+    }
+    let _ = sh(&format!("scancel {job}"));
 }
 
 struct Tiers {
