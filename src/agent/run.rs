@@ -283,7 +283,7 @@ impl Pruner {
     fn peers(&self, workdir: &Path) -> Vec<Vec<Option<f64>>> {
         let s = &self.setup;
         let mut trials: Vec<u32> = s.batch.clone().filter(|t| *t != s.trial).collect();
-        if let Ok(Some(summary)) = crate::run::tune::read_summary(workdir) {
+        if let Ok(Some(summary)) = crate::rundir::search::read_summary(workdir) {
             let counts = |state: &str| match s.rule.rule {
                 crate::spec::PruneRule::Median => state == "complete",
                 crate::spec::PruneRule::Halving => state == "complete" || state == "pruned",

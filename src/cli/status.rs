@@ -263,7 +263,7 @@ pub fn print_status(
 fn print_trials(
     printer: &crate::printer::Printer,
     st: &RunStatus,
-    search: &crate::run::tune::Summary,
+    search: &crate::rundir::search::Summary,
 ) -> Result<()> {
     let train = st.stage("train");
     let mut table = printer.table(&[

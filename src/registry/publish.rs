@@ -281,7 +281,7 @@ pub fn draft_from_run(
     let trained = trainer_versions(workdir, variant);
     // The export stage's validation of the ONNX model, as its log says.
     // A search's one export job (of its best trial) logs without a task.
-    let export_task = variant.filter(|_| !crate::run::tune::is_search(manifest));
+    let export_task = variant.filter(|_| !crate::rundir::search::is_search(manifest));
     let export_log = crate::rundir::layout::log_file("export", export_task);
     let onnx = crate::fsutil::read_tail(
         &workdir.join(crate::rundir::layout::LOGS).join(export_log),

@@ -85,7 +85,7 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchPlot {
     pub run_id: String,
-    pub summary: crate::run::tune::Summary,
+    pub summary: crate::rundir::search::Summary,
 }
 
 /// Last week's GPU demand, what waited, and whether each node is cut as

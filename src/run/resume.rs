@@ -60,7 +60,7 @@ pub fn plan_resume(manifest: &Manifest, status: &RunStatus) -> Result<ResumePlan
             manifest.run_id
         )));
     }
-    if super::tune::is_search(manifest) {
+    if crate::rundir::search::is_search(manifest) {
         return plan_search(manifest, status);
     }
     let from = status
@@ -338,7 +338,7 @@ pub fn requests(
     let export: Vec<(String, String)> = yolo
         .map(|y| vec![("YOLO_SCHED_RUN_YOLO".to_string(), y.to_string())])
         .unwrap_or_default();
-    if plan.batches.is_some() || super::tune::is_search(manifest) {
+    if plan.batches.is_some() || crate::rundir::search::is_search(manifest) {
         if gpu.is_some() {
             return Err(invalid(format!(
                 "run {} is a search: `--gpu` does not apply (every trial trains on the slice planned for the search)",

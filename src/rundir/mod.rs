@@ -3,7 +3,7 @@
 //! names (`layout`), the manifest (`manifest`, and the user's run index and
 //! state directory beside it), Ultralytics' `results.csv` (`results`), the
 //! resumability check of a training directory (`checkpoint`) and the memory
-//! guard's record of a task (`guard`). These depend only on `fsutil`, `text`
+//! guard's record of a task (`guard`), a search's summary (`search`). These depend only on `fsutil`, `text`
 //! and `spec`'s hash, never on a module above them.
 
 pub mod checkpoint;
@@ -11,5 +11,6 @@ pub(crate) mod guard;
 pub(crate) mod layout;
 pub mod manifest;
 pub(crate) mod results;
+pub(crate) mod search;
 pub(crate) mod trained;
 pub(crate) mod ultralytics;

@@ -2,7 +2,7 @@
 //! Slurm's row or the job files, each stage, the run state.
 
 use super::*;
-use crate::run::tune::is_search;
+use crate::rundir::search::is_search;
 use crate::rundir::ultralytics::{epochs_of, final_validation, progress_of, validation_summary};
 
 /// The task ids of an attempt: all of `0..tasks`, or the subset it was submitted with.
@@ -109,7 +109,7 @@ pub fn of_run(
     status.backup = crate::backup::views(&manifest.workdir, std::time::SystemTime::now());
     if is_search(manifest) {
         // An unreadable summary is no status of its own: the stages say it.
-        status.tune = crate::run::tune::read_summary(&manifest.workdir)
+        status.tune = crate::rundir::search::read_summary(&manifest.workdir)
             .ok()
             .flatten();
         if let Some(summary) = status.tune.as_mut() {

@@ -260,7 +260,7 @@ pub struct RunStatus {
     pub backup: Vec<crate::backup::BackupView>,
     /// `[tune]`: the search's trials as its last ask or tell job recorded them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tune: Option<crate::run::tune::Summary>,
+    pub tune: Option<crate::rundir::search::Summary>,
 }
 
 impl RunStatus {
