@@ -25,6 +25,7 @@ readonly EXTRAS="cloudpickle>=3.1.1 optuna==$OPTUNA"
 readonly EXTRAS_CHECK="import cloudpickle, optuna; assert optuna.__version__ == '$OPTUNA', optuna.__version__"
 VENV=${YOLO_TRAINER_VENV:-/opt/yolo-sched/trainer-ultralytics-$ULTRALYTICS}
 readonly MARK=.yolo-sched-pins
+readonly BYTECODE_MARK=.yolo-sched-bytecode
 # The installer: uv (Astral's, pinned, from PyPI into a small venv of its own
 # beside the trainer's) downloads the ~2.5 GB of wheels in parallel and links
 # them from its cache: 41 s for these pins on a fresh machine here, where pip
@@ -50,6 +51,23 @@ extras() { # install EXTRAS into the venv at $1 when they are missing
     "$1/bin/pip" install --disable-pip-version-check --no-input --progress-bar off $EXTRAS 2>&1 |
         sed -u 's/^/trainer: pip: /' >&2 || true
     "$1/bin/python" -c "$EXTRAS_CHECK" || die "$EXTRAS did not install into $1; see the pip lines above"
+}
+
+# bytecode VENV: compile every module of the venv once, as root, at install.
+# Jobs run as users who cannot write __pycache__ under /opt, and uv installs
+# without bytecode: every Python a job started compiled its ~1,300 modules
+# again (15 s of an ONNX `val` on a busy 2-core node; docs/benchmarks.md).
+# Done for a reused venv too, once (the mark).
+bytecode() {
+    [ -e "$1/$BYTECODE_MARK" ] && return 0
+    log "compiling the venv's modules to bytecode (once; every job's start is seconds faster)"
+    local start=$SECONDS
+    # Some packages ship files that are not valid Python 3.11 (templates,
+    # tests for other versions): compileall says so and goes on; its status
+    # is not the venv's health, which matches() checks.
+    env -u PYTHONPYCACHEPREFIX "$1/bin/python" -m compileall -q -j 0 "$1/lib" >/dev/null 2>&1 || true
+    : >"$1/$BYTECODE_MARK"
+    log "bytecode compiled in $((SECONDS - start)) s"
 }
 
 # uv_path: the pinned uv, installed into its own small venv when missing.
@@ -98,6 +116,7 @@ install() {
     fi
     if matches "$VENV"; then
         extras "$VENV"
+        bytecode "$VENV"
         log "reusing $VENV (ultralytics $ULTRALYTICS)"
         echo "$VENV"
         return 0
@@ -146,6 +165,7 @@ install() {
         die "the install in $new does not import; see the pip lines above"
     fi
     extras "$new"
+    bytecode "$new"
     echo "$PINS" >"$new/$MARK"
     log "installed in $VENV in $((SECONDS - start)) s ($(du -sh "$VENV" | cut -f1))"
     echo "$VENV"
