@@ -25,41 +25,126 @@ pub enum WriteOutcome {
     Written { backup: Option<PathBuf> },
 }
 
+/// Whether [`open_regular`] follows a symbolic link at the path it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Followed: a spec, a log or a data file a user named, perhaps through a link.
+    Follow,
+    /// Refused (`O_NOFOLLOW`): the file must be named itself (an imported
+    /// checkpoint, where the name is what is recorded).
+    Refuse,
+}
+
+/// Why [`open_regular`] gave no file.
+#[derive(Debug)]
+pub enum NotOpened {
+    /// The open or its stat failed: nothing there, no permission, ….
+    Io(std::io::Error),
+    /// A symbolic link, with [`Links::Refuse`].
+    Link,
+    /// A FIFO, a device, a socket or a directory.
+    NotRegular,
+    /// Larger than the limit the caller reads.
+    TooLarge { len: u64, limit: u64 },
+}
+
+/// A refusal of [`open_regular`], with the path; it converts into an
+/// `anyhow::Error` (`{:#}` shows the OS's reason of an `Io`), and callers
+/// with their own wording match on `why`.
+#[derive(Debug)]
+pub struct OpenError {
+    pub path: PathBuf,
+    pub why: NotOpened,
+}
+
+impl OpenError {
+    /// Nothing is at the path (callers for which a missing file is no error).
+    pub fn is_not_found(&self) -> bool {
+        matches!(&self.why, NotOpened::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = self.path.display();
+        match &self.why {
+            NotOpened::Io(_) => write!(f, "opening {path}"),
+            NotOpened::Link => write!(f, "{path} is a symbolic link; it is not followed"),
+            NotOpened::NotRegular => write!(f, "{path} is not a regular file"),
+            NotOpened::TooLarge { len, limit } => {
+                write!(f, "{path} is {len} bytes; at most {limit} are read")
+            }
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.why {
+            NotOpened::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Open a regular file for reading without blocking on what is not one: the
 /// open is non-blocking (a FIFO planted where a log should be would otherwise
 /// wait for a writer for ever) and the type is checked on the open file, so
-/// a FIFO, a device or a directory is refused. The file's offset and flags
-/// are as `File::open` leaves them, apart from `O_NONBLOCK`, which a regular
-/// file ignores.
-pub fn open_regular(path: &Path) -> Result<File> {
+/// a FIFO, a device or a directory is refused; with [`Links::Refuse`] a
+/// symbolic link at `path` is refused too (`O_NOFOLLOW`). The file's offset
+/// and flags are as `File::open` leaves them, apart from `O_NONBLOCK`, which
+/// a regular file ignores. Every read of a file a user or another program
+/// may have put in place opens through here (or `within::open_read` below a
+/// run directory).
+pub fn open_regular(path: &Path, links: Links) -> std::result::Result<File, OpenError> {
+    let refused = |why| OpenError {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut flags = nix::fcntl::OFlag::O_NONBLOCK;
+    if links == Links::Refuse {
+        flags |= nix::fcntl::OFlag::O_NOFOLLOW;
+    }
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .custom_flags(flags.bits())
         .open(path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    let meta = file
-        .metadata()
-        .with_context(|| format!("reading {}", path.display()))?;
+        .map_err(|e| {
+            if links == Links::Refuse && e.raw_os_error() == Some(nix::libc::ELOOP) {
+                refused(NotOpened::Link)
+            } else {
+                refused(NotOpened::Io(e))
+            }
+        })?;
+    let meta = file.metadata().map_err(|e| refused(NotOpened::Io(e)))?;
     if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
+        return Err(refused(NotOpened::NotRegular));
     }
     Ok(file)
 }
 
-/// [`open_regular`] for a file of at most `limit` bytes, for a caller that
-/// reads it piece by piece (`advise --sacct-file`): a larger one is refused
-/// without reading it. The caller reads at most `limit` bytes of it.
-pub fn open_regular_bounded(path: &Path, limit: u64) -> Result<File> {
-    let file = open_regular(path)?;
-    let meta = file
+/// [`open_regular`] for a file of at most `limit` bytes: a larger one is
+/// refused without reading it. The caller reads at most `limit` bytes of it
+/// ([`read_text`], or `take(limit)` for one read piece by piece:
+/// `advise --sacct-file`).
+pub fn open_regular_bounded(
+    path: &Path,
+    links: Links,
+    limit: u64,
+) -> std::result::Result<File, OpenError> {
+    let file = open_regular(path, links)?;
+    let len = file
         .metadata()
-        .with_context(|| format!("reading {}", path.display()))?;
-    if meta.len() > limit {
-        bail!(
-            "{} is {} bytes; at most {limit} are read",
-            path.display(),
-            meta.len()
-        );
+        .map_err(|e| OpenError {
+            path: path.to_path_buf(),
+            why: NotOpened::Io(e),
+        })?
+        .len();
+    if len > limit {
+        return Err(OpenError {
+            path: path.to_path_buf(),
+            why: NotOpened::TooLarge { len, limit },
+        });
     }
     Ok(file)
 }
@@ -67,16 +152,24 @@ pub fn open_regular_bounded(path: &Path, limit: u64) -> Result<File> {
 /// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
 /// device or a directory is refused without blocking on it (the open is
 /// non-blocking and the type is checked on the open file), and a file over
-/// the limit is refused without reading it all.
+/// the limit is refused without reading it all. A link at `path` is followed.
 pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
-    let file = open_regular_bounded(path, limit)?;
+    let file = open_regular_bounded(path, Links::Follow, limit)?;
+    read_text(file, path, limit)
+}
+
+/// The rest of the open file `file` (shown as `path`) as UTF-8 text, at most
+/// `limit` bytes: one larger (or grown past it while read) is refused, and
+/// text that is not UTF-8 is refused at its line and column. For a file
+/// opened by [`open_regular`] or `within::open_read`.
+pub fn read_text(file: File, path: &Path, limit: u64) -> Result<String> {
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
         .with_context(|| format!("reading {}", path.display()))?;
     if bytes.len() as u64 > limit {
         bail!(
-            "{} grew past {limit} bytes while being read",
+            "{} is larger than {limit} bytes (or grew while read); at most {limit} are read",
             path.display()
         );
     }
@@ -96,6 +189,16 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
             bytes[good]
         )
     })
+}
+
+/// At most `len` bytes of `file` from `offset` on (fewer where it ends
+/// sooner): a bounded read of an open file, whatever its size says.
+pub fn read_range(file: &mut File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))?;
+    let mut buf = Vec::new();
+    file.take(len).read_to_end(&mut buf)?;
+    Ok(buf)
 }
 
 /// Write `bytes` to `path` atomically with permission bits `mode`.
@@ -330,12 +433,9 @@ fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
 /// regular file is read: a FIFO or device planted at a log's name gives
 /// `None` at once instead of a wait for a writer.
 pub fn read_tail(path: &Path, limit: u64) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = crate::fsutil::open_regular(path).ok()?;
+    let mut f = open_regular(path, Links::Follow).ok()?;
     let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
-    let mut buf = Vec::new();
-    f.take(limit).read_to_end(&mut buf).ok()?;
+    let buf = read_range(&mut f, len.saturating_sub(limit), limit).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
@@ -1241,6 +1341,58 @@ mod tests {
             e.ends_with("bad:2:3: not UTF-8 text (byte 0xff at offset 6)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn open_regular_refuses_links_fifos_directories_and_what_is_too_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        fs::write(&file, "0123456789").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let why = |r: std::result::Result<File, OpenError>| r.map(|_| ()).unwrap_err().why;
+        // A link: followed when asked, refused (and said so) when not.
+        assert!(open_regular(&link, Links::Follow).is_ok());
+        let e = open_regular(&link, Links::Refuse).unwrap_err();
+        assert!(matches!(e.why, NotOpened::Link), "{e:?}");
+        assert!(e
+            .to_string()
+            .ends_with("link is a symbolic link; it is not followed"));
+        assert!(open_regular(&file, Links::Refuse).is_ok());
+        // A FIFO (without a writer: a blocking open would hang here), a
+        // device, a directory.
+        for odd in [fifo.as_path(), Path::new("/dev/null"), dir.path()] {
+            for links in [Links::Follow, Links::Refuse] {
+                let e = open_regular(odd, links).unwrap_err();
+                assert!(matches!(e.why, NotOpened::NotRegular), "{odd:?}: {e:?}");
+                assert!(e.to_string().ends_with("is not a regular file"), "{e}");
+            }
+        }
+        // Nothing there: an I/O error that says so, its cause in `{:#}`.
+        let e = open_regular(&dir.path().join("none"), Links::Follow).unwrap_err();
+        assert!(e.is_not_found());
+        let text = format!("{:#}", anyhow::Error::from(e));
+        assert!(
+            text.contains("opening ") && text.contains("No such file"),
+            "{text}"
+        );
+        // Over the bound: refused before a read; at the bound: read.
+        assert!(matches!(
+            why(open_regular_bounded(&file, Links::Follow, 9)),
+            NotOpened::TooLarge { len: 10, limit: 9 }
+        ));
+        let f = open_regular_bounded(&file, Links::Follow, 10).unwrap();
+        assert_eq!(read_text(f, &file, 10).unwrap(), "0123456789");
+        // A bounded read of an open file refuses more than its limit too.
+        let f = open_regular(&file, Links::Follow).unwrap();
+        let e = read_text(f, &file, 4).unwrap_err().to_string();
+        assert!(e.contains("larger than 4 bytes"), "{e}");
+        let mut f = open_regular(&file, Links::Follow).unwrap();
+        assert_eq!(read_range(&mut f, 8, 5).unwrap(), b"89");
+        assert_eq!(read_tail(&file, 3).as_deref(), Some("789"));
+        assert_eq!(read_tail(&fifo, 3), None);
     }
 
     #[test]

@@ -277,7 +277,7 @@ fn isolation_on_node(
         return Vec::new();
     };
     let mut findings = isolation::findings(&ctl, &[node.to_string()]);
-    let text = std::fs::read_to_string(gres_conf).ok();
+    let text = crate::fsutil::read_regular(gres_conf, crate::gres::CONF_LIMIT).ok();
     findings.push(isolation::device_files_finding(
         text.as_deref(),
         &gres_conf.display().to_string(),
