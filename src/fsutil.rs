@@ -276,7 +276,6 @@ where
 {
     let target = resolve(path)?;
     let dir = parent_dir(&target);
-    let name = file_name(&target)?;
     let old_owner = match fs::metadata(&target) {
         Ok(meta) => {
             if !meta.is_file() {
@@ -290,42 +289,38 @@ where
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("reading {}", target.display())),
     };
-    let (tmp_path, mut tmp) = create_temp(&dir, &name)?;
-    let result = (|| -> Result<()> {
-        tmp.write_all(bytes)
-            .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
-        tmp.set_permissions(fs::Permissions::from_mode(mode))
-            .with_context(|| format!("setting mode {mode:o} on {}", tmp_path.display()))?;
-        if let Some((uid, gid)) = old_owner {
-            // Keep the owner an admin chose; only root may give files away, and
-            // a non-root writer already owns what it can write.
-            if nix::unistd::geteuid().is_root() {
-                std::os::unix::fs::fchown(&tmp, Some(uid), Some(gid))
-                    .with_context(|| format!("setting owner of {}", tmp_path.display()))?;
-            }
+    let mut tmp = temp_beside(&target, 0o600)?;
+    tmp.file()
+        .write_all(bytes)
+        .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
+    tmp.file()
+        .set_permissions(fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting mode {mode:o} on {}", tmp.path().display()))?;
+    if let Some((uid, gid)) = old_owner {
+        // Keep the owner an admin chose; only root may give files away, and
+        // a non-root writer already owns what it can write.
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::fchown(tmp.file(), Some(uid), Some(gid))
+                .with_context(|| format!("setting owner of {}", tmp.path().display()))?;
         }
-        tmp.sync_all()
-            .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
-        let mut written = Vec::with_capacity(bytes.len());
-        File::open(&tmp_path)
-            .and_then(|mut f| f.read_to_end(&mut written))
-            .with_context(|| format!("reading back {}", tmp_path.display()))?;
-        if written != bytes {
-            bail!("{} does not read back as written", tmp_path.display());
-        }
-        check(&written).with_context(|| {
-            format!(
-                "the new {} failed its check; the old file is unchanged",
-                target.display()
-            )
-        })?;
-        fs::rename(&tmp_path, &target)
-            .with_context(|| format!("renaming {} to {}", tmp_path.display(), target.display()))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp_path);
     }
-    result.map(|()| dir)
+    tmp.file()
+        .sync_all()
+        .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
+    let mut written = Vec::with_capacity(bytes.len());
+    File::open(tmp.path())
+        .and_then(|mut f| f.read_to_end(&mut written))
+        .with_context(|| format!("reading back {}", tmp.path().display()))?;
+    if written != bytes {
+        bail!("{} does not read back as written", tmp.path().display());
+    }
+    check(&written).with_context(|| {
+        format!(
+            "the new {} failed its check; the old file is unchanged",
+            target.display()
+        )
+    })?;
+    tmp.rename()
 }
 
 /// Replace `path` like `write_atomic_checked`, first copying the old file to
@@ -403,30 +398,120 @@ fn file_name(path: &Path) -> Result<String> {
         .with_context(|| format!("{} does not name a file", path.display()))
 }
 
-/// A new, exclusive temporary file in `dir` (mode 0600 until the caller sets it).
-fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
+/// The one name of a temporary file beside `name` (the `n`th this process
+/// made): `.<name>.yolo-sched-tmp.<pid>.<n>`, hidden, never a name a reader
+/// of the directory takes for its own (a listing of `NNNNNNNN.json`, a
+/// checkpoint), and recognisable as a leftover of a killed writer.
+fn temp_name(name: &std::ffi::OsStr, n: u64) -> String {
+    format!(
+        ".{}.yolo-sched-tmp.{}.{n}",
+        name.to_string_lossy(),
+        std::process::id()
+    )
+}
+
+/// The count that makes each temporary name of this process new.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A new temporary file beside `target` that will replace it: see [`temp_beside`].
+#[derive(Debug)]
+pub struct TempBeside {
+    path: PathBuf,
+    file: File,
+    target: PathBuf,
+    placed: bool,
+}
+
+/// A new temporary file in `target`'s directory, named by the one temporary
+/// name, created exclusively without following a link (`O_CREAT | O_EXCL |
+/// O_NOFOLLOW`) with permission bits `mode` (less the umask). The caller
+/// writes it through [`TempBeside::file`], then [`TempBeside::commit`]s it:
+/// fsync the file, rename it over `target`, fsync the directory. Until then
+/// `target` is as it was, and a `TempBeside` dropped uncommitted (an error
+/// on the way) removes its file. Every temporary-file-then-rename of a path
+/// goes through here (below a run directory or a shared registry, through
+/// `within::place`, which uses the same name).
+pub fn temp_beside(target: &Path, mode: u32) -> Result<TempBeside> {
+    let dir = parent_dir(target);
+    let name = target
+        .file_name()
+        .with_context(|| format!("{} does not name a file", target.display()))?;
     for _ in 0..100 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(".{name}.yolo-sched-tmp.{}.{n}", std::process::id()));
+        let path = dir.join(temp_name(
+            name,
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed),
+        ));
         match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(mode)
+            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC).bits())
             .open(&path)
         {
-            Ok(f) => return Ok((path, f)),
+            Ok(file) => {
+                return Ok(TempBeside {
+                    path,
+                    file,
+                    target: target.to_path_buf(),
+                    placed: false,
+                })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
                 return Err(io_error(
                     e,
                     format!("creating a temporary file in {}", dir.display()),
-                    dir,
+                    &dir,
                 ))
             }
         }
     }
     bail!("could not create a temporary file in {}", dir.display())
+}
+
+impl TempBeside {
+    /// The open temporary file, to write.
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Where the temporary file is (for a message, or to read it back).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// fsync the file, rename it over the target and fsync the directory:
+    /// the target is the new file, and stays so after a crash.
+    pub fn commit(self) -> Result<()> {
+        let dir = self.rename()?;
+        sync_dir(&dir)
+    }
+
+    /// [`TempBeside::commit`] but the directory fsync (a caller that writes
+    /// several files in one directory syncs it once); the directory.
+    fn rename(mut self) -> Result<PathBuf> {
+        let dir = parent_dir(&self.target);
+        self.file
+            .sync_all()
+            .map_err(|e| io_error(e, format!("writing {}", self.target.display()), &dir))?;
+        fs::rename(&self.path, &self.target).with_context(|| {
+            format!(
+                "renaming {} to {}",
+                self.path.display(),
+                self.target.display()
+            )
+        })?;
+        self.placed = true;
+        Ok(dir)
+    }
+}
+
+impl Drop for TempBeside {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// The last `limit` bytes of a file, as text (job logs can be large). Only a
@@ -635,16 +720,11 @@ pub mod within {
         how: Place,
         fill: &mut dyn FnMut(&mut File) -> Result<()>,
     ) -> Result<bool> {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shown = dir_shown.join(name);
         let mut tmp_name = None;
         for _ in 0..100 {
-            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let candidate = format!(
-                ".{}.yolo-sched-tmp.{}.{n}",
-                name.to_string_lossy(),
-                std::process::id()
-            );
+            let n = super::TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let candidate = super::temp_name(name, n);
             match openat(
                 dir,
                 candidate.as_str(),
@@ -1393,6 +1473,54 @@ mod tests {
         assert_eq!(read_range(&mut f, 8, 5).unwrap(), b"89");
         assert_eq!(read_tail(&file, 3).as_deref(), Some("789"));
         assert_eq!(read_tail(&fifo, 3), None);
+    }
+
+    #[test]
+    fn temp_beside_replaces_on_commit_and_leaves_nothing_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("model.pt");
+        fs::write(&target, b"old").unwrap();
+        // Dropped before its commit (an error on the way): the target is as
+        // it was and the temporary file is gone.
+        let mut tmp = temp_beside(&target, 0o600).unwrap();
+        assert_eq!(tmp.path().parent(), Some(dir.path()));
+        let name = tmp
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name.starts_with(&format!(".model.pt.yolo-sched-tmp.{}.", std::process::id())),
+            "{name}"
+        );
+        tmp.file().write_all(b"half").unwrap();
+        drop(tmp);
+        assert_eq!(fs::read(&target).unwrap(), b"old");
+        assert!(leftovers(dir.path()).is_empty());
+        // Committed: the target is the new file, with the mode asked for.
+        let mut tmp = temp_beside(&target, 0o640).unwrap();
+        tmp.file().write_all(b"new").unwrap();
+        tmp.commit().unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        // (0640 less the umask: others get nothing, as asked.)
+        assert_eq!(mode_of(&target) & 0o607, 0o600);
+        assert!(leftovers(dir.path()).is_empty());
+        // A link planted at the next temporary names is not written through.
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"mine").unwrap();
+        let next = TEMP_COUNTER.load(Ordering::Relaxed);
+        for n in next..next + 5 {
+            std::os::unix::fs::symlink(&victim, dir.path().join(temp_name("model.pt".as_ref(), n)))
+                .unwrap();
+        }
+        let mut tmp = temp_beside(&target, 0o600).unwrap();
+        tmp.file().write_all(b"newer").unwrap();
+        tmp.commit().unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"newer");
+        assert_eq!(fs::read(&victim).unwrap(), b"mine");
+        // No directory: an error, nothing made.
+        assert!(temp_beside(&dir.path().join("none/x"), 0o600).is_err());
     }
 
     #[test]
