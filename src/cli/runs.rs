@@ -213,11 +213,8 @@ pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
     };
     audit::Trail::from_site(ctx.site()?)?;
     let slurm = ctx.slurm.clone();
-    let mut audit = Vec::new();
-    let result = crate::run::cancel::cancel(&slurm, &manifest, args.dry_run, &mut |r| {
-        audit.push(r.clone())
-    });
-    for r in &audit {
+    let (result, audit) = crate::run::cancel::cancel(&slurm, &manifest, args.dry_run);
+    if let Some(r) = &audit {
         record(ctx, r);
     }
     let done = result?;
