@@ -379,7 +379,7 @@ pub fn isolation_checks(ctl: &config::ControllerConfig, gpu_nodes: &[String]) ->
         .get("SLURM_CONF")
         .map(|c| Path::new(c).with_file_name("gres.conf"))
         .unwrap_or_else(|| Path::new("/etc/slurm/gres.conf").to_path_buf());
-    let text = std::fs::read_to_string(&gres_conf).ok();
+    let text = crate::fsutil::read_regular(&gres_conf, crate::gres::CONF_LIMIT).ok();
     findings.push(isolation::device_files_finding(
         text.as_deref(),
         &gres_conf.display().to_string(),

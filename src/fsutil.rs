@@ -25,41 +25,126 @@ pub enum WriteOutcome {
     Written { backup: Option<PathBuf> },
 }
 
+/// Whether [`open_regular`] follows a symbolic link at the path it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Followed: a spec, a log or a data file a user named, perhaps through a link.
+    Follow,
+    /// Refused (`O_NOFOLLOW`): the file must be named itself (an imported
+    /// checkpoint, where the name is what is recorded).
+    Refuse,
+}
+
+/// Why [`open_regular`] gave no file.
+#[derive(Debug)]
+pub enum NotOpened {
+    /// The open or its stat failed: nothing there, no permission, ….
+    Io(std::io::Error),
+    /// A symbolic link, with [`Links::Refuse`].
+    Link,
+    /// A FIFO, a device, a socket or a directory.
+    NotRegular,
+    /// Larger than the limit the caller reads.
+    TooLarge { len: u64, limit: u64 },
+}
+
+/// A refusal of [`open_regular`], with the path; it converts into an
+/// `anyhow::Error` (`{:#}` shows the OS's reason of an `Io`), and callers
+/// with their own wording match on `why`.
+#[derive(Debug)]
+pub struct OpenError {
+    pub path: PathBuf,
+    pub why: NotOpened,
+}
+
+impl OpenError {
+    /// Nothing is at the path (callers for which a missing file is no error).
+    pub fn is_not_found(&self) -> bool {
+        matches!(&self.why, NotOpened::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = self.path.display();
+        match &self.why {
+            NotOpened::Io(_) => write!(f, "opening {path}"),
+            NotOpened::Link => write!(f, "{path} is a symbolic link; it is not followed"),
+            NotOpened::NotRegular => write!(f, "{path} is not a regular file"),
+            NotOpened::TooLarge { len, limit } => {
+                write!(f, "{path} is {len} bytes; at most {limit} are read")
+            }
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.why {
+            NotOpened::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Open a regular file for reading without blocking on what is not one: the
 /// open is non-blocking (a FIFO planted where a log should be would otherwise
 /// wait for a writer for ever) and the type is checked on the open file, so
-/// a FIFO, a device or a directory is refused. The file's offset and flags
-/// are as `File::open` leaves them, apart from `O_NONBLOCK`, which a regular
-/// file ignores.
-pub fn open_regular(path: &Path) -> Result<File> {
+/// a FIFO, a device or a directory is refused; with [`Links::Refuse`] a
+/// symbolic link at `path` is refused too (`O_NOFOLLOW`). The file's offset
+/// and flags are as `File::open` leaves them, apart from `O_NONBLOCK`, which
+/// a regular file ignores. Every read of a file a user or another program
+/// may have put in place opens through here (or `within::open_read` below a
+/// run directory).
+pub fn open_regular(path: &Path, links: Links) -> std::result::Result<File, OpenError> {
+    let refused = |why| OpenError {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut flags = nix::fcntl::OFlag::O_NONBLOCK;
+    if links == Links::Refuse {
+        flags |= nix::fcntl::OFlag::O_NOFOLLOW;
+    }
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .custom_flags(flags.bits())
         .open(path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    let meta = file
-        .metadata()
-        .with_context(|| format!("reading {}", path.display()))?;
+        .map_err(|e| {
+            if links == Links::Refuse && e.raw_os_error() == Some(nix::libc::ELOOP) {
+                refused(NotOpened::Link)
+            } else {
+                refused(NotOpened::Io(e))
+            }
+        })?;
+    let meta = file.metadata().map_err(|e| refused(NotOpened::Io(e)))?;
     if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
+        return Err(refused(NotOpened::NotRegular));
     }
     Ok(file)
 }
 
-/// [`open_regular`] for a file of at most `limit` bytes, for a caller that
-/// reads it piece by piece (`advise --sacct-file`): a larger one is refused
-/// without reading it. The caller reads at most `limit` bytes of it.
-pub fn open_regular_bounded(path: &Path, limit: u64) -> Result<File> {
-    let file = open_regular(path)?;
-    let meta = file
+/// [`open_regular`] for a file of at most `limit` bytes: a larger one is
+/// refused without reading it. The caller reads at most `limit` bytes of it
+/// ([`read_text`], or `take(limit)` for one read piece by piece:
+/// `advise --sacct-file`).
+pub fn open_regular_bounded(
+    path: &Path,
+    links: Links,
+    limit: u64,
+) -> std::result::Result<File, OpenError> {
+    let file = open_regular(path, links)?;
+    let len = file
         .metadata()
-        .with_context(|| format!("reading {}", path.display()))?;
-    if meta.len() > limit {
-        bail!(
-            "{} is {} bytes; at most {limit} are read",
-            path.display(),
-            meta.len()
-        );
+        .map_err(|e| OpenError {
+            path: path.to_path_buf(),
+            why: NotOpened::Io(e),
+        })?
+        .len();
+    if len > limit {
+        return Err(OpenError {
+            path: path.to_path_buf(),
+            why: NotOpened::TooLarge { len, limit },
+        });
     }
     Ok(file)
 }
@@ -67,16 +152,24 @@ pub fn open_regular_bounded(path: &Path, limit: u64) -> Result<File> {
 /// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a
 /// device or a directory is refused without blocking on it (the open is
 /// non-blocking and the type is checked on the open file), and a file over
-/// the limit is refused without reading it all.
+/// the limit is refused without reading it all. A link at `path` is followed.
 pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
-    let file = open_regular_bounded(path, limit)?;
+    let file = open_regular_bounded(path, Links::Follow, limit)?;
+    read_text(file, path, limit)
+}
+
+/// The rest of the open file `file` (shown as `path`) as UTF-8 text, at most
+/// `limit` bytes: one larger (or grown past it while read) is refused, and
+/// text that is not UTF-8 is refused at its line and column. For a file
+/// opened by [`open_regular`] or `within::open_read`.
+pub fn read_text(file: File, path: &Path, limit: u64) -> Result<String> {
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
         .with_context(|| format!("reading {}", path.display()))?;
     if bytes.len() as u64 > limit {
         bail!(
-            "{} grew past {limit} bytes while being read",
+            "{} is larger than {limit} bytes (or grew while read); at most {limit} are read",
             path.display()
         );
     }
@@ -96,6 +189,16 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<String> {
             bytes[good]
         )
     })
+}
+
+/// At most `len` bytes of `file` from `offset` on (fewer where it ends
+/// sooner): a bounded read of an open file, whatever its size says.
+pub fn read_range(file: &mut File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))?;
+    let mut buf = Vec::new();
+    file.take(len).read_to_end(&mut buf)?;
+    Ok(buf)
 }
 
 /// Write `bytes` to `path` atomically with permission bits `mode`.
@@ -173,7 +276,6 @@ where
 {
     let target = resolve(path)?;
     let dir = parent_dir(&target);
-    let name = file_name(&target)?;
     let old_owner = match fs::metadata(&target) {
         Ok(meta) => {
             if !meta.is_file() {
@@ -187,42 +289,38 @@ where
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("reading {}", target.display())),
     };
-    let (tmp_path, mut tmp) = create_temp(&dir, &name)?;
-    let result = (|| -> Result<()> {
-        tmp.write_all(bytes)
-            .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
-        tmp.set_permissions(fs::Permissions::from_mode(mode))
-            .with_context(|| format!("setting mode {mode:o} on {}", tmp_path.display()))?;
-        if let Some((uid, gid)) = old_owner {
-            // Keep the owner an admin chose; only root may give files away, and
-            // a non-root writer already owns what it can write.
-            if nix::unistd::geteuid().is_root() {
-                std::os::unix::fs::fchown(&tmp, Some(uid), Some(gid))
-                    .with_context(|| format!("setting owner of {}", tmp_path.display()))?;
-            }
+    let mut tmp = temp_beside(&target, 0o600)?;
+    tmp.file()
+        .write_all(bytes)
+        .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
+    tmp.file()
+        .set_permissions(fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting mode {mode:o} on {}", tmp.path().display()))?;
+    if let Some((uid, gid)) = old_owner {
+        // Keep the owner an admin chose; only root may give files away, and
+        // a non-root writer already owns what it can write.
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::fchown(tmp.file(), Some(uid), Some(gid))
+                .with_context(|| format!("setting owner of {}", tmp.path().display()))?;
         }
-        tmp.sync_all()
-            .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
-        let mut written = Vec::with_capacity(bytes.len());
-        File::open(&tmp_path)
-            .and_then(|mut f| f.read_to_end(&mut written))
-            .with_context(|| format!("reading back {}", tmp_path.display()))?;
-        if written != bytes {
-            bail!("{} does not read back as written", tmp_path.display());
-        }
-        check(&written).with_context(|| {
-            format!(
-                "the new {} failed its check; the old file is unchanged",
-                target.display()
-            )
-        })?;
-        fs::rename(&tmp_path, &target)
-            .with_context(|| format!("renaming {} to {}", tmp_path.display(), target.display()))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp_path);
     }
-    result.map(|()| dir)
+    tmp.file()
+        .sync_all()
+        .map_err(|e| io_error(e, format!("writing {}", target.display()), &dir))?;
+    let mut written = Vec::with_capacity(bytes.len());
+    File::open(tmp.path())
+        .and_then(|mut f| f.read_to_end(&mut written))
+        .with_context(|| format!("reading back {}", tmp.path().display()))?;
+    if written != bytes {
+        bail!("{} does not read back as written", tmp.path().display());
+    }
+    check(&written).with_context(|| {
+        format!(
+            "the new {} failed its check; the old file is unchanged",
+            target.display()
+        )
+    })?;
+    tmp.rename()
 }
 
 /// Replace `path` like `write_atomic_checked`, first copying the old file to
@@ -300,25 +398,70 @@ fn file_name(path: &Path) -> Result<String> {
         .with_context(|| format!("{} does not name a file", path.display()))
 }
 
-/// A new, exclusive temporary file in `dir` (mode 0600 until the caller sets it).
-fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
+/// The one name of a temporary file beside `name` (the `n`th this process
+/// made): `.<name>.yolo-sched-tmp.<pid>.<n>`, hidden, never a name a reader
+/// of the directory takes for its own (a listing of `NNNNNNNN.json`, a
+/// checkpoint), and recognisable as a leftover of a killed writer.
+fn temp_name(name: &std::ffi::OsStr, n: u64) -> String {
+    format!(
+        ".{}.yolo-sched-tmp.{}.{n}",
+        name.to_string_lossy(),
+        std::process::id()
+    )
+}
+
+/// The count that makes each temporary name of this process new.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A new temporary file beside `target` that will replace it: see [`temp_beside`].
+#[derive(Debug)]
+pub struct TempBeside {
+    path: PathBuf,
+    file: File,
+    target: PathBuf,
+    placed: bool,
+}
+
+/// A new temporary file in `target`'s directory, named by the one temporary
+/// name, created exclusively without following a link (`O_CREAT | O_EXCL |
+/// O_NOFOLLOW`) with permission bits `mode` (less the umask). The caller
+/// writes it through [`TempBeside::file`], then [`TempBeside::commit`]s it:
+/// fsync the file, rename it over `target`, fsync the directory. Until then
+/// `target` is as it was, and a `TempBeside` dropped uncommitted (an error
+/// on the way) removes its file. Every temporary-file-then-rename of a path
+/// goes through here (below a run directory or a shared registry, through
+/// `within::place`, which uses the same name).
+pub fn temp_beside(target: &Path, mode: u32) -> Result<TempBeside> {
+    let dir = parent_dir(target);
+    let name = target
+        .file_name()
+        .with_context(|| format!("{} does not name a file", target.display()))?;
     for _ in 0..100 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(".{name}.yolo-sched-tmp.{}.{n}", std::process::id()));
+        let path = dir.join(temp_name(
+            name,
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed),
+        ));
         match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(mode)
+            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC).bits())
             .open(&path)
         {
-            Ok(f) => return Ok((path, f)),
+            Ok(file) => {
+                return Ok(TempBeside {
+                    path,
+                    file,
+                    target: target.to_path_buf(),
+                    placed: false,
+                })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
                 return Err(io_error(
                     e,
                     format!("creating a temporary file in {}", dir.display()),
-                    dir,
+                    &dir,
                 ))
             }
         }
@@ -326,16 +469,58 @@ fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
     bail!("could not create a temporary file in {}", dir.display())
 }
 
+impl TempBeside {
+    /// The open temporary file, to write.
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Where the temporary file is (for a message, or to read it back).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// fsync the file, rename it over the target and fsync the directory:
+    /// the target is the new file, and stays so after a crash.
+    pub fn commit(self) -> Result<()> {
+        let dir = self.rename()?;
+        sync_dir(&dir)
+    }
+
+    /// [`TempBeside::commit`] but the directory fsync (a caller that writes
+    /// several files in one directory syncs it once); the directory.
+    fn rename(mut self) -> Result<PathBuf> {
+        let dir = parent_dir(&self.target);
+        self.file
+            .sync_all()
+            .map_err(|e| io_error(e, format!("writing {}", self.target.display()), &dir))?;
+        fs::rename(&self.path, &self.target).with_context(|| {
+            format!(
+                "renaming {} to {}",
+                self.path.display(),
+                self.target.display()
+            )
+        })?;
+        self.placed = true;
+        Ok(dir)
+    }
+}
+
+impl Drop for TempBeside {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// The last `limit` bytes of a file, as text (job logs can be large). Only a
 /// regular file is read: a FIFO or device planted at a log's name gives
 /// `None` at once instead of a wait for a writer.
 pub fn read_tail(path: &Path, limit: u64) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = crate::fsutil::open_regular(path).ok()?;
+    let mut f = open_regular(path, Links::Follow).ok()?;
     let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
-    let mut buf = Vec::new();
-    f.take(limit).read_to_end(&mut buf).ok()?;
+    let buf = read_range(&mut f, len.saturating_sub(limit), limit).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
@@ -535,16 +720,11 @@ pub mod within {
         how: Place,
         fill: &mut dyn FnMut(&mut File) -> Result<()>,
     ) -> Result<bool> {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shown = dir_shown.join(name);
         let mut tmp_name = None;
         for _ in 0..100 {
-            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let candidate = format!(
-                ".{}.yolo-sched-tmp.{}.{n}",
-                name.to_string_lossy(),
-                std::process::id()
-            );
+            let n = super::TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let candidate = super::temp_name(name, n);
             match openat(
                 dir,
                 candidate.as_str(),
@@ -1241,6 +1421,106 @@ mod tests {
             e.ends_with("bad:2:3: not UTF-8 text (byte 0xff at offset 6)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn open_regular_refuses_links_fifos_directories_and_what_is_too_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        fs::write(&file, "0123456789").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let why = |r: std::result::Result<File, OpenError>| r.map(|_| ()).unwrap_err().why;
+        // A link: followed when asked, refused (and said so) when not.
+        assert!(open_regular(&link, Links::Follow).is_ok());
+        let e = open_regular(&link, Links::Refuse).unwrap_err();
+        assert!(matches!(e.why, NotOpened::Link), "{e:?}");
+        assert!(e
+            .to_string()
+            .ends_with("link is a symbolic link; it is not followed"));
+        assert!(open_regular(&file, Links::Refuse).is_ok());
+        // A FIFO (without a writer: a blocking open would hang here), a
+        // device, a directory.
+        for odd in [fifo.as_path(), Path::new("/dev/null"), dir.path()] {
+            for links in [Links::Follow, Links::Refuse] {
+                let e = open_regular(odd, links).unwrap_err();
+                assert!(matches!(e.why, NotOpened::NotRegular), "{odd:?}: {e:?}");
+                assert!(e.to_string().ends_with("is not a regular file"), "{e}");
+            }
+        }
+        // Nothing there: an I/O error that says so, its cause in `{:#}`.
+        let e = open_regular(&dir.path().join("none"), Links::Follow).unwrap_err();
+        assert!(e.is_not_found());
+        let text = format!("{:#}", anyhow::Error::from(e));
+        assert!(
+            text.contains("opening ") && text.contains("No such file"),
+            "{text}"
+        );
+        // Over the bound: refused before a read; at the bound: read.
+        assert!(matches!(
+            why(open_regular_bounded(&file, Links::Follow, 9)),
+            NotOpened::TooLarge { len: 10, limit: 9 }
+        ));
+        let f = open_regular_bounded(&file, Links::Follow, 10).unwrap();
+        assert_eq!(read_text(f, &file, 10).unwrap(), "0123456789");
+        // A bounded read of an open file refuses more than its limit too.
+        let f = open_regular(&file, Links::Follow).unwrap();
+        let e = read_text(f, &file, 4).unwrap_err().to_string();
+        assert!(e.contains("larger than 4 bytes"), "{e}");
+        let mut f = open_regular(&file, Links::Follow).unwrap();
+        assert_eq!(read_range(&mut f, 8, 5).unwrap(), b"89");
+        assert_eq!(read_tail(&file, 3).as_deref(), Some("789"));
+        assert_eq!(read_tail(&fifo, 3), None);
+    }
+
+    #[test]
+    fn temp_beside_replaces_on_commit_and_leaves_nothing_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("model.pt");
+        fs::write(&target, b"old").unwrap();
+        // Dropped before its commit (an error on the way): the target is as
+        // it was and the temporary file is gone.
+        let mut tmp = temp_beside(&target, 0o600).unwrap();
+        assert_eq!(tmp.path().parent(), Some(dir.path()));
+        let name = tmp
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name.starts_with(&format!(".model.pt.yolo-sched-tmp.{}.", std::process::id())),
+            "{name}"
+        );
+        tmp.file().write_all(b"half").unwrap();
+        drop(tmp);
+        assert_eq!(fs::read(&target).unwrap(), b"old");
+        assert!(leftovers(dir.path()).is_empty());
+        // Committed: the target is the new file, with the mode asked for.
+        let mut tmp = temp_beside(&target, 0o640).unwrap();
+        tmp.file().write_all(b"new").unwrap();
+        tmp.commit().unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        // (0640 less the umask: others get nothing, as asked.)
+        assert_eq!(mode_of(&target) & 0o607, 0o600);
+        assert!(leftovers(dir.path()).is_empty());
+        // A link planted at the next temporary names is not written through.
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"mine").unwrap();
+        let next = TEMP_COUNTER.load(Ordering::Relaxed);
+        for n in next..next + 5 {
+            std::os::unix::fs::symlink(&victim, dir.path().join(temp_name("model.pt".as_ref(), n)))
+                .unwrap();
+        }
+        let mut tmp = temp_beside(&target, 0o600).unwrap();
+        tmp.file().write_all(b"newer").unwrap();
+        tmp.commit().unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"newer");
+        assert_eq!(fs::read(&victim).unwrap(), b"mine");
+        // No directory: an error, nothing made.
+        assert!(temp_beside(&dir.path().join("none/x"), 0o600).is_err());
     }
 
     #[test]

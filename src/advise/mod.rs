@@ -89,8 +89,9 @@ pub const MAX_WINDOW_S: u64 = crate::mig::demand::MAX_SECONDS;
 fn read_sacct_file(path: &std::path::Path, window: &history::Window<'_>) -> Result<History> {
     use std::io::Read as _;
     let shown = crate::text::echo_path(path);
-    let file = crate::fsutil::open_regular_bounded(path, SACCT_FILE_LIMIT)
-        .map_err(|e| crate::error::invalid(format!("--sacct-file: {e:#}")))?;
+    let file =
+        crate::fsutil::open_regular_bounded(path, crate::fsutil::Links::Follow, SACCT_FILE_LIMIT)
+            .map_err(|e| crate::error::invalid(format!("--sacct-file: {e:#}")))?;
     let mut input = std::io::BufReader::with_capacity(64 << 10, file.take(SACCT_FILE_LIMIT));
     let history = history::read(&mut input, window).map_err(|e| match e {
         history::ReadError::Line(u) => {

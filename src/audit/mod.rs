@@ -101,22 +101,18 @@ pub fn append(path: &Path, record: &AuditRecord) -> Result<()> {
 const MAX_LINE: u64 = 64 * 1024;
 
 pub fn read(path: &Path) -> Result<(Vec<AuditRecord>, Vec<usize>)> {
+    use crate::fsutil::{Links, NotOpened};
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     // Non-blocking open and a type check: a FIFO or /dev/zero named as the
     // log is refused, not waited on or read for ever.
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-    {
+    let file = match crate::fsutil::open_regular(path, Links::Follow) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
+        Err(e) if e.is_not_found() => return Ok((Vec::new(), Vec::new())),
+        Err(e) if matches!(e.why, NotOpened::NotRegular) => {
+            anyhow::bail!("audit log {} is not a regular file", path.display())
+        }
         Err(e) => return Err(e).with_context(|| format!("reading audit log {}", path.display())),
     };
-    if !file.metadata()?.is_file() {
-        anyhow::bail!("audit log {} is not a regular file", path.display());
-    }
     let mut reader = std::io::BufReader::new(file);
     let mut records = Vec::new();
     let mut bad = Vec::new();

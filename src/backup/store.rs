@@ -926,7 +926,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// SHA-256 of a local file, streamed (the registry's pull checks a file
 /// already there with it; tests check uploads against it).
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut f = crate::fsutil::open_regular(path, crate::fsutil::Links::Follow)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {

@@ -133,10 +133,16 @@ fn job_devices(args: &AgentArgs, site: &crate::config::Site) -> Result<agent::de
             .map(Ok)
             .unwrap_or_else(crate::identity::short_host_name);
         let sysroot = args.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
-        let minors = crate::fsutil::read_regular(&crate::gres::mig_minors_path(&sysroot), 4 << 20)
-            .ok()
-            .and_then(|t| crate::gres::MigMinors::parse(&t, "mig-minors").ok());
-        match (crate::fsutil::read_regular(&path, 4 << 20), node) {
+        let minors = crate::fsutil::read_regular(
+            &crate::gres::mig_minors_path(&sysroot),
+            crate::gres::CONF_LIMIT,
+        )
+        .ok()
+        .and_then(|t| crate::gres::MigMinors::parse(&t, "mig-minors").ok());
+        match (
+            crate::fsutil::read_regular(&path, crate::gres::CONF_LIMIT),
+            node,
+        ) {
             (Err(e), _) => Err(format!("{}: {e:#}", path.display())),
             (_, Err(e)) => Err(format!("this node's name is unknown: {e:#}")),
             (Ok(text), Ok(node)) => match crate::gres::parse(&text, &path.display().to_string()) {

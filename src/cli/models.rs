@@ -10,8 +10,8 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::args::JsonArg;
+use super::runs::Audit;
 use super::Context;
-use crate::audit::AuditRecord;
 use crate::error::invalid;
 use crate::names::model::{ModelRef, Selector};
 use crate::registry::{self, Caller, ModelRecord, Registry, Right, SiteRegistry};
@@ -307,22 +307,10 @@ fn finish_publish(
     for note in reg.enforcement_notes(&draft) {
         ctx.printer.warn(note);
     }
-    let result = registry::commit(reg, draft, paths);
-    let mut rec = AuditRecord::new(
-        command,
-        None,
-        vec![],
-        &match &result {
-            Ok(_) => "ok".to_string(),
-            Err(e) => format!("{e:#}"),
-        },
-    );
-    rec.detail = result
-        .as_ref()
-        .ok()
-        .map(|r| format!("{} {}", r.id(), reg.url));
-    super::runs::record(ctx, &rec);
-    let record = result?;
+    let record =
+        Audit::of(command).done_with(ctx, registry::commit(reg, draft, paths), |r, rec| {
+            rec.detail = Some(format!("{} {}", r.id(), reg.url))
+        })?;
     if common.output.json {
         ctx.printer.json(&PublishOut {
             dry_run: false,
@@ -659,18 +647,9 @@ fn tag(ctx: &mut Context, args: &TagArgs) -> Result<i32> {
         changed: !l.tags.contains(&args.tag),
     };
     if !args.dry_run && out.changed {
-        let result = reg.tag(&name, version, &args.tag, &caller);
-        let mut rec = AuditRecord::new(
-            "models tag",
-            None,
-            vec![],
-            &result
-                .as_ref()
-                .map_or_else(|e| format!("{e:#}"), |_| "ok".into()),
-        );
-        rec.detail = Some(format!("{}@{version} {} {}", name, args.tag, reg.url));
-        super::runs::record(ctx, &rec);
-        result?;
+        Audit::of("models tag")
+            .detail(format!("{}@{version} {} {}", name, args.tag, reg.url))
+            .done(ctx, reg.tag(&name, version, &args.tag, &caller))?;
     }
     if args.output.json {
         out.changed &= !args.dry_run;
@@ -704,10 +683,9 @@ fn managed(
         &caller,
     )?;
     if let Err(e) = caller.require(&l.record, Right::Manage) {
-        let mut rec = AuditRecord::new(command, None, vec![], &format!("refused: {e:#}"));
-        rec.detail = Some(format!("{} {}", l.record.id(), reg.url));
-        super::runs::record(ctx, &rec);
-        return Err(e);
+        return Err(Audit::of(command)
+            .detail(format!("{} {}", l.record.id(), reg.url))
+            .refused(ctx, e));
     }
     Ok((reg, caller, l))
 }
@@ -722,18 +700,9 @@ fn remove(ctx: &mut Context, args: &RemoveArgs) -> Result<i32> {
         changed: !l.removed,
     };
     if !args.dry_run && out.changed {
-        let result = reg.remove(&name, version, &caller);
-        let mut rec = AuditRecord::new(
-            "models remove",
-            None,
-            vec![],
-            &result
-                .as_ref()
-                .map_or_else(|e| format!("{e:#}"), |_| "ok".into()),
-        );
-        rec.detail = Some(format!("{}@{version} {}", name, reg.url));
-        super::runs::record(ctx, &rec);
-        out.changed = result?;
+        out.changed = Audit::of("models remove")
+            .detail(format!("{}@{version} {}", name, reg.url))
+            .done(ctx, reg.remove(&name, version, &caller))?;
     }
     if args.output.json {
         out.changed &= !args.dry_run;
@@ -787,19 +756,14 @@ fn gc(ctx: &mut Context, args: &GcArgs) -> Result<i32> {
         keep_unnamed,
         args.dry_run,
     );
-    if !args.dry_run {
-        let mut rec = AuditRecord::new(
-            "models gc",
-            None,
-            vec![],
-            &match &result {
-                Ok(o) if o.errors.is_empty() => "ok".to_string(),
-                Ok(o) => o.errors.join("; "),
-                Err(e) => format!("{e:#}"),
-            },
-        );
-        rec.detail = result.as_ref().ok().map(|o| {
-            format!(
+    let result = if args.dry_run {
+        result
+    } else {
+        Audit::of("models gc").done_with(ctx, result, |o, rec| {
+            if !o.errors.is_empty() {
+                rec.outcome = o.errors.join("; ");
+            }
+            rec.detail = Some(format!(
                 "{} versions ({}), {} blobs, {} bytes {}",
                 o.versions.len(),
                 o.versions
@@ -810,10 +774,9 @@ fn gc(ctx: &mut Context, args: &GcArgs) -> Result<i32> {
                 o.blobs.len(),
                 o.bytes_freed,
                 reg.url
-            )
-        });
-        super::runs::record(ctx, &rec);
-    }
+            ));
+        })
+    };
     let o = result?;
     if args.output.json {
         ctx.printer.json(&GcOut {

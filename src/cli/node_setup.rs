@@ -10,7 +10,6 @@ use serde::Serialize;
 
 use super::args::{JsonArg, NvmlLibArg};
 use super::Context;
-use crate::audit::AuditRecord;
 use crate::error::invalid;
 use crate::mig::named_layouts;
 use crate::nodesetup::{self, Applied, Options, Prepared};
@@ -185,17 +184,18 @@ pub fn run(ctx: &mut Context, args: &NodeSetupArgs) -> Result<i32> {
     let nvml = nodesetup::open_nvml(&lib)?;
     if args.apply {
         let result = nodesetup::apply(&ctx.printer, &nvml, &opts, &layout, &ctx.slurm);
-        let outcome = match &result {
-            Ok(Applied::AlreadyApplied) => "ok: already applied".to_string(),
-            Ok(Applied::Changed { summary }) => format!("ok: {summary}"),
-            Err(e) => format!("{e:#}"),
-        };
-        if !matches!(result, Ok(Applied::AlreadyApplied)) {
-            let mut rec = AuditRecord::new("node-setup", None, Vec::new(), &outcome);
-            rec.detail = Some(format!("node {} layout {}", opts.node, layout.name));
-            super::runs::record(ctx, &rec);
-        }
-        let applied = result?;
+        // Nothing changed, nothing to audit.
+        let applied = if matches!(result, Ok(Applied::AlreadyApplied)) {
+            result
+        } else {
+            super::runs::Audit::of("node-setup")
+                .detail(format!("node {} layout {}", opts.node, layout.name))
+                .done_with(ctx, result, |applied, rec| {
+                    if let Applied::Changed { summary } = applied {
+                        rec.outcome = format!("ok: {summary}");
+                    }
+                })
+        }?;
         if args.output.json {
             ctx.printer.json(&applied)?;
             return Ok(0);
@@ -277,7 +277,7 @@ fn isolation_on_node(
         return Vec::new();
     };
     let mut findings = isolation::findings(&ctl, &[node.to_string()]);
-    let text = std::fs::read_to_string(gres_conf).ok();
+    let text = crate::fsutil::read_regular(gres_conf, crate::gres::CONF_LIMIT).ok();
     findings.push(isolation::device_files_finding(
         text.as_deref(),
         &gres_conf.display().to_string(),

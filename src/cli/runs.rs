@@ -139,6 +139,64 @@ pub fn record(ctx: &mut Context, rec: &AuditRecord) {
     }
 }
 
+/// The audit record of one state-changing action, built before it and
+/// recorded with its result: `Audit::of("models tag").detail(…).done(ctx,
+/// reg.tag(…))?`. The outcome is `ok` or the error (`{e:#}`); `done_with`
+/// lets a success say more (its job ids, a detail only a success knows, an
+/// outcome of its own); `refused` records a refusal before the action. A
+/// failure to record is a warning (as [`record`]), never the command's.
+pub struct Audit(AuditRecord);
+
+impl Audit {
+    /// A record of `command`, outcome `ok` until the result says otherwise.
+    pub fn of(command: &str) -> Audit {
+        Audit(AuditRecord::new(command, None, Vec::new(), "ok"))
+    }
+
+    /// The run acted on.
+    pub fn run(mut self, run_id: &str) -> Audit {
+        self.0.run_id = Some(run_id.to_string());
+        self
+    }
+
+    /// What was acted on, recorded whatever the result.
+    pub fn detail(mut self, detail: String) -> Audit {
+        self.0.detail = Some(detail);
+        self
+    }
+
+    /// Record `result` and hand it back.
+    pub fn done<T>(self, ctx: &mut Context, result: Result<T>) -> Result<T> {
+        self.done_with(ctx, result, |_, _| {})
+    }
+
+    /// Record `result`, a success as `success` fills in the record, and hand
+    /// the result back.
+    pub fn done_with<T>(
+        mut self,
+        ctx: &mut Context,
+        result: Result<T>,
+        success: impl FnOnce(&T, &mut AuditRecord),
+    ) -> Result<T> {
+        match &result {
+            Ok(done) => success(done, &mut self.0),
+            Err(e) => self.0.outcome = format!("{e:#}"),
+        }
+        // The time of the outcome, as a record built after the action had it.
+        self.0.time = Utc::now();
+        record(ctx, &self.0);
+        result
+    }
+
+    /// Record the refusal `e` (`refused: …`) and hand it back.
+    pub fn refused(mut self, ctx: &mut Context, e: anyhow::Error) -> anyhow::Error {
+        self.0.outcome = format!("refused: {e:#}");
+        self.0.time = Utc::now();
+        record(ctx, &self.0);
+        e
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct CancelOut {
     run_id: String,
@@ -155,11 +213,8 @@ pub fn cancel(ctx: &mut Context, args: &CancelArgs) -> Result<i32> {
     };
     audit::Trail::from_site(ctx.site()?)?;
     let slurm = ctx.slurm.clone();
-    let mut audit = Vec::new();
-    let result = crate::run::cancel::cancel(&slurm, &manifest, args.dry_run, &mut |r| {
-        audit.push(r.clone())
-    });
-    for r in &audit {
+    let (result, audit) = crate::run::cancel::cancel(&slurm, &manifest, args.dry_run);
+    if let Some(r) = &audit {
         record(ctx, r);
     }
     let done = result?;
@@ -260,15 +315,11 @@ pub fn resume_run(ctx: &mut Context, args: &ResumeArgs) -> Result<i32> {
             args.yolo.as_deref(),
             gpu.as_ref(),
         );
-        let (ids, outcome) = match &result {
-            Ok(j) => (j.iter().map(|j| j.job_id).collect(), "ok".to_string()),
-            Err(e) => (vec![], format!("{e:#}")),
-        };
-        record(
-            ctx,
-            &AuditRecord::new("resume", Some(&manifest.run_id), ids, &outcome),
-        );
-        result?
+        Audit::of("resume")
+            .run(&manifest.run_id)
+            .done_with(ctx, result, |jobs, rec| {
+                rec.job_ids = jobs.iter().map(|j| j.job_id).collect();
+            })?
     };
     if args.output.json {
         ctx.printer.json(&ResumeOut {

@@ -30,8 +30,7 @@ pub fn cache(cfg: &DataConfig, items: &[Item], cache_root: &Path) -> Result<Cach
     std::fs::create_dir_all(cache_root)
         .with_context(|| format!("creating the cache directory {}", cache_root.display()))?;
     let cache_root = std::fs::canonicalize(cache_root)?;
-    let yaml_text = std::fs::read_to_string(&cfg.file)
-        .with_context(|| format!("reading {}", cfg.file.display()))?;
+    let yaml_text = crate::fsutil::read_regular(&cfg.file, crate::spec::MAX_SPEC_BYTES)?;
     let root = normalize(&cfg.root);
 
     let mut files = Vec::with_capacity(items.len() * 2);

@@ -2,8 +2,7 @@
 //! extension), the size where the header gives it cheaply, and a truncation check.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Read;
 use std::path::Path;
 
 /// Extensions Ultralytics treats as images (`ultralytics/data/utils.py` `IMG_FORMATS`).
@@ -69,19 +68,14 @@ pub fn has_image_extension(path: &Path) -> bool {
 /// Read the header (and, for JPEG and PNG, the last bytes) of an image file.
 pub fn inspect(path: &Path) -> Result<ImageInfo, ImageError> {
     // Non-blocking, so that a FIFO named like an image is refused, not waited on.
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-        .map_err(|e| ImageError(format!("cannot open: {e}")))?;
+    use crate::fsutil::{Links, NotOpened};
+    let mut file = crate::fsutil::open_regular(path, Links::Follow).map_err(|e| match e.why {
+        NotOpened::Io(e) => ImageError(format!("cannot open: {e}")),
+        _ => ImageError("not a regular file (a FIFO, socket or device)".into()),
+    })?;
     let meta = file
         .metadata()
         .map_err(|e| ImageError(format!("cannot stat: {e}")))?;
-    if !meta.is_file() {
-        return Err(ImageError(
-            "not a regular file (a FIFO, socket or device)".into(),
-        ));
-    }
     let bytes = meta.len();
     if bytes == 0 {
         return Err(ImageError("empty file".into()));
@@ -168,10 +162,7 @@ pub fn sniff(head: &[u8]) -> Option<Format> {
 
 fn read_tail(file: &mut File, len: u64, n: u64) -> std::io::Result<Vec<u8>> {
     let n = n.min(len);
-    file.seek(SeekFrom::Start(len - n))?;
-    let mut tail = Vec::with_capacity(n as usize);
-    file.take(n).read_to_end(&mut tail)?;
-    Ok(tail)
+    crate::fsutil::read_range(file, len - n, n)
 }
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {

@@ -12,6 +12,10 @@ pub(crate) mod minors;
 pub(crate) mod render;
 
 pub use conf::{parse, GresConf, GresLine};
+
+/// The largest gres.conf (a slurm.conf include, `mig-minors`) read: a
+/// node's is a few KiB.
+pub const CONF_LIMIT: u64 = 4 << 20;
 pub use diff::unified_diff;
 pub use minors::{mig_minors_path, MigMinors, MIG_MINORS};
 pub use render::{

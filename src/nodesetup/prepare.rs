@@ -50,17 +50,20 @@ pub fn resolve_layout(arg: &str, named: &BTreeMap<String, Layout>) -> Result<Lay
     crate::mig::resolve_layout_arg(arg, named)
 }
 
+/// A configuration file of at most `gres::CONF_LIMIT` bytes (a regular file,
+/// never waited on); nothing there is empty text.
 pub(super) fn read_text(path: &Path) -> Result<String> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => Ok(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    use crate::fsutil::Links;
+    match crate::fsutil::open_regular_bounded(path, Links::Follow, crate::gres::CONF_LIMIT) {
+        Ok(f) => crate::fsutil::read_text(f, path, crate::gres::CONF_LIMIT),
+        Err(e) if e.is_not_found() => Ok(String::new()),
+        Err(e) => Err(e.into()),
     }
 }
 
 pub(super) fn read_minors(sysroot: &Path) -> Result<MigMinors> {
     let path = mig_minors_path(sysroot);
-    let text = std::fs::read_to_string(&path).with_context(|| {
+    let text = crate::fsutil::read_regular(&path, crate::gres::CONF_LIMIT).with_context(|| {
         format!(
             "reading {} (the driver's MIG capability minors; is the nvidia-caps module loaded?)",
             path.display()

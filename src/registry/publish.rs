@@ -337,24 +337,13 @@ pub fn draft_from_file(
     who: &Publisher,
     snap: &Snapshot,
 ) -> Result<(ModelRecord, Vec<PathBuf>)> {
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-        .open(file)
-        .map_err(|e| {
-            let what = if e.raw_os_error() == Some(nix::libc::ELOOP) {
-                "is a symbolic link; name the file itself".to_string()
-            } else {
-                e.to_string()
-            };
-            invalid(format!("{}: {what}", crate::text::echo_path(file)))
-        })?;
-    if !f.metadata()?.is_file() {
-        return Err(invalid(format!(
-            "{} is not a regular file",
-            crate::text::echo_path(file)
-        )));
-    }
+    use crate::fsutil::{Links, NotOpened};
+    let shown = crate::text::echo_path(file);
+    let mut f = crate::fsutil::open_regular(file, Links::Refuse).map_err(|e| match e.why {
+        NotOpened::Link => invalid(format!("{shown}: is a symbolic link; name the file itself")),
+        NotOpened::Io(e) => invalid(format!("{shown}: {e}")),
+        _ => invalid(format!("{shown} is not a regular file")),
+    })?;
     let base = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -416,8 +405,7 @@ pub(crate) fn trainer_versions(workdir: &Path, variant: Option<u32>) -> TrainerV
     let rel = crate::rundir::layout::versions_record(variant);
     let read = || -> Option<serde_json::Value> {
         let f = crate::fsutil::within::open_read(workdir, Path::new(&rel)).ok()?;
-        let mut text = String::new();
-        f.take(64 << 10).read_to_string(&mut text).ok()?;
+        let text = crate::fsutil::read_text(f, &workdir.join(&rel), 64 << 10).ok()?;
         serde_json::from_str(&text).ok()
     };
     let Some(v) = read() else {

@@ -819,30 +819,20 @@ impl Registry {
         {
             return Ok(dest);
         }
-        let tmp = dir.join(format!(
-            ".{}.yolo-sched-pull.{}",
-            f.name,
-            std::process::id()
-        ));
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags_nofollow()
-            .open(&tmp)
-            .map_err(|e| crate::fsutil::io_error(e, format!("creating {}", tmp.display()), dir))?;
+        // Readable as a file the user made (0644 less the umask), as before.
+        let mut tmp = crate::fsutil::temp_beside(&dest, 0o644)?;
         let got = self
             .store
-            .get_into(&self.blob_key(&f.sha256), &mut out, MAX_OBJECT);
-        let result = match got {
-            Ok(Some((sha, size))) if sha == f.sha256 && size == f.size => out
-                .flush()
-                .and_then(|()| out.sync_all())
-                .map_err(|e| anyhow!("writing {}: {e}", tmp.display()))
-                .and_then(|()| {
-                    std::fs::rename(&tmp, &dest)
-                        .with_context(|| format!("renaming into {}", dest.display()))
-                }),
+            .get_into(&self.blob_key(&f.sha256), tmp.file(), MAX_OBJECT);
+        match got {
+            Ok(Some((sha, size))) if sha == f.sha256 && size == f.size => {
+                tmp.file()
+                    .flush()
+                    .map_err(|e| anyhow!("writing {}: {e}", tmp.path().display()))?;
+                tmp.commit()
+                    .with_context(|| format!("renaming into {}", dest.display()))?;
+                Ok(dest)
+            }
             Ok(Some((sha, size))) => Err(anyhow!(
                 "the blob of {} is damaged: it reads as {size} bytes with SHA-256 {sha}, the record says {} bytes with {}; nothing was written",
                 f.name,
@@ -855,28 +845,12 @@ impl Registry {
                 f.sha256
             )),
             Err(e) => Err(e),
-        };
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
         }
-        result.map(|()| dest)
     }
 
     /// The store (tests and benchmarks corrupt or delete objects through it).
     pub fn store(&self) -> &Store {
         &self.store
-    }
-}
-
-trait NoFollow {
-    fn custom_flags_nofollow(&mut self) -> &mut Self;
-}
-
-impl NoFollow for std::fs::OpenOptions {
-    fn custom_flags_nofollow(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .mode(0o644)
     }
 }
 

@@ -88,10 +88,11 @@ pub fn load(dir: &Path) -> (Vec<RunManifest>, Vec<Unreadable>) {
         .collect();
     paths.sort();
     for path in paths {
-        let entry = std::fs::read(&path)
-            .map_err(|e| e.to_string())
+        // Bounded and regular only: an entry linked to /dev/zero or a FIFO is skipped.
+        let entry = crate::fsutil::read_regular(&path, crate::rundir::manifest::INDEX_ENTRY_LIMIT)
+            .map_err(|e| e.root_cause().to_string())
             .and_then(|t| {
-                serde_json::from_slice::<IndexEntry>(&t)
+                serde_json::from_str::<IndexEntry>(&t)
                     .map_err(|e| format!("not a run index entry: {e}"))
             });
         let entry = match entry {

@@ -24,15 +24,27 @@ pub struct Cancelled {
 
 /// Cancel what is left of `manifest`'s run. Slurm is asked first; if it does
 /// not answer, nothing is cancelled (a partial guess is worse than a clear
-/// error). `record` gets the audit record of a real cancel, whatever its
-/// outcome. Slurm decides who may cancel (the owner, a coordinator of the
+/// error). Beside the result comes the audit record of a real cancel,
+/// whatever its outcome (none for a dry run, nothing to cancel, or no answer
+/// from Slurm). Slurm decides who may cancel (the owner, a coordinator of the
 /// job's account, an operator or administrator); a refusal is an error that
 /// says so in plain words and names what was and was not cancelled.
 pub fn cancel(
     slurm: &Slurm,
     manifest: &Manifest,
     dry_run: bool,
-    record: &mut dyn FnMut(&AuditRecord),
+) -> (Result<Cancelled>, Option<AuditRecord>) {
+    let mut record = None;
+    let result = cancel_into(slurm, manifest, dry_run, &mut record);
+    (result, record)
+}
+
+/// `cancel`, its audit record put in `record`.
+fn cancel_into(
+    slurm: &Slurm,
+    manifest: &Manifest,
+    dry_run: bool,
+    record: &mut Option<AuditRecord>,
 ) -> Result<Cancelled> {
     // The jobs of the manifest as it is now (an escalation may have resubmitted them).
     let mut current = manifest.clone();
@@ -100,7 +112,7 @@ pub fn cancel(
             None => "ok".to_string(),
             Some(r) => format!("refused: {}", r.why),
         };
-        record(&AuditRecord::new(
+        *record = Some(AuditRecord::new(
             "cancel",
             Some(&manifest.run_id),
             job_ids.clone(),

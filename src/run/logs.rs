@@ -4,7 +4,6 @@
 //! sits in memory.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -61,18 +60,17 @@ fn copy_from(
     offset: u64,
     sink: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<Option<u64>> {
-    let mut file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-    {
+    use crate::fsutil::{Links, NotOpened};
+    let mut file = match crate::fsutil::open_regular(path, Links::Follow) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(anyhow!("reading {}: {e}", path.display())),
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => {
+            return Err(match e.why {
+                NotOpened::Io(e) => anyhow!("reading {}: {e}", path.display()),
+                _ => invalid(format!("{} is not a regular file", path.display())),
+            })
+        }
     };
-    if !file.metadata()?.is_file() {
-        return Err(invalid(format!("{} is not a regular file", path.display())));
-    }
     file.seek(SeekFrom::Start(offset))?;
     let mut at = offset;
     let mut buf = Vec::with_capacity(64 * 1024);

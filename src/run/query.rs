@@ -21,9 +21,6 @@ pub struct Index {
     pub unreadable: Vec<String>,
 }
 
-/// The largest index entry read: an entry is a few hundred bytes.
-const INDEX_ENTRY_LIMIT: u64 = 64 << 10;
-
 /// Every run in the caller's index, newest first. Entries whose manifest is
 /// gone are skipped; an unreadable entry (corrupt, not a regular file, too
 /// big) is skipped and named in `unreadable`.
@@ -52,7 +49,7 @@ fn read_index(dir: &std::path::Path) -> Index {
             continue;
         }
         // Bounded and regular only: an entry linked to /dev/zero or a FIFO is skipped.
-        match crate::fsutil::read_regular(&p, INDEX_ENTRY_LIMIT)
+        match crate::fsutil::read_regular(&p, crate::rundir::manifest::INDEX_ENTRY_LIMIT)
             .and_then(|t| serde_json::from_str::<IndexEntry>(&t).map_err(anyhow::Error::from))
         {
             Ok(entry) => out.entries.push(entry),

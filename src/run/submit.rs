@@ -512,8 +512,7 @@ fn build_manifest(
     submitted: &[SubmittedJob],
     now: DateTime<Utc>,
 ) -> Result<Manifest> {
-    let spec_text = std::fs::read_to_string(spec_path)
-        .with_context(|| format!("reading {}", spec_path.display()))?;
+    let spec_text = crate::fsutil::read_regular(spec_path, crate::spec::MAX_SPEC_BYTES)?;
     let stages = plan
         .stages
         .iter()

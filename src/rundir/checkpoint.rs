@@ -13,9 +13,7 @@
 //! `epochs` of `args.yaml`. Reads are bounded: the central directory is read
 //! from the end of the file, at most a few MiB.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::Path;
 
 use serde::Serialize;
@@ -79,10 +77,7 @@ fn u64_at(b: &[u8], i: usize) -> Option<u64> {
 }
 
 fn read_at(f: &mut File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-    f.seek(SeekFrom::Start(offset))?;
-    let mut buf = Vec::new();
-    f.take(len).read_to_end(&mut buf)?;
-    Ok(buf)
+    crate::fsutil::read_range(f, offset, len)
 }
 
 /// The path as a message shows it: escaped and bounded (a run directory's
@@ -95,18 +90,18 @@ fn shown(path: &Path) -> String {
 /// would otherwise hang the caller) and only if it is a regular file (a
 /// device or a sysfs file has no stable size to check).
 fn open_regular(path: &Path) -> Result<(File, u64), String> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", shown(path)))?;
-    let meta = f
+    use crate::fsutil::{Links, NotOpened};
+    let cannot = |e: &dyn std::fmt::Display| format!("cannot open {}: {e}", shown(path));
+    let f = crate::fsutil::open_regular(path, Links::Follow).map_err(|e| match &e.why {
+        NotOpened::NotRegular => format!("{} is not a regular file", shown(path)),
+        NotOpened::Io(io) => cannot(io),
+        _ => cannot(&e),
+    })?;
+    let size = f
         .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", shown(path)))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", shown(path)));
-    }
-    Ok((f, meta.len()))
+        .map_err(|e| format!("cannot read {}: {e}", shown(path)))?
+        .len();
+    Ok((f, size))
 }
 
 /// Check that `path` is a complete zip archive with a pickled object in it
@@ -205,13 +200,7 @@ pub fn check_archive(path: &Path) -> Result<(), String> {
 /// A small text file of the run directory, read without blocking and only
 /// when it is a regular file of at most `limit` bytes; `None` otherwise.
 fn read_small(path: &Path, limit: u64) -> Option<String> {
-    let (f, size) = open_regular(path).ok()?;
-    if size > limit {
-        return None;
-    }
-    let mut s = String::new();
-    f.take(limit).read_to_string(&mut s).ok()?;
-    Some(s)
+    crate::fsutil::read_regular(path, limit).ok()
 }
 
 /// What a run directory (`<workdir>/train[-N]`) holds.

@@ -149,6 +149,9 @@ impl Manifest {
     }
 }
 
+/// The largest index entry read: an entry is a few hundred bytes.
+pub const INDEX_ENTRY_LIMIT: u64 = 64 << 10;
+
 /// The index entry that maps a run id to its workdir.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IndexEntry {
