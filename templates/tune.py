@@ -80,6 +80,7 @@ def import_optuna():
 
 
 SETTINGS_OPTUNA = "5.0.0"
+SETTINGS_SCIPY = "1.17.1"
 
 
 def open_study(optuna, workdir, s, sampler=None):
@@ -126,6 +127,22 @@ def make_sampler(optuna, s, batch, asked):
         # constant_liar: trials asked together are steered apart (Optuna 5's default).
         return optuna.samplers.TPESampler(seed=seed, constant_liar=True, multivariate=True)
     if name == "gp":
+        # GPSampler needs torch and scipy, but only once it leaves its random
+        # start (10 trials): a Python without them would fail a later ask,
+        # after hours of trials. Say so at the first one instead.
+        missing = []
+        for module in ("torch", "scipy"):
+            try:
+                __import__(module)
+            except ImportError:
+                missing.append(module)
+        if missing:
+            die(
+                f"sampler = \"gp\" needs {' and '.join(missing)} in {sys.executable}, which lacks it; "
+                f"install scipy=={SETTINGS_SCIPY} (and torch) into the trainer's environment "
+                "(slurm/trainer.sh does), name a Python that has them with `yolo-sched submit --python`, "
+                "or use another sampler"
+            )
         return optuna.samplers.GPSampler(seed=seed)
     # random, and evolve (whose proposals are enqueued; the rest are random).
     return optuna.samplers.RandomSampler(seed=seed)

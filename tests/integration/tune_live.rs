@@ -697,6 +697,45 @@ fn publishing_a_search_without_a_registry_is_refused_before_anything_is_queued()
     assert!(!f.path().join("runs/no-registry/manifest.json").exists());
 }
 
+/// `sampler = "gp"`: Optuna's GPSampler proposes from a fitted Gaussian
+/// process only after its random start (10 trials), and only then needs
+/// scipy and torch in the ask job's Python. Three batches of five: the third
+/// is asked by the fitted process, which (the stand-in's mAP rising with
+/// lr0) proposes larger lr0 than the random start drew.
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_gp_search_asks_its_third_batch_from_the_fitted_process() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "gp",
+        "[tune]\ntrials = 15\nparallel = 5\nepochs = 2\nsampler = \"gp\"\nseed = 7\n\
+         [tune.space]\nlr0 = { min = 1e-4, max = 1e-1, log = true }\n",
+    );
+    let sub = f.json(&["submit", "--json", spec.to_str().unwrap()]);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(600))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    assert_eq!(st["state"], "completed", "{st:#}");
+    assert_eq!(st["tune"]["sampler"], "gp", "{st:#}");
+    let trials = st["tune"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 15, "{st:#}");
+    assert!(trials.iter().all(|t| t["state"] == "complete"), "{st:#}");
+    let log_lr = |t: &Value| num(&t["params"]["lr0"]).ln();
+    let mean = |ts: &[Value]| ts.iter().map(log_lr).sum::<f64>() / ts.len() as f64;
+    let (start, fitted) = (mean(&trials[..10]), mean(&trials[10..]));
+    assert!(
+        fitted > start,
+        "the fitted GP's batch (mean ln lr0 {fitted}) should lean to larger lr0 than the random start ({start}): {st:#}"
+    );
+    let workdir = f.path().join("runs/gp");
+    let ask = read(&workdir.join("logs/ask-2.out"));
+    assert!(!ask.contains("tune: error"), "{ask}");
+}
+
 /// The train stage's attempts in the run's manifest: (job, array, gres).
 fn train_attempts(workdir: &Path) -> Vec<(u64, String, Option<String>)> {
     let m: Value = serde_json::from_str(&read(&workdir.join("manifest.json"))).unwrap();
