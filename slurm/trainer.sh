@@ -18,11 +18,13 @@ readonly PINS="ultralytics==$ULTRALYTICS torch==2.15.0 onnx onnxruntime onnxslim
 # the job scripts (YOLO_AUTOINSTALL=false) forbid: cloudpickle, for training on
 # several GPUs (ultralytics/utils/dist.py, DDP). And Optuna, pinned, for
 # `[tune]` (docs/spec.md): the ask and tell jobs of a hyperparameter search run
-# its samplers (TPE, GP: torch and scipy, which the pins bring) offline with
-# this venv's Python. Added to a venv that has the pins without a rebuild.
+# its samplers offline with this venv's Python; the GP sampler needs torch (a
+# pin) and scipy, which Ultralytics 8.4 no longer brings. Added to a venv that
+# has the pins without a rebuild.
 readonly OPTUNA=5.0.0
-readonly EXTRAS="cloudpickle>=3.1.1 optuna==$OPTUNA"
-readonly EXTRAS_CHECK="import cloudpickle, optuna; assert optuna.__version__ == '$OPTUNA', optuna.__version__"
+readonly SCIPY=1.17.1
+readonly EXTRAS="cloudpickle>=3.1.1 optuna==$OPTUNA scipy==$SCIPY"
+readonly EXTRAS_CHECK="import cloudpickle, optuna, scipy; assert optuna.__version__ == '$OPTUNA', optuna.__version__; assert scipy.__version__ == '$SCIPY', scipy.__version__"
 VENV=${YOLO_TRAINER_VENV:-/opt/yolo-sched/trainer-ultralytics-$ULTRALYTICS}
 readonly MARK=.yolo-sched-pins
 readonly BYTECODE_MARK=.yolo-sched-bytecode

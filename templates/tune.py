@@ -80,6 +80,7 @@ def import_optuna():
 
 
 SETTINGS_OPTUNA = "5.0.0"
+SETTINGS_SCIPY = "1.17.1"
 
 
 def open_study(optuna, workdir, s, sampler=None):
@@ -126,6 +127,22 @@ def make_sampler(optuna, s, batch, asked):
         # constant_liar: trials asked together are steered apart (Optuna 5's default).
         return optuna.samplers.TPESampler(seed=seed, constant_liar=True, multivariate=True)
     if name == "gp":
+        # GPSampler needs torch and scipy, but only once it leaves its random
+        # start (10 trials): a Python without them would fail a later ask,
+        # after hours of trials. Say so at the first one instead.
+        missing = []
+        for module in ("torch", "scipy"):
+            try:
+                __import__(module)
+            except ImportError:
+                missing.append(module)
+        if missing:
+            die(
+                f"sampler = \"gp\" needs {' and '.join(missing)} in {sys.executable}, which lacks it; "
+                f"install scipy=={SETTINGS_SCIPY} (and torch) into the trainer's environment "
+                "(slurm/trainer.sh does), name a Python that has them with `yolo-sched submit --python`, "
+                "or use another sampler"
+            )
         return optuna.samplers.GPSampler(seed=seed)
     # random, and evolve (whose proposals are enqueued; the rest are random).
     return optuna.samplers.RandomSampler(seed=seed)
@@ -302,6 +319,21 @@ def prune_record(workdir, n):
     return rec if isinstance(rec, dict) else None
 
 
+def oom_reason(workdir, n):
+    """Why the trial failed when its last job ran out of GPU memory (its
+    train script's record, with `tune escalate`'s words when it was not
+    moved to a bigger slice); None otherwise."""
+    rec = read_json(os.path.join(workdir, "state", f"train.{n}.oom.json"))
+    if not isinstance(rec, dict):
+        return None
+    why = f"out of GPU memory ({rec.get('cause') or 'out of memory'})"
+    if rec.get("not_moved"):
+        why += f"; not moved to a bigger slice: {rec['not_moved']}"
+    elif rec.get("moved_to"):
+        why += f"; moved to {rec['moved_to']} as job {rec.get('moved_job')}, which did not finish"
+    return why
+
+
 def trial_ended_well(workdir, n):
     end = read_json(os.path.join(workdir, "state", f"train.{n}.end.json"))
     done = os.path.exists(os.path.join(workdir, f"train-{n}", ".yolo-sched-train-done"))
@@ -359,7 +391,15 @@ def tell_trials(workdir, s, study, trials, only_finished=False):
             study.tell(number, state=TrialState.PRUNED)
             log(f"trial {n}: told pruned after {epochs} epoch(s): {pruned.get('message', '')}")
         elif not only_finished:
-            why = "it has no value of the objective" if value is None else "its training did not finish"
+            why = oom_reason(workdir, n)
+            if why is None:
+                why = "it has no value of the objective" if value is None else "its training did not finish"
+            trial_id = getattr(by_number[number], "_trial_id", None)
+            if trial_id is not None:
+                try:
+                    study._storage.set_trial_user_attr(trial_id, "fail_reason", why)
+                except Exception as e:  # the state is what matters
+                    log(f"trial {n}: could not record why it failed: {e}")
             study.tell(number, state=TrialState.FAIL)
             log(f"trial {n}: told failed ({why}; {epochs} epoch(s))")
 
@@ -384,9 +424,12 @@ def write_summary(workdir, s, study, optuna):
         _, epochs = objective_of(workdir, n, s)
         if value is not None and (best is None or sign * value > sign * best["value"]):
             best = {"trial": n, "value": value}
-        rows.append({"trial": n, "batch": rec.get("batch"), "number": rec.get("number"),
-                     "params": rec.get("params", {}), "state": state, "value": value,
-                     "epochs": epochs, "best_so_far": best["value"] if best else None})
+        row = {"trial": n, "batch": rec.get("batch"), "number": rec.get("number"),
+               "params": rec.get("params", {}), "state": state, "value": value,
+               "epochs": epochs, "best_so_far": best["value"] if best else None}
+        if t is not None and t.state == TrialState.FAIL and t.user_attrs.get("fail_reason"):
+            row["why"] = t.user_attrs["fail_reason"]
+        rows.append(row)
     summary = {"objective": s["objective"], "direction": s["direction"], "sampler": s["sampler"],
                "trials_planned": s["trials"], "parallel": s["parallel"], "trials": rows,
                "best": best, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

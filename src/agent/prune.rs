@@ -125,6 +125,30 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// The rungs of successive halving at or below `epochs` (none for the
+/// median rule): those a trial that already has `epochs` epochs when its
+/// agent starts (its job requeued, or moved to a bigger slice after running
+/// out of memory, resumes from its checkpoint) passed under its earlier
+/// job's agent. Each rung is decided once, when first reached: judged again
+/// now, against the trials that reached it since, a trial kept then could be
+/// stopped for a rung it passed.
+pub fn rungs_reached(cfg: &EarlyStop, epochs: u32) -> u32 {
+    if cfg.rule != PruneRule::Halving {
+        return 0;
+    }
+    let eta = u64::from(cfg.eta.max(2));
+    let first = u64::from(cfg.min_epochs.max(1));
+    let mut n = 0;
+    while eta
+        .checked_pow(n)
+        .and_then(|f| f.checked_mul(first))
+        .is_some_and(|r| r <= u64::from(epochs))
+    {
+        n += 1;
+    }
+    n
+}
+
 /// Decide on a trial that reached `own.len()` epochs. `rungs`: the rungs
 /// of successive halving it passed so far (0 at first; the median rule
 /// keeps no state).
@@ -382,6 +406,40 @@ mod tests {
         assert_eq!(
             decide(&cfg, MAX, &c(&[0.01]), &[], 0),
             Verdict::Go { rungs: 1 }
+        );
+    }
+
+    #[test]
+    fn a_trial_started_again_is_not_judged_again_on_the_rungs_it_passed() {
+        // eta 2, rungs at epochs 1, 2, 4. The trial passed rungs 1 and 2
+        // under its first job (alone there: under min_trials), then was
+        // requeued at epoch 3. Meanwhile three trials reached rungs 1 and 2
+        // ahead of it.
+        let cfg = halving(1, 2, 2);
+        assert_eq!(rungs_reached(&cfg, 0), 0);
+        assert_eq!(rungs_reached(&cfg, 1), 1);
+        assert_eq!(rungs_reached(&cfg, 3), 2);
+        assert_eq!(rungs_reached(&cfg, 4), 3);
+        assert_eq!(rungs_reached(&halving(2, 2, 3), 5), 1);
+        assert_eq!(rungs_reached(&median_rule(1, 2), 9), 0);
+        let crowd = vec![
+            c(&[0.9, 0.9, 0.9]),
+            c(&[0.8, 0.8, 0.8]),
+            c(&[0.7, 0.7, 0.7]),
+        ];
+        let own = c(&[0.3, 0.35, 0.4, 0.45]);
+        // A new agent that starts from nothing re-judges rung 1 against the
+        // crowd and stops it there: the wrong decision.
+        assert!(matches!(
+            decide(&cfg, MAX, &own, &crowd, 0),
+            Verdict::Stop(Prune { epoch: 1, .. })
+        ));
+        // Started with the rungs its 3 epochs passed, it is judged at rung 4
+        // only, when it gets there: the crowd has not reached it, so it goes on.
+        let passed = rungs_reached(&cfg, 3);
+        assert_eq!(
+            decide(&cfg, MAX, &own, &crowd, passed),
+            Verdict::Go { rungs: 3 }
         );
     }
 

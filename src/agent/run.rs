@@ -88,6 +88,10 @@ pub struct PruneSetup {
     pub trial: u32,
     /// The trials of its batch, itself included.
     pub batch: std::ops::Range<u32>,
+    /// The epochs its `results.csv` had when this job started (its train
+    /// script's `YOLO_SCHED_EPOCHS_BEFORE`): 0 for a new trial, more for one
+    /// resumed from its checkpoint.
+    pub epochs_before: u32,
 }
 
 impl Options {
@@ -258,6 +262,11 @@ struct Pruner {
 }
 
 impl Pruner {
+    /// The epochs the trial had before this job (`PruneSetup::epochs_before`:
+    /// a job requeued, or moved to a bigger slice, resumes from its
+    /// checkpoint) were looked at by its earlier job's agent: the rungs they
+    /// reach count as passed and are not judged again
+    /// (`prune::rungs_reached`).
     fn new(opts: &Options) -> Option<Pruner> {
         let setup = opts.prune.clone()?;
         Some(Pruner {
@@ -265,9 +274,9 @@ impl Pruner {
                 .workdir
                 .join(crate::rundir::layout::train_dir(Some(setup.trial)))
                 .join("results.csv"),
+            seen_epochs: setup.epochs_before as usize,
+            rungs: super::prune::rungs_reached(&setup.rule, setup.epochs_before),
             setup,
-            seen_epochs: 0,
-            rungs: 0,
         })
     }
 
@@ -528,6 +537,9 @@ struct Agent<'a, 'd> {
     pruned: Option<super::prune::Prune>,
     signals: Option<SignalFd>,
     outcome: Outcome,
+    /// Passes of the loop: without a device to read, each counts as a
+    /// sample for `--samples` (a look of early stopping, a duties' pass).
+    passes: u64,
 }
 
 impl Agent<'_, '_> {
@@ -933,11 +945,13 @@ impl Agent<'_, '_> {
     fn ended(&mut self) -> Option<EndReason> {
         // Failed reads count too: with every read failing, `--samples N`
         // still ends after N tries.
-        if self
-            .opts
-            .max_samples
-            .is_some_and(|m| self.outcome.samples + self.outcome.read_errors >= m)
-        {
+        self.passes += 1;
+        let done = if self.watch.is_some() {
+            self.outcome.samples + self.outcome.read_errors
+        } else {
+            self.passes
+        };
+        if self.opts.max_samples.is_some_and(|m| done >= m) {
             return Some(EndReason::SampleLimit);
         }
         if trainer(self.opts.pid) == Liveness::Gone {
@@ -1049,6 +1063,7 @@ pub fn run(
             pruned: None,
             signals: catch_signals(),
             outcome,
+            passes: 0,
         };
         agent.run();
         return Ok(agent.finish());
@@ -1079,6 +1094,7 @@ pub fn run(
                 pruned: None,
                 signals: catch_signals(),
                 outcome,
+                passes: 0,
             };
             if agent.duties.is_empty() && agent.pruner.is_none() {
                 agent.outcome.ended = EndReason::Unwatched;
@@ -1130,6 +1146,7 @@ pub fn run(
         pruned: None,
         signals: catch_signals(),
         outcome,
+        passes: 0,
     };
     agent.run();
     Ok(agent.finish())

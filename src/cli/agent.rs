@@ -71,6 +71,18 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FRACTION", value_parser = parse_share)]
     pub share: Option<f64>,
 
+    /// A search's trial resumed from its checkpoint (requeued, or moved to a
+    /// bigger slice): the epochs its results.csv had when this job started,
+    /// whose rungs of successive halving its earlier job's agent decided and
+    /// which are not judged again. The train script sets it.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "YOLO_SCHED_EPOCHS_BEFORE",
+        default_value_t = 0
+    )]
+    pub epochs_before: u32,
+
     /// End when stdin reaches end of file (the train script keeps it open while it runs).
     #[arg(long)]
     pub stdin_eof: bool,
@@ -223,6 +235,7 @@ pub fn run(ctx: &mut Context, args: &AgentArgs) -> Result<i32> {
                 objective: t.objective.clone(),
                 trial,
                 batch: t.batch_trials(trial / t.parallel.max(1)),
+                epochs_before: args.epochs_before,
             })
         }
         _ => None,

@@ -280,7 +280,13 @@ fn print_trials(
         // The study says running until its tell; the job says more meanwhile.
         let state = match (t.state.as_str(), task) {
             ("running", Some(k)) => format!("running ({})", k.state.word()),
-            ("fail", _) if t.why.is_some() => "fail (out of GPU memory)".to_string(),
+            ("fail", _)
+                if t.why
+                    .as_deref()
+                    .is_some_and(|w| w.contains("out of GPU memory")) =>
+            {
+                "fail (out of GPU memory)".to_string()
+            }
             (s, _) => s.to_string(),
         };
         let epochs = train

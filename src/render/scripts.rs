@@ -93,7 +93,7 @@ struct TrainCtx {
     resume_args: Vec<String>,
     variants: Vec<Vec<String>>,
     /// `[resources] on_oom = "resume-bigger"`: the most moves to a bigger
-    /// slice (single runs only; a sweep is resumed by hand).
+    /// slice (a single run, or each trial of a search; a sweep is resumed by hand).
     escalate_steps: Option<u32>,
     /// `[tune]`: each array task is a trial and reads its arguments from
     /// `tune/trial-<task>.args`, written by its batch's ask job.
@@ -164,6 +164,8 @@ struct LayoutCtx {
     guard: &'static str,
     /// What follows a trial's key there when its agent stopped it early.
     prune: &'static str,
+    /// … and when it ran out of GPU memory.
+    oom: &'static str,
     /// What follows a task's key there: the trainer's Ultralytics and torch versions.
     versions: &'static str,
     /// A search's directory (`tune`: the study, each trial's arguments, the best).
@@ -340,6 +342,7 @@ fn render_stage(
             end: crate::rundir::layout::END,
             guard: crate::rundir::layout::GUARD,
             prune: crate::rundir::layout::PRUNE,
+            oom: crate::rundir::layout::OOM,
             versions: crate::rundir::layout::VERSIONS,
             tune: crate::rundir::layout::TUNE,
             weights_last: crate::rundir::layout::WEIGHTS_LAST,
@@ -439,12 +442,10 @@ fn render_stage(
                     file: m.file.clone(),
                 })
                 .collect();
+            // A sweep's variants do not move (one variant's resume would
+            // wait for the others); a search's trial moves on its own.
             let escalate_steps = match spec.resources.on_oom {
-                crate::spec::OnOom::ResumeBigger { steps }
-                    if variants.is_empty() && spec.tune.is_none() =>
-                {
-                    Some(steps)
-                }
+                crate::spec::OnOom::ResumeBigger { steps } if variants.is_empty() => Some(steps),
                 _ => None,
             };
             ctx.train = Some(TrainCtx {

@@ -113,16 +113,33 @@ pub fn gpu_change(
     policy: &Policy,
     wanted: &GpuWanted,
 ) -> Result<GpuChange> {
-    let train = manifest
-        .stages
-        .iter()
-        .find(|s| s.stage == "train")
-        .ok_or_else(|| invalid(format!("run {} has no train stage", manifest.run_id)))?;
+    let train = train_stage(manifest)?;
     let current_gres = train
         .attempts
         .last()
         .and_then(|a| a.gres.clone())
         .or_else(|| train.gres.clone());
+    gpu_change_from(manifest, current_gres, cluster, policy, wanted)
+}
+
+fn train_stage(manifest: &Manifest) -> Result<&crate::rundir::manifest::StageRecord> {
+    manifest
+        .stages
+        .iter()
+        .find(|s| s.stage == "train")
+        .ok_or_else(|| invalid(format!("run {} has no train stage", manifest.run_id)))
+}
+
+/// `gpu_change` from a given `--gres` (`current_gres`): a search's trial
+/// moves from its own slice, which other trials of the stage do not share.
+pub fn gpu_change_from(
+    manifest: &Manifest,
+    current_gres: Option<String>,
+    cluster: &Cluster,
+    policy: &Policy,
+    wanted: &GpuWanted,
+) -> Result<GpuChange> {
+    let train = train_stage(manifest)?;
     let current = current_gres.as_deref().and_then(GpuAsk::parse);
     let current_type = current.as_ref().and_then(|g| g.kind.clone());
     let current_count = current

@@ -12,3 +12,4 @@ pub(crate) mod status;
 pub(crate) mod submit;
 pub(crate) mod team;
 pub(crate) mod tune;
+pub(crate) mod tune_oom;

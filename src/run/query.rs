@@ -255,14 +255,25 @@ fn reread(manifest: &Manifest) -> Option<Manifest> {
         .filter(|m| m.run_id == manifest.run_id)
 }
 
-/// Job ids of a run still queued or running (array ids stand for all their tasks).
+/// Job ids of a run still queued or running (array ids stand for all their
+/// tasks): each active task's own job, not only its stage's latest (a
+/// search runs one array per batch, and a trial moved to a bigger slice has
+/// a job of its own), and the stage's latest job for a stage still waiting.
 pub fn active_job_ids(st: &RunStatus) -> Vec<u64> {
-    let set: BTreeSet<u64> = st
+    let mut set = BTreeSet::new();
+    for s in st
         .stages
         .iter()
         .filter(|s| s.tasks.iter().any(|t| t.state.is_active()))
-        .filter_map(|s| s.job_id)
-        .collect();
+    {
+        set.extend(s.job_id);
+        set.extend(
+            s.tasks
+                .iter()
+                .filter(|t| t.state.is_active())
+                .filter_map(|t| t.job_id.split('_').next()?.parse::<u64>().ok()),
+        );
+    }
     set.into_iter().collect()
 }
 

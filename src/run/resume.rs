@@ -308,6 +308,20 @@ pub struct RunLock {
     _lock: Flock<std::fs::File>,
 }
 
+/// `lock_run`, waiting up to `patience` for another holder to finish: two
+/// trials of one batch that run out of memory together move one after the
+/// other (`tune escalate`).
+pub fn lock_run_waiting(manifest: &Manifest, patience: std::time::Duration) -> Result<RunLock> {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match lock_run(manifest) {
+            Ok(lock) => return Ok(lock),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    }
+}
+
 pub fn lock_run(manifest: &Manifest) -> Result<RunLock> {
     let path: PathBuf = manifest.workdir.join(".yolo-sched.lock");
     let file = OpenOptions::new()

@@ -113,8 +113,11 @@ pub fn submit(
             workdir.display()
         )));
     }
-    let plan =
+    let mut plan =
         plan::plan(&spec, &workdir, &cluster, &policy).map_err(|e| invalid(e.to_string()))?;
+    // The spec's own warnings (`validate` shows them too) come first.
+    plan.warnings
+        .splice(0..0, spec.origin.warnings.iter().map(|w| w.to_string()));
 
     let now = Utc::now();
     let run_id = manifest::new_run_id(&spec.run.name, now);

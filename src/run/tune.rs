@@ -125,19 +125,25 @@ pub fn cuda_oom(log: &str) -> bool {
     log.contains("CUDA out of memory") || log.contains("OutOfMemoryError")
 }
 
-/// Why a failed trial failed, when it ran out of GPU memory (its log says
-/// CUDA's words, or the memory guard stopped it): a search's trial is told
-/// `fail` and never moves to a bigger slice (`on_oom` applies to a training,
-/// not to trials), so this says what to change. `gres`: the trials' `--gres`.
+/// Why a failed trial failed, when it ran out of GPU memory: its train
+/// script's record (`rundir::search::OomRecord`), else CUDA's words in its
+/// log or the memory guard's stop. Says what `on_oom` did about it and what
+/// to change. `gres`: the slice the trial last trained on; `moves`: how many
+/// times it moved to a bigger slice.
 pub fn gpu_oom_why(
     log: Option<&str>,
     guard: Option<&crate::rundir::guard::GuardRecord>,
+    record: Option<&crate::rundir::search::OomRecord>,
     gres: Option<&str>,
+    on_oom: &crate::spec::OnOom,
+    moves: usize,
 ) -> Option<String> {
-    let cause = if log.is_some_and(cuda_oom) {
-        "CUDA out of memory"
+    let cause = if let Some(r) = record {
+        r.cause.clone()
+    } else if log.is_some_and(cuda_oom) {
+        "CUDA out of memory".into()
     } else if guard.is_some_and(|g| g.action == "stopped") {
-        "stopped by the memory guard"
+        "stopped by the memory guard".into()
     } else {
         return None;
     };
@@ -145,23 +151,59 @@ pub fn gpu_oom_why(
         .and_then(crate::slurm::gres::parse_item)
         .map(|i| i.kind.unwrap_or(i.name))
         .unwrap_or_else(|| "its GPU".into());
+    let change = "set `gpu` in [resources] to a bigger slice (or lower `batch` or `imgsz`) and submit the search again";
+    let what = match on_oom {
+        crate::spec::OnOom::Stop => format!(
+            "told fail, as [resources] on_oom = \"stop\" says: set on_oom = \"resume-bigger\" \
+             to move such a trial to a bigger slice within its batch, or {change}"
+        ),
+        crate::spec::OnOom::ResumeBigger { .. } => {
+            let moved = match moves {
+                0 => String::new(),
+                n => format!(" after {n} move(s) to a bigger slice"),
+            };
+            match record.and_then(|r| r.not_moved.as_deref()) {
+                Some(not) => format!("told fail{moved}, not moved again: {not}; {change}"),
+                None => format!("told fail{moved}; {change}"),
+            }
+        }
+    };
     Some(format!(
-        "ran out of GPU memory on {slice} ({cause}); a search's trials do not move to a bigger slice: \
-         set `gpu` in [train] to a bigger slice (or lower `batch` or `imgsz`) and submit the search again"
+        "ran out of GPU memory on {slice} ({cause}); {what}"
     ))
 }
 
-/// `gpu_oom_why` for each failed trial of `summary`, from the run's files.
+/// `gpu_oom_why` for each failed trial of `summary`, from the run's files
+/// and its manifest (the trial's slice, its moves, the spec's `on_oom`); a
+/// trial that did not run out of memory keeps the tell job's why.
 pub fn explain_failures(
     summary: &mut Summary,
     dir: &dyn super::status::RunDir,
-    gres: Option<&str>,
+    manifest: &crate::rundir::manifest::Manifest,
 ) {
+    let on_oom = crate::spec::parse(
+        &manifest.spec_text,
+        &manifest.spec_file.display().to_string(),
+    )
+    .map(|s| s.resources.on_oom)
+    .unwrap_or(crate::spec::OnOom::Stop);
     let guards = dir.guards();
     for t in summary.trials.iter_mut().filter(|t| t.state == "fail") {
         let log = dir.log_tail(&layout::log_file("train", Some(t.trial)));
         let guard = guards.get(&("train".to_string(), Some(t.trial)));
-        t.why = gpu_oom_why(log.as_deref(), guard, gres);
+        let record = dir.trial_oom(t.trial);
+        let gres = crate::rundir::search::trial_gres(manifest, t.trial);
+        let moves = crate::rundir::search::trial_moves(manifest, t.trial);
+        if let Some(why) = gpu_oom_why(
+            log.as_deref(),
+            guard,
+            record.as_ref(),
+            gres.as_deref(),
+            &on_oom,
+            moves,
+        ) {
+            t.why = Some(why);
+        }
     }
 }
 
@@ -290,31 +332,58 @@ mod tests {
     }
 
     #[test]
-    fn a_trial_out_of_gpu_memory_says_what_to_change() {
+    fn a_trial_out_of_gpu_memory_says_what_on_oom_did_and_what_to_change() {
+        use crate::rundir::search::OomRecord;
+        use crate::spec::OnOom;
+        let stop = OnOom::Stop;
         let why = gpu_oom_why(
             Some("epoch 2\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
             None,
+            None,
             Some("gpu:1g.5gb:1"),
+            &stop,
+            0,
         )
         .unwrap();
         assert!(
-            why.starts_with("ran out of GPU memory on 1g.5gb (CUDA out of memory)")
-                && why.contains("set `gpu` in [train] to a bigger slice"),
+            why.starts_with("ran out of GPU memory on 1g.5gb (CUDA out of memory); told fail")
+                && why.contains("on_oom = \"resume-bigger\"")
+                && why.contains("set `gpu` in [resources] to a bigger slice"),
             "{why}"
         );
         let stopped = crate::rundir::guard::GuardRecord {
             action: "stopped".into(),
             ..Default::default()
         };
-        assert!(gpu_oom_why(Some("Traceback"), Some(&stopped), None)
-            .unwrap()
-            .contains("on its GPU (stopped by the memory guard)"));
+        assert!(
+            gpu_oom_why(Some("Traceback"), Some(&stopped), None, None, &stop, 0)
+                .unwrap()
+                .contains("on its GPU (stopped by the memory guard)")
+        );
         let warned = crate::rundir::guard::GuardRecord {
             action: "warned".into(),
             ..Default::default()
         };
-        assert_eq!(gpu_oom_why(Some("ValueError"), Some(&warned), None), None);
-        assert_eq!(gpu_oom_why(None, None, Some("gpu:1g.5gb:1")), None);
+        assert_eq!(
+            gpu_oom_why(Some("ValueError"), Some(&warned), None, None, &stop, 0),
+            None
+        );
+        assert_eq!(
+            gpu_oom_why(None, None, None, Some("gpu:1g.5gb:1"), &stop, 0),
+            None
+        );
+        // Moved twice, then the step limit: the record says why it stayed.
+        let record = OomRecord {
+            cause: "CUDA out of memory".into(),
+            not_moved: Some("trial 1 has moved to a bigger slice 2 time(s) already".into()),
+            ..Default::default()
+        };
+        let bigger = OnOom::ResumeBigger { steps: 2 };
+        let why = gpu_oom_why(None, None, Some(&record), Some("gpu:a100:1"), &bigger, 2).unwrap();
+        assert!(
+            why.starts_with("ran out of GPU memory on a100 (CUDA out of memory); told fail after 2 move(s) to a bigger slice, not moved again: trial 1 has moved"),
+            "{why}"
+        );
     }
 
     #[test]

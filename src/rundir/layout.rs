@@ -40,6 +40,10 @@ pub const VERSIONS: &str = ".versions.json";
 /// A search's trial stopped early by its agent (`[tune] early_stop`): the
 /// rule's numbers (`agent::prune::Prune`), read by the tell job.
 pub const PRUNE: &str = ".prune.json";
+/// A search's trial that ran out of GPU memory: the cause, and whether it
+/// moved to a bigger slice (`rundir::search::OomRecord`), written by its
+/// train script and `tune escalate`, read by the tell job and `status`.
+pub const OOM: &str = ".oom.json";
 
 /// In a training directory (`train_dir`), what Ultralytics writes: the
 /// checkpoint a training resumes from, the best weights (val, export and
@@ -96,6 +100,11 @@ pub fn guard_record(stage: &str, task: Option<u32>) -> String {
 /// A trial's early-stopping record, relative to the run directory.
 pub fn prune_record(task: Option<u32>) -> String {
     format!("{STATE}/{}{PRUNE}", state_key("train", task))
+}
+
+/// A trial's out-of-GPU-memory record, relative to the run directory.
+pub fn oom_record(task: Option<u32>) -> String {
+    format!("{STATE}/{}{OOM}", state_key("train", task))
 }
 
 /// The job agent's memory series of a task, relative to the run directory.

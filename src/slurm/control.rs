@@ -1,5 +1,5 @@
 //! Acting on jobs and nodes: `scancel`, `scontrol release`, `scontrol
-//! update` of a node, and the two queries node-setup makes of one node.
+//! update` of a node and of a job's dependency, and the two queries node-setup makes of one node.
 //! The argument lists live here, so callers say what they want done.
 
 use anyhow::Result;
@@ -87,6 +87,17 @@ pub fn set_comment(slurm: &Slurm, job_id: &str, comment: &str) -> Result<()> {
     let id = format!("JobId={job_id}");
     let comment = format!("Comment={comment}");
     slurm.run("scontrol", &["update", &id, &comment])?;
+    Ok(())
+}
+
+/// Set a pending job's dependency (`scontrol update JobId=J
+/// Dependency=afterany:1:2`), replacing the one it had: a search's tell job
+/// made to wait for a trial's new job too. Retried on transient errors (the
+/// same value set twice is the same).
+pub fn set_dependency(slurm: &Slurm, job_id: &str, dependency: &str) -> Result<()> {
+    let id = format!("JobId={job_id}");
+    let dependency = format!("Dependency={dependency}");
+    slurm.run_retrying("scontrol", &["update", &id, &dependency])?;
     Ok(())
 }
 

@@ -1194,35 +1194,49 @@ fn a_trial_behind_its_batch_is_stopped_by_successive_halving_without_nvml() {
     // No guard record: a prune is not the memory guard's stop (on_oom reads that).
     assert!(!workdir.join("state/train.2.guard.json").exists());
 
-    // Trial 0, the best, goes on: after ten looks its trainer still runs,
-    // and the agent ends with it.
-    let mut trainer = Trainer::start();
-    let mut cmd = yolo();
-    cmd.arg("--site")
-        .arg(dir.path().join("site.toml"))
-        .args(["agent", "--workdir"])
-        .arg(&workdir)
-        .args([
-            "--stage",
-            "train",
-            "--task",
-            "0",
-            "--devices",
-            "0",
-            "--json",
-        ])
-        .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
-        .args(["--pid", &trainer.pid().to_string()])
-        .env("XDG_STATE_HOME", dir.path().join("xdg"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let agent = cmd.spawn().unwrap();
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(trainer.running(), "the best trial was stopped");
-    let _ = trainer.0.kill();
-    let out = agent.wait_with_output().unwrap();
-    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(outcome["ended"], "trainer_gone", "{outcome:#}");
-    assert_eq!(outcome["decisions"], json!([]), "{outcome:#}");
-    assert!(!workdir.join("state/train.0.prune.json").exists());
+    // An agent that goes on: it looks ten times (without a device, each
+    // pass of its loop counts for --samples; the first look judges the
+    // trial's epoch 1 at once) and ends by the sample limit, having decided
+    // nothing, with the trainer still running.
+    let goes_on = |task: &str, epochs_before: Option<&str>| {
+        let mut trainer = Trainer::start();
+        let mut cmd = yolo();
+        cmd.arg("--site")
+            .arg(dir.path().join("site.toml"))
+            .args(["agent", "--workdir"])
+            .arg(&workdir)
+            .args([
+                "--stage",
+                "train",
+                "--task",
+                task,
+                "--devices",
+                "0",
+                "--json",
+            ])
+            .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+            .args(["--pid", &trainer.pid().to_string(), "--samples", "10"])
+            .env("XDG_STATE_HOME", dir.path().join("xdg"))
+            .env_remove("YOLO_SCHED_EPOCHS_BEFORE");
+        if let Some(n) = epochs_before {
+            cmd.env("YOLO_SCHED_EPOCHS_BEFORE", n);
+        }
+        let out = run(&mut cmd);
+        let log = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{log}");
+        let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(outcome["ended"], "sample_limit", "{outcome:#}\n{log}");
+        assert_eq!(outcome["decisions"], json!([]), "{outcome:#}\n{log}");
+        assert!(trainer.running(), "trial {task} was stopped: {log}");
+        let _ = trainer.0.kill();
+        assert!(!workdir
+            .join(format!("state/train.{task}.prune.json"))
+            .exists());
+    };
+    // Trial 0, the best, goes on.
+    goes_on("0", None);
+    // Trial 1 (0.20, under the 0.25 kept at rung 1) started again from its
+    // checkpoint: its earlier job's agent decided its rung 1 (it was alone
+    // there then), so this one does not judge it again.
+    goes_on("1", Some("1"));
 }

@@ -697,8 +697,209 @@ fn publishing_a_search_without_a_registry_is_refused_before_anything_is_queued()
     assert!(!f.path().join("runs/no-registry/manifest.json").exists());
 }
 
-/// A trial that runs out of GPU memory is told `fail` (a search's trials do
-/// not move to a bigger slice), and status says so and what to change.
+/// `sampler = "gp"`: Optuna's GPSampler proposes from a fitted Gaussian
+/// process only after its random start (10 trials), and only then needs
+/// scipy and torch in the ask job's Python. Three batches of five: the third
+/// is asked by the fitted process, which (the stand-in's mAP rising with
+/// lr0) proposes larger lr0 than the random start drew.
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_gp_search_asks_its_third_batch_from_the_fitted_process() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "gp",
+        "[tune]\ntrials = 15\nparallel = 5\nepochs = 2\nsampler = \"gp\"\nseed = 7\n\
+         [tune.space]\nlr0 = { min = 1e-4, max = 1e-1, log = true }\n",
+    );
+    let sub = f.json(&["submit", "--json", spec.to_str().unwrap()]);
+    let run_id = sub["run_id"].as_str().unwrap().to_string();
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(600))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    assert_eq!(st["state"], "completed", "{st:#}");
+    assert_eq!(st["tune"]["sampler"], "gp", "{st:#}");
+    let trials = st["tune"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 15, "{st:#}");
+    assert!(trials.iter().all(|t| t["state"] == "complete"), "{st:#}");
+    let log_lr = |t: &Value| num(&t["params"]["lr0"]).ln();
+    let mean = |ts: &[Value]| ts.iter().map(log_lr).sum::<f64>() / ts.len() as f64;
+    let (start, fitted) = (mean(&trials[..10]), mean(&trials[10..]));
+    assert!(
+        fitted > start,
+        "the fitted GP's batch (mean ln lr0 {fitted}) should lean to larger lr0 than the random start ({start}): {st:#}"
+    );
+    let workdir = f.path().join("runs/gp");
+    let ask = read(&workdir.join("logs/ask-2.out"));
+    assert!(!ask.contains("tune: error"), "{ask}");
+}
+
+/// The train stage's attempts in the run's manifest: (job, array, gres).
+fn train_attempts(workdir: &Path) -> Vec<(u64, String, Option<String>)> {
+    let m: Value = serde_json::from_str(&read(&workdir.join("manifest.json"))).unwrap();
+    m["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "train")
+        .unwrap()["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["job_id"].as_u64().unwrap(),
+                a["array"].as_str().unwrap_or_default().to_string(),
+                a["gres"].as_str().map(String::from),
+            )
+        })
+        .collect()
+}
+
+/// `on_oom = "resume-bigger"` in a search: every trial runs out of GPU
+/// memory on its 1g.5gb slice (the stand-in on devices 0-3), moves to a
+/// 2g.10gb slice within its batch, resumes there and is told its objective;
+/// the batch's tell waited for the moved jobs, the next batch started on the
+/// planned slice again.
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_trial_out_of_gpu_memory_moves_to_a_bigger_slice_within_its_batch() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "oom-bigger",
+        "[tune]\ntrials = 4\nparallel = 2\nepochs = 3\nsampler = \"random\"\nseed = 1\n\
+         [tune.space]\nlr0 = { min = 1e-3, max = 1e-1, log = true }\n\
+         [resources]\non_oom = \"resume-bigger\"\non_oom_steps = 1\n",
+    );
+    let mut submit = f.cmd();
+    submit
+        .env("YOLO_STANDIN_OOM_DEVICES", "0,1,2,3")
+        .args(["submit", "--json"])
+        .arg(&spec);
+    let out = run(&mut submit);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let workdir = f.path().join("runs/oom-bigger");
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    let out = run_bounded(&mut watch, patience(Duration::from_secs(420))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    assert_eq!(out.status.code(), Some(0), "{st:#}");
+    assert_eq!(st["state"], "completed", "{st:#}");
+    let trials = st["tune"]["trials"].as_array().expect("the trials");
+    assert_eq!(trials.len(), 4, "{st:#}");
+    for t in trials {
+        assert_eq!(t["state"], "complete", "{t}");
+        assert_eq!(t["epochs"], 3, "{t}");
+        assert!(t["value"].is_number(), "{t}");
+    }
+    // Two batch arrays on the planned slice, and one move per trial.
+    let attempts = train_attempts(&workdir);
+    let arrays: Vec<&str> = attempts
+        .iter()
+        .filter(|a| a.2.is_none())
+        .map(|a| a.1.as_str())
+        .collect();
+    assert_eq!(arrays, ["0-1", "2-3"], "{attempts:?}");
+    for n in 0..4 {
+        let moved: Vec<_> = attempts.iter().filter(|a| a.1 == n.to_string()).collect();
+        assert_eq!(moved.len(), 1, "trial {n}: {attempts:?}");
+        assert_eq!(moved[0].2.as_deref(), Some("gpu:2g.10gb:1"), "{attempts:?}");
+        let log = read(&workdir.join(format!("logs/train-{n}.out")));
+        assert!(
+            log.contains(&format!(
+                "trial {n} ran out of GPU memory (CUDA out of memory"
+            )) && log.contains(&format!(
+                "trial {n} moves from gpu:1g.5gb:1 to gpu:2g.10gb:1 as job {}",
+                moved[0].0
+            )) && log.contains("resuming from"),
+            "{log}"
+        );
+        // The moved job removed the record when it started.
+        assert!(!workdir.join(format!("state/train.{n}.oom.json")).exists());
+    }
+    // Each tell started after its trials' moved jobs ended, and told them.
+    for b in 0..2u32 {
+        let told = time_of(&record(&workdir, &format!("tell.{b}"), "start"), "started");
+        for n in [2 * b, 2 * b + 1] {
+            let ended = time_of(&record(&workdir, &format!("train.{n}"), "end"), "ended");
+            assert!(
+                ended <= told,
+                "trial {n} ended {ended} after tell {b} started {told}"
+            );
+            let end = record(&workdir, &format!("train.{n}"), "end");
+            assert_eq!(end["exit_code"], 0, "{end}");
+        }
+        let log = read(&workdir.join(format!("logs/tell-{b}.out")));
+        assert!(!log.contains("told failed"), "{log}");
+    }
+}
+
+/// With `on_oom_steps = 1`, a trial that runs out of memory on the bigger
+/// slice too is told `fail`, and status says it moved once and stayed.
+#[test]
+#[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
+fn a_trial_out_of_memory_after_its_last_move_is_told_fail_with_why() {
+    let _cluster = common::cluster_shared(module_path!());
+    let f = Fixture::new();
+    let spec = f.write_spec(
+        "oom-steps",
+        "[tune]\ntrials = 1\nparallel = 1\nepochs = 3\nsampler = \"random\"\nseed = 1\n\
+         [tune.space]\nlr0 = { min = 1e-3, max = 1e-1, log = true }\n\
+         [resources]\non_oom = \"resume-bigger\"\non_oom_steps = 1\n",
+    );
+    let mut submit = f.cmd();
+    submit
+        .env("YOLO_STANDIN_OOM_DEVICES", "0,1,2,3,4,5")
+        .args(["submit", "--json"])
+        .arg(&spec);
+    let out = run(&mut submit);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let workdir = f.path().join("runs/oom-steps");
+    let mut watch = f.cmd();
+    watch.args(["watch", &run_id]);
+    run_bounded(&mut watch, patience(Duration::from_secs(300))).expect("watch ends");
+    let st = f.json(&["status", "--json", &run_id]);
+    let t = &st["tune"]["trials"][0];
+    assert_eq!(t["state"], "fail", "{st:#}");
+    let why = t["why"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("ran out of GPU memory on 2g.10gb (CUDA out of memory); told fail after 1 move(s) to a bigger slice, not moved again: trial 0 has moved to a bigger slice 1 time(s) already ([resources] on_oom_steps = 1)")
+            && why.contains("set `gpu` in [resources] to a bigger slice"),
+        "{st:#}"
+    );
+    let attempts = train_attempts(&workdir);
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[1].2.as_deref(), Some("gpu:2g.10gb:1"));
+    let log = read(&workdir.join("logs/tell-0.out"));
+    assert!(
+        log.contains("trial 0: told failed (out of GPU memory (CUDA out of memory); not moved to a bigger slice: trial 0 has moved"),
+        "{log}"
+    );
+}
+
+/// With the default `on_oom = "stop"` a trial that runs out of GPU memory is
+/// told `fail` with its reason, and status says so and what to change.
 #[test]
 #[ignore = "needs the local Slurm cluster (slurm/cluster.sh up): cargo test -- --include-ignored"]
 fn a_trial_out_of_gpu_memory_is_told_fail_and_status_says_what_to_change() {
@@ -736,12 +937,21 @@ fn a_trial_out_of_gpu_memory_is_told_fail_and_status_says_what_to_change() {
         assert_eq!(t["state"], "fail", "{t}");
         let why = t["why"].as_str().unwrap_or_default();
         assert!(
-            why.contains("ran out of GPU memory on")
-                && why.contains("(CUDA out of memory)")
-                && why.contains("set `gpu` in [train] to a bigger slice"),
+            why.contains("ran out of GPU memory on 1g.5gb (CUDA out of memory); told fail")
+                && why.contains("on_oom = \"resume-bigger\"")
+                && why.contains("set `gpu` in [resources] to a bigger slice"),
             "{t}"
         );
     }
+    let workdir = f.path().join("runs/oom");
+    let tell = read(&workdir.join("logs/tell-0.out"));
+    assert!(
+        tell.contains("trial 0: told failed (out of GPU memory (CUDA out of memory);")
+            && tell.contains("trial 1: told failed (out of GPU memory (CUDA out of memory);"),
+        "{tell}"
+    );
+    // No move: one array, on the planned slice.
+    assert_eq!(train_attempts(&workdir).len(), 1);
     let text = run(f.cmd().args(["status", &run_id]));
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(

@@ -113,12 +113,7 @@ pub fn of_run(
             .ok()
             .flatten();
         if let Some(summary) = status.tune.as_mut() {
-            let gres = manifest
-                .stages
-                .iter()
-                .find(|s| s.stage == "train")
-                .and_then(|s| s.gres.as_deref());
-            crate::run::tune::explain_failures(summary, &OnDisk(&manifest.workdir), gres);
+            crate::run::tune::explain_failures(summary, &OnDisk(&manifest.workdir), manifest);
         }
     }
     status

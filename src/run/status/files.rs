@@ -73,6 +73,10 @@ pub trait RunDir {
     fn log_tail(&self, log: &str) -> Option<String>;
     /// The memory guard's records (`state/<key>.guard.json`).
     fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::rundir::guard::GuardRecord>;
+    /// A search's trial's out-of-GPU-memory record (`state/train.<n>.oom.json`).
+    fn trial_oom(&self, _trial: u32) -> Option<crate::rundir::search::OomRecord> {
+        None
+    }
 }
 
 /// A run directory on disk.
@@ -90,6 +94,9 @@ impl RunDir for OnDisk<'_> {
     }
     fn guards(&self) -> BTreeMap<(String, Option<u32>), crate::rundir::guard::GuardRecord> {
         crate::rundir::guard::read_records(self.0)
+    }
+    fn trial_oom(&self, trial: u32) -> Option<crate::rundir::search::OomRecord> {
+        crate::rundir::search::read_oom(self.0, trial)
     }
 }
 

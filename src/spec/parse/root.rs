@@ -312,6 +312,18 @@ fn check_tune(cx: &mut Cx<'_>, spec: &Spec, tune: &Tune) {
                 help: Some(format!("set min_epochs below {n}, or remove early_stop")),
             });
         }
+        if spec.resources.gpu == crate::spec::GpuRequest::None {
+            // The job agent that stops a trial runs only beside a training
+            // on a GPU (templates/_agent.sh.j2: a stage with a GRES).
+            cx.warn_at(
+                "tune.early_stop",
+                "no trial of this search can be stopped early: early stopping is done by each \
+                 trial's job agent, which runs only beside a training on a GPU, and these \
+                 trials train without one (`[resources] gpu = \"none\"`); every trial runs all its epochs"
+                    .into(),
+                Some("train the trials on a GPU or slice (`gpu = \"auto\"`), or remove early_stop".into()),
+            );
+        }
     }
     for p in &tune.space {
         if spec.train.args.contains_key(&p.name) {

@@ -1123,6 +1123,44 @@ mod tests {
     }
 
     #[test]
+    fn early_stop_of_trials_without_a_gpu_is_warned_of() {
+        // No GPU, no job agent beside the trials: nothing could stop one.
+        let spec =
+            parse("[tune]\ntrials = 4\nearly_stop = \"median\"\n[resources]\ngpu = \"none\"\n")
+                .unwrap();
+        let w: Vec<&crate::spec::SpecError> = spec
+            .origin
+            .warnings
+            .iter()
+            .filter(|w| w.key == "tune.early_stop")
+            .collect();
+        assert_eq!(w.len(), 1, "{:?}", spec.origin.warnings);
+        assert!(
+            w[0].message
+                .contains("no trial of this search can be stopped early")
+                && w[0].message.contains("gpu = \"none\""),
+            "{}",
+            w[0]
+        );
+        // On a GPU (auto), or without early stopping, no such warning.
+        for text in [
+            "[tune]\ntrials = 4\nearly_stop = \"median\"\n",
+            "[tune]\ntrials = 4\n[resources]\ngpu = \"none\"\n",
+        ] {
+            let spec = parse(text).unwrap();
+            assert!(
+                !spec
+                    .origin
+                    .warnings
+                    .iter()
+                    .any(|w| w.key == "tune.early_stop"),
+                "{text}: {:?}",
+                spec.origin.warnings
+            );
+        }
+    }
+
+    #[test]
     fn ten_thousand_choices_are_refused() {
         let many: Vec<String> = (0..10_000)
             .map(|i| format!("{}", i as f64 / 10_000.0))
