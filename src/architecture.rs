@@ -1169,7 +1169,6 @@ mod tests {
         "report/render/html.rs advice_page",
         "report/render/html.rs line_chart",
         "report/render/prometheus.rs render",
-        "report/render/tables.rs tables",
         "run/submit.rs submit",
         "spec/parse/sweep.rs read_sweep",
         "spec/parse/tune.rs read_tune",
