@@ -1168,7 +1168,6 @@ mod tests {
         "report/gather.rs gather",
         "report/render/html.rs advice_page",
         "report/render/html.rs line_chart",
-        "report/render/prometheus.rs render",
         "run/submit.rs submit",
         "spec/parse/sweep.rs read_sweep",
         "spec/parse/tune.rs read_tune",
