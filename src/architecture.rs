@@ -1158,7 +1158,6 @@ mod tests {
         "dataset/config.rs parse",
         "dataset/labels.rs check",
         "doctor.rs gather",
-        "plan/build.rs plan",
         "plan/policy.rs from_site",
         "plan/resources.rs shape",
         "registry/gc.rs inventory",
