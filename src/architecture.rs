@@ -1155,7 +1155,6 @@ mod tests {
         "advise/mod.rs run",
         "backup/restore.rs restore_with",
         "cli/advise.rs text_lines",
-        "dataset/labels.rs check",
         "doctor.rs gather",
         "plan/policy.rs from_site",
         "plan/resources.rs shape",
