@@ -1166,7 +1166,6 @@ mod tests {
         "report/render/html.rs advice_page",
         "report/render/html.rs line_chart",
         "run/submit.rs submit",
-        "spec/parse/sweep.rs read_sweep",
         "spec/parse/tune.rs read_tune",
     ];
 
