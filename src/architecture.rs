@@ -1163,8 +1163,6 @@ mod tests {
         "registry/store.rs resolve",
         "render/scripts.rs render_stage",
         "report/gather.rs gather",
-        "report/render/html.rs advice_page",
-        "report/render/html.rs line_chart",
         "run/submit.rs submit",
         "spec/parse/tune.rs read_tune",
     ];
