@@ -1158,8 +1158,6 @@ mod tests {
         "doctor.rs gather",
         "plan/policy.rs from_site",
         "plan/resources.rs shape",
-        "registry/gc.rs inventory",
-        "registry/gc.rs plan",
         "registry/store.rs resolve",
         "render/scripts.rs render_stage",
         "report/gather.rs gather",
