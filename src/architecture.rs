@@ -1160,7 +1160,6 @@ mod tests {
         "plan/resources.rs shape",
         "registry/store.rs resolve",
         "render/scripts.rs render_stage",
-        "report/gather.rs gather",
         "run/submit.rs submit",
         "spec/parse/tune.rs read_tune",
     ];
