@@ -1153,7 +1153,6 @@ mod tests {
     /// other branches (a pure move would collide with their changes).
     const STILL_LONG: &[&str] = &[
         "advise/mod.rs run",
-        "backup/restore.rs restore_with",
         "cli/advise.rs text_lines",
         "doctor.rs gather",
         "plan/policy.rs from_site",
