@@ -1156,7 +1156,6 @@ mod tests {
         "cli/advise.rs text_lines",
         "doctor.rs gather",
         "plan/policy.rs from_site",
-        "plan/resources.rs shape",
         "registry/store.rs resolve",
         "render/scripts.rs render_stage",
         "run/submit.rs submit",
