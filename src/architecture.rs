@@ -960,6 +960,50 @@ impl Graph {
     }
 }
 
+/// The longest a function outside tests may be, in lines (signature to
+/// closing brace): a longer one is a list of sections, phases or checks
+/// that want a name each.
+pub(crate) const MAX_FUNCTION_LINES: usize = 150;
+
+impl Graph {
+    /// Functions outside `#[cfg(test)]` code and test files longer than
+    /// `max` lines, as `file:line name (N lines)`, by file and line.
+    pub(crate) fn long_functions(&self, max: usize) -> Vec<String> {
+        let mut found = Vec::new();
+        for f in self.files.iter().filter(|f| !f.is_test) {
+            let b = f.code.as_bytes();
+            let lines = newlines(&f.code);
+            for at in keyword_at(&f.code, "fn") {
+                if f.test_ranges.iter().any(|&(s, e)| s <= at && at < e) {
+                    continue;
+                }
+                // `fn name`, not a `fn(..)` pointer type.
+                let name_at = skip_space(&f.code, at + 2);
+                let name = word_at(&f.code, name_at);
+                if name.is_empty() {
+                    continue;
+                }
+                // The body opens at the first `{` after the signature; a `;`
+                // first is a declaration without one.
+                let Some(open) = f.code[name_at..]
+                    .find(['{', ';'])
+                    .map(|n| name_at + n)
+                    .filter(|&o| b[o] == b'{')
+                else {
+                    continue;
+                };
+                let end = block_end(&f.code, open);
+                let (first, last) = (line_in(&lines, at), line_in(&lines, end - 1));
+                let n = last - first + 1;
+                if n > max {
+                    found.push(format!("{}:{first} {name} ({n} lines)", f.rel));
+                }
+            }
+        }
+        found
+    }
+}
+
 /// The `path::item` identifiers a document names in code spans (`a::b`,
 /// `a::{b, c::d}`, a call's `()` dropped) that the code does not have, one
 /// line each with the document's line.
@@ -1100,6 +1144,76 @@ mod tests {
             found.len(),
             found.join("\n")
         );
+    }
+
+    /// Functions still over the limit, to be split (issue 35, item 6). The
+    /// test fails when one of them is short again, so the list only shrinks.
+    /// Left for now: `render_stage`, `doctor.rs`, `advise/mod.rs`,
+    /// `registry/store.rs`, `run/submit.rs` and `cli/` are being edited on
+    /// other branches (a pure move would collide with their changes);
+    /// `from_site`'s checks share closures over the site file (they want a
+    /// small checker type, not a move); `read_tune` waits for the tune work.
+    const STILL_LONG: &[&str] = &[
+        "advise/mod.rs run",
+        "cli/advise.rs text_lines",
+        "doctor.rs gather",
+        "plan/policy.rs from_site",
+        "registry/store.rs resolve",
+        "render/scripts.rs render_stage",
+        "run/submit.rs submit",
+        "spec/parse/tune.rs read_tune",
+    ];
+
+    #[test]
+    fn no_function_outside_tests_is_a_list_longer_than_the_limit() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let graph = Graph::read(&root.join("src"));
+        let long = graph.long_functions(MAX_FUNCTION_LINES);
+        // An entry `file name` names the line `file:N name (M lines)`.
+        let named = |l: &String, s: &str| {
+            let (file, name) = s.split_once(' ').expect("`file name`");
+            l.starts_with(&format!("{file}:")) && l.contains(&format!(" {name} ("))
+        };
+        let new: Vec<&String> = long
+            .iter()
+            .filter(|l| !STILL_LONG.iter().any(|s| named(l, s)))
+            .collect();
+        assert!(
+            new.is_empty(),
+            "functions over {MAX_FUNCTION_LINES} lines; split each into one function per \
+             section, phase or check:\n{}",
+            new.iter()
+                .map(|l| l.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let short: Vec<&&str> = STILL_LONG
+            .iter()
+            .filter(|s| !long.iter().any(|l| named(l, s)))
+            .collect();
+        assert!(
+            short.is_empty(),
+            "no longer over the limit; take them off STILL_LONG: {short:?}"
+        );
+    }
+
+    #[test]
+    fn long_functions_are_counted_from_signature_to_brace_outside_tests() {
+        let body = |n: usize| "    let _ = 1;\n".repeat(n);
+        let text = format!(
+            "pub fn long(f: fn(u8) -> u8) {{\n{}}}\n\
+             fn short() {{\n{}}}\n\
+             trait T {{ fn declared(&self); }}\n\
+             #[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{}    }}\n}}\n",
+            body(9),
+            body(8),
+            body(20)
+        );
+        let graph = crate_of(&[("a.rs", &text), ("lib.rs", "mod a;")]);
+        // `long` is 11 lines, `short` 10.
+        assert_eq!(graph.long_functions(10), ["a.rs:1 long (11 lines)"]);
+        assert_eq!(graph.long_functions(11), Vec::<String>::new());
+        assert_eq!(graph.long_functions(9).len(), 2);
     }
 
     #[test]

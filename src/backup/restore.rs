@@ -104,21 +104,11 @@ pub fn restore(save_dir: &Path, url: &BackupUrl, store: &Store) -> Result<Restor
     restore_with(save_dir, url, store, false)
 }
 
-/// `restore`, or with `dry_run` only what it would restore (`restored` lists
-/// what would be written; nothing is fetched but the manifest).
-pub fn restore_with(
-    save_dir: &Path,
-    url: &BackupUrl,
-    store: &Store,
-    dry_run: bool,
-) -> Result<RestoreOutcome> {
-    let mut out = RestoreOutcome {
-        url: url.to_string(),
-        ..RestoreOutcome::default()
-    };
+/// The backup's manifest, if there is one; an unreadable one, or one of a
+/// newer format, is an error.
+fn read_manifest(store: &Store, url: &BackupUrl) -> Result<Option<Remote>> {
     let Some(bytes) = store.get_bytes(&url.key(MANIFEST), 1 << 20)? else {
-        out.nothing_backed_up = true;
-        return Ok(out);
+        return Ok(None);
     };
     let remote: Remote = serde_json::from_slice(&bytes).map_err(|e| {
         anyhow!(
@@ -133,6 +123,25 @@ pub fn restore_with(
             remote.version
         ));
     }
+    Ok(Some(remote))
+}
+
+/// `restore`, or with `dry_run` only what it would restore (`restored` lists
+/// what would be written; nothing is fetched but the manifest).
+pub fn restore_with(
+    save_dir: &Path,
+    url: &BackupUrl,
+    store: &Store,
+    dry_run: bool,
+) -> Result<RestoreOutcome> {
+    let mut out = RestoreOutcome {
+        url: url.to_string(),
+        ..RestoreOutcome::default()
+    };
+    let Some(remote) = read_manifest(store, url)? else {
+        out.nothing_backed_up = true;
+        return Ok(out);
+    };
     let root = save_dir
         .parent()
         .ok_or_else(|| anyhow!("{} has no parent directory", save_dir.display()))?;

@@ -147,13 +147,69 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
         cwd.join(yaml_dir)
     };
 
-    // `path`: absent → the YAML's directory; relative → the current directory,
-    // as Ultralytics does (then its datasets directory, which we cannot know).
-    let root = match keys.get("path").map(|v| (v, scalar_str(v))) {
-        None | Some((_, Some(None))) => yaml_dir.clone(),
+    let root = dataset_root(&keys, &yaml_dir, cwd, &mut err, &mut warnings);
+    let splits = read_splits(&keys, &root, &mut err);
+    let nc = read_nc(&keys, &mut err);
+    let names = match keys.get("names") {
+        Some(v) => read_names(v, &mut err),
+        None => match nc {
+            Some(n) => (0..n).map(|i| format!("class{i}")).collect(),
+            None => {
+                err(
+                    None,
+                    "names",
+                    "missing key `names`; Ultralytics needs the class names".into(),
+                    Some(
+                        "add e.g. names: [defect, scratch] or names: {0: defect, 1: scratch}"
+                            .into(),
+                    ),
+                );
+                Vec::new()
+            }
+        },
+    };
+    if let (Some(n), Some(v)) = (nc, keys.get("nc")) {
+        if !names.is_empty() && n != names.len() {
+            err(
+                Some(v),
+                "nc",
+                format!(
+                    "nc is {n} but `names` has {} classes; Ultralytics refuses the mismatch",
+                    names.len()
+                ),
+                Some(format!("write nc: {}, or remove nc", names.len())),
+            );
+        }
+    }
+    let kpt_shape = read_kpt_shape(&keys, &mut err);
+    if !errors.is_empty() {
+        return Err(ConfigErrors::dataset(&name, errors));
+    }
+    Ok(DataConfig {
+        file: file.to_path_buf(),
+        root,
+        splits,
+        names,
+        kpt_shape,
+        warnings,
+    })
+}
+
+/// The dataset root: `path` absent → the YAML's directory; relative → the
+/// current directory, as Ultralytics does (then its datasets directory,
+/// which we cannot know).
+fn dataset_root(
+    keys: &BTreeMap<String, &MarkedYaml<'_>>,
+    yaml_dir: &Path,
+    cwd: &Path,
+    err: &mut impl FnMut(Option<&MarkedYaml<'_>>, &str, String, Option<String>),
+    warnings: &mut Vec<String>,
+) -> PathBuf {
+    match keys.get("path").map(|v| (v, scalar_str(v))) {
+        None | Some((_, Some(None))) => yaml_dir.to_path_buf(),
         Some((v, None)) => {
             err(Some(v), "path", "expected a directory path".into(), None);
-            yaml_dir.clone()
+            yaml_dir.to_path_buf()
         }
         Some((_, Some(Some(p)))) => {
             let p = PathBuf::from(p);
@@ -171,8 +227,16 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
                 cwd.join(&p)
             }
         }
-    };
+    }
+}
 
+/// Each split's sources (`train`, `val`, an optional `test`): paths relative
+/// to the root, image directories, `.txt` lists or single images.
+fn read_splits(
+    keys: &BTreeMap<String, &MarkedYaml<'_>>,
+    root: &Path,
+    err: &mut impl FnMut(Option<&MarkedYaml<'_>>, &str, String, Option<String>),
+) -> Vec<(String, Vec<Source>)> {
     let mut splits = Vec::new();
     for split in SPLITS {
         let node = keys.get(*split).copied().or_else(|| {
@@ -256,7 +320,15 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
         splits.push((split.to_string(), sources));
     }
 
-    let nc = match keys.get("nc") {
+    splits
+}
+
+/// `nc`, the number of classes, when given and sane.
+fn read_nc(
+    keys: &BTreeMap<String, &MarkedYaml<'_>>,
+    err: &mut impl FnMut(Option<&MarkedYaml<'_>>, &str, String, Option<String>),
+) -> Option<usize> {
+    match keys.get("nc") {
         Some(v) => match &v.data {
             YamlData::Value(Scalar::Integer(n)) if *n >= 1 && *n <= MAX_CLASSES as i64 => {
                 Some(*n as usize)
@@ -284,39 +356,15 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
             }
         },
         None => None,
-    };
-    let names = match keys.get("names") {
-        Some(v) => read_names(v, &mut err),
-        None => match nc {
-            Some(n) => (0..n).map(|i| format!("class{i}")).collect(),
-            None => {
-                err(
-                    None,
-                    "names",
-                    "missing key `names`; Ultralytics needs the class names".into(),
-                    Some(
-                        "add e.g. names: [defect, scratch] or names: {0: defect, 1: scratch}"
-                            .into(),
-                    ),
-                );
-                Vec::new()
-            }
-        },
-    };
-    if let (Some(n), Some(v)) = (nc, keys.get("nc")) {
-        if !names.is_empty() && n != names.len() {
-            err(
-                Some(v),
-                "nc",
-                format!(
-                    "nc is {n} but `names` has {} classes; Ultralytics refuses the mismatch",
-                    names.len()
-                ),
-                Some(format!("write nc: {}, or remove nc", names.len())),
-            );
-        }
     }
-    let kpt_shape = match keys.get("kpt_shape") {
+}
+
+/// `kpt_shape` of a pose dataset: keypoints and 2 or 3 values each.
+fn read_kpt_shape(
+    keys: &BTreeMap<String, &MarkedYaml<'_>>,
+    err: &mut impl FnMut(Option<&MarkedYaml<'_>>, &str, String, Option<String>),
+) -> Option<(usize, usize)> {
+    match keys.get("kpt_shape") {
         None => None,
         Some(v) => match &v.data {
             YamlData::Sequence(items) => {
@@ -347,18 +395,7 @@ pub fn parse(text: &str, file: &Path, cwd: &Path) -> Result<DataConfig, ConfigEr
                 None
             }
         },
-    };
-    if !errors.is_empty() {
-        return Err(ConfigErrors::dataset(&name, errors));
     }
-    Ok(DataConfig {
-        file: file.to_path_buf(),
-        root,
-        splits,
-        names,
-        kpt_shape,
-        warnings,
-    })
 }
 
 /// `Some(Some(s))` for a string, `Some(None)` for null, `None` for anything else.

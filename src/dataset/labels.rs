@@ -47,7 +47,81 @@ pub fn check(
         error: true,
         message,
     };
+    let rows = read_rows(text, &mut problems);
+
+    let polygon_file = kpt_shape.is_none() && rows.iter().any(|(_, v)| v.len() > 6);
+    if polygon_file {
+        if let Some((n, _)) = rows.iter().find(|(_, v)| v.len() == 5) {
+            problems.push(error(
+                *n,
+                "box line in a file of polygon lines: Ultralytics then reads every line as a polygon, and this box as 2 points, which gives a wrong box".into(),
+            ));
+        }
+    }
+
+    let mut seen: Vec<&Vec<f64>> = Vec::new();
+    let mut duplicates = 0;
+    for (n, v) in &rows {
+        let n = *n;
+        let kind = match kind_of(v.len(), kpt_shape) {
+            Ok(kind) => kind,
+            Err(message) => {
+                problems.push(error(n, message));
+                continue;
+            }
+        };
+        let class = match class_of(v[0], nc) {
+            Ok(class) => class,
+            Err(message) => {
+                problems.push(error(n, message));
+                continue;
+            }
+        };
+        match coordinate_warnings(kind, v) {
+            Ok(warnings) => problems.extend(warnings.into_iter().map(|message| LabelProblem {
+                line: n,
+                error: false,
+                message: message.into(),
+            })),
+            Err(message) => {
+                problems.push(error(n, message));
+                continue;
+            }
+        }
+        if seen.contains(&v) {
+            duplicates += 1;
+        } else {
+            seen.push(v);
+        }
+        counts.per_class[class] += 1;
+        match kind {
+            Kind::Polygon => counts.polygons += 1,
+            _ => counts.boxes += 1,
+        }
+    }
+    problems.sort_by_key(|p| p.line);
+    if duplicates > 0 {
+        problems.push(LabelProblem {
+            line: 0,
+            error: false,
+            message: format!(
+                "{duplicates} duplicate label line{} (Ultralytics removes duplicates)",
+                if duplicates == 1 { "" } else { "s" }
+            ),
+        });
+    }
+    (counts, problems)
+}
+
+/// The label file's lines as numbers, with their line numbers; a line of
+/// spaces or with a token that is no number is a problem instead.
+fn read_rows(text: &str, problems: &mut Vec<LabelProblem>) -> Vec<(usize, Vec<f64>)> {
     let mut rows: Vec<(usize, Vec<f64>)> = Vec::new();
+    let error = |line: usize, message: String| LabelProblem {
+        line,
+        error: true,
+        message,
+    };
     // Ultralytics: text.strip().splitlines(), keeping lines of non-zero length.
     let first_line = text.len() - text.trim_start().len();
     let skipped_lines = text[..first_line].matches('\n').count();
@@ -81,143 +155,80 @@ pub fn check(
         rows.push((n, values));
     }
 
-    let polygon_file = kpt_shape.is_none() && rows.iter().any(|(_, v)| v.len() > 6);
-    if polygon_file {
-        if let Some((n, _)) = rows.iter().find(|(_, v)| v.len() == 5) {
-            problems.push(error(
-                *n,
-                "box line in a file of polygon lines: Ultralytics then reads every line as a polygon, and this box as 2 points, which gives a wrong box".into(),
-            ));
-        }
-    }
+    rows
+}
 
-    let mut seen: Vec<&Vec<f64>> = Vec::new();
-    let mut duplicates = 0;
-    for (n, v) in &rows {
-        let n = *n;
-        let cols = v.len();
-        let kind = match kpt_shape {
-            Some((k, d)) => {
-                let want = 5 + k * d;
-                if cols != want {
-                    problems.push(error(
-                        n,
-                        format!("{cols} values; a pose label needs {want}: class cx cy w h and {k} keypoints of {d} values (kpt_shape)"),
-                    ));
-                    continue;
-                }
-                Kind::Pose(d)
+/// What a line of `cols` values is (a box, a polygon, a pose label), or why
+/// it is none.
+fn kind_of(cols: usize, kpt_shape: Option<(usize, usize)>) -> Result<Kind, String> {
+    match kpt_shape {
+        Some((k, d)) => {
+            let want = 5 + k * d;
+            if cols != want {
+                return Err(format!("{cols} values; a pose label needs {want}: class cx cy w h and {k} keypoints of {d} values (kpt_shape)"));
             }
-            None if cols == 5 => Kind::Box,
-            None if cols == 6 => {
-                problems.push(error(
-                    n,
-                    "6 values; expected 5 (class cx cy w h) or a polygon (class and x y pairs). A 6th value is often a confidence score from predictions saved with save_conf".into(),
-                ));
-                continue;
-            }
-            None if cols > 6 && (cols - 1) % 2 == 0 => Kind::Polygon,
-            None if cols > 6 => {
-                problems.push(error(
-                    n,
-                    format!(
-                        "{} coordinates; a polygon needs x y pairs (an even number)",
-                        cols - 1
-                    ),
-                ));
-                continue;
-            }
-            None => {
-                problems.push(error(
-                    n,
-                    format!(
-                        "{cols} value{}; expected 5 (class cx cy w h) or a polygon",
-                        if cols == 1 { "" } else { "s" }
-                    ),
-                ));
-                continue;
-            }
-        };
-        let class = v[0];
-        if class.fract() != 0.0 || class < 0.0 {
-            problems.push(error(
-                n,
-                format!("class {class} is not a class index (0, 1, 2, …)"),
-            ));
-            continue;
+            Ok(Kind::Pose(d))
         }
-        let class = class as usize;
-        if class >= nc {
-            problems.push(error(
-                n,
-                format!(
-                    "class {class} is not below the dataset's class count {nc} (classes are 0-{})",
-                    nc.saturating_sub(1)
-                ),
-            ));
-            continue;
-        }
-        let coords: Vec<f64> = match kind {
-            Kind::Pose(3) => v[1..5]
-                .iter()
-                .copied()
-                .chain(v[5..].chunks(3).flat_map(|k| [k[0], k[1]]))
-                .collect(),
-            _ => v[1..].to_vec(),
-        };
-        let worst = coords
+        None if cols == 5 => Ok(Kind::Box),
+        None if cols == 6 => Err("6 values; expected 5 (class cx cy w h) or a polygon (class and x y pairs). A 6th value is often a confidence score from predictions saved with save_conf".into()),
+        None if cols > 6 && (cols - 1) % 2 == 0 => Ok(Kind::Polygon),
+        None if cols > 6 => Err(format!(
+            "{} coordinates; a polygon needs x y pairs (an even number)",
+            cols - 1
+        )),
+        None => Err(format!(
+            "{cols} value{}; expected 5 (class cx cy w h) or a polygon",
+            if cols == 1 { "" } else { "s" }
+        )),
+    }
+}
+
+/// The class index a line's first value names, if it is one below `nc`.
+fn class_of(class: f64, nc: usize) -> Result<usize, String> {
+    if class.fract() != 0.0 || class < 0.0 {
+        return Err(format!("class {class} is not a class index (0, 1, 2, …)"));
+    }
+    let class = class as usize;
+    if class >= nc {
+        return Err(format!(
+            "class {class} is not below the dataset's class count {nc} (classes are 0-{})",
+            nc.saturating_sub(1)
+        ));
+    }
+    Ok(class)
+}
+
+/// A line's coordinates against [0, 1]: an error past Ultralytics' tolerance;
+/// warnings for one clipped within it and for a zero-size box.
+fn coordinate_warnings(kind: Kind, v: &[f64]) -> Result<Vec<&'static str>, String> {
+    let coords: Vec<f64> = match kind {
+        Kind::Pose(3) => v[1..5]
             .iter()
             .copied()
-            .fold(0.0f64, |w, c| w.max(-c).max(c - 1.0));
-        if worst > TOLERANCE {
-            let bad = coords
-                .iter()
-                .find(|c| **c < -TOLERANCE || **c > 1.0 + TOLERANCE)
-                .copied()
-                .unwrap_or(0.0);
-            problems.push(error(
-                n,
-                format!("coordinate {bad} is outside [0, 1]: coordinates must be normalised by the image width and height"),
-            ));
-            continue;
-        }
-        if worst > 0.0 {
-            problems.push(LabelProblem {
-                line: n,
-                error: false,
-                message: "a coordinate is slightly outside [0, 1] (within Ultralytics' 1% tolerance; it is clipped)".into(),
-            });
-        }
-        if matches!(kind, Kind::Box | Kind::Pose(_)) && (v[3] <= 0.0 || v[4] <= 0.0) {
-            problems.push(LabelProblem {
-                line: n,
-                error: false,
-                message: "zero-size box (width or height is 0)".into(),
-            });
-        }
-        if seen.contains(&v) {
-            duplicates += 1;
-        } else {
-            seen.push(v);
-        }
-        counts.per_class[class] += 1;
-        match kind {
-            Kind::Polygon => counts.polygons += 1,
-            _ => counts.boxes += 1,
-        }
+            .chain(v[5..].chunks(3).flat_map(|k| [k[0], k[1]]))
+            .collect(),
+        _ => v[1..].to_vec(),
+    };
+    let worst = coords
+        .iter()
+        .copied()
+        .fold(0.0f64, |w, c| w.max(-c).max(c - 1.0));
+    if worst > TOLERANCE {
+        let bad = coords
+            .iter()
+            .find(|c| **c < -TOLERANCE || **c > 1.0 + TOLERANCE)
+            .copied()
+            .unwrap_or(0.0);
+        return Err(format!("coordinate {bad} is outside [0, 1]: coordinates must be normalised by the image width and height"));
     }
-    problems.sort_by_key(|p| p.line);
-    if duplicates > 0 {
-        problems.push(LabelProblem {
-            line: 0,
-            error: false,
-            message: format!(
-                "{duplicates} duplicate label line{} (Ultralytics removes duplicates)",
-                if duplicates == 1 { "" } else { "s" }
-            ),
-        });
+    let mut warnings = Vec::new();
+    if worst > 0.0 {
+        warnings.push("a coordinate is slightly outside [0, 1] (within Ultralytics' 1% tolerance; it is clipped)");
     }
-    (counts, problems)
+    if matches!(kind, Kind::Box | Kind::Pose(_)) && (v[3] <= 0.0 || v[4] <= 0.0) {
+        warnings.push("zero-size box (width or height is 0)");
+    }
+    Ok(warnings)
 }
 
 #[derive(Debug, Clone, Copy)]

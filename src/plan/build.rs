@@ -21,6 +21,146 @@ pub fn plan(
     let mut errors: Vec<SpecError> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     let variants = usize::try_from(spec.variant_count()).unwrap_or(usize::MAX);
+    let array_limit = array_limit(spec, cluster, policy, variants, &mut errors);
+    let imgsz = spec.train.imgsz.or(policy.defaults.imgsz).unwrap_or(640);
+    let batch_images: Option<u32> = match spec.train.batch {
+        Some(crate::spec::Batch::Images(n)) => Some(n),
+        Some(_) => None,
+        None => Some(policy.defaults.batch.unwrap_or(16)),
+    };
+    // A sweep over batch or imgsz sizes the slice for the largest variant.
+    let (max_batch, max_imgsz) = sweep_maxima(spec, batch_images, imgsz);
+
+    let (gpu, estimate) = choose_gpu(spec, cluster, policy, max_batch, max_imgsz, &mut errors);
+    warnings.extend(gpu.warnings.iter().cloned());
+    if gpu.count > 1 {
+        check_batch_for(spec, gpu.count, batch_images, &mut errors, &mut warnings);
+    }
+    let train_time = train_time(spec, policy, &mut errors);
+    let gpu_partition = spec
+        .run
+        .partition
+        .clone()
+        .or_else(|| gpu.pool_partition.clone())
+        .or_else(|| policy.defaults.gpu_partition.clone());
+    let cpu_partition_default = policy.defaults.cpu_partition.clone();
+    let name = &spec.run.name;
+    let array = (variants > 1).then_some(ArraySpec {
+        tasks: variants,
+        max_parallel: spec.sweep.max_parallel,
+    });
+    let tune = spec.tune.as_ref();
+    // A search: the train stage is one array of all trials, submitted one
+    // batch (a slice of its indices) at a time.
+    let train_array = match tune {
+        Some(t) => Some(ArraySpec {
+            tasks: t.trials as usize,
+            max_parallel: None,
+        }),
+        None => array.clone(),
+    };
+    if let (Some(t), Some((max, why))) = (tune, &array_limit) {
+        if u64::from(t.trials) > *max {
+            errors.push(spec.error_at(
+                "tune.trials",
+                format!(
+                    "{} trials are more than one job array can number ({why})",
+                    t.trials
+                ),
+                Some(format!("run at most {max} trials")),
+            ));
+        }
+    }
+    let graph = Graph {
+        spec,
+        policy,
+        cluster,
+        gpu: &gpu,
+        gpu_partition,
+        cpu_partition: cpu_partition_default,
+        array,
+        train_time: train_time.0,
+    };
+    let mut stages = graph.through_train(train_array, &mut errors);
+    stages.extend(graph.after_train(&mut errors, &mut warnings));
+    // CPUs and memory, shaped to the nodes each stage can run on, and the
+    // check that one of them can ever run it. A GPU choice that already
+    // failed has nothing to shape.
+    if errors.is_empty() {
+        for stage in &mut stages {
+            shape_stage(spec, policy, cluster, stage, &mut errors, &mut warnings);
+        }
+    }
+
+    if !errors.is_empty() {
+        return Err(SpecErrors::new(&spec.origin.file, errors));
+    }
+    Ok(Plan {
+        run_name: name.clone(),
+        workdir: workdir.to_path_buf(),
+        variants,
+        stages,
+        gpu,
+        estimate,
+        batch_default: if spec.train.batch.is_none() {
+            policy.defaults.batch
+        } else {
+            None
+        },
+        imgsz_default: if spec.train.imgsz.is_none() {
+            policy.defaults.imgsz
+        } else {
+            None
+        },
+        warnings,
+    })
+}
+
+/// Array size: Slurm refuses indices at or above MaxArraySize (or the site's
+/// lower limit); a sweep with more variants is an error. The limit and why.
+fn array_limit(
+    spec: &Spec,
+    cluster: &Cluster,
+    policy: &Policy,
+    variants: usize,
+    errors: &mut Vec<SpecError>,
+) -> Option<(u64, String)> {
+    let mut array_limit: Option<(u64, String)> = cluster
+        .max_array_size
+        .map(|m| (m, format!("the cluster's MaxArraySize is {m}")));
+    if let Some(site_max) = policy.limits.max_array_size {
+        if array_limit.as_ref().is_none_or(|(m, _)| site_max < *m) {
+            array_limit = Some((
+                site_max,
+                format!("the site limit `limits.max_array_size` is {site_max}"),
+            ));
+        }
+    }
+    if let Some((max, why)) = &array_limit {
+        if variants as u64 > *max {
+            errors.push(spec.error_at(
+                "sweep",
+                format!(
+                    "the sweep makes {variants} variants, more than one job array can hold ({why})"
+                ),
+                Some("sweep fewer values, or split the sweep into several specs".into()),
+            ));
+        }
+    }
+
+    array_limit
+}
+
+/// The GPU the train stage asks for (`auto` chosen against the offer, a
+/// named one checked against it), and the memory estimate behind `auto`.
+fn choose_gpu(
+    spec: &Spec,
+    cluster: &Cluster,
+    policy: &Policy,
+    max_batch: Option<u32>,
+    max_imgsz: u32,
+    errors: &mut Vec<SpecError>,
+) -> (GpuChoice, Option<Estimate>) {
     // Where the train stage goes when that is known before the GPU choice:
     // then only that partition's GPUs are candidates.
     let known_partition = spec
@@ -56,39 +196,6 @@ pub fn plan(
     } else {
         "resources.gpu"
     };
-
-    // Array size: Slurm refuses indices at or above MaxArraySize.
-    let mut array_limit: Option<(u64, String)> = cluster
-        .max_array_size
-        .map(|m| (m, format!("the cluster's MaxArraySize is {m}")));
-    if let Some(site_max) = policy.limits.max_array_size {
-        if array_limit.as_ref().is_none_or(|(m, _)| site_max < *m) {
-            array_limit = Some((
-                site_max,
-                format!("the site limit `limits.max_array_size` is {site_max}"),
-            ));
-        }
-    }
-    if let Some((max, why)) = &array_limit {
-        if variants as u64 > *max {
-            errors.push(spec.error_at(
-                "sweep",
-                format!(
-                    "the sweep makes {variants} variants, more than one job array can hold ({why})"
-                ),
-                Some("sweep fewer values, or split the sweep into several specs".into()),
-            ));
-        }
-    }
-
-    let imgsz = spec.train.imgsz.or(policy.defaults.imgsz).unwrap_or(640);
-    let batch_images: Option<u32> = match spec.train.batch {
-        Some(crate::spec::Batch::Images(n)) => Some(n),
-        Some(_) => None,
-        None => Some(policy.defaults.batch.unwrap_or(16)),
-    };
-    // A sweep over batch or imgsz sizes the slice for the largest variant.
-    let (max_batch, max_imgsz) = sweep_maxima(spec, batch_images, imgsz);
 
     let mut estimate = None;
     let gpu = match &spec.resources.gpu {
@@ -177,12 +284,12 @@ pub fn plan(
             warnings: vec![],
         },
     };
-    warnings.extend(gpu.warnings.iter().cloned());
-    if gpu.count > 1 {
-        check_batch_for(spec, gpu.count, batch_images, &mut errors, &mut warnings);
-    }
+    (gpu, estimate)
+}
 
-    // Time limits: the site's maximum applies to every stage.
+/// The train stage's time limit (the spec's, else the site default), checked
+/// against the site's maximum: as written, and in seconds.
+fn train_time(spec: &Spec, policy: &Policy, errors: &mut Vec<SpecError>) -> (String, u64) {
     let train_time = spec
         .resources
         .time
@@ -199,238 +306,227 @@ pub fn plan(
         }
     }
 
-    let gpu_partition = spec
-        .run
-        .partition
-        .clone()
-        .or_else(|| gpu.pool_partition.clone())
-        .or_else(|| policy.defaults.gpu_partition.clone());
-    let cpu_partition_default = policy.defaults.cpu_partition.clone();
-    let name = &spec.run.name;
-    let array = (variants > 1).then_some(ArraySpec {
-        tasks: variants,
-        max_parallel: spec.sweep.max_parallel,
-    });
-    let tune = spec.tune.as_ref();
-    // A search: the train stage is one array of all trials, submitted one
-    // batch (a slice of its indices) at a time.
-    let train_array = match tune {
-        Some(t) => Some(ArraySpec {
-            tasks: t.trials as usize,
-            max_parallel: None,
-        }),
-        None => array.clone(),
-    };
-    if let (Some(t), Some((max, why))) = (tune, &array_limit) {
-        if u64::from(t.trials) > *max {
-            errors.push(spec.error_at(
-                "tune.trials",
-                format!(
-                    "{} trials are more than one job array can number ({why})",
-                    t.trials
-                ),
-                Some(format!("run at most {max} trials")),
-            ));
-        }
-    }
-    let mut stages = Vec::new();
+    train_time
+}
 
-    if let Some(prep) = &spec.stages.prepare {
-        let defaults = StageDefaults {
-            time: "01:00:00",
-            partition: cpu_partition_default.clone(),
+/// What the stages of one plan share.
+struct Graph<'a> {
+    spec: &'a Spec,
+    policy: &'a Policy,
+    cluster: &'a Cluster,
+    gpu: &'a GpuChoice,
+    gpu_partition: Option<String>,
+    cpu_partition: Option<String>,
+    /// The sweep's array (val and export follow it task by task).
+    array: Option<ArraySpec>,
+    train_time: String,
+}
+
+impl Graph<'_> {
+    /// Prepare, a search's ask, train and a search's tell.
+    fn through_train(
+        &self,
+        train_array: Option<ArraySpec>,
+        errors: &mut Vec<SpecError>,
+    ) -> Vec<PlannedStage> {
+        let Graph {
+            spec,
+            policy,
+            cluster,
+            gpu,
+            ..
+        } = *self;
+        let cpu_partition_default = &self.cpu_partition;
+        let gpu_partition = &self.gpu_partition;
+        let name = &spec.run.name;
+        let tune = spec.tune.as_ref();
+        let mut stages = Vec::new();
+
+        if let Some(prep) = &spec.stages.prepare {
+            let defaults = StageDefaults {
+                time: "01:00:00",
+                partition: cpu_partition_default.clone(),
+            };
+            let stage = side_stage(
+                spec,
+                policy,
+                StageKind::Prepare,
+                &prep.resources,
+                defaults,
+                None,
+                None,
+                vec![],
+                errors,
+            );
+            stages.push(stage);
+        }
+        let mut train_deps = Vec::new();
+        if spec.stages.prepare.is_some() {
+            train_deps.push(Dependency {
+                stage: StageKind::Prepare,
+                kind: DepKind::AfterOk,
+            });
+        }
+        // A search's ask and tell jobs: on a CPU node, one array task per batch.
+        let batch_stage = |kind, deps, errors: &mut Vec<SpecError>| {
+            let batches = tune.map_or(0, |t| t.batches() as usize);
+            side_stage(
+                spec,
+                policy,
+                kind,
+                &crate::spec::StageResources::default(),
+                StageDefaults {
+                    time: "00:30:00",
+                    partition: cpu_partition_default.clone(),
+                },
+                None,
+                Some(ArraySpec {
+                    tasks: batches,
+                    max_parallel: None,
+                }),
+                deps,
+                errors,
+            )
         };
-        let stage = side_stage(
-            spec,
-            policy,
-            StageKind::Prepare,
-            &prep.resources,
-            defaults,
-            None,
-            None,
-            vec![],
-            &mut errors,
-        );
-        stages.push(stage);
-    }
-    let mut train_deps = Vec::new();
-    if spec.stages.prepare.is_some() {
-        train_deps.push(Dependency {
-            stage: StageKind::Prepare,
-            kind: DepKind::AfterOk,
+        if tune.is_some() {
+            // The ask job of each batch; the first waits for prepare, the
+            // others for the tell before them (`run::submit`).
+            let stage = batch_stage(StageKind::Ask, std::mem::take(&mut train_deps), errors);
+            stages.push(stage);
+            train_deps.push(Dependency {
+                stage: StageKind::Ask,
+                kind: DepKind::AfterOk,
+            });
+        }
+        stages.push(PlannedStage {
+            kind: StageKind::Train,
+            job_name: format!("{name}.train"),
+            partition: gpu_partition.clone(),
+            account: spec.run.account.clone(),
+            qos: spec.run.qos.clone(),
+            time: self.train_time.clone(),
+            cpus: 0,
+            mem: String::new(),
+            cpus_from_slurm: false,
+            mem_from_slurm: false,
+            workers: None,
+            gres: gpu.gres.clone(),
+            array: train_array,
+            depends_on: train_deps,
+            shaping: String::new(),
         });
+        if let Some(t) = tune {
+            check_parallel(
+                spec,
+                t,
+                gpu.gres.as_deref(),
+                cluster,
+                gpu_partition.as_deref(),
+                errors,
+            );
+            let stage = batch_stage(
+                StageKind::Tell,
+                vec![Dependency {
+                    stage: StageKind::Train,
+                    kind: DepKind::AfterAny,
+                }],
+                errors,
+            );
+            stages.push(stage);
+        }
+        stages
     }
-    // A search's ask and tell jobs: on a CPU node, one array task per batch.
-    let batch_stage = |kind, deps, errors: &mut Vec<SpecError>| {
-        let batches = tune.map_or(0, |t| t.batches() as usize);
-        side_stage(
-            spec,
-            policy,
-            kind,
-            &crate::spec::StageResources::default(),
-            StageDefaults {
+
+    /// Val and export, each after the stage before it (task by task for a
+    /// sweep).
+    fn after_train(
+        &self,
+        errors: &mut Vec<SpecError>,
+        warnings: &mut Vec<String>,
+    ) -> Vec<PlannedStage> {
+        let Graph {
+            spec, policy, gpu, ..
+        } = *self;
+        let cpu_partition_default = &self.cpu_partition;
+        let gpu_partition = &self.gpu_partition;
+        let array = &self.array;
+        let tune = spec.tune.as_ref();
+        let mut stages = Vec::new();
+        let per_task = if array.is_some() {
+            DepKind::AfterCorr
+        } else {
+            DepKind::AfterOk
+        };
+        let mut last = StageKind::Train;
+        if tune.is_some() {
+            if spec.stages.val.is_some() {
+                warnings.push("[stages.val] is not run in a search: each trial's own final validation gives its objective, and the best trial is exported".into());
+            }
+            last = StageKind::Tell;
+        }
+        if let Some(val) = spec.stages.val.as_ref().filter(|_| tune.is_none()) {
+            let gres = match &val.gpu {
+                // `yolo val` runs on one device: one GPU of the training's type.
+                None | Some(GpuRequest::Auto) if gpu.count > 1 => {
+                    gpu.kind.as_ref().map(|k| format!("gpu:{k}:1"))
+                }
+                None | Some(GpuRequest::Auto) => gpu.gres.clone(),
+                Some(GpuRequest::None) => None,
+                Some(GpuRequest::Mig(t)) | Some(GpuRequest::Type(t)) => Some(format!("gpu:{t}:1")),
+                Some(GpuRequest::Shard(n)) => Some(format!("shard:{n}")),
+            };
+            let defaults = StageDefaults {
+                time: "01:00:00",
+                partition: gpu_partition.clone(),
+            };
+            let deps = vec![Dependency {
+                stage: StageKind::Train,
+                kind: per_task,
+            }];
+            let stage = side_stage(
+                spec,
+                policy,
+                StageKind::Val,
+                &val.resources,
+                defaults,
+                gres,
+                array.clone(),
+                deps,
+                errors,
+            );
+            stages.push(stage);
+            last = StageKind::Val;
+        }
+        if let Some(export) = &spec.stages.export {
+            let defaults = StageDefaults {
                 time: "00:30:00",
                 partition: cpu_partition_default.clone(),
-            },
-            None,
-            Some(ArraySpec {
-                tasks: batches,
-                max_parallel: None,
-            }),
-            deps,
-            errors,
-        )
-    };
-    if tune.is_some() {
-        // The ask job of each batch; the first waits for prepare, the
-        // others for the tell before them (`run::submit`).
-        let stage = batch_stage(StageKind::Ask, std::mem::take(&mut train_deps), &mut errors);
-        stages.push(stage);
-        train_deps.push(Dependency {
-            stage: StageKind::Ask,
-            kind: DepKind::AfterOk,
-        });
-    }
-    stages.push(PlannedStage {
-        kind: StageKind::Train,
-        job_name: format!("{name}.train"),
-        partition: gpu_partition.clone(),
-        account: spec.run.account.clone(),
-        qos: spec.run.qos.clone(),
-        time: train_time.0.clone(),
-        cpus: 0,
-        mem: String::new(),
-        cpus_from_slurm: false,
-        mem_from_slurm: false,
-        workers: None,
-        gres: gpu.gres.clone(),
-        array: train_array,
-        depends_on: train_deps,
-        shaping: String::new(),
-    });
-    if let Some(t) = tune {
-        check_parallel(
-            spec,
-            t,
-            gpu.gres.as_deref(),
-            cluster,
-            gpu_partition.as_deref(),
-            &mut errors,
-        );
-        let stage = batch_stage(
-            StageKind::Tell,
-            vec![Dependency {
-                stage: StageKind::Train,
-                kind: DepKind::AfterAny,
-            }],
-            &mut errors,
-        );
-        stages.push(stage);
-    }
-    let per_task = if array.is_some() {
-        DepKind::AfterCorr
-    } else {
-        DepKind::AfterOk
-    };
-    let mut last = StageKind::Train;
-    if tune.is_some() {
-        if spec.stages.val.is_some() {
-            warnings.push("[stages.val] is not run in a search: each trial's own final validation gives its objective, and the best trial is exported".into());
+            };
+            let deps = vec![Dependency {
+                stage: last,
+                kind: if tune.is_some() {
+                    DepKind::AfterOk
+                } else {
+                    per_task
+                },
+            }];
+            let stage = side_stage(
+                spec,
+                policy,
+                StageKind::Export,
+                &export.resources,
+                defaults,
+                None,
+                // A search exports its best trial, one job.
+                array.clone().filter(|_| tune.is_none()),
+                deps,
+                errors,
+            );
+            stages.push(stage);
         }
-        last = StageKind::Tell;
-    }
-    if let Some(val) = spec.stages.val.as_ref().filter(|_| tune.is_none()) {
-        let gres = match &val.gpu {
-            // `yolo val` runs on one device: one GPU of the training's type.
-            None | Some(GpuRequest::Auto) if gpu.count > 1 => {
-                gpu.kind.as_ref().map(|k| format!("gpu:{k}:1"))
-            }
-            None | Some(GpuRequest::Auto) => gpu.gres.clone(),
-            Some(GpuRequest::None) => None,
-            Some(GpuRequest::Mig(t)) | Some(GpuRequest::Type(t)) => Some(format!("gpu:{t}:1")),
-            Some(GpuRequest::Shard(n)) => Some(format!("shard:{n}")),
-        };
-        let defaults = StageDefaults {
-            time: "01:00:00",
-            partition: gpu_partition.clone(),
-        };
-        let deps = vec![Dependency {
-            stage: StageKind::Train,
-            kind: per_task,
-        }];
-        let stage = side_stage(
-            spec,
-            policy,
-            StageKind::Val,
-            &val.resources,
-            defaults,
-            gres,
-            array.clone(),
-            deps,
-            &mut errors,
-        );
-        stages.push(stage);
-        last = StageKind::Val;
-    }
-    if let Some(export) = &spec.stages.export {
-        let defaults = StageDefaults {
-            time: "00:30:00",
-            partition: cpu_partition_default.clone(),
-        };
-        let deps = vec![Dependency {
-            stage: last,
-            kind: if tune.is_some() {
-                DepKind::AfterOk
-            } else {
-                per_task
-            },
-        }];
-        let stage = side_stage(
-            spec,
-            policy,
-            StageKind::Export,
-            &export.resources,
-            defaults,
-            None,
-            // A search exports its best trial, one job.
-            array.clone().filter(|_| tune.is_none()),
-            deps,
-            &mut errors,
-        );
-        stages.push(stage);
-    }
 
-    // CPUs and memory, shaped to the nodes each stage can run on, and the
-    // check that one of them can ever run it. A GPU choice that already
-    // failed has nothing to shape.
-    if errors.is_empty() {
-        for stage in &mut stages {
-            shape_stage(spec, policy, cluster, stage, &mut errors, &mut warnings);
-        }
+        stages
     }
-
-    if !errors.is_empty() {
-        return Err(SpecErrors::new(&spec.origin.file, errors));
-    }
-    Ok(Plan {
-        run_name: name.clone(),
-        workdir: workdir.to_path_buf(),
-        variants,
-        stages,
-        gpu,
-        estimate,
-        batch_default: if spec.train.batch.is_none() {
-            policy.defaults.batch
-        } else {
-            None
-        },
-        imgsz_default: if spec.train.imgsz.is_none() {
-            policy.defaults.imgsz
-        } else {
-            None
-        },
-        warnings,
-    })
 }
 
 /// `[tune] parallel` against what the cluster can ever run at once: the

@@ -255,10 +255,14 @@ pub struct Stage<'a> {
     pub time_text: &'a str,
 }
 
-/// Shape a stage to the nodes it can run on and check that one can run it.
-pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
-    let partition = resolve_partition(cluster, stage)?;
-    let pname = partition.name.as_str();
+/// The nodes of partition `pname` that can run the stage: up, with its GRES
+/// in the count asked; else why none can. Also the GRES as the messages say
+/// it (` with gpu:…`, or nothing).
+fn candidate_nodes<'c>(
+    cluster: &'c Cluster,
+    stage: &Stage<'_>,
+    pname: &'c str,
+) -> Result<(Vec<&'c Node>, String), Unfit> {
     let in_partition: Vec<&Node> = cluster.nodes_in(pname).collect();
     let with_gres: Vec<&Node> = match stage.gpu {
         Some(g) => in_partition
@@ -329,6 +333,14 @@ pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
             .collect(),
         None => candidates,
     };
+    Ok((candidates, what))
+}
+
+/// Shape a stage to the nodes it can run on and check that one can run it.
+pub fn shape(cluster: &Cluster, stage: &Stage<'_>) -> Result<Shaped, Unfit> {
+    let partition = resolve_partition(cluster, stage)?;
+    let pname = partition.name.as_str();
+    let (candidates, what) = candidate_nodes(cluster, stage, pname)?;
     let defaults = cluster.job_defaults_for(pname);
     let gpus = stage.gpu.map_or(0, GpuAsk::gpus);
     // The smallest node decides the share, so the request fits on every node.

@@ -301,6 +301,18 @@ pub fn plan(inv: &Inventory, p: &Policy) -> Plan {
             });
         }
     }
+    plan_blobs(inv, p, &doomed, &mut plan);
+    plan
+}
+
+/// The blobs: those no surviving version names go once past their grace;
+/// none goes while part of `models/` could not be read.
+fn plan_blobs<'a>(
+    inv: &'a Inventory,
+    p: &Policy,
+    doomed: &BTreeSet<(&'a str, u32)>,
+    plan: &mut Plan,
+) {
     let named: BTreeSet<&str> = inv
         .versions
         .iter()
@@ -355,7 +367,6 @@ pub fn plan(inv: &Inventory, p: &Policy) -> Plan {
             });
         }
     }
-    plan
 }
 
 /// A length of time in words: `3d 4h`, `12m`, `0s`.
@@ -537,6 +548,13 @@ pub fn inventory(reg: &Registry, caller: &Caller) -> Result<Inventory> {
             }
         }
     }
+    list_blobs(reg, &mut inv)?;
+    Ok(inv)
+}
+
+/// Every object under `blobs/`, and what could not be listed there.
+fn list_blobs(reg: &Registry, inv: &mut Inventory) -> Result<()> {
+    let shown = |k: &str| crate::text::shown(k, crate::text::PATH_CHARS);
     let blobs = reg.key("blobs/");
     let (objects, skipped) = reg.store().list_checked(&blobs)?;
     for s in skipped {
@@ -565,7 +583,7 @@ pub fn inventory(reg: &Registry, caller: &Caller) -> Result<Inventory> {
             last_modified: o.last_modified,
         });
     }
-    Ok(inv)
+    Ok(())
 }
 
 /// Collect `reg`'s garbage by `keep_removed` and `keep_unnamed`, or with

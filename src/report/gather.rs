@@ -81,21 +81,8 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     {
         crate::run::query::note_accounting_off();
     }
-    // Runs through Slurm: one more squeue and one sacct, whatever their number.
     let team = if opts.runs_through_slurm && manifests_needed {
-        let who = crate::slurm::squeue::Who {
-            account: opts.filter.account.clone(),
-            user: opts.filter.user.clone(),
-        };
-        let since = Local
-            .from_local_datetime(&opts.since)
-            .earliest()
-            .map(|t| t.with_timezone(&chrono::Utc))
-            .unwrap_or_else(chrono::Utc::now);
-        Some(
-            crate::run::team::find(slurm, &who, since)
-                .context("cannot find the runs through Slurm")?,
-        )
+        Some(runs_through_slurm(slurm, opts)?)
     } else {
         None
     };
@@ -115,29 +102,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let inventory = inventory::build(&nodes, opts.filter.partition.as_deref());
 
     let usage = accounting.map(|(accounting, parsed)| {
-        let series = parsed.as_ref().map(|p| model::UsageSeries {
-            bucket_seconds: p.bucket_seconds,
-            buckets: sacct::SERIES_BUCKETS,
-            by_type: p
-                .series
-                .iter()
-                .map(|(kind, secs)| model::TypeSeries {
-                    kind: kind.clone(),
-                    slices: secs
-                        .iter()
-                        .map(|s| (s / p.bucket_seconds as f64 * 100.0).round() / 100.0)
-                        .collect(),
-                })
-                .collect(),
-        });
-        let mut u = usage_rows(
-            accounting,
-            parsed.map(|p| p.hours),
-            held,
-            (now - opts.since).num_seconds(),
-        );
-        u.series = series;
-        u
+        usage_section(accounting, parsed, held, (now - opts.since).num_seconds())
     });
 
     // Run jobs that left the queue: one `sacct -j`, as `status` asks it,
@@ -223,6 +188,49 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         curves_omitted,
         searches,
     })
+}
+
+/// The runs through Slurm (`--account`, `--user`): one more squeue and one
+/// sacct, whatever their number.
+fn runs_through_slurm(slurm: &Slurm, opts: &Options) -> Result<crate::run::team::Team> {
+    let who = crate::slurm::squeue::Who {
+        account: opts.filter.account.clone(),
+        user: opts.filter.user.clone(),
+    };
+    let since = Local
+        .from_local_datetime(&opts.since)
+        .earliest()
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(chrono::Utc::now);
+    crate::run::team::find(slurm, &who, since).context("cannot find the runs through Slurm")
+}
+
+/// The usage section: slices held now and slice-hours in the window, with
+/// the window's series per type.
+fn usage_section(
+    accounting: AccountingState,
+    parsed: Option<sacct::Parsed>,
+    held: Vec<queue::Held>,
+    window_seconds: i64,
+) -> model::Usage {
+    let series = parsed.as_ref().map(|p| model::UsageSeries {
+        bucket_seconds: p.bucket_seconds,
+        buckets: sacct::SERIES_BUCKETS,
+        by_type: p
+            .series
+            .iter()
+            .map(|(kind, secs)| model::TypeSeries {
+                kind: kind.clone(),
+                slices: secs
+                    .iter()
+                    .map(|s| (s / p.bucket_seconds as f64 * 100.0).round() / 100.0)
+                    .collect(),
+            })
+            .collect(),
+    });
+    let mut u = usage_rows(accounting, parsed.map(|p| p.hours), held, window_seconds);
+    u.series = series;
+    u
 }
 
 /// The window the advice looks at: last week, whatever `--since` says.

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 const NEEDS: &str = "needs the local Slurm cluster with accounting (ACCOUNTING=1 MIN_JOB_AGE=10 slurm/cluster.sh up)";
 
+#[track_caller]
 fn assert_accounting() {
     let out = Command::new("scontrol")
         .args(["show", "config"])
@@ -30,20 +31,17 @@ fn assert_accounting() {
 }
 
 /// Wait until slurmctld has forgotten every job (MinJobAge passed and purged).
+#[track_caller]
 fn wait_purged(ids: &[u64], limit: Duration) {
-    let start = Instant::now();
-    while ids.iter().any(|id| job_state(*id).is_some()) {
-        assert!(
-            start.elapsed() < crate::common::patience(limit),
-            "jobs {ids:?} still known to squeue after {limit:?}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    crate::common::wait_until(limit, &format!("squeue to forget jobs {ids:?}"), || {
+        ids.iter().all(|id| job_state(*id).is_none())
+    });
 }
 
 /// A finished run whose jobs slurmctld has purged: (fixture, run id, submit JSON).
 /// A finished run whose jobs slurmctld has forgotten; each stand-in epoch
 /// takes `epoch_s` seconds.
+#[track_caller]
 fn purged_run(name: &str, epoch_s: &str) -> (RunFixture, String, Value) {
     let f = RunFixture::new();
     let spec = f.spec(name);

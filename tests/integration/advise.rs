@@ -90,12 +90,14 @@ fn week_cmd(file: &std::path::Path, since: &str, until: &str, partition: &str) -
     cmd
 }
 
+#[track_caller]
 fn advise(file: &std::path::Path, since: &str, until: &str, partition: &str) -> Value {
     let out = run(week_cmd(file, since, until, partition).arg("--json"));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+#[track_caller]
 fn outcome(v: &Value, setup: &str) -> Value {
     v["advice"]["setups"]
         .as_array()

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -82,6 +82,7 @@ impl Live {
         c
     }
 
+    #[track_caller]
     fn submit(&self, spec: &Path) -> String {
         let out = run(self.cmd().args(["submit", "--json"]).arg(spec));
         assert_eq!(out.status.code(), Some(0), "submit failed");
@@ -95,6 +96,7 @@ impl Live {
     }
 }
 
+#[track_caller]
 fn ready() -> ClusterGuard {
     let guard = cluster_shared(module_path!());
     assert!(
@@ -114,15 +116,11 @@ fn a_real_training_publishes_clean_gauges_a_node_exporter_serves_and_removes_the
     let run_id = live.submit(&live.spec("gauges", 4));
     let textdir = live.dir.path().join("textfile");
     let prom = textdir.join(format!("yolo_sched_{run_id}_train.prom"));
-    let start = Instant::now();
-    while !prom.exists() {
-        assert!(
-            start.elapsed() < crate::common::patience(Duration::from_secs(180)),
-            "no {} while the job ran",
-            prom.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    crate::common::wait_until(
+        Duration::from_secs(180),
+        &format!("{} while the job runs", prom.display()),
+        || prom.exists(),
+    );
     let text = read(&prom);
     assert!(
         text.contains(&format!(

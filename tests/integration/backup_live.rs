@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use crate::s3::{s3, Relay, S3};
@@ -140,6 +140,7 @@ fn real_trainer() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainer/yolo-cpu")
 }
 
+#[track_caller]
 fn submit(f: &Fixture, yolo_cmd: &Path, spec: &Path, extra: &[(&str, &str)]) -> (String, Vec<u64>) {
     let mut c = f.cmd(yolo_cmd);
     for (k, v) in extra {
@@ -162,17 +163,7 @@ fn submit(f: &Fixture, yolo_cmd: &Path, spec: &Path, extra: &[(&str, &str)]) -> 
     (v["run_id"].as_str().unwrap().to_string(), jobs)
 }
 
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < crate::common::patience(limit),
-            "{what} not within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
+#[track_caller]
 fn watch(f: &Fixture, yolo_cmd: &Path, run_id: &str, limit: Duration) -> i32 {
     let out = run_bounded(f.cmd(yolo_cmd).args(["watch", run_id]), limit)
         .unwrap_or_else(|| panic!("watch {run_id} did not end within {limit:?}"));
@@ -180,6 +171,7 @@ fn watch(f: &Fixture, yolo_cmd: &Path, run_id: &str, limit: Duration) -> i32 {
 }
 
 /// No file of the run holds the secret key (scripts, logs, manifest, state).
+#[track_caller]
 fn assert_no_secret(workdir: &Path, secret: &str) {
     let mut stack = vec![workdir.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -30,6 +30,7 @@ fn workdir(url: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 /// A torch-style checkpoint (a zip with `…/data.pkl`) of about `bytes`, written by Python's zipfile.
+#[track_caller]
 fn write_checkpoint(path: &Path, bytes: usize, tag: &str) {
     let ok = Command::new("python3")
         .args([
@@ -273,17 +274,6 @@ fn epochs_backed_up(s: &S3, url: &str) -> Option<u32> {
     text.lines().last()?.split(',').next()?.parse().ok()
 }
 
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < crate::common::patience(limit),
-            "{what} not within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 #[ignore = "needs the local S3 server (slurm/s3.sh up)"]
 fn the_watch_loop_uploads_during_training_and_rides_out_a_store_outage() {
@@ -358,6 +348,7 @@ fn the_watch_loop_uploads_during_training_and_rides_out_a_store_outage() {
     );
 }
 
+#[track_caller]
 fn run_bounded_child(child: std::process::Child, limit: Duration) -> std::process::Output {
     let start = Instant::now();
     let id = child.id();
@@ -372,11 +363,13 @@ fn run_bounded_child(child: std::process::Child, limit: Duration) -> std::proces
     waiter.join().unwrap()
 }
 
+#[track_caller]
 fn read_bytes(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 /// No file under `dir` contains `secret`.
+#[track_caller]
 pub fn assert_no_secret(dir: &Path, secret: &str) {
     for entry in walk(dir) {
         if let Ok(bytes) = std::fs::read(&entry) {
@@ -707,6 +700,7 @@ impl Victim {
         self.file.parent().unwrap()
     }
 
+    #[track_caller]
     fn untouched(&self) {
         assert_eq!(
             read(&self.file),

@@ -27,6 +27,7 @@ pub fn binary() -> Option<PathBuf> {
 
 /// Chromium, or a failure saying how to get it (these tests are ignored
 /// unless asked for; CI asks, with `YOLO_SCHED_EXPECT_CLUSTER=1`).
+#[track_caller]
 pub fn require() -> PathBuf {
     match binary() {
         Some(b) => b,
@@ -69,6 +70,7 @@ fn base(chrome: &Path, profile: &Path) -> Command {
 
 /// The page's requests in a net log: `URL_REQUEST_START_JOB` events whose
 /// initiator is an origin.
+#[track_caller]
 pub fn page_requests(net_log: &str) -> Vec<String> {
     let Ok(doc) = serde_json::from_str::<serde_json::Value>(net_log) else {
         panic!("Chromium's net log is not JSON");
@@ -137,6 +139,7 @@ pub fn load(page: &Path) -> Loaded {
 }
 
 /// Width and height from a PNG's IHDR, after checking the signature.
+#[track_caller]
 pub fn png_size(png: &[u8]) -> (u32, u32) {
     assert!(png.len() > 24, "a PNG of {} bytes", png.len());
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
@@ -146,6 +149,7 @@ pub fn png_size(png: &[u8]) -> (u32, u32) {
 }
 
 /// The page printed to PDF by Chromium (no header or footer).
+#[track_caller]
 pub fn print_pdf(page: &Path) -> Vec<u8> {
     let chrome = require();
     let work = tempfile::tempdir().unwrap();

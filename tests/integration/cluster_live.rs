@@ -65,6 +65,7 @@ fn doctor_fails_clearly_without_slurm_on_path() {
     assert!(cmds["detail"].as_str().unwrap().contains("sbatch"));
 }
 
+#[track_caller]
 fn submit_env_job(slurm: &Slurm, dir: &std::path::Path, tag: &str, sleep: u32) -> u64 {
     let out = dir.join(format!("{tag}.env"));
     let script = format!(
@@ -89,6 +90,7 @@ fn submit_env_job(slurm: &Slurm, dir: &std::path::Path, tag: &str, sleep: u32) -
     }
 }
 
+#[track_caller]
 fn field<'a>(text: &'a str, key: &str) -> &'a str {
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{key}=")))

@@ -57,6 +57,7 @@ impl Fixture {
         c
     }
 
+    #[track_caller]
     fn submit(&self, spec: &Path) -> String {
         let out = run(self.cmd().args(["submit", "--json"]).arg(spec));
         assert_eq!(out.status.code(), Some(0), "submit failed");
@@ -64,6 +65,7 @@ impl Fixture {
         v["run_id"].as_str().unwrap().to_string()
     }
 
+    #[track_caller]
     fn json(&self, args: &[&str]) -> Value {
         let out = run(self.cmd().args(args));
         assert_eq!(out.status.code(), Some(0), "{args:?} failed");
@@ -71,6 +73,7 @@ impl Fixture {
     }
 }
 
+#[track_caller]
 fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }

@@ -84,6 +84,7 @@ impl Recorded {
         c
     }
 
+    #[track_caller]
     fn compare(&self, args: &[&str]) -> Value {
         let out = run(self.cmd().arg("compare").arg("--json").args(args));
         assert_eq!(out.status.code(), Some(0));
@@ -248,6 +249,7 @@ fn csv_and_table_carry_every_row() {
 }
 
 /// The HTML page of the recorded runs, with a hostile run among them.
+#[track_caller]
 fn page(r: &Recorded) -> (PathBuf, String) {
     let path = r.dir.path().join("report.html");
     let out = run(r

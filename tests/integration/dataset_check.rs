@@ -63,6 +63,7 @@ fn good_dataset(root: &Path) -> PathBuf {
     yaml
 }
 
+#[track_caller]
 fn json_of(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", text(&out.stdout), text(&out.stderr)))

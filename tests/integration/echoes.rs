@@ -17,58 +17,41 @@ const ECHO_LIMIT: usize = 2048;
 /// A scratch directory with stand-in `scontrol` (the recorded cluster),
 /// `squeue`, `sacct` and `sinfo` (nothing known), a dataset and a spec.
 struct Scratch {
-    dir: tempfile::TempDir,
+    t: common::Test,
 }
 
 impl Scratch {
     fn new() -> Scratch {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let bin = d.join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
+        let t = common::Test::new();
         let shape =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scontrol-shape-22.05.txt");
-        for (name, body) in [
-            ("scontrol", format!("cat '{}'", shape.display())),
-            ("squeue", "exit 0".to_string()),
-            ("sacct", "exit 0".to_string()),
-        ] {
-            let p = bin.join(name);
-            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        std::fs::create_dir_all(d.join("images/train")).unwrap();
-        std::fs::create_dir_all(d.join("images/val")).unwrap();
-        std::fs::write(
-            d.join("data.yaml"),
+        t.standin("scontrol", &format!("cat '{}'", shape.display()))
+            .standin("squeue", "exit 0")
+            .standin("sacct", "exit 0");
+        std::fs::create_dir_all(t.path().join("images/train")).unwrap();
+        std::fs::create_dir_all(t.path().join("images/val")).unwrap();
+        t.file(
+            "data.yaml",
             "path: .\ntrain: images/train\nval: images/val\nnames: [a]\n",
-        )
-        .unwrap();
-        std::fs::write(
-            d.join("spec.toml"),
+        );
+        t.file(
+            "spec.toml",
             "version = 1\n[run]\nname = \"echo\"\nworkdir = \"runs/e\"\n[train]\nmodel = \"yolov8n.yaml\"\ndata = \"data.yaml\"\n",
-        )
-        .unwrap();
-        Scratch { dir }
+        );
+        Scratch { t }
     }
 
     fn path(&self) -> &Path {
-        self.dir.path()
+        self.t.path()
     }
 
     fn cmd(&self) -> Command {
-        let mut c = common::yolo();
-        c.current_dir(self.path()).env(
-            "PATH",
-            format!(
-                "{}:{}",
-                self.path().join("bin").display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        );
+        let mut c = self.t.cmd();
+        c.current_dir(self.path());
         c
     }
 
+    #[track_caller]
     fn run(&self, cmd: &mut Command) -> Output {
         common::run_bounded(cmd, Duration::from_secs(60))
             .unwrap_or_else(|| panic!("{cmd:?} did not end within 60 s"))
@@ -81,6 +64,7 @@ fn stderr(o: &Output) -> String {
 
 /// No raw control character (ESC, CR, BEL, a newline inside a line) reaches
 /// the terminal from an echo, and the echo is short.
+#[track_caller]
 fn assert_tame(what: &str, o: &Output) {
     let e = stderr(o);
     assert!(e.len() <= ECHO_LIMIT, "{what}: {} bytes of stderr", e.len());
@@ -441,6 +425,7 @@ fn gpu_values_of_10_kb_are_echoed_cut() {
 }
 
 /// A published model in a `file://` registry of `s`'s, and the site file naming it.
+#[track_caller]
 fn registry_with_a_model(s: &Scratch) -> PathBuf {
     let registry = s.path().join("registry");
     std::fs::create_dir_all(&registry).unwrap();

@@ -16,6 +16,7 @@ const SMALL_SLICES: &str = "0,1,2,3";
 /// … and 1g.5gb plus 2g.10gb jobs.
 const SMALL_AND_MEDIUM: &str = "0,1,2,3,4,5";
 
+#[track_caller]
 fn status(f: &RunFixture, run_id: &str) -> Value {
     let out = run(f.cmd().args(["status", "--json", run_id]));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))

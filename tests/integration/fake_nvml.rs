@@ -30,6 +30,7 @@ fn target_dir() -> PathBuf {
 pub const PREBUILT_ENV: &str = "YOLO_SCHED_FAKE_NVML_DIR";
 
 /// Build `fake-nvml` (the library and `fake-nvml-ctl`) once; returns the target dir.
+#[track_caller]
 pub fn built() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -135,6 +136,7 @@ impl FakeNode {
     }
 
     /// The saved driver state as JSON.
+    #[track_caller]
     pub fn state(&self) -> serde_json::Value {
         let out = self.ctl(&["state"]);
         assert!(

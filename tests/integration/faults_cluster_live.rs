@@ -78,21 +78,10 @@ fn alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < crate::common::patience(limit),
-            "{what}: not within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    start.elapsed()
-}
-
 /// `slurm/cluster.sh up`: restarts what is missing, resumes nodes left down,
 /// waits until every node is idle. Its output goes to a file, never to a
 /// pipe a daemon could inherit. Returns how long it took.
+#[track_caller]
 fn cluster_up() -> Duration {
     let log =
         std::env::temp_dir().join(format!("yolo-faults-cluster-up-{}.log", std::process::id()));
@@ -157,11 +146,13 @@ fn nodes_usable() -> bool {
         })
 }
 
+#[track_caller]
 fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+#[track_caller]
 fn bounded(cmd: &mut Command, limit: Duration) -> Output {
     let shown = format!("{cmd:?}");
     let out = run_bounded(cmd, limit).unwrap_or_else(|| panic!("{shown}: not done in {limit:?}"));
@@ -195,6 +186,7 @@ fn status_json(f: &RunFixture, run_id: &str) -> (Option<i32>, Value, String, Dur
     )
 }
 
+#[track_caller]
 fn stage<'a>(st: &'a Value, name: &str) -> &'a Value {
     st["stages"]
         .as_array()
@@ -224,6 +216,7 @@ fn cancel_ids(ids: &[u64]) {
 
 /// The jobs (any state slurmctld still lists) whose comment names a run of
 /// `name`: `yolo-sched:<name>-<time>-<hash>:<token>:<stage>`.
+#[track_caller]
 fn jobs_of_name(name: &str) -> Vec<(u64, String)> {
     let out = Command::new("squeue")
         .args(["-h", "-t", "all", "-O", "JobID:|,Comment:|"])
@@ -246,6 +239,7 @@ fn jobs_of_name(name: &str) -> Vec<(u64, String)> {
 }
 
 /// Files under `dir` (recursively), relative.
+#[track_caller]
 fn files_under(dir: &Path) -> Vec<String> {
     fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
         let Ok(list) = std::fs::read_dir(dir) else {
@@ -291,6 +285,7 @@ fn nix_kill(pid: i32, signal: &str) {
 }
 
 /// Submit `spec` with one-second stand-in epochs: the run id and job ids.
+#[track_caller]
 fn submit_one_second_epochs(f: &RunFixture, spec: &Path) -> (String, Vec<u64>) {
     let out = bounded(
         f.cmd()
@@ -649,6 +644,7 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
+    #[track_caller]
     fn new(at: PathBuf, size: &str) -> SmallDisk {
         std::fs::create_dir_all(&at).unwrap();
         let out = Command::new("mount")

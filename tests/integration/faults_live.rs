@@ -154,6 +154,7 @@ fn cancel_ids(ids: &[u64]) {
 }
 
 /// How many `sbatch` calls one submission of this spec makes.
+#[track_caller]
 fn stage_count(f: &Fixture, spec: &Path) -> u32 {
     let out = run(f.cmd().args(["submit", "--dry-run", "--json"]).arg(spec));
     assert_eq!(out.status.code(), Some(0));

@@ -37,6 +37,7 @@ fn passwd_lines(user: &str) -> Vec<String> {
         .collect()
 }
 
+#[track_caller]
 fn uid_of(user: &str) -> u32 {
     nix::unistd::User::from_name(user)
         .unwrap()
@@ -49,6 +50,7 @@ fn uid_of(user: &str) -> u32 {
 struct Scratch(Vec<String>);
 
 impl Scratch {
+    #[track_caller]
     fn new(tag: &str, n: usize) -> Scratch {
         // Short and unique per test process: user names are at most 32 characters.
         let id = std::process::id() % 100_000;

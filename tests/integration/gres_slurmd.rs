@@ -32,6 +32,7 @@ const FAKE_MAJOR: u64 = 240;
 
 /// Skip (with a note) where slurmd or root is missing, unless the run says the
 /// cluster machine is expected (`YOLO_SCHED_EXPECT_CLUSTER=1`): then fail.
+#[track_caller]
 fn slurmd_available() -> bool {
     let missing = if !nix::unistd::geteuid().is_root() {
         Some("not running as root")
@@ -101,6 +102,7 @@ fn gres_complaints(output: &str) -> Vec<String> {
         .collect()
 }
 
+#[track_caller]
 fn char_device(path: &Path, minor: u64) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     mknod(
@@ -114,6 +116,7 @@ fn char_device(path: &Path, minor: u64) {
 
 /// A MIG GPU planned with `layout`, with GI ids handed out like NVML (1, 2, …)
 /// and capability minors registered in `minors`.
+#[track_caller]
 fn mig_gpu(minor: u32, layout: &str, cores: Option<&str>, minors: &mut MigMinors) -> GpuGres {
     let geometry = builtin::a100_40gb();
     let layout: GpuLayout = layout.parse().unwrap();
@@ -243,6 +246,7 @@ fn write_slurm_conf(scene: &Scene, gres_value: &str) -> PathBuf {
     path
 }
 
+#[track_caller]
 fn slurmd_g(slurm_conf: &Path, node: &str) -> String {
     let args = [
         "-G".to_string(),
@@ -259,6 +263,7 @@ fn slurmd_g(slurm_conf: &Path, node: &str) -> String {
 
 /// Write gres.conf the way node-setup does: a hand-written line for another
 /// node stays, our block goes between markers, parse-back check, backup.
+#[track_caller]
 fn write_gres_conf(scene: &Scene) -> String {
     let opts = RenderOptions {
         device_root: Some(scene.sysroot.clone()),

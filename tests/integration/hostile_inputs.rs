@@ -30,6 +30,7 @@ struct Case<'a> {
     says: &'a [&'a str],
 }
 
+#[track_caller]
 fn bounded(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")

@@ -37,6 +37,7 @@ fn small1() -> std::sync::MutexGuard<'static, ()> {
 
 /// The cluster must enforce isolation, or every test here would fail for
 /// the wrong reason.
+#[track_caller]
 fn constrained() -> common::ClusterGuard {
     let guard = common::cluster(module_path!());
     let out = Command::new("scontrol")

@@ -1,7 +1,9 @@
 //! The one integration test binary: every module drives the built
 //! `yolo-sched` (and, for the live modules, the local Slurm cluster). One
-//! binary links once; `common` holds the `Test`-style helpers, the clean
-//! environment and the cluster turn-taking.
+//! binary links once; `common` holds the `Test` world (a scratch directory,
+//! stand-in tools first on PATH, the clean environment, whole-output
+//! snapshots), the one poll (`wait_for`, `wait_until`) and the cluster
+//! turn-taking.
 //!
 //! Tests that need the local cluster are `#[ignore]`d with the reason, so a
 //! plain `cargo test` shows them as ignored rather than passing them; the

@@ -8,6 +8,7 @@ use crate::fake_nvml::FakeNode;
 use yolo_sched::mig::{builtin, LayoutCatalog};
 use yolo_sched::nvml::{self, apply, topology::Placement, topology::Topology};
 
+#[track_caller]
 fn mig_on(node: &FakeNode, nvml: &nvml_wrapper::Nvml) {
     let outcome = apply::set_mig_mode(nvml, 0, true).expect("enabling MIG");
     if outcome.is_pending() {

@@ -87,6 +87,7 @@ impl Node {
     }
 
     /// Instances per GPU as `profile@start`, from the fake's state through `--show --json`.
+    #[track_caller]
     fn instances(&self) -> Vec<Vec<String>> {
         let out = self.run(&["--show", "--json"]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -480,6 +481,7 @@ fn open_to_everyone(path: &Path) {
 }
 
 /// Start an apply that pauses after `step`; returns once it says so.
+#[track_caller]
 fn start_paused(node: &Node, args: &[&str], step: &str) -> Child {
     let mut cmd = node.cmd(args);
     cmd.env(PAUSE, step)

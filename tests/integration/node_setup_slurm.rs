@@ -9,7 +9,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::fake_nvml::FakeNode;
 
@@ -91,6 +91,7 @@ impl FakeEnv for FakeNode {
     }
 }
 
+#[track_caller]
 fn ok(out: &Output, what: &str) {
     assert!(
         out.status.success(),
@@ -116,19 +117,17 @@ fn field(line: &str, key: &str) -> String {
 }
 
 /// Wait until mig1 is idle with `gres`.
+#[track_caller]
 fn wait_idle_with(gres: &str, limit: Duration) {
-    let start = Instant::now();
-    loop {
-        let line = node_line();
-        let state = field(&line, "State");
-        if state == "IDLE" && field(&line, "Gres") == gres {
-            return;
-        }
-        if start.elapsed() > crate::common::patience(limit) {
-            panic!("{NODE} not IDLE with Gres={gres} after {limit:?}: {line}");
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    common::wait_for_seen(
+        limit,
+        &format!("{NODE} IDLE with Gres={gres}"),
+        node_line,
+        || {
+            let line = node_line();
+            (field(&line, "State") == "IDLE" && field(&line, "Gres") == gres).then_some(())
+        },
+    );
 }
 
 fn submit(dir: &Path, gres: &str, wrap: &str) -> u64 {
@@ -151,6 +150,7 @@ fn submit(dir: &Path, gres: &str, wrap: &str) -> u64 {
 }
 
 /// `slurmd -G -N mig1`: the GRES lines slurmd would offer.
+#[track_caller]
 fn slurmd_g() -> Vec<String> {
     let out = Command::new("slurmd")
         .args(["-G", "-N", NODE])
@@ -233,14 +233,11 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
             release.display()
         ),
     );
-    let start = Instant::now();
-    while common::job_state(long).as_deref() != Some("RUNNING") {
-        assert!(
-            start.elapsed() < crate::common::patience(Duration::from_secs(30)),
-            "job {long} never ran"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    common::wait_until(
+        Duration::from_secs(30),
+        &format!("job {long} running"),
+        || common::job_state(long).as_deref() == Some("RUNNING"),
+    );
     let reload = format!("{} reload", cluster_sh().display());
     let mut cmd = node_setup(
         &node,
@@ -316,14 +313,11 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
     // 6. A job that outlasts --drain-timeout: node-setup gives up, resumes the
     // node, and changes nothing.
     let blocker = submit(jobs_dir.path(), "1g.5gb", "sleep 30");
-    let start = Instant::now();
-    while common::job_state(blocker).as_deref() != Some("RUNNING") {
-        assert!(
-            start.elapsed() < crate::common::patience(Duration::from_secs(30)),
-            "job {blocker} never ran"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    common::wait_until(
+        Duration::from_secs(30),
+        &format!("job {blocker} running"),
+        || common::job_state(blocker).as_deref() == Some("RUNNING"),
+    );
     let timeout = common::run(&mut node_setup(
         &node,
         &[

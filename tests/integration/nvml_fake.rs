@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use yolo_sched::nvml::apply::{self, MigErrorKind, MigModeOutcome};
 use yolo_sched::nvml::topology::{Placement, Topology};
 
+#[track_caller]
 fn open(node: &FakeNode) -> Nvml {
     assert!(
         std::env::var_os("FAKE_NVML_FIXTURE").is_none(),

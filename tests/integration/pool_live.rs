@@ -6,7 +6,7 @@
 //! one child process per device, each recording its pid and what it saw.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{self, *};
 use crate::run_fixture::RunFixture;
@@ -24,6 +24,7 @@ fn pool_spec(f: &RunFixture, name: &str, resources: &str) -> PathBuf {
 }
 
 /// The pool must be there: a cluster without it fails the test, saying how to get it.
+#[track_caller]
 fn require_pool() {
     let out = run(std::process::Command::new("sinfo").args(["-h", "-p", "pool", "-o", "%N %G"]));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -33,25 +34,10 @@ fn require_pool() {
     );
 }
 
+#[track_caller]
 fn status(f: &RunFixture, run_id: &str) -> Value {
     let out = run(f.cmd().args(["status", "--json", run_id]));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
-}
-
-/// Poll `what` until it returns Some, or fail after `limit` with `context()`.
-fn poll<T>(limit: Duration, context: impl Fn() -> String, what: impl Fn() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = what() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < crate::common::patience(limit),
-            "gave up after {limit:?}: {}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 /// The rank records the stand-in wrote, once all `n` are there.
@@ -113,8 +99,9 @@ fn four_gpus_of_one_node_run_four_ranks_and_cancel_leaves_none() {
     }
 
     let save = f.path().join("run/train");
-    let records = poll(
+    let records = wait_for_seen(
         Duration::from_secs(180),
+        "the four ranks' records",
         || format!("{}", status(&f, &run_id)),
         || ranks(&save, 4),
     );
@@ -151,16 +138,18 @@ fn four_gpus_of_one_node_run_four_ranks_and_cancel_leaves_none() {
     let out = run(f.cmd().args(["cancel", &run_id]));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     // No rank outlives the job.
-    poll(
+    wait_for_seen(
         Duration::from_secs(90),
+        "every rank gone after the cancel",
         || {
             let left: Vec<u64> = pids.iter().copied().filter(|p| alive(*p)).collect();
             format!("ranks still alive after cancel: {left:?}")
         },
         || (!pids.iter().any(|p| alive(*p))).then_some(()),
     );
-    poll(
+    wait_for_seen(
         Duration::from_secs(60),
+        "the run cancelled",
         || format!("{}", status(&f, &run_id)),
         || (state_of(&f, &run_id) == "cancelled").then_some(()),
     );
@@ -188,22 +177,25 @@ fn resume_of_a_ddp_training_passes_the_same_device_list() {
     );
     // Stop it once a checkpoint exists, then resume.
     let results = f.path().join("run/train/results.csv");
-    poll(
+    wait_for_seen(
         Duration::from_secs(180),
+        "two epochs of training",
         || format!("{}", status(&f, &run_id)),
         || (epochs_in(&results).len() >= 2).then_some(()),
     );
     let out = run(f.cmd().args(["cancel", &run_id]));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    poll(
+    wait_for_seen(
         Duration::from_secs(60),
+        "the run cancelled",
         || format!("{}", status(&f, &run_id)),
         || (state_of(&f, &run_id) == "cancelled").then_some(()),
     );
     let out = run(f.cmd().args(["resume", &run_id]));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    poll(
+    wait_for_seen(
         Duration::from_secs(240),
+        "the resumed run completed",
         || format!("{}", status(&f, &run_id)),
         || (state_of(&f, &run_id) == "completed").then_some(()),
     );
@@ -325,8 +317,9 @@ fn out_of_memory_on_the_largest_gpu_moves_training_to_two_gpus_of_the_pool() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let run_id = v["run_id"].as_str().unwrap().to_string();
-    let st = poll(
+    let st = wait_for_seen(
         Duration::from_secs(240),
+        "the run ended (completed or failed)",
         || format!("{}", status(&f, &run_id)),
         || {
             let st = status(&f, &run_id);
@@ -376,8 +369,9 @@ fn the_time_limit_signal_stops_every_rank_and_the_requeued_job_resumes_on_as_man
     let run_id = v["run_id"].as_str().unwrap().to_string();
     let save = f.path().join("run/train");
     let results = save.join("results.csv");
-    let records = poll(
+    let records = wait_for_seen(
         Duration::from_secs(180),
+        "both ranks' records and two epochs",
         || format!("{}", status(&f, &run_id)),
         || ranks(&save, 2).filter(|_| epochs_in(&results).len() >= 2),
     );
@@ -396,16 +390,18 @@ fn the_time_limit_signal_stops_every_rank_and_the_requeued_job_resumes_on_as_man
         .args(["--batch", "--signal=USR1"])
         .arg(job.to_string()));
     assert!(out.status.success(), "{out:?}");
-    poll(
+    wait_for_seen(
         Duration::from_secs(60),
+        "every rank gone after the requeue",
         || {
             let left: Vec<u64> = pids.iter().copied().filter(|p| alive(*p)).collect();
             format!("ranks still alive after the requeue: {left:?}")
         },
         || (!pids.iter().any(|p| alive(*p))).then_some(()),
     );
-    poll(
+    wait_for_seen(
         Duration::from_secs(240),
+        "the requeued run completed",
         || format!("{}", status(&f, &run_id)),
         || (state_of(&f, &run_id) == "completed").then_some(()),
     );

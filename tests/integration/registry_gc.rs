@@ -35,6 +35,7 @@ fn text(out: &Output) -> String {
     )
 }
 
+#[track_caller]
 fn ok_json(c: &mut Command) -> serde_json::Value {
     let out = run(c);
     assert!(out.status.success(), "{}", text(&out));
@@ -86,6 +87,7 @@ impl Objects {
 
     /// Make every blob there now look written two days ago (`file://` only:
     /// S3 keeps its own times, so the S3 round uses `--keep-unnamed 0s`).
+    #[track_caller]
     fn age_blobs(&self) {
         let Some(dir) = &self.dir else { return };
         for e in std::fs::read_dir(dir.join("blobs/sha256")).unwrap() {
@@ -99,6 +101,7 @@ impl Objects {
     }
 }
 
+#[track_caller]
 fn shas(v: &serde_json::Value, field: &str, key: &str) -> BTreeSet<String> {
     v[field]
         .as_array()
@@ -108,6 +111,7 @@ fn shas(v: &serde_json::Value, field: &str, key: &str) -> BTreeSet<String> {
         .collect()
 }
 
+#[track_caller]
 fn kept_reason(v: &serde_json::Value, what: &str) -> String {
     v["kept"]
         .as_array()

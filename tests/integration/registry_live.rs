@@ -100,6 +100,7 @@ impl Fixture {
     }
 
     /// A small checkpoint `<tag>.pt` in the fixture, its content `tag`'s own.
+    #[track_caller]
     fn checkpoint(&self, tag: &str) -> PathBuf {
         let file = self.path().join(format!("{tag}.pt"));
         let ok = Command::new("python3")
@@ -116,6 +117,7 @@ impl Fixture {
     }
 
     /// Import a small checkpoint as NAME; its weights' SHA-256.
+    #[track_caller]
     fn import(&self, name: &str, tag: &str) -> String {
         let file = self.checkpoint(tag);
         let out = run(self
@@ -135,6 +137,7 @@ impl Fixture {
     }
 }
 
+#[track_caller]
 fn submit(f: &Fixture, spec: &Path, env: &[(&str, &str)]) -> (String, Vec<u64>) {
     let mut c = f.cmd();
     for (k, v) in env {
@@ -151,6 +154,7 @@ fn submit(f: &Fixture, spec: &Path, env: &[(&str, &str)]) -> (String, Vec<u64>) 
     (v["run_id"].as_str().unwrap().to_string(), submitted_ids(&v))
 }
 
+#[track_caller]
 fn watch(f: &Fixture, run_id: &str, limit: Duration) -> i32 {
     let out = run_bounded(f.cmd().args(["watch", run_id]), limit)
         .unwrap_or_else(|| panic!("watch {run_id} did not end within {limit:?}"));
@@ -172,6 +176,7 @@ fn trained_model(workdir: &Path) -> PathBuf {
 }
 
 /// The `model:` of the training in `train` (`train`, `train-N`).
+#[track_caller]
 fn trained_model_in(train: &Path) -> PathBuf {
     let args = read(&train.join("args.yaml"));
     PathBuf::from(

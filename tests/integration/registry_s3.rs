@@ -73,6 +73,7 @@ fn models(s: Option<&S3>, site: &Path, args: &[&str]) -> Command {
     c
 }
 
+#[track_caller]
 fn ok_json(c: &mut Command) -> serde_json::Value {
     let out = run(c);
     assert!(out.status.success(), "{}", text(&out));
@@ -89,6 +90,7 @@ fn text(out: &Output) -> String {
 
 /// Every version listed is valid and complete: `list` reports no problem and
 /// each version pulls with its checksums verified.
+#[track_caller]
 fn assert_consistent(s: Option<&S3>, site: &Path) -> usize {
     let listed = ok_json(&mut models(s, site, &["list", "--all", "--json"]));
     assert_eq!(listed["problems"], serde_json::json!([]), "{listed}");

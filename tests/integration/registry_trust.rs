@@ -27,6 +27,7 @@ fn text(out: &Output) -> String {
 
 /// Whether this test can act as root and as `nobody`; fails when the test
 /// command expects everything (`YOLO_SCHED_EXPECT_CLUSTER=1`).
+#[track_caller]
 fn root_and_nobody() -> bool {
     let ok = nix::unistd::geteuid().is_root()
         && nix::unistd::User::from_name("nobody")
@@ -52,6 +53,7 @@ struct Shared {
 }
 
 /// A torch-style zip checkpoint (what `import` accepts), `tag` making it its own.
+#[track_caller]
 fn checkpoint(path: &Path, tag: &str) {
     let ok = Command::new("python3")
         .args([
@@ -66,6 +68,7 @@ fn checkpoint(path: &Path, tag: &str) {
 }
 
 impl Shared {
+    #[track_caller]
     fn new(versions: &[&str]) -> Shared {
         use std::os::unix::fs::PermissionsExt;
         let dir = shared_tempdir();
@@ -104,6 +107,7 @@ impl Shared {
         run(&mut c)
     }
 
+    #[track_caller]
     fn json(&self, args: &[&str]) -> serde_json::Value {
         let out = self.models(args);
         assert!(out.status.success(), "{}", text(&out));
@@ -125,6 +129,7 @@ impl Shared {
     }
 
     /// Run `script` with `sh -c` as `nobody` in the registry directory, `input` on its stdin.
+    #[track_caller]
     fn plant(&self, script: &str, input: &[u8]) {
         use std::io::Write;
         let mut child = Command::new("runuser")

@@ -12,7 +12,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{run, yolo};
 use serde_json::Value;
@@ -32,6 +32,7 @@ impl Drop for Jobs {
 }
 
 impl Jobs {
+    #[track_caller]
     fn submit(&mut self, args: &[&str]) -> u64 {
         let out = Command::new("sbatch")
             .arg("--parsable")
@@ -138,6 +139,7 @@ fn figures(s: &Snapshot) -> Figures {
     f
 }
 
+#[track_caller]
 fn report_figures(v: &Value) -> Figures {
     let mut f = Figures::default();
     for r in v["queue"]["by_partition_type"].as_array().unwrap() {
@@ -162,17 +164,7 @@ fn report_figures(v: &Value) -> Figures {
     f
 }
 
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < crate::common::patience(limit),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
+#[track_caller]
 fn report(account: &str, trace: &std::path::Path, args: &[&str]) -> String {
     let out = run(yolo()
         .args(["report", "--account", account])
@@ -236,7 +228,7 @@ fn every_format_shows_what_slurm_shows() {
         ]
         .concat(),
     );
-    wait_for("the failing job to fail", Duration::from_secs(60), || {
+    crate::common::wait_until(Duration::from_secs(60), "the failing job to fail", || {
         common::job_state(failing).as_deref() == Some("FAILED")
     });
     let never_dep = format!("--dependency=afterok:{failing}");
@@ -249,7 +241,7 @@ fn every_format_shows_what_slurm_shows() {
     );
 
     // Let Slurm settle: the slice job runs, nothing waits with reason None.
-    wait_for("the jobs to settle", Duration::from_secs(90), || {
+    crate::common::wait_until(Duration::from_secs(90), "the jobs to settle", || {
         let s = snapshot(&account);
         let state = |id: u64| s.get(&id.to_string()).map(|v| (v.0.as_str(), v.1.as_str()));
         state(running).is_some_and(|(st, _)| st == "RUNNING")
@@ -444,6 +436,7 @@ fn every_format_shows_what_slurm_shows() {
 }
 
 /// `promtool check metrics` must accept the exposition.
+#[track_caller]
 pub fn promtool_accepts(text: &str) {
     use std::io::Write;
     let child = Command::new("promtool")

@@ -27,6 +27,7 @@ fn recorded_now() -> chrono::NaiveDateTime {
     at("2026-11-30T15:10:00")
 }
 
+#[track_caller]
 fn row<'a>(rows: &'a [QueueRow], partition: &str, kind: &str) -> &'a QueueRow {
     rows.iter()
         .find(|r| r.partition == partition && r.kind == kind)

@@ -81,6 +81,7 @@ impl Replay {
     }
 }
 
+#[track_caller]
 fn stdout(cmd: &mut Command) -> String {
     let out = run(cmd);
     assert_eq!(out.status.code(), Some(0));
@@ -241,6 +242,7 @@ fn table_is_plain_when_piped() {
     assert!(coloured.contains("\x1b[1m== runs ==\x1b[0m"));
 }
 
+#[track_caller]
 fn sample(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| {
@@ -411,6 +413,7 @@ fn bad_input_is_exit_2_before_any_slurm_call() {
 
 /// A tool the Prometheus checks need: its path, or `None` to skip. When the
 /// suite is run with the cluster expected (CI), a missing tool fails.
+#[track_caller]
 pub fn tool(names: &[&str], package: &str) -> Option<PathBuf> {
     if let Some(p) = names.iter().find_map(|n| which::which(n).ok()) {
         return Some(p);

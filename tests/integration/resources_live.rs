@@ -73,6 +73,7 @@ impl Fixture {
         c
     }
 
+    #[track_caller]
     fn submit(&self, spec: &Path, epoch_seconds: &str) -> Value {
         let out = run(self.cmd(epoch_seconds).args(["submit", "--json"]).arg(spec));
         assert_eq!(out.status.code(), Some(0), "submit failed");
@@ -116,6 +117,7 @@ struct PartitionSetting {
 }
 
 impl PartitionSetting {
+    #[track_caller]
     fn set(
         partition: &'static str,
         key: &'static str,

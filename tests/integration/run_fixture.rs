@@ -55,6 +55,7 @@ impl RunFixture {
     }
 
     /// Submit `spec`; the run id and the submit JSON.
+    #[track_caller]
     pub fn submit(&self, spec: &Path) -> (String, serde_json::Value) {
         let out = run(self.cmd().args(["submit", "--json"]).arg(spec));
         assert_eq!(out.status.code(), Some(0), "submit failed: {out:?}");

@@ -4,10 +4,7 @@
 //! them) and stand-in `squeue`, `sacct` and `sinfo` first on PATH, each
 //! printing one fixed table of jobs in the format the caller asked for.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-
-use crate::common::{run, yolo};
+use crate::common::Test;
 use serde_json::{json, Value};
 
 const SEP: char = '\u{1f}';
@@ -167,48 +164,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-struct World {
-    dir: tempfile::TempDir,
-}
-
-impl World {
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn script(&self, name: &str, body: &str) {
-        let path = self.path().join("bin").join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    fn cmd(&self) -> std::process::Command {
-        let mut c = yolo();
-        c.env(
-            "PATH",
-            format!(
-                "{}:{}",
-                self.path().join("bin").display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
-        .env("XDG_STATE_HOME", self.path().join("state"))
-        .env_remove("YOLO_SCHED_RUNS_DIR");
-        c
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = run(self.cmd().args(args));
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
 fn status_line(id: &str, array: u64, task: &str, state: &str, reason: &str) -> String {
     format!("{id}|{array}|{task}|{state}|{reason}|0:01|1:00:00|node1|gres:gpu:1g.5gb:1|0|x|\n")
 }
@@ -236,11 +191,8 @@ fn listing_line(id: &str, state: &str, reason: &str) -> String {
 }
 
 /// Write the runs, their job files and the tables the stand-ins print.
-fn build(cases: &[Case]) -> (World, Vec<String>) {
-    let w = World {
-        dir: tempfile::tempdir().unwrap(),
-    };
-    std::fs::create_dir_all(w.path().join("bin")).unwrap();
+fn build(cases: &[Case]) -> (Test, Vec<String>) {
+    let w = Test::new();
     let index = w.path().join("state/yolo-sched/runs");
     std::fs::create_dir_all(&index).unwrap();
     let (mut squeue, mut listing, mut sacct) = (String::new(), String::new(), String::new());
@@ -320,17 +272,13 @@ fn build(cases: &[Case]) -> (World, Vec<String>) {
         std::fs::write(index.join(format!("{run_id}.json")), entry.to_string()).unwrap();
         ids.push(run_id);
     }
-    let file = |name: &str, text: &str| -> PathBuf {
-        let p = w.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    };
+    let file = |name: &str, text: &str| w.file(name, text);
     let (sq, li, sa) = (
         file("squeue.txt", &squeue),
         file("listing.txt", &listing),
         file("sacct.txt", &sacct),
     );
-    w.script(
+    w.standin(
         "squeue",
         &format!(
             "case \"$*\" in *--Format=*) cat '{}' ;; *) cat '{}' ;; esac",
@@ -338,12 +286,13 @@ fn build(cases: &[Case]) -> (World, Vec<String>) {
             sq.display()
         ),
     );
-    w.script("sacct", &format!("cat '{}'", sa.display()));
-    w.script("sinfo", "echo '{\"errors\":[],\"nodes\":[]}'");
+    w.standin("sacct", &format!("cat '{}'", sa.display()));
+    w.standin("sinfo", "echo '{\"errors\":[],\"nodes\":[]}'");
     (w, ids)
 }
 
 /// The row of `run_id` in `list --json`.
+#[track_caller]
 fn row_of<'a>(list: &'a Value, run_id: &str) -> &'a Value {
     list.as_array()
         .unwrap()
@@ -468,4 +417,27 @@ fn a_moved_run_directory_reads_where_it_is_now() {
         let by_path = w.json(&["status", "--json", dir.to_str().unwrap()]);
         assert_eq!(by_path["state"], l["state"], "{} by path", c.name);
     }
+}
+
+/// The human `list` and `status` tables of the same runs, whole: where a
+/// wording change shows (`UPDATE_SNAPSHOTS=1` accepts one on purpose).
+#[test]
+fn list_and_status_tables() {
+    let cases = cases();
+    let (w, ids) = build(&cases);
+    let shown = |args: &[&str]| {
+        let out = w.run(args);
+        format!(
+            "$ yolo-sched {} (exit {:?})\n{}{}",
+            args.join(" "),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let mut all = shown(&["list"]);
+    for id in &ids {
+        all.push_str(&shown(&["status", id]));
+    }
+    crate::common::assert_snapshot("runs-tables.txt", &w.masked(&all));
 }

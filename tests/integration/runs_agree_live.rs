@@ -6,7 +6,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use serde_json::Value;
@@ -51,6 +51,7 @@ impl Fixture {
         c
     }
 
+    #[track_caller]
     fn json(&self, args: &[&str]) -> Value {
         let out = run(self.cmd().args(args));
         assert_eq!(out.status.code(), Some(0), "{args:?}");
@@ -58,6 +59,7 @@ impl Fixture {
     }
 
     /// Submit; the run id and the job ids of prepare, train, export.
+    #[track_caller]
     fn submit(&self, spec: &Path) -> (String, Vec<u64>) {
         let out = run(self.cmd().args(["submit", "--json"]).arg(spec));
         assert_eq!(out.status.code(), Some(0), "submit failed");
@@ -76,19 +78,20 @@ impl Fixture {
         self.json(&["status", "--json", run_id])
     }
 
+    #[track_caller]
     fn wait_for(&self, run_id: &str, what: &str, limit: Duration, ok: impl Fn(&Value) -> bool) {
-        let start = Instant::now();
-        loop {
-            let st = self.state(run_id);
-            if ok(&st) {
-                return;
-            }
-            assert!(
-                start.elapsed() < crate::common::patience(limit),
-                "{run_id}: no {what} after {limit:?}: {st}"
-            );
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        let last = std::cell::RefCell::new(Value::Null);
+        crate::common::wait_for_seen(
+            limit,
+            &format!("{run_id}'s {what}"),
+            || last.borrow().to_string(),
+            || {
+                let st = self.state(run_id);
+                let done = ok(&st);
+                *last.borrow_mut() = st;
+                done.then_some(())
+            },
+        );
     }
 }
 

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use serde_json::Value;
@@ -57,6 +57,7 @@ impl Fixture {
         c
     }
 
+    #[track_caller]
     fn submit(&self, spec: &Path) -> (String, Value) {
         let out = run(self.cmd().args(["submit", "--json"]).arg(spec));
         assert_eq!(out.status.code(), Some(0), "submit failed");
@@ -64,6 +65,7 @@ impl Fixture {
         (v["run_id"].as_str().unwrap().to_string(), v)
     }
 
+    #[track_caller]
     fn status(&self, run_id: &str) -> Value {
         let out = run(self.cmd().args(["status", "--json", run_id]));
         assert_eq!(out.status.code(), Some(0));
@@ -77,6 +79,7 @@ impl Fixture {
     }
 }
 
+#[track_caller]
 fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
     let out = run_bounded(&mut cmd, limit)
         .unwrap_or_else(|| panic!("{cmd:?} did not end within {limit:?}"));
@@ -90,6 +93,7 @@ fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
     out
 }
 
+#[track_caller]
 fn stage<'a>(status: &'a Value, name: &str) -> &'a Value {
     status["stages"]
         .as_array()
@@ -269,18 +273,9 @@ fn a_run_cancelled_mid_training_resumes_from_last_pt() {
     let st = f.status(&run_id);
     let workdir = PathBuf::from(st["workdir"].as_str().unwrap());
     let results = workdir.join("train/results.csv");
-    let start = Instant::now();
-    while std::fs::read_to_string(&results)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-        < 4
-    {
-        assert!(
-            start.elapsed() < crate::common::patience(Duration::from_secs(120)),
-            "training did not get going"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    crate::common::wait_until(Duration::from_secs(120), "three epochs of training", || {
+        std::fs::read_to_string(&results).map_or(0, |t| t.lines().count()) >= 4
+    });
     let c = run(f.cmd().args(["cancel", "--json", &run_id]));
     assert_eq!(c.status.code(), Some(0));
     let cancelled: Value = serde_json::from_slice(&c.stdout).unwrap();
@@ -431,6 +426,7 @@ fn a_sweep_runs_as_arrays_with_per_task_dependencies() {
 
 /// The job ids the rollback's `scancel` named in a Slurm trace; each must
 /// have left the queue.
+#[track_caller]
 fn cancelled_by_rollback(calls: &str) -> Vec<u64> {
     let cancelled: Vec<u64> = calls
         .lines()

@@ -28,6 +28,7 @@ fn script() -> std::path::PathBuf {
 
 /// The running server (the test fails when it does not answer: these tests
 /// are ignored unless asked for, and then the server must be there).
+#[track_caller]
 pub fn s3() -> S3 {
     let status = Command::new("bash")
         .arg(script())

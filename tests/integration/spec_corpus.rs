@@ -27,6 +27,7 @@ fn validate(dir: &Path, spec: &str, extra: &[&str]) -> Output {
         .expect("run yolo-sched")
 }
 
+#[track_caller]
 fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{self, *};
 use crate::run_fixture::RunFixture;
@@ -18,6 +18,7 @@ struct Rsyslog {
 }
 
 impl Rsyslog {
+    #[track_caller]
     fn start(dir: &Path) -> Rsyslog {
         let conf = format!(
             "global(workDirectory=\"{d}\")\n\
@@ -37,14 +38,9 @@ impl Rsyslog {
             .arg(dir.join("rsyslog.pid"))
             .spawn()
             .unwrap_or_else(|e| panic!("rsyslogd is needed (Debian package rsyslog): {e}"));
-        let start = Instant::now();
-        while !dir.join("log.sock").exists() {
-            assert!(
-                start.elapsed() < crate::common::patience(Duration::from_secs(20)),
-                "rsyslogd made no socket"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        crate::common::wait_until(Duration::from_secs(20), "rsyslogd's socket", || {
+            dir.join("log.sock").exists()
+        });
         Rsyslog {
             child,
             dir: dir.to_path_buf(),
@@ -63,20 +59,14 @@ impl Rsyslog {
             .collect()
     }
 
+    #[track_caller]
     fn wait_for(&self, msgid: &str, n: usize) -> Vec<(String, Value)> {
-        let start = Instant::now();
-        loop {
-            let r = self.records(msgid);
-            if r.len() >= n {
-                return r;
-            }
-            assert!(
-                start.elapsed() < crate::common::patience(Duration::from_secs(20)),
-                "{n} `{msgid}` record(s) did not arrive: {:?}",
-                std::fs::read_to_string(self.dir.join("messages"))
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        crate::common::wait_for_seen(
+            Duration::from_secs(20),
+            &format!("{n} `{msgid}` record(s)"),
+            || format!("{:?}", std::fs::read_to_string(self.dir.join("messages"))),
+            || Some(self.records(msgid)).filter(|r| r.len() >= n),
+        )
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -97,6 +97,7 @@ fn setup_tiers_once() {
 /// (on a machine where the tiers were just made, `list --account` missed
 /// bob's run). So: a held job of bob's in `vision`, polled until the
 /// coordinator and the operator both see it.
+#[track_caller]
 fn wait_for_slurmctld_to_know_the_tiers() {
     let out = sh(&format!(
         "runuser -u {BOB} -- sbatch --parsable -H --account=vision --chdir=/tmp \
@@ -111,9 +112,9 @@ fn wait_for_slurmctld_to_know_the_tiers() {
         .to_string();
     assert!(job.parse::<u64>().is_ok(), "the probe job's id: {out:?}");
     for user in [ALICE, CAROL] {
-        wait_for(
-            &format!("slurmctld showing {BOB}'s job {job} to {user}"),
+        crate::common::wait_until(
             Duration::from_secs(60),
+            &format!("slurmctld showing {BOB}'s job {job} to {user}"),
             || {
                 let seen = sh(&format!("runuser -u {user} -- squeue -h -j {job} -o %i"));
                 String::from_utf8_lossy(&seen.stdout).trim() == job
@@ -170,6 +171,7 @@ impl Tiers {
         run(self.cmd(user).args(args))
     }
 
+    #[track_caller]
     fn json(&self, user: &str, args: &[&str]) -> Value {
         let out = self.yolo(user, args);
         assert_eq!(out.status.code(), Some(0), "{user} {args:?}: {out:?}");
@@ -233,17 +235,6 @@ fn active(run_id: &str) -> usize {
         .count()
 }
 
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < crate::common::patience(limit),
-            "{what} not within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
 fn run_ids(list: &Value) -> Vec<String> {
     list.as_array()
         .unwrap()
@@ -252,6 +243,7 @@ fn run_ids(list: &Value) -> Vec<String> {
         .collect()
 }
 
+#[track_caller]
 fn row<'a>(list: &'a Value, run_id: &str) -> &'a Value {
     list.as_array()
         .unwrap()
@@ -411,7 +403,7 @@ fn each_tier_sees_and_cancels_what_slurm_allows() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let c: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!c["cancelled"].as_array().unwrap().is_empty(), "{c}");
-    wait_for("bob's run cancelled", Duration::from_secs(30), || {
+    crate::common::wait_until(Duration::from_secs(30), "bob's run cancelled", || {
         active(&bob_run) == 0
     });
     assert!(
@@ -435,7 +427,7 @@ fn each_tier_sees_and_cancels_what_slurm_allows() {
     // The operator cancels anyone's run.
     let out = t.yolo(CAROL, &["cancel", &alice_run]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    wait_for("alice's run cancelled", Duration::from_secs(30), || {
+    crate::common::wait_until(Duration::from_secs(30), "alice's run cancelled", || {
         active(&alice_run) == 0
     });
     // report --account: the team's runs through Slurm, in the one run model.

@@ -22,6 +22,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The cluster's turn for this module, with the real trainer there (or the
 /// test fails: it is ignored unless asked for).
+#[track_caller]
 fn ready() -> ClusterGuard {
     let guard = cluster_shared(module_path!());
     assert!(
@@ -71,6 +72,7 @@ impl Fixture {
         c
     }
 
+    #[track_caller]
     fn submit(&self, spec: &Path) -> Value {
         let out = run(self.cmd().args(["submit", "--json"]).arg(spec));
         assert_eq!(out.status.code(), Some(0), "submit failed");
@@ -98,6 +100,7 @@ fn stage<'a>(status: &'a Value, name: &str) -> &'a Value {
 }
 
 /// Nothing of the traps: no default training on coco8, no ./runs/detect.
+#[track_caller]
 fn assert_no_stray_training(f: &Fixture, workdir: &Path) {
     assert!(
         !f.path().join("runs/detect").exists(),
@@ -217,26 +220,19 @@ fn a_real_chain_trains_on_a_slice_and_exports_an_onnx_model_that_loads() {
 
 /// Wait until the run directory holds a complete checkpoint of epoch 1 or
 /// later (Ultralytics writes the results.csv row just before last.pt).
+#[track_caller]
 fn wait_for_checkpoint(run_dir: &Path, limit: Duration) {
     use yolo_sched::rundir::checkpoint::{state, CheckpointState};
-    let start = Instant::now();
-    loop {
-        if let CheckpointState::Resumable { epoch: Some(e), .. } = state(run_dir) {
-            if e >= 1 {
-                return;
-            }
-        }
-        assert!(
-            start.elapsed() < crate::common::patience(limit),
-            "no checkpoint in {} after {limit:?}",
-            run_dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::common::wait_until(
+        limit,
+        &format!("a checkpoint of epoch 1 or later in {}", run_dir.display()),
+        || matches!(state(run_dir), CheckpointState::Resumable { epoch: Some(e), .. } if e >= 1),
+    );
 }
 
 /// Submit `name` for `epochs`, cancel it once a checkpoint of epoch ≥ 1 is
 /// on disk, and wait for its jobs to end. Returns the run id and workdir.
+#[track_caller]
 fn submit_and_cancel_midway(f: &Fixture, name: &str, epochs: u32) -> (String, PathBuf) {
     let sub = f.submit(&f.spec(name, epochs, ""));
     let run_id = sub["run_id"].as_str().unwrap().to_string();

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
+#[track_caller]
 fn python() -> std::path::PathBuf {
     let py = trainer_venv().join("bin/python");
     let ok = Command::new(&py)
@@ -26,6 +27,7 @@ fn python() -> std::path::PathBuf {
     py
 }
 
+#[track_caller]
 fn tune(workdir: &Path, mode: &str, batch: u32) -> String {
     let out = Command::new(python())
         .arg(workdir.join("scripts/tune.py"))

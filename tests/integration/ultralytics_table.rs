@@ -11,6 +11,7 @@ use std::process::Command;
 
 use yolo_sched::spec::ultralytics::{EXPORT_FORMATS, YOLO_ARGS};
 
+#[track_caller]
 fn python() -> Option<PathBuf> {
     let venv = std::env::var("YOLO_TRAINER_VENV")
         .unwrap_or_else(|_| "/opt/yolo-sched/trainer-ultralytics-8.4.190".into());
@@ -29,6 +30,7 @@ fn python() -> Option<PathBuf> {
 }
 
 /// Lines printed by a Python snippet run in the venv.
+#[track_caller]
 fn ask(py: &PathBuf, code: &str) -> BTreeSet<String> {
     let out = Command::new(py).args(["-c", code]).output().unwrap();
     assert!(

@@ -108,6 +108,24 @@ pub fn nice_ceiling(v: f64) -> f64 {
         .unwrap_or(10.0 * step)
 }
 
+/// The series' finite points: a non-finite value has no place on an axis,
+/// so it is not drawn (the numbers table under the chart shows it as it is).
+fn drawable<'a>(series: &[Series<'a>]) -> Vec<Series<'a>> {
+    series
+        .iter()
+        .map(|s| Series {
+            name: s.name,
+            points: s
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .collect(),
+            dots: s.dots,
+        })
+        .collect()
+}
+
 /// A line chart of the series over a shared x axis; `y_max` fixes the top
 /// (mAP is 0–1), else the data's maximum decides.
 fn line_chart(
@@ -125,21 +143,7 @@ fn line_chart(
         (640.0, 220.0)
     };
     let (left, right, top, bottom) = (48.0, 12.0, 12.0, 34.0);
-    // A non-finite value has no place on an axis: it is not drawn (the
-    // numbers table under the chart shows it as it is).
-    let finite: Vec<Series> = series
-        .iter()
-        .map(|s| Series {
-            name: s.name,
-            points: s
-                .points
-                .iter()
-                .copied()
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .collect(),
-            dots: s.dots,
-        })
-        .collect();
+    let finite = drawable(series);
     let series = finite.as_slice();
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
@@ -1144,6 +1148,15 @@ pub fn advice_page(r: &crate::advise::Report) -> String {
         &rows,
         true,
     );
+    advice_needs(&mut out, r);
+    advice_plan(&mut out, r);
+    out.push_str("</section></main></body></html>\n");
+    out
+}
+
+/// The advice page's needs section: where the needs came from, and the
+/// jobs that asked for more than they used.
+fn advice_needs(out: &mut String, r: &crate::advise::Report) {
     out.push_str("</section><section id=\"needs\"><h2>What the jobs needed</h2>");
     let _ = write!(
         out,
@@ -1174,7 +1187,7 @@ pub fn advice_page(r: &crate::advise::Report) -> String {
             .collect();
         out.push_str("<h3>Jobs that asked for more than they used, per user and account</h3>");
         table(
-            &mut out,
+            out,
             "",
             &strings(&[
                 "by",
@@ -1190,6 +1203,11 @@ pub fn advice_page(r: &crate::advise::Report) -> String {
             &rows,
         );
     }
+}
+
+/// The advice page's plan: the steps, node by node, or why there are none.
+fn advice_plan(out: &mut String, r: &crate::advise::Report) {
+    let h = |s: f64| s / 3600.0;
     out.push_str("</section><section id=\"plan\"><h2>The plan</h2>");
     if r.advice.steps.is_empty() {
         out.push_str("<p class=\"note\">No change of layout would run more of these jobs or shorten their mean wait by a minute or more: nothing to change.</p>");
@@ -1217,7 +1235,7 @@ pub fn advice_page(r: &crate::advise::Report) -> String {
             })
             .collect();
         table(
-            &mut out,
+            out,
             "",
             &strings(&[
                 "step",
@@ -1231,8 +1249,6 @@ pub fn advice_page(r: &crate::advise::Report) -> String {
         );
         out.push_str("<p class=\"meta\">On each node in turn: <code>yolo-sched node-setup --apply --layout auto --demand FILE</code> (FILE from <code>advise --demand-out</code>).</p>");
     }
-    out.push_str("</section></main></body></html>\n");
-    out
 }
 
 #[cfg(test)]

@@ -186,224 +186,22 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
     families.push(generated);
 
     if let (Some(inv), true) = (&report.inventory, selection.has(Section::Inventory)) {
-        let mut info = Family::new(
-            "node_info",
-            "Always 1; the node's state (idle, mixed, allocated, drained, draining, down, ...) and drain reason as labels.",
-        );
-        let mut slices = Family::new(
-            "node_slices",
-            "GRES units (MIG slices, whole GPUs, shards) on a node by type and state (allocated or free).",
-        );
-        let mut configured = Family::new(
-            "node_slices_configured",
-            "GRES units configured on a node by type.",
-        );
-        for n in &inv.nodes {
-            let reason = n.reason.clone().unwrap_or_default();
-            info.add(
-                &[("node", &n.node), ("state", &n.state), ("reason", &reason)],
-                1.0,
-            );
-            for g in &n.gres {
-                configured.add(&[("node", &n.node), ("type", &g.kind)], g.total as f64);
-                slices.add(
-                    &[("node", &n.node), ("type", &g.kind), ("state", "allocated")],
-                    g.allocated as f64,
-                );
-                slices.add(
-                    &[("node", &n.node), ("type", &g.kind), ("state", "free")],
-                    g.free as f64,
-                );
-            }
-        }
-        let mut usable = Family::new(
-            "slices_free_usable",
-            "Free GRES units by type on nodes that accept jobs (not drained or down).",
-        );
-        for t in &inv.totals {
-            usable.add(&[("type", &t.kind)], t.free_usable as f64);
-        }
-        families.extend([info, slices, configured, usable]);
+        families.extend(inventory_families(inv));
     }
-
     if let (Some(q), true) = (&report.queue, selection.has(Section::Queue)) {
-        let mut jobs = Family::new(
-            "queue_jobs",
-            "Jobs by partition, GRES type and state (running or pending); array tasks count one each.",
-        );
-        let mut slices = Family::new(
-            "queue_slices",
-            "GRES units held by running jobs or asked for by pending jobs, by partition, type and state.",
-        );
-        for r in &q.by_partition_type {
-            let l = |state| {
-                [
-                    ("partition", r.partition.as_str()),
-                    ("type", r.kind.as_str()),
-                    ("state", state),
-                ]
-            };
-            jobs.add(&l("running"), r.running_jobs as f64);
-            jobs.add(&l("pending"), r.pending_jobs as f64);
-            slices.add(&l("running"), r.running_slices as f64);
-            slices.add(&l("pending"), r.pending_slices as f64);
-        }
-        let mut reasons = Family::new(
-            "queue_pending_reason_jobs",
-            "Pending jobs by Slurm reason code (Resources, Priority, Dependency, ...).",
-        );
-        for r in &q.pending_reasons {
-            reasons.add(&[("reason", &r.reason)], r.jobs as f64);
-        }
-        let mut median = Family::new(
-            "queue_median_wait_seconds",
-            "Median time pending jobs of a GRES type have waited since submission.",
-        );
-        let mut oldest = Family::new(
-            "queue_oldest_wait_seconds",
-            "How long the oldest pending job of a GRES type has waited since submission.",
-        );
-        // The wait distribution: cumulative like a histogram's buckets, but a
-        // gauge (a snapshot of the jobs waiting now). Types × 6 series, bounded.
-        let mut waits = Family::new(
-            "queue_pending_wait_jobs",
-            "Pending jobs of a GRES type that have waited less than below_seconds (cumulative; +Inf is all of them).",
-        );
-        for t in &q.by_type {
-            let mut seen = 0;
-            for ((upper, _), n) in crate::report::model::WAIT_BUCKETS
-                .iter()
-                .zip(&t.wait_buckets)
-            {
-                seen += n;
-                let bound = if *upper == i64::MAX {
-                    "+Inf".to_string()
-                } else {
-                    upper.to_string()
-                };
-                waits.add(&[("type", &t.kind), ("below_seconds", &bound)], seen as f64);
-            }
-            if let Some(m) = t.median_wait_seconds {
-                median.add(&[("type", &t.kind)], m as f64);
-            }
-            if let Some(o) = &t.oldest_pending {
-                oldest.add(&[("type", &t.kind)], o.wait_seconds as f64);
-            }
-        }
-        let mut never = Family::new(
-            "queue_never_runnable_jobs",
-            "Pending jobs that can never start (DependencyNeverSatisfied, BadConstraints).",
-        );
-        never.add(&[], q.never_runnable_jobs as f64);
-        let mut unparsed = Family::new(
-            "queue_unparsed_lines",
-            "Lines of squeue output the report could not read (expected 0).",
-        );
-        unparsed.add(&[], q.unparsed_lines as f64);
-        families.extend([
-            jobs, slices, reasons, median, waits, oldest, never, unparsed,
-        ]);
+        families.extend(queue_families(q));
     }
-
     if let (Some(u), true) = (&report.usage, selection.has(Section::Usage)) {
-        let mut held = Family::new(
-            "user_slices_held",
-            "GRES units held now by running jobs, by user, account and type.",
-        );
-        let mut hours = Family::new(
-            "user_slice_hours",
-            "Allocated slice-hours in the usage window (see yolo_sched_usage_window_seconds), by user, account and type. A gauge: the window slides.",
-        );
-        for r in &u.rows {
-            let labels = [
-                ("user", r.user.as_str()),
-                ("account", r.account.as_str()),
-                ("type", r.kind.as_str()),
-            ];
-            if r.slices_held > 0 {
-                held.add(&labels, r.slices_held as f64);
-            }
-            if let Some(h) = r.slice_hours {
-                hours.add(&labels, h);
-            }
-        }
-        let mut available = Family::new(
-            "accounting_available",
-            "1 when sacct answered, so slice-hours are reported; 0 when accounting is disabled or failed.",
-        );
-        available.add(
-            &[],
-            f64::from(u8::from(u.accounting.status == AccountingStatus::Ok)),
-        );
-        let mut window = Family::new(
-            "usage_window_seconds",
-            "Length of the slice-hours window (--since).",
-        );
-        window.add(&[], u.window_seconds as f64);
-        families.extend([held, hours, available, window]);
+        families.extend(usage_families(u));
     }
-
     if let (Some(r), true) = (&report.runs, selection.has(Section::Runs)) {
-        let mut runs = Family::new(
-            "runs",
-            "yolo-sched runs readable by the reporting user, by state.",
-        );
-        for s in &r.by_state {
-            runs.add(&[("state", &s.state)], s.runs as f64);
-        }
-        let mut failures = Family::new(
-            "run_stage_failures",
-            "Runs in which a stage of this name failed.",
-        );
-        for s in &r.failing_stages {
-            failures.add(&[("stage", &s.stage)], s.failures as f64);
-        }
-        let mut unreadable = Family::new(
-            "runs_unreadable_manifests",
-            "Run manifests that could not be read.",
-        );
-        unreadable.add(&[], r.unreadable.len() as f64);
-        families.extend([runs, failures, unreadable]);
+        families.extend(runs_families(r));
     }
-
     if let (Some(a), true) = (&report.advice, selection.has(Section::Advice)) {
-        if a.error.is_none() {
-            let mut advised = Family::new(
-                "advice_node_layout_advised",
-                "1 when the node is cut as `yolo-sched advise` would cut it from last week's accounting, 0 when it would re-cut it.",
-            );
-            for n in &a.nodes {
-                advised.add(&[("node", n.node.as_str())], f64::from(u8::from(n.advised)));
-            }
-            let mut wait = Family::new(
-                "advice_mean_wait_seconds",
-                "Mean wait of last week's typed GPU jobs: measured (accounting), simulated as the nodes are cut now (current), and as advised.",
-            );
-            wait.add(&[("setup", "measured")], a.measured_mean_wait_s);
-            wait.add(&[("setup", "current")], a.predicted_mean_wait_s);
-            wait.add(&[("setup", "advised")], a.advised_mean_wait_s);
-            let mut waited = Family::new(
-                "advice_waited_gpu_hours",
-                "GPU-hours of last week's typed GPU jobs that waited over a minute to start (accounting).",
-            );
-            waited.add(&[], a.waited_gpu_hours);
-            families.extend([advised, wait, waited]);
-            families.extend(need_families(a));
-        }
+        families.extend(advice_families(a));
     }
-
     if let (Some(rs), true) = (&report.right_sizing, selection.has(Section::RightSizing)) {
-        let mut data = Family::new(
-            "rightsizing_stages_with_data",
-            "Run stages that recorded a memory figure and a requested profile.",
-        );
-        data.add(&[], rs.stages_with_data as f64);
-        let mut hints = Family::new(
-            "rightsizing_hints",
-            "Run stages whose memory figure fits a smaller MIG profile than requested.",
-        );
-        hints.add(&[], rs.hints.len() as f64);
-        families.extend([data, hints]);
+        families.extend(right_sizing_families(rs));
     }
 
     let mut out = String::new();
@@ -411,6 +209,245 @@ pub fn render(report: &Report, selection: &Selection, generated_unix: i64) -> St
         f.write(&mut out);
     }
     out
+}
+
+/// The inventory section: node states, slices per node and free usable ones.
+fn inventory_families(inv: &crate::report::model::Inventory) -> Vec<Family> {
+    let mut families = Vec::new();
+    let mut info = Family::new(
+        "node_info",
+        "Always 1; the node's state (idle, mixed, allocated, drained, draining, down, ...) and drain reason as labels.",
+    );
+    let mut slices = Family::new(
+        "node_slices",
+        "GRES units (MIG slices, whole GPUs, shards) on a node by type and state (allocated or free).",
+    );
+    let mut configured = Family::new(
+        "node_slices_configured",
+        "GRES units configured on a node by type.",
+    );
+    for n in &inv.nodes {
+        let reason = n.reason.clone().unwrap_or_default();
+        info.add(
+            &[("node", &n.node), ("state", &n.state), ("reason", &reason)],
+            1.0,
+        );
+        for g in &n.gres {
+            configured.add(&[("node", &n.node), ("type", &g.kind)], g.total as f64);
+            slices.add(
+                &[("node", &n.node), ("type", &g.kind), ("state", "allocated")],
+                g.allocated as f64,
+            );
+            slices.add(
+                &[("node", &n.node), ("type", &g.kind), ("state", "free")],
+                g.free as f64,
+            );
+        }
+    }
+    let mut usable = Family::new(
+        "slices_free_usable",
+        "Free GRES units by type on nodes that accept jobs (not drained or down).",
+    );
+    for t in &inv.totals {
+        usable.add(&[("type", &t.kind)], t.free_usable as f64);
+    }
+    families.extend([info, slices, configured, usable]);
+    families
+}
+
+/// The queue section: jobs and slices, reasons, waits, never-runnable jobs.
+fn queue_families(q: &crate::report::model::Queue) -> Vec<Family> {
+    let mut families = Vec::new();
+    let mut jobs = Family::new(
+        "queue_jobs",
+        "Jobs by partition, GRES type and state (running or pending); array tasks count one each.",
+    );
+    let mut slices = Family::new(
+        "queue_slices",
+        "GRES units held by running jobs or asked for by pending jobs, by partition, type and state.",
+    );
+    for r in &q.by_partition_type {
+        let l = |state| {
+            [
+                ("partition", r.partition.as_str()),
+                ("type", r.kind.as_str()),
+                ("state", state),
+            ]
+        };
+        jobs.add(&l("running"), r.running_jobs as f64);
+        jobs.add(&l("pending"), r.pending_jobs as f64);
+        slices.add(&l("running"), r.running_slices as f64);
+        slices.add(&l("pending"), r.pending_slices as f64);
+    }
+    let mut reasons = Family::new(
+        "queue_pending_reason_jobs",
+        "Pending jobs by Slurm reason code (Resources, Priority, Dependency, ...).",
+    );
+    for r in &q.pending_reasons {
+        reasons.add(&[("reason", &r.reason)], r.jobs as f64);
+    }
+    let mut median = Family::new(
+        "queue_median_wait_seconds",
+        "Median time pending jobs of a GRES type have waited since submission.",
+    );
+    let mut oldest = Family::new(
+        "queue_oldest_wait_seconds",
+        "How long the oldest pending job of a GRES type has waited since submission.",
+    );
+    // The wait distribution: cumulative like a histogram's buckets, but a
+    // gauge (a snapshot of the jobs waiting now). Types × 6 series, bounded.
+    let mut waits = Family::new(
+        "queue_pending_wait_jobs",
+        "Pending jobs of a GRES type that have waited less than below_seconds (cumulative; +Inf is all of them).",
+    );
+    for t in &q.by_type {
+        let mut seen = 0;
+        for ((upper, _), n) in crate::report::model::WAIT_BUCKETS
+            .iter()
+            .zip(&t.wait_buckets)
+        {
+            seen += n;
+            let bound = if *upper == i64::MAX {
+                "+Inf".to_string()
+            } else {
+                upper.to_string()
+            };
+            waits.add(&[("type", &t.kind), ("below_seconds", &bound)], seen as f64);
+        }
+        if let Some(m) = t.median_wait_seconds {
+            median.add(&[("type", &t.kind)], m as f64);
+        }
+        if let Some(o) = &t.oldest_pending {
+            oldest.add(&[("type", &t.kind)], o.wait_seconds as f64);
+        }
+    }
+    let mut never = Family::new(
+        "queue_never_runnable_jobs",
+        "Pending jobs that can never start (DependencyNeverSatisfied, BadConstraints).",
+    );
+    never.add(&[], q.never_runnable_jobs as f64);
+    let mut unparsed = Family::new(
+        "queue_unparsed_lines",
+        "Lines of squeue output the report could not read (expected 0).",
+    );
+    unparsed.add(&[], q.unparsed_lines as f64);
+    families.extend([
+        jobs, slices, reasons, median, waits, oldest, never, unparsed,
+    ]);
+    families
+}
+
+/// The usage section: slices held and slice-hours per user, the window.
+fn usage_families(u: &crate::report::model::Usage) -> Vec<Family> {
+    let mut families = Vec::new();
+    let mut held = Family::new(
+        "user_slices_held",
+        "GRES units held now by running jobs, by user, account and type.",
+    );
+    let mut hours = Family::new(
+        "user_slice_hours",
+        "Allocated slice-hours in the usage window (see yolo_sched_usage_window_seconds), by user, account and type. A gauge: the window slides.",
+    );
+    for r in &u.rows {
+        let labels = [
+            ("user", r.user.as_str()),
+            ("account", r.account.as_str()),
+            ("type", r.kind.as_str()),
+        ];
+        if r.slices_held > 0 {
+            held.add(&labels, r.slices_held as f64);
+        }
+        if let Some(h) = r.slice_hours {
+            hours.add(&labels, h);
+        }
+    }
+    let mut available = Family::new(
+        "accounting_available",
+        "1 when sacct answered, so slice-hours are reported; 0 when accounting is disabled or failed.",
+    );
+    available.add(
+        &[],
+        f64::from(u8::from(u.accounting.status == AccountingStatus::Ok)),
+    );
+    let mut window = Family::new(
+        "usage_window_seconds",
+        "Length of the slice-hours window (--since).",
+    );
+    window.add(&[], u.window_seconds as f64);
+    families.extend([held, hours, available, window]);
+    families
+}
+
+/// The runs section: runs by state, failing stages, unreadable manifests.
+fn runs_families(r: &crate::report::model::Runs) -> Vec<Family> {
+    let mut families = Vec::new();
+    let mut runs = Family::new(
+        "runs",
+        "yolo-sched runs readable by the reporting user, by state.",
+    );
+    for s in &r.by_state {
+        runs.add(&[("state", &s.state)], s.runs as f64);
+    }
+    let mut failures = Family::new(
+        "run_stage_failures",
+        "Runs in which a stage of this name failed.",
+    );
+    for s in &r.failing_stages {
+        failures.add(&[("stage", &s.stage)], s.failures as f64);
+    }
+    let mut unreadable = Family::new(
+        "runs_unreadable_manifests",
+        "Run manifests that could not be read.",
+    );
+    unreadable.add(&[], r.unreadable.len() as f64);
+    families.extend([runs, failures, unreadable]);
+    families
+}
+
+/// The advice section, when there is advice.
+fn advice_families(a: &crate::report::model::LayoutAdvice) -> Vec<Family> {
+    let mut families = Vec::new();
+    if a.error.is_none() {
+        let mut advised = Family::new(
+            "advice_node_layout_advised",
+            "1 when the node is cut as `yolo-sched advise` would cut it from last week's accounting, 0 when it would re-cut it.",
+        );
+        for n in &a.nodes {
+            advised.add(&[("node", n.node.as_str())], f64::from(u8::from(n.advised)));
+        }
+        let mut wait = Family::new(
+            "advice_mean_wait_seconds",
+            "Mean wait of last week's typed GPU jobs: measured (accounting), simulated as the nodes are cut now (current), and as advised.",
+        );
+        wait.add(&[("setup", "measured")], a.measured_mean_wait_s);
+        wait.add(&[("setup", "current")], a.predicted_mean_wait_s);
+        wait.add(&[("setup", "advised")], a.advised_mean_wait_s);
+        let mut waited = Family::new(
+            "advice_waited_gpu_hours",
+            "GPU-hours of last week's typed GPU jobs that waited over a minute to start (accounting).",
+        );
+        waited.add(&[], a.waited_gpu_hours);
+        families.extend([advised, wait, waited]);
+        families.extend(need_families(a));
+    }
+    families
+}
+
+/// The right-sizing section: stages with data and hints.
+fn right_sizing_families(rs: &crate::report::model::RightSizing) -> Vec<Family> {
+    let mut families = Vec::new();
+    let mut data = Family::new(
+        "rightsizing_stages_with_data",
+        "Run stages that recorded a memory figure and a requested profile.",
+    );
+    data.add(&[], rs.stages_with_data as f64);
+    let mut hints = Family::new(
+        "rightsizing_hints",
+        "Run stages whose memory figure fits a smaller MIG profile than requested.",
+    );
+    hints.add(&[], rs.hints.len() as f64);
+    families.extend([data, hints]);
+    families
 }
 
 #[cfg(test)]

@@ -102,45 +102,12 @@ pub(super) fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>)
             ok = false;
             continue;
         }
-        let mut values: Vec<ArgValue> = Vec::with_capacity(items.len());
-        // Duplicates by their written form, in a set: a list of 256,000
-        // values must not cost 256,000² comparisons.
-        let mut seen = std::collections::HashSet::with_capacity(items.len());
-        let mut axis_ok = true;
-        for (i, item) in items.iter().enumerate() {
-            let item_path = format!("{path}[{i}]");
-            let value = match args::to_arg_value(item.get_ref()) {
-                Ok(a) => a,
-                Err(p) => {
-                    cx.problem(item.span(), &item_path, p);
-                    axis_ok = false;
-                    continue;
-                }
-            };
-            if let Err(p) = args::check_arg(StageKind::Train, key, &value, true) {
-                cx.problem(item.span(), &item_path, p);
-                axis_ok = false;
-                continue;
-            }
-            if !seen.insert(value.to_string()) {
-                cx.error(
-                    item.span(),
-                    &item_path,
-                    format!("{value} is listed twice; each variant would run twice"),
-                    Some("remove the duplicate".into()),
-                );
-                axis_ok = false;
-                continue;
-            }
-            values.push(value);
-        }
-        if axis_ok {
-            sweep.axes.push(SweepAxis {
+        match axis_values(cx, key, &path, items) {
+            Some(values) => sweep.axes.push(SweepAxis {
                 key: key.to_string(),
                 values,
-            });
-        } else {
-            ok = false;
+            }),
+            None => ok = false,
         }
     }
     if sweep.axes.is_empty() && ok && sweep.max_parallel.is_some() {
@@ -164,4 +131,42 @@ pub(super) fn read_sweep(cx: &mut Cx<'_>, t: &DeTable<'_>, header: Range<usize>)
         ok = false;
     }
     ok.then_some(sweep)
+}
+
+/// One axis's values: each a valid value of the argument, none twice;
+/// `None` (with the problems reported) when one is not.
+fn axis_values(cx: &mut Cx<'_>, key: &str, path: &str, items: &[Val<'_>]) -> Option<Vec<ArgValue>> {
+    let mut values: Vec<ArgValue> = Vec::with_capacity(items.len());
+    // Duplicates by their written form, in a set: a list of 256,000
+    // values must not cost 256,000² comparisons.
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    let mut axis_ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let item_path = format!("{path}[{i}]");
+        let value = match args::to_arg_value(item.get_ref()) {
+            Ok(a) => a,
+            Err(p) => {
+                cx.problem(item.span(), &item_path, p);
+                axis_ok = false;
+                continue;
+            }
+        };
+        if let Err(p) = args::check_arg(StageKind::Train, key, &value, true) {
+            cx.problem(item.span(), &item_path, p);
+            axis_ok = false;
+            continue;
+        }
+        if !seen.insert(value.to_string()) {
+            cx.error(
+                item.span(),
+                &item_path,
+                format!("{value} is listed twice; each variant would run twice"),
+                Some("remove the duplicate".into()),
+            );
+            axis_ok = false;
+            continue;
+        }
+        values.push(value);
+    }
+    axis_ok.then_some(values)
 }
