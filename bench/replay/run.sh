@@ -24,7 +24,7 @@ fi
 trace=${1:-bench/replay/yolo-trace.csv}
 [ "$#" -eq 0 ] || shift
 [ "$(id -u)" -eq 0 ] || { echo "run.sh: must run as root (it reconfigures the local cluster)" >&2; exit 2; }
-[ -r "$trace" ] || { echo "run.sh: cannot read trace '$trace'" >&2; exit 2; }
+{ [ -f "$trace" ] && [ -r "$trace" ]; } || { echo "run.sh: cannot read trace '$trace' (a readable regular file)" >&2; exit 2; }
 INSTANCE=${INSTANCE:-1}
 [[ "$INSTANCE" =~ ^[1-9]$ ]] || { echo "run.sh: INSTANCE must be 1..9, got '$INSTANCE'" >&2; exit 2; }
 if [ "$INSTANCE" = 1 ]; then SLURM_CONF=/etc/slurm/slurm.conf; else SLURM_CONF=/etc/slurm-yolo$INSTANCE/slurm.conf; fi
