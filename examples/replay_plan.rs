@@ -13,6 +13,11 @@
 //!       (an NVML name such as `NVIDIA A100-SXM4-40GB`) that holds it, or the
 //!       whole GPU (`gpu:WHOLE_TYPE:1`) when only the full-GPU profile does,
 //!       with the job's duration as time limit; identical rows are counted.
+//!   replay_plan runs-on OFFERED TYPE...
+//!       for each TYPE (a job's type as `advise --demand-out` writes it), the
+//!       type it runs on in a set-up offering OFFERED (`gpu:1g.5gb:14,gpu:a100:2`,
+//!       the sum of the nodes' Gres) by the advisor's rule
+//!       (`advise::simulate::runs_on`): `TYPE<TAB>RUNS_ON`, `-` when none holds it.
 //!
 //! The trace is expected to be valid (bench/replay/tracefile.py checks it first);
 //! this program only reads the columns it needs and stops at the first bad one.
@@ -185,14 +190,40 @@ fn demand(trace: &str, model: &str, whole: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// The type each of `types` runs on in a set-up offering `offered`, by the
+/// advisor's own rule: what the replay of advise's plan must ask for.
+fn runs_on(offered: &str, types: &[&str]) -> Result<String, String> {
+    let mut counts = yolo_sched::mig::ProfileCounts::new();
+    for item in offered.split(',').filter(|s| !s.is_empty()) {
+        let mut p = item.split(':');
+        let (Some("gpu"), Some(kind), Some(n), None) = (p.next(), p.next(), p.next(), p.next())
+        else {
+            return Err(format!(
+                "OFFERED: expected gpu:TYPE:COUNT items, got `{item}`"
+            ));
+        };
+        let n: u32 = n
+            .parse()
+            .map_err(|_| format!("OFFERED: bad count in `{item}`"))?;
+        counts.add(kind, n);
+    }
+    let mut out = String::new();
+    for t in types {
+        let on = yolo_sched::advise::simulate::runs_on(t, &counts).unwrap_or("-");
+        out += &format!("{t}\t{on}\n");
+    }
+    Ok(out)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match argv.as_slice() {
         ["plan", trace, partition, model] => plan(trace, partition, model),
         ["demand", trace, model, whole] => demand(trace, model, whole),
+        ["runs-on", offered, types @ ..] if !types.is_empty() => runs_on(offered, types),
         _ => Err(
-            "usage: replay_plan plan TRACE PARTITION GPU_MODEL | demand TRACE GPU_MODEL WHOLE_TYPE"
+            "usage: replay_plan plan TRACE PARTITION GPU_MODEL | demand TRACE GPU_MODEL WHOLE_TYPE | runs-on OFFERED TYPE..."
                 .into(),
         ),
     };

@@ -19,6 +19,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,7 +38,10 @@ UNITS_PER_GPU = 7
 WHOLE_GIB = 39.5  # usable memory of an A100-40GB (7g.40gb), as examples/replay_plan uses
 PARTITION = "gpu"
 DEV_DIR = "/dev/yolo-fakegpu"
-JOBCOMP = "/var/log/yolo-slurm/jobcomp.log"
+# The cluster: slurm/cluster.sh's INSTANCE (run.sh exports it and its SLURM_CONF,
+# which every Slurm command here and yolo-sched then read).
+INSTANCE = os.environ.get("INSTANCE", "1")
+JOBCOMP = "/var/log/yolo-slurm{}/jobcomp.log".format("" if INSTANCE == "1" else f"-{INSTANCE}")
 # Backfill every second: the default 30 s would be 30 s x compression of trace time.
 SCHED_PARAMS = "bf_interval=1"
 LAYOUTS = {"whole": "disabled", "all-1g": "all-1g", "balanced": "balanced", "auto": "auto"}
@@ -99,10 +103,12 @@ class Replay:
 
     @staticmethod
     def _devices():
+        """The fake devices of node1..nodeN: the only ones the replay makes (the
+        other instances' pool and MIG nodes have theirs beside them, not ours to remove)."""
         found = set()
         for root, dirs, files in os.walk(DEV_DIR):
             found.update(os.path.join(root, x) for x in dirs + files)
-        return found
+        return {p for p in found if re.match(r"node[0-9]+(/|$)", os.path.relpath(p, DEV_DIR))}
 
     # ------------------------------------------------------------ GRES per node
 
@@ -277,10 +283,23 @@ class Replay:
             pass
         return out
 
-    def one(self, setup):
+    def one(self, setup, shapes=None, expect=None):
+        """Replay the trace on one set-up: a built-in layout or `auto` set up
+        by node-setup, or, with `shapes`, the given Gres per node (advise's
+        plan). `expect`: {trace line: GPU type} each job must ask for (checked
+        before anything is submitted)."""
         log(f"{setup}: configuring {self.a.nodes} nodes x {self.a.gpus_per_node} GPUs")
-        shapes, layouts, demand = self.configure(setup)
+        if shapes is None:
+            shapes, layouts, demand = self.configure(setup)
+        else:
+            layouts = {}
+            self.cluster_up(self.write_node_gres(setup, shapes))
         asks = self.plan()
+        if expect is not None:
+            wrong = type_mismatches(asks, expect)
+            if wrong:
+                raise RuntimeError(f"{setup}: {len(wrong)} job(s) would not ask for the type expected "
+                                   f"(trace line, asks, expected): {wrong[:10]}")
         jobdir = os.path.join(self.work, f"jobs-{setup}")
         os.makedirs(jobdir)
         os.chmod(jobdir, 0o1777)
@@ -289,6 +308,7 @@ class Replay:
         log(f"{setup}: GRES per node {shapes}; {len(asks) - len(unrunnable)} jobs to replay, "
             f"{len(unrunnable)} unrunnable; trace span at least {span:.0f} s real")
         started = time.time()
+        load_before = os.getloadavg()[0]
         t0, records = self.submit_all(setup, asks, jobdir)
         deadline = time.time() + self.a.max_minutes * 60
         problem = self.wait_done(records, deadline)
@@ -319,6 +339,8 @@ class Replay:
             "setup": setup, "compression": self.compression, "gres_per_node": shapes, "gpu_layouts": layouts,
             "unrunnable": len(unrunnable), "refused": len(refused), "lost": len(lost),
             "problem": problem, "real_seconds": time.time() - started,
+            # The host's load: Slurm's latency, in trace time, grows with it.
+            "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "submit_lag_s_max": max((r["submit"] - r["due"] for r in records.values()), default=0.0),
             "jobcomp_matched": len(drift),
             "jobcomp_start_diff_s_max": max(drift, default=None),
@@ -329,6 +351,18 @@ class Replay:
                        "unrunnable": unrunnable, "t0": t0}, f, indent=1)
         log(f"{setup}: {json.dumps({k: m[k] for k in m if k not in ('gres_per_node', 'gpu_layouts', 'asks')})}")
         return m
+
+
+def type_mismatches(asks, expect):
+    """(line, GPU type asked, type expected) of each job whose planned GRES is
+    not of the expected type (an unrunnable job asks for none)."""
+    wrong = []
+    for line, want in sorted(expect.items()):
+        ask = asks.get(line, {})
+        got = ask["gres"].split(":")[1] if "gres" in ask else None
+        if got != want:
+            wrong.append((line, got, want))
+    return wrong
 
 
 def common_waits(results, out_dir):
