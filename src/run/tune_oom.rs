@@ -95,6 +95,33 @@ fn plan_and_move(
     job: u64,
     max_moves: u32,
 ) -> Result<TrialMove> {
+    let (tune, moves) = allowed_move(manifest, trial, job, max_moves)?;
+    let from = trial_gres(manifest, trial);
+    let change = gpu_change_from(manifest, from.clone(), cluster, policy, &GpuWanted::Bigger)?;
+    let batch = trial / tune.parallel.max(1);
+    let (tell, waits) = what_the_tell_waits_for(slurm, manifest, &tune, batch, trial, job)?;
+    let (new_job, dependency) =
+        submit_the_move(slurm, manifest, &change, trial, job, (batch, tell), waits)?;
+    Ok(TrialMove {
+        trial,
+        batch,
+        from,
+        gres: change.gres,
+        job_id: new_job,
+        tell_job: tell,
+        tell_dependency: dependency,
+        moves: moves + 1,
+    })
+}
+
+/// The search's `[tune]` and the trial's moves so far, when job `job` is the
+/// trial's latest and it may move again.
+fn allowed_move(
+    manifest: &Manifest,
+    trial: u32,
+    job: u64,
+    max_moves: u32,
+) -> Result<(crate::spec::Tune, usize)> {
     let tune = crate::spec::parse(
         &manifest.spec_text,
         &manifest.spec_file.display().to_string(),
@@ -130,9 +157,19 @@ fn plan_and_move(
              ([resources] on_oom_steps = {max_moves}); not moving again: its tell job tells it fail"
         )));
     }
-    let from = trial_gres(manifest, trial);
-    let change = gpu_change_from(manifest, from.clone(), cluster, policy, &GpuWanted::Bigger)?;
-    let batch = trial / tune.parallel.max(1);
+    Ok((tune, moves))
+}
+
+/// The batch's tell job, when it still waits, and the jobs that may still
+/// run a trial of the batch (this job among them).
+fn what_the_tell_waits_for(
+    slurm: &Slurm,
+    manifest: &Manifest,
+    tune: &crate::spec::Tune,
+    batch: u32,
+    trial: u32,
+    job: u64,
+) -> Result<(u64, Vec<u64>)> {
     let tell = stage(manifest, "tell")
         .and_then(|s| {
             s.attempts
@@ -172,7 +209,7 @@ fn plan_and_move(
     }
     // Jobs that ended need no waiting for (and may be purged from Slurm's
     // memory, where a dependency on them would be refused).
-    let mut waits: Vec<u64> = batch_jobs
+    let waits: Vec<u64> = batch_jobs
         .iter()
         .copied()
         .filter(|id| {
@@ -184,6 +221,20 @@ fn plan_and_move(
         })
         .collect();
 
+    Ok((tell, waits))
+}
+
+/// Submits the trial again on `change`'s slice after `job`, makes the tell
+/// wait for it too and records both: the new job and the tell's dependency.
+fn submit_the_move(
+    slurm: &Slurm,
+    manifest: &mut Manifest,
+    change: &super::escalate::GpuChange,
+    trial: u32,
+    job: u64,
+    (batch, tell): (u32, u64),
+    mut waits: Vec<u64>,
+) -> Result<(u64, String)> {
     let train = stage(manifest, "train").expect("checked above");
     let mut overrides = change.sbatch_overrides();
     overrides.push(format!("--dependency=afterany:{job}_{trial}"));
@@ -258,14 +309,5 @@ fn plan_and_move(
     }
     let _ = journal.set_phase(Phase::Released);
     journal.finish();
-    Ok(TrialMove {
-        trial,
-        batch,
-        from,
-        gres: change.gres,
-        job_id: new_job,
-        tell_job: tell,
-        tell_dependency: dependency,
-        moves: moves + 1,
-    })
+    Ok((new_job, dependency))
 }
