@@ -413,6 +413,17 @@ fn each_tier_sees_and_cancels_what_slurm_allows() {
     // A plain user's cancel of a run he can read but not act on: Slurm's
     // refusal in plain words, exit 1, nothing cancelled.
     let before = active(&alice_run);
+    // Once (stop 33, run 2, two CPU hogs) alice's training had failed by
+    // here, 7 s after it started, and nothing said why: say it if it recurs.
+    if before == 0 {
+        let logs = t.yolo(ALICE, &["logs", &alice_run, "train"]);
+        panic!(
+            "alice's run {alice_run} ended before bob's cancel: {:?}\n{}\n{}",
+            jobs_of(&alice_run),
+            text(&logs),
+            String::from_utf8_lossy(&logs.stderr)
+        );
+    }
     let out = t.yolo(
         BOB,
         &["cancel", t.dir.path().join("alice-run").to_str().unwrap()],
