@@ -694,8 +694,14 @@ launch_slurmd() {
     install -d -m 0755 "$SPOOL_DIR/d-$n"
     if [ "$HIDEPID" = 1 ]; then
         log "starting slurmd -N $n (own /proc, hidepid=2)"
+        # In a chroot (the fresh-root tool's minimal Debian) "/" is not a
+        # mount point and unshare cannot make it a slave: there, the
+        # namespace keeps the propagation it has and /proc alone is made a
+        # slave first, so the new procfs still reaches nothing outside.
         unshare --mount --propagation slave -- /bin/sh -c 'mount -t proc -o hidepid=2 proc /proc && exec "$@"' \
             slurmd /usr/sbin/slurmd -f "$SLURM_CONF" -N "$n" ||
+            unshare --mount --propagation unchanged -- /bin/sh -c 'mount --make-rslave /proc && mount -t proc -o hidepid=2 proc /proc && exec "$@"' \
+                slurmd /usr/sbin/slurmd -f "$SLURM_CONF" -N "$n" ||
             die "slurmd -N $n did not start in a mount namespace with /proc mounted hidepid=2 (that needs root with CAP_SYS_ADMIN and Linux 5.8+; HIDEPID=0 starts it on this host's /proc; see $LOG_DIR/slurmd-$n.log)"
     else
         log "starting slurmd -N $n"
