@@ -269,16 +269,13 @@ pub fn render_all(templates: &Templates, input: &RenderInput) -> Result<Vec<Stag
         .collect()
 }
 
+/// One stage's script: the context every stage shares, its own section, the template.
 fn render_stage(
     templates: &Templates,
     input: &RenderInput,
     stage: &PlannedStage,
 ) -> Result<StageScript> {
     let spec = input.spec;
-    let plan = input.plan;
-    let workdir = plan.workdir.display().to_string();
-    let is_array = stage.array.is_some();
-    let out = log_path(&plan.workdir, stage.kind, is_array);
     let data = absolute_in(input.base_dir, &spec.train.data);
     let cache = spec
         .stages
@@ -286,12 +283,6 @@ fn render_stage(
         .as_ref()
         .and_then(|p| p.cache.as_ref())
         .map(|c| minijinja::Value::from_safe_string(c.shell_word()));
-    let registry_ctx = |m: &crate::names::model::RegistryModel| RegistryCtx {
-        reference: m.reference.clone(),
-        dir: minijinja::Value::from_safe_string(m.dir.clone()),
-        file: m.file.clone(),
-    };
-    let registry = || input.models.single.as_ref().map(registry_ctx);
     let gpus = stage
         .gres
         .as_deref()
@@ -303,7 +294,34 @@ fn render_stage(
         device_list(gpus)
     };
 
-    let mut ctx = ScriptCtx {
+    let mut ctx = script_ctx(input, stage, gpus);
+    match stage.kind {
+        StageKind::Prepare => ctx.prepare = Some(prepare_ctx(input, data, cache)),
+        StageKind::Train => ctx.train = Some(train_ctx(input, stage, data, cache, device)),
+        StageKind::Val => ctx.val = Some(val_ctx(input, stage, data)),
+        StageKind::Export => ctx.export = Some(export_ctx(input, data)),
+        // The search's own jobs: everything they need is in the run
+        // directory (the settings, the study) and `TuneCtx`.
+        StageKind::Ask | StageKind::Tell => {}
+    }
+    let template = format!("{}.sh.j2", stage_name(stage.kind));
+    let text = templates.render(&template, &ctx)?;
+    Ok(StageScript {
+        kind: stage.kind,
+        file_name: format!("{}.sh", stage_name(stage.kind)),
+        text,
+    })
+}
+
+/// What every stage's template sees: the run, the job's Slurm settings, the
+/// commands, the layout; no stage's own section yet.
+fn script_ctx<'a>(input: &RenderInput<'a>, stage: &PlannedStage, gpus: u64) -> ScriptCtx<'a> {
+    let spec = input.spec;
+    let plan = input.plan;
+    let workdir = plan.workdir.display().to_string();
+    let is_array = stage.array.is_some();
+    let out = log_path(&plan.workdir, stage.kind, is_array);
+    ScriptCtx {
         version: env!("CARGO_PKG_VERSION"),
         template_name: format!("{}.sh.j2", stage_name(stage.kind)),
         run: RunCtx {
@@ -335,22 +353,7 @@ fn render_stage(
             .map(|l| minijinja::Value::from_safe_string(l.clone()))
             .collect(),
         yolo_sched: input.yolo_sched.display().to_string(),
-        layout: LayoutCtx {
-            train: crate::rundir::layout::TRAIN,
-            state: crate::rundir::layout::STATE,
-            start: crate::rundir::layout::START,
-            end: crate::rundir::layout::END,
-            guard: crate::rundir::layout::GUARD,
-            prune: crate::rundir::layout::PRUNE,
-            oom: crate::rundir::layout::OOM,
-            versions: crate::rundir::layout::VERSIONS,
-            tune: crate::rundir::layout::TUNE,
-            weights_last: crate::rundir::layout::WEIGHTS_LAST,
-            weights_best: crate::rundir::layout::WEIGHTS_BEST,
-            results: crate::rundir::layout::RESULTS,
-            prepare_summary: crate::rundir::layout::PREPARE_SUMMARY,
-            prepare_data_path: crate::rundir::layout::PREPARE_DATA_PATH,
-        },
+        layout: layout_ctx(),
         yolo: input.yolo.to_string(),
         font: input.font.map(|f| f.display().to_string()),
         prepare: None,
@@ -362,164 +365,214 @@ fn render_stage(
             program: crate::rundir::layout::TUNE_PROGRAM,
             settings: crate::rundir::layout::TUNE_SETTINGS,
         }),
-    };
-
-    match stage.kind {
-        StageKind::Prepare => {
-            ctx.prepare = Some(PrepareCtx {
-                data,
-                cache,
-                registry: registry(),
-                models: input
-                    .models
-                    .distinct()
-                    .into_iter()
-                    .map(registry_ctx)
-                    .collect(),
-            })
-        }
-        StageKind::Train => {
-            // A sweep of one variant is no array: its values are the base's.
-            let array = plan.variants > 1;
-            let only = match array {
-                false => spec.sweep_variants().into_iter().next(),
-                true => None,
-            };
-            let mut base = spec.train_args(&only.unwrap_or_default());
-            base.remove("data");
-            let swept_model = spec.sweep.axes.iter().any(|a| a.key == "model");
-            if input.models.single.is_some() || (array && swept_model) {
-                // The node-local copy, `"model=$MODEL"` in the template; or
-                // each variant's own model.
-                base.remove("model");
-            }
-            if let Some(b) = plan.batch_default {
-                base.entry("batch".into())
-                    .or_insert(ArgValue::Int(b.into()));
-            }
-            if let Some(i) = plan.imgsz_default {
-                base.entry("imgsz".into())
-                    .or_insert(ArgValue::Int(i.into()));
-            }
-            // The script adds device= itself (`YS_DEVICE`).
-            base.remove("device");
-            if let Some(w) = stage.workers {
-                base.entry("workers".into())
-                    .or_insert(ArgValue::Int(w.into()));
-            }
-            if let Some(t) = &spec.tune {
-                // Every trial the same number of epochs; the searched
-                // arguments come from the trial's file, after these.
-                if let Some(e) = t.epochs {
-                    base.insert("epochs".into(), ArgValue::Int(e.into()));
-                }
-                for p in &t.space {
-                    base.remove(&p.name);
-                }
-            }
-            let variants: Vec<Vec<String>> = if array {
-                let pinned = &input.models.variants;
-                spec.sweep_variants()
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, mut v)| {
-                        if pinned.get(i).is_some_and(Option::is_some) {
-                            // A registry version: `"model=$MODEL"`, set per task.
-                            v.remove("model");
-                        }
-                        arg_words(&v)
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let models = task_models(&input.models.variants)
-                .into_iter()
-                .map(|(tasks, m)| TaskModelCtx {
-                    tasks: minijinja::Value::from_safe_string(tasks),
-                    reference: m.reference.clone(),
-                    dir: minijinja::Value::from_safe_string(m.dir.clone()),
-                    file: m.file.clone(),
-                })
-                .collect();
-            // A sweep's variants do not move (one variant's resume would
-            // wait for the others); a search's trial moves on its own.
-            let escalate_steps = match spec.resources.on_oom {
-                crate::spec::OnOom::ResumeBigger { steps } if variants.is_empty() => Some(steps),
-                _ => None,
-            };
-            ctx.train = Some(TrainCtx {
-                data,
-                cache,
-                registry: registry(),
-                models,
-                args: arg_words(&base),
-                resume_args: vec![format!("device={device}")],
-                device: device.clone(),
-                variants,
-                escalate_steps,
-                tune: spec.tune.is_some(),
-            });
-        }
-        StageKind::Val => {
-            let val = spec
-                .stages
-                .val
-                .as_ref()
-                .expect("planned val stage comes from the spec");
-            let mut args = val.args.clone();
-            if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
-                args.entry("imgsz".into())
-                    .or_insert(ArgValue::Int(i.into()));
-            }
-            let val_device = if stage.gres.is_some() { "0" } else { "cpu" };
-            args.insert("device".into(), ArgValue::Str(val_device.into()));
-            if let Some(w) = stage.workers {
-                args.entry("workers".into())
-                    .or_insert(ArgValue::Int(w.into()));
-            }
-            ctx.val = Some(ValCtx {
-                data,
-                args: arg_words(&args),
-            });
-        }
-        StageKind::Export => {
-            let export = spec
-                .stages
-                .export
-                .as_ref()
-                .expect("planned export stage comes from the spec");
-            let mut args = export.args.clone();
-            if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
-                args.entry("imgsz".into())
-                    .or_insert(ArgValue::Int(i.into()));
-            }
-            args.insert("device".into(), ArgValue::Str("cpu".into()));
-            let mut val_args = BTreeMap::new();
-            if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
-                val_args.insert("imgsz".to_string(), ArgValue::Int(i.into()));
-            }
-            val_args.insert("device".into(), ArgValue::Str("cpu".into()));
-            val_args.insert("plots".into(), ArgValue::Bool(false));
-            ctx.export = Some(ExportCtx {
-                formats: export.formats.clone(),
-                args: arg_words(&args),
-                validate_onnx: export.validate && export.formats.iter().any(|f| f == "onnx"),
-                data,
-                val_args: arg_words(&val_args),
-                tune: spec.tune.is_some(),
-                publish: spec.tune.as_ref().and_then(|t| t.publish.clone()),
-            });
-        }
-        // The search's own jobs: everything they need is in the run
-        // directory (the settings, the study) and `TuneCtx`.
-        StageKind::Ask | StageKind::Tell => {}
     }
-    let template = format!("{}.sh.j2", stage_name(stage.kind));
-    let text = templates.render(&template, &ctx)?;
-    Ok(StageScript {
-        kind: stage.kind,
-        file_name: format!("{}.sh", stage_name(stage.kind)),
-        text,
-    })
+}
+
+/// The run directory's names, from `rundir::layout`, so that no template spells them.
+fn layout_ctx() -> LayoutCtx {
+    LayoutCtx {
+        train: crate::rundir::layout::TRAIN,
+        state: crate::rundir::layout::STATE,
+        start: crate::rundir::layout::START,
+        end: crate::rundir::layout::END,
+        guard: crate::rundir::layout::GUARD,
+        prune: crate::rundir::layout::PRUNE,
+        oom: crate::rundir::layout::OOM,
+        versions: crate::rundir::layout::VERSIONS,
+        tune: crate::rundir::layout::TUNE,
+        weights_last: crate::rundir::layout::WEIGHTS_LAST,
+        weights_best: crate::rundir::layout::WEIGHTS_BEST,
+        results: crate::rundir::layout::RESULTS,
+        prepare_summary: crate::rundir::layout::PREPARE_SUMMARY,
+        prepare_data_path: crate::rundir::layout::PREPARE_DATA_PATH,
+    }
+}
+
+/// A registry version as the templates see it: its node-local directory marked safe.
+fn registry_ctx(m: &crate::names::model::RegistryModel) -> RegistryCtx {
+    RegistryCtx {
+        reference: m.reference.clone(),
+        dir: minijinja::Value::from_safe_string(m.dir.clone()),
+        file: m.file.clone(),
+    }
+}
+
+/// The prepare stage's section: the dataset, its cache, every registry version to copy.
+fn prepare_ctx(input: &RenderInput, data: String, cache: Option<minijinja::Value>) -> PrepareCtx {
+    PrepareCtx {
+        data,
+        cache,
+        registry: input.models.single.as_ref().map(registry_ctx),
+        models: input
+            .models
+            .distinct()
+            .into_iter()
+            .map(registry_ctx)
+            .collect(),
+    }
+}
+
+/// The train stage's section: the shared arguments, each variant's own, the
+/// registry versions per task, the OOM moves.
+fn train_ctx(
+    input: &RenderInput,
+    stage: &PlannedStage,
+    data: String,
+    cache: Option<minijinja::Value>,
+    device: String,
+) -> TrainCtx {
+    let spec = input.spec;
+    // A sweep of one variant is no array: its values are the base's.
+    let array = input.plan.variants > 1;
+    let base = train_base_args(input, stage, array);
+    let variants: Vec<Vec<String>> = if array {
+        let pinned = &input.models.variants;
+        spec.sweep_variants()
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut v)| {
+                if pinned.get(i).is_some_and(Option::is_some) {
+                    // A registry version: `"model=$MODEL"`, set per task.
+                    v.remove("model");
+                }
+                arg_words(&v)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let models = task_models(&input.models.variants)
+        .into_iter()
+        .map(|(tasks, m)| TaskModelCtx {
+            tasks: minijinja::Value::from_safe_string(tasks),
+            reference: m.reference.clone(),
+            dir: minijinja::Value::from_safe_string(m.dir.clone()),
+            file: m.file.clone(),
+        })
+        .collect();
+    // A sweep's variants do not move (one variant's resume would
+    // wait for the others); a search's trial moves on its own.
+    let escalate_steps = match spec.resources.on_oom {
+        crate::spec::OnOom::ResumeBigger { steps } if variants.is_empty() => Some(steps),
+        _ => None,
+    };
+    TrainCtx {
+        data,
+        cache,
+        registry: input.models.single.as_ref().map(registry_ctx),
+        models,
+        args: arg_words(&base),
+        resume_args: vec![format!("device={device}")],
+        device,
+        variants,
+        escalate_steps,
+        tune: spec.tune.is_some(),
+    }
+}
+
+/// The arguments every training task shares: the spec's, less what the script
+/// or the variants set, plus the plan's defaults and `[tune]`'s epochs.
+fn train_base_args(
+    input: &RenderInput,
+    stage: &PlannedStage,
+    array: bool,
+) -> BTreeMap<String, ArgValue> {
+    let spec = input.spec;
+    let plan = input.plan;
+    let only = match array {
+        false => spec.sweep_variants().into_iter().next(),
+        true => None,
+    };
+    let mut base = spec.train_args(&only.unwrap_or_default());
+    base.remove("data");
+    let swept_model = spec.sweep.axes.iter().any(|a| a.key == "model");
+    if input.models.single.is_some() || (array && swept_model) {
+        // The node-local copy, `"model=$MODEL"` in the template; or
+        // each variant's own model.
+        base.remove("model");
+    }
+    if let Some(b) = plan.batch_default {
+        base.entry("batch".into())
+            .or_insert(ArgValue::Int(b.into()));
+    }
+    if let Some(i) = plan.imgsz_default {
+        base.entry("imgsz".into())
+            .or_insert(ArgValue::Int(i.into()));
+    }
+    // The script adds device= itself (`YS_DEVICE`).
+    base.remove("device");
+    if let Some(w) = stage.workers {
+        base.entry("workers".into())
+            .or_insert(ArgValue::Int(w.into()));
+    }
+    if let Some(t) = &spec.tune {
+        // Every trial the same number of epochs; the searched
+        // arguments come from the trial's file, after these.
+        if let Some(e) = t.epochs {
+            base.insert("epochs".into(), ArgValue::Int(e.into()));
+        }
+        for p in &t.space {
+            base.remove(&p.name);
+        }
+    }
+    base
+}
+
+/// The val stage's section: `[stages.val]`'s arguments with the image size,
+/// the device the job holds and its workers.
+fn val_ctx(input: &RenderInput, stage: &PlannedStage, data: String) -> ValCtx {
+    let spec = input.spec;
+    let val = spec
+        .stages
+        .val
+        .as_ref()
+        .expect("planned val stage comes from the spec");
+    let mut args = val.args.clone();
+    if let Some(i) = spec.train.imgsz.or(input.plan.imgsz_default) {
+        args.entry("imgsz".into())
+            .or_insert(ArgValue::Int(i.into()));
+    }
+    let val_device = if stage.gres.is_some() { "0" } else { "cpu" };
+    args.insert("device".into(), ArgValue::Str(val_device.into()));
+    if let Some(w) = stage.workers {
+        args.entry("workers".into())
+            .or_insert(ArgValue::Int(w.into()));
+    }
+    ValCtx {
+        data,
+        args: arg_words(&args),
+    }
+}
+
+/// The export stage's section: the formats, the export's and the ONNX check's
+/// arguments (on the CPU), what a search publishes.
+fn export_ctx(input: &RenderInput, data: String) -> ExportCtx {
+    let spec = input.spec;
+    let plan = input.plan;
+    let export = spec
+        .stages
+        .export
+        .as_ref()
+        .expect("planned export stage comes from the spec");
+    let mut args = export.args.clone();
+    if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
+        args.entry("imgsz".into())
+            .or_insert(ArgValue::Int(i.into()));
+    }
+    args.insert("device".into(), ArgValue::Str("cpu".into()));
+    let mut val_args = BTreeMap::new();
+    if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
+        val_args.insert("imgsz".to_string(), ArgValue::Int(i.into()));
+    }
+    val_args.insert("device".into(), ArgValue::Str("cpu".into()));
+    val_args.insert("plots".into(), ArgValue::Bool(false));
+    ExportCtx {
+        formats: export.formats.clone(),
+        args: arg_words(&args),
+        validate_onnx: export.validate && export.formats.iter().any(|f| f == "onnx"),
+        data,
+        val_args: arg_words(&val_args),
+        tune: spec.tune.is_some(),
+        publish: spec.tune.as_ref().and_then(|t| t.publish.clone()),
+    }
 }
