@@ -1159,7 +1159,6 @@ mod tests {
         "doctor.rs gather",
         "plan/policy.rs from_site",
         "registry/store.rs resolve",
-        "run/submit.rs submit",
         "spec/parse/tune.rs read_tune",
     ];
 

@@ -28,7 +28,7 @@ use crate::audit::{AuditRecord, Paths};
 use crate::config::Site;
 use crate::error::invalid;
 use crate::plan::{self, stage_name, Plan, Policy};
-use crate::render::scripts::{render_all, RenderInput};
+use crate::render::scripts::{render_all, RenderInput, StageScript};
 use crate::render::Templates;
 use crate::rundir::manifest::{self, Attempt, Manifest, StageRecord};
 use crate::slurm::Slurm;
@@ -85,6 +85,67 @@ pub fn submit(
     req: &Request<'_>,
     record: &mut dyn FnMut(&AuditRecord),
 ) -> Result<Outcome> {
+    let ready = read_and_check(slurm, site, req)?;
+    // Checkpoint backup (docs/backup.md): settings checked, and the store tried
+    // unless --dry-run, before anything is written or submitted.
+    let backup = crate::backup::preflight(site, &ready.spec, &ready.run_id, !req.dry_run)?;
+    let scripts = render_scripts(&ready, req)?;
+    let requests = write_run_files(&ready, &scripts, backup.as_ref())?;
+
+    if req.dry_run {
+        let jobs = dry_run_jobs(&ready.run_id, &requests)?;
+        return Ok(Outcome {
+            run_id: ready.run_id,
+            dry_run: true,
+            workdir: ready.workdir,
+            plan: ready.plan,
+            jobs,
+        });
+    }
+
+    ensure_room_for_the_run(req, &ready, &requests)?;
+    let (journal, submitted) = submit_held(slurm, &ready, &requests, record)?;
+    let (journal, manifest) = record_the_run(slurm, req, &ready, &submitted, journal)?;
+    release_the_chain(slurm, &ready, &submitted, journal, &manifest, record)?;
+
+    let jobs = submitted
+        .iter()
+        .zip(&requests)
+        .map(|(j, r)| Job {
+            stage: j.stage,
+            job_id: Some(j.job_id),
+            array: r.array.clone(),
+            depends_on: j.depends_on.clone(),
+            dependency: j.dependency.clone(),
+            script: r.script.clone(),
+            sbatch_args: Vec::new(),
+        })
+        .collect();
+    Ok(Outcome {
+        run_id: ready.run_id,
+        dry_run: false,
+        workdir: ready.workdir,
+        plan: ready.plan,
+        jobs,
+    })
+}
+
+/// What step 1 read and checked before the first change, and the run's name.
+struct Ready {
+    spec: Spec,
+    templates: Templates,
+    paths: Paths,
+    registry: crate::names::model::Resolved,
+    workdir: PathBuf,
+    plan: Plan,
+    /// When the run was submitted, and its id made from that.
+    now: DateTime<Utc>,
+    run_id: String,
+}
+
+/// Step 1: the spec, the templates, the site's checks, the cluster, a free
+/// workdir and the plan, all before the first change; then the run's id.
+fn read_and_check(slurm: &Slurm, site: &Site, req: &Request<'_>) -> Result<Ready> {
     let spec = crate::spec::load(req.spec)?;
     // A bad template directory is refused before Slurm is asked anything.
     let templates = Templates::from_source(req.templates)?;
@@ -121,32 +182,53 @@ pub fn submit(
 
     let now = Utc::now();
     let run_id = manifest::new_run_id(&spec.run.name, now);
-    // Checkpoint backup (docs/backup.md): settings checked, and the store tried
-    // unless --dry-run, before anything is written or submitted.
-    let backup = crate::backup::preflight(site, &spec, &run_id, !req.dry_run)?;
+    Ok(Ready {
+        spec,
+        templates,
+        paths,
+        registry,
+        workdir,
+        plan,
+        now,
+        run_id,
+    })
+}
+
+/// Every stage's script, rendered with this binary, the `yolo` command and
+/// the spec's directory.
+fn render_scripts(ready: &Ready, req: &Request<'_>) -> Result<Vec<StageScript>> {
     let exe =
         std::env::current_exe().context("finding the yolo-sched binary for the prepare stage")?;
-    let base_dir = absolute(&spec.origin.base_dir)?;
-    let scripts = render_all(
-        &templates,
+    let base_dir = absolute(&ready.spec.origin.base_dir)?;
+    render_all(
+        &ready.templates,
         &RenderInput {
-            spec: &spec,
-            plan: &plan,
-            run_id: &run_id,
+            spec: &ready.spec,
+            plan: &ready.plan,
+            run_id: &ready.run_id,
             yolo_sched: &exe,
             yolo: req.yolo,
             base_dir: &base_dir,
-            font: paths.yolo_font.as_deref(),
-            models: &registry,
+            font: ready.paths.yolo_font.as_deref(),
+            models: &ready.registry,
             python: req.python,
         },
-    )?;
+    )
+}
 
+/// Step 2: the run's directories, its scripts (and a search's program and
+/// settings) all or none, the backup settings; then the jobs to submit.
+fn write_run_files(
+    ready: &Ready,
+    scripts: &[StageScript],
+    backup: Option<&crate::backup::RunBackup>,
+) -> Result<Vec<JobRequest>> {
+    let (spec, workdir) = (&ready.spec, &ready.workdir);
     use crate::rundir::layout::{LOGS, SCRIPTS, STATE};
     for sub in [SCRIPTS, LOGS, STATE] {
         let dir = workdir.join(sub);
         std::fs::create_dir_all(&dir).map_err(|e| {
-            crate::fsutil::io_error(e, format!("creating {}", dir.display()), &workdir)
+            crate::fsutil::io_error(e, format!("creating {}", dir.display()), workdir)
         })?;
     }
     let script_paths: Vec<PathBuf> = scripts
@@ -163,7 +245,7 @@ pub fn submit(
         Some(t) => Some((
             workdir.join(crate::rundir::layout::TUNE_PROGRAM),
             workdir.join(crate::rundir::layout::TUNE_SETTINGS),
-            super::tune::settings_json(&spec, t, &run_id)?,
+            super::tune::settings_json(spec, t, &ready.run_id)?,
         )),
         None => None,
     };
@@ -172,12 +254,15 @@ pub fn submit(
         files.push((settings.as_path(), text.as_bytes(), 0o644));
     }
     crate::fsutil::write_atomic_all(&files)?;
-    if let Some(b) = &backup {
-        b.save(&workdir)?;
+    if let Some(b) = backup {
+        b.save(workdir)?;
     }
     let mut requests = Vec::new();
     for (script, path) in scripts.iter().zip(script_paths) {
-        let stage = plan.stage(script.kind).expect("scripts come from the plan");
+        let stage = ready
+            .plan
+            .stage(script.kind)
+            .expect("scripts come from the plan");
         requests.push(JobRequest {
             kind: script.kind,
             script: path,
@@ -191,21 +276,17 @@ pub fn submit(
     if let Some(t) = &spec.tune {
         requests = super::tune::expand(t, requests);
     }
+    Ok(requests)
+}
 
-    if req.dry_run {
-        let jobs = dry_run_jobs(&run_id, &requests)?;
-        return Ok(Outcome {
-            run_id,
-            dry_run: true,
-            workdir,
-            plan,
-            jobs,
-        });
-    }
-
-    // A full disk is found before anything is submitted: the manifest (its
-    // size with the longest job ids), and in the state directory the journal
-    // entry (and its rewrite), the index entry and the audit line.
+/// A full disk is found before anything is submitted: the manifest (its
+/// size with the longest job ids), and in the state directory the journal
+/// entry (and its rewrite), the index entry and the audit line.
+fn ensure_room_for_the_run(
+    req: &Request<'_>,
+    ready: &Ready,
+    requests: &[JobRequest],
+) -> Result<()> {
     let placeholder: Vec<SubmittedJob> = requests
         .iter()
         .map(|r| SubmittedJob {
@@ -216,32 +297,69 @@ pub fn submit(
             depends_on: vec![u64::MAX; r.after.len()],
         })
         .collect();
-    let mut sized = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &placeholder, now)?;
-    (sized.model_ref, sized.model_refs) = registry.manifest_refs();
+    let mut sized = build_manifest(
+        req.spec,
+        &ready.spec,
+        &ready.plan,
+        &ready.run_id,
+        &ready.workdir,
+        &placeholder,
+        ready.now,
+    )?;
+    (sized.model_ref, sized.model_refs) = ready.registry.manifest_refs();
     let manifest_len = serde_json::to_vec_pretty(&sized)?.len() as u64;
     let state = manifest::state_dir()?;
     crate::fsutil::ensure_room(&[
-        (workdir.as_path(), &[manifest_len]),
+        (ready.workdir.as_path(), &[manifest_len]),
         (state.as_path(), &[4096, 4096, 4096, 4096]),
     ])
     .context("nothing was submitted: the run's files would not fit")?;
+    Ok(())
+}
 
-    let mut journal = Journal::begin(Purpose::Submit, &run_id, &workdir)?;
-    let submitted = match chain::submit_held(slurm, &requests, &mut journal) {
-        Ok(s) => s,
+/// Steps 3 and 4: the journal begun, every stage submitted held; on failure
+/// the journal is forgotten if nothing was queued, and the failure recorded.
+fn submit_held(
+    slurm: &Slurm,
+    ready: &Ready,
+    requests: &[JobRequest],
+    record: &mut dyn FnMut(&AuditRecord),
+) -> Result<(Journal, Vec<SubmittedJob>)> {
+    let mut journal = Journal::begin(Purpose::Submit, &ready.run_id, &ready.workdir)?;
+    match chain::submit_held(slurm, requests, &mut journal) {
+        Ok(s) => Ok((journal, s)),
         Err(e) => {
             finish_if_clean(slurm, journal);
             record(&AuditRecord::new(
                 "submit",
-                Some(&run_id),
+                Some(&ready.run_id),
                 vec![],
                 &format!("{e:#}"),
             ));
-            return Err(e);
+            Err(e)
         }
-    };
-    let mut manifest = build_manifest(req.spec, &spec, &plan, &run_id, &workdir, &submitted, now)?;
-    (manifest.model_ref, manifest.model_refs) = registry.manifest_refs();
+    }
+}
+
+/// Step 5: the manifest and index entry; failing that, the held jobs are
+/// cancelled and the manifest removed, so the workdir is free again.
+fn record_the_run(
+    slurm: &Slurm,
+    req: &Request<'_>,
+    ready: &Ready,
+    submitted: &[SubmittedJob],
+    mut journal: Journal,
+) -> Result<(Journal, Manifest)> {
+    let mut manifest = build_manifest(
+        req.spec,
+        &ready.spec,
+        &ready.plan,
+        &ready.run_id,
+        &ready.workdir,
+        submitted,
+        ready.now,
+    )?;
+    (manifest.model_ref, manifest.model_refs) = ready.registry.manifest_refs();
     if let Err(e) = manifest
         .save()
         .and_then(|()| journal.set_phase(Phase::Recorded))
@@ -249,7 +367,7 @@ pub fn submit(
         // Without a manifest (or its index entry) nobody could find these jobs
         // again: take them back, and leave no manifest of a run that never ran,
         // so the workdir can be submitted again.
-        let what = chain::roll_back(slurm, &submitted);
+        let what = chain::roll_back(slurm, submitted);
         let cleanup = match manifest.discard() {
             Ok(()) => String::new(),
             Err(d) => format!("; {d:#}"),
@@ -257,13 +375,32 @@ pub fn submit(
         finish_if_clean(slurm, journal);
         return Err(e.context(format!("{what}{cleanup}")));
     }
-    let released = chain::release(slurm, &submitted);
+    Ok((journal, manifest))
+}
+
+/// Steps 6 and 7: the chain released in one call and the outcome recorded;
+/// failing that, the chain was cancelled and the manifest is removed; then
+/// the journal is finished.
+fn release_the_chain(
+    slurm: &Slurm,
+    ready: &Ready,
+    submitted: &[SubmittedJob],
+    mut journal: Journal,
+    manifest: &Manifest,
+    record: &mut dyn FnMut(&AuditRecord),
+) -> Result<()> {
+    let released = chain::release(slurm, submitted);
     let ids: Vec<u64> = submitted.iter().map(|j| j.job_id).collect();
     let outcome = match &released {
         Ok(()) => "ok".to_string(),
         Err(e) => format!("{e:#}"),
     };
-    record(&AuditRecord::new("submit", Some(&run_id), ids, &outcome));
+    record(&AuditRecord::new(
+        "submit",
+        Some(&ready.run_id),
+        ids,
+        &outcome,
+    ));
     if let Err(e) = released {
         // The chain was cancelled: leave no run behind that points at it.
         let cleanup = match manifest.discard() {
@@ -275,27 +412,7 @@ pub fn submit(
     }
     let _ = journal.set_phase(Phase::Released);
     journal.finish();
-
-    let jobs = submitted
-        .iter()
-        .zip(&requests)
-        .map(|(j, r)| Job {
-            stage: j.stage,
-            job_id: Some(j.job_id),
-            array: r.array.clone(),
-            depends_on: j.depends_on.clone(),
-            dependency: j.dependency.clone(),
-            script: r.script.clone(),
-            sbatch_args: Vec::new(),
-        })
-        .collect();
-    Ok(Outcome {
-        run_id,
-        dry_run: false,
-        workdir,
-        plan,
-        jobs,
-    })
+    Ok(())
 }
 
 /// After a failed submission that was rolled back: forget the journal only
