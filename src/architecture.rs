@@ -1156,7 +1156,6 @@ mod tests {
     const STILL_LONG: &[&str] = &[
         "advise/mod.rs run",
         "cli/advise.rs text_lines",
-        "doctor.rs gather",
         "plan/policy.rs from_site",
         "registry/store.rs resolve",
         "spec/parse/tune.rs read_tune",

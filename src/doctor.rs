@@ -64,7 +64,46 @@ fn check(checks: &mut Vec<Check>, name: &str, status: Status, detail: impl Into<
 /// Run every check. `nvml_lib` is the library path from `--nvml-lib` if given.
 pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
     let mut checks = Vec::new();
+    let required_missing = commands_check(&mut checks);
+    let slurm_version = version_check(slurm, &mut checks, &required_missing);
+    let ctld_up = controller_check(slurm, &mut checks, &required_missing);
 
+    let mut cluster = ClusterSeen::default();
+    let mut accounting = Accounting::Unknown;
+    if ctld_up {
+        cluster = nodes_checks(slurm, &mut checks);
+        let ctl = config::fetch(slurm).ok();
+        accounting = accounting_checks(slurm, &mut checks, ctl.as_ref(), &cluster.gres);
+        if let Some(ctl) = &ctl {
+            autodetect_check(&mut checks, ctl);
+            checks.extend(isolation_checks(ctl, &cluster.gpu_nodes));
+        }
+    }
+
+    let nvml = nvml_check(&mut checks, nvml_lib);
+    let usable = !checks.iter().any(|c| c.status == Status::Fail);
+    Report {
+        usable,
+        checks,
+        slurm_version,
+        partitions: cluster.partitions,
+        gres: cluster.gres,
+        accounting,
+        nvml,
+    }
+}
+
+/// What `sinfo` showed of the cluster: nothing when the controller is down.
+#[derive(Default)]
+struct ClusterSeen {
+    partitions: Vec<String>,
+    gres: BTreeMap<String, u64>,
+    /// The nodes with any GRES, for the isolation checks.
+    gpu_nodes: Vec<String>,
+}
+
+/// Slurm's client commands on `PATH`; the required ones missing (`sacct` is not).
+fn commands_check(checks: &mut Vec<Check>) -> Vec<&'static str> {
     let mut missing = Vec::new();
     let mut found = Vec::new();
     for cmd in COMMANDS {
@@ -76,14 +115,14 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
     let required_missing: Vec<&str> = missing.iter().copied().filter(|c| *c != "sacct").collect();
     if required_missing.is_empty() {
         check(
-            &mut checks,
+            checks,
             "slurm commands",
             Status::Ok,
             format!("on PATH: {}", found.join(", ")),
         );
     } else {
         check(
-            &mut checks,
+            checks,
             "slurm commands",
             Status::Fail,
             format!(
@@ -92,7 +131,15 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
             ),
         );
     }
+    required_missing
+}
 
+/// The client's Slurm version, and its known MIG bugs; none without `sinfo`.
+fn version_check(
+    slurm: &Slurm,
+    checks: &mut Vec<Check>,
+    required_missing: &[&str],
+) -> Option<String> {
     let mut slurm_version = None;
     match version::client(slurm) {
         Ok(out) => match version::parse(&out) {
@@ -100,10 +147,10 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                 slurm_version = Some(v.to_string());
                 let warnings = version::mig_warnings(v);
                 if warnings.is_empty() {
-                    check(&mut checks, "slurm version", Status::Ok, v.to_string());
+                    check(checks, "slurm version", Status::Ok, v.to_string());
                 } else {
                     check(
-                        &mut checks,
+                        checks,
                         "slurm version",
                         Status::Warn,
                         format!(
@@ -115,7 +162,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                 }
             }
             None => check(
-                &mut checks,
+                checks,
                 "slurm version",
                 Status::Warn,
                 format!("unrecognised: {}", out.trim()),
@@ -124,23 +171,27 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
         Err(e) if required_missing.contains(&"sinfo") => {
             let _ = e;
         }
-        Err(e) => check(&mut checks, "slurm version", Status::Fail, format!("{e:#}")),
+        Err(e) => check(checks, "slurm version", Status::Fail, format!("{e:#}")),
     }
+    slurm_version
+}
 
+/// Whether slurmctld answers `scontrol ping` (not asked without `scontrol`).
+fn controller_check(slurm: &Slurm, checks: &mut Vec<Check>, required_missing: &[&str]) -> bool {
     let mut ctld_up = false;
     if !required_missing.contains(&"scontrol") {
         match config::ping(slurm) {
             Ok(out) if out.stdout_str().contains("is UP") => {
                 ctld_up = true;
                 check(
-                    &mut checks,
+                    checks,
                     "slurmctld",
                     Status::Ok,
                     out.stdout_str().trim().to_string(),
                 );
             }
             Ok(out) => check(
-                &mut checks,
+                checks,
                 "slurmctld",
                 Status::Fail,
                 format!(
@@ -149,160 +200,174 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
                     out.stderr_str().trim()
                 ),
             ),
-            Err(e) => check(&mut checks, "slurmctld", Status::Fail, format!("{e:#}")),
+            Err(e) => check(checks, "slurmctld", Status::Fail, format!("{e:#}")),
         }
     }
+    ctld_up
+}
 
-    let mut partitions = Vec::new();
-    let mut gres = BTreeMap::new();
-    let mut accounting = Accounting::Unknown;
-    let mut gpu_nodes: Vec<String> = Vec::new();
-    if ctld_up {
-        match sinfo::nodes(slurm) {
-            Ok(nodes) => {
-                gpu_nodes = nodes
-                    .iter()
-                    .filter(|n| !n.gres.is_empty())
-                    .map(|n| n.name.clone())
-                    .collect();
-                gpu_nodes.dedup();
-                partitions = sinfo::partitions(&nodes);
-                gres = sinfo::gres_totals(&nodes);
-                if partitions.is_empty() {
-                    check(
-                        &mut checks,
-                        "partitions",
-                        Status::Fail,
-                        "sinfo lists no partitions",
-                    );
-                } else {
-                    check(&mut checks, "partitions", Status::Ok, partitions.join(", "));
-                }
-                let gpu: Vec<String> = gres
-                    .iter()
-                    .filter(|(k, _)| k.starts_with("gpu") || k.starts_with("shard"))
-                    .map(|(k, n)| format!("{k}:{n}"))
-                    .collect();
-                if gpu.is_empty() {
-                    check(
-                        &mut checks,
-                        "gres",
-                        Status::Warn,
-                        "no GPU GRES in the cluster: GPU stages cannot run",
-                    );
-                } else {
-                    check(&mut checks, "gres", Status::Ok, gpu.join(", "));
-                }
-                let unhealthy: Vec<String> = nodes
-                    .iter()
-                    .filter(|n| n.is_unhealthy())
-                    .map(|n| {
-                        if n.reason.is_empty() {
-                            format!("{} ({})", n.name, n.display_state())
-                        } else {
-                            format!("{} ({}: {})", n.name, n.display_state(), n.reason)
-                        }
-                    })
-                    .collect();
-                if unhealthy.is_empty() {
-                    check(
-                        &mut checks,
-                        "nodes",
-                        Status::Ok,
-                        format!("{} node(s), none down or drained", nodes.len()),
-                    );
-                } else {
-                    check(
-                        &mut checks,
-                        "nodes",
-                        Status::Warn,
-                        format!("not usable: {}", unhealthy.join(", ")),
-                    );
-                }
-            }
-            Err(e) => check(&mut checks, "partitions", Status::Fail, format!("{e:#}")),
-        }
-
-        let ctl = config::fetch(slurm).ok();
-        accounting = accounting_state(slurm, ctl.as_ref());
-        let (status, detail) = match accounting {
-            Accounting::Slurmdbd => (Status::Ok, "slurmdbd answers; sacct works".to_string()),
-            Accounting::JobcompOnly => (
-                Status::Warn,
-                "no slurmdbd: sacct is disabled; finished jobs are read from the jobcomp log (sacct -c) and job-written files".to_string(),
-            ),
-            Accounting::None => (
-                Status::Warn,
-                "no accounting: finished jobs are known only from job-written files".to_string(),
-            ),
-            Accounting::Unknown => (Status::Warn, "could not tell whether accounting works".to_string()),
-        };
-        check(&mut checks, "accounting", status, detail);
-        if let (Accounting::Slurmdbd, Some(ctl)) = (accounting, &ctl) {
-            // Runs are found through Slurm by the run id in each job's
-            // comment (docs/teams.md), and the job agent's measured GPU
-            // memory reaches `advise` the same way (docs/advise.md).
-            let (status, detail) = job_comments_check(ctl);
-            check(&mut checks, "job_comments", status, detail);
-            // The layout advisor reads what each job asked for from sacct,
-            // which keeps a GPU type only where AccountingStorageTRES names it.
-            let untracked = config::untracked_gpu_types(
-                ctl.get("AccountingStorageTRES").unwrap_or(""),
-                gres.keys().map(String::as_str),
-            );
-            let (status, detail) = if untracked.is_empty() {
-                (
-                    Status::Ok,
-                    "AccountingStorageTRES records every GPU type: `yolo-sched advise` sees what jobs asked for".to_string(),
-                )
+/// The partitions, the GPU GRES and the nodes down or drained, from `sinfo`.
+fn nodes_checks(slurm: &Slurm, checks: &mut Vec<Check>) -> ClusterSeen {
+    let mut seen = ClusterSeen::default();
+    match sinfo::nodes(slurm) {
+        Ok(nodes) => {
+            seen.gpu_nodes = nodes
+                .iter()
+                .filter(|n| !n.gres.is_empty())
+                .map(|n| n.name.clone())
+                .collect();
+            seen.gpu_nodes.dedup();
+            seen.partitions = sinfo::partitions(&nodes);
+            seen.gres = sinfo::gres_totals(&nodes);
+            if seen.partitions.is_empty() {
+                check(
+                    checks,
+                    "partitions",
+                    Status::Fail,
+                    "sinfo lists no partitions",
+                );
             } else {
-                (
-                    Status::Warn,
-                    format!(
-                        "AccountingStorageTRES does not record GPU type(s) {}: sacct keeps only gres/gpu=N for their jobs, \
-                         so `yolo-sched advise` cannot tell what they asked for; add {} to AccountingStorageTRES in slurm.conf",
-                        untracked.join(", "),
-                        untracked
-                            .iter()
-                            .map(|t| format!("gres/gpu:{t}"))
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    ),
-                )
-            };
-            check(&mut checks, "typed_gpu_accounting", status, detail);
-        }
-
-        if let Some(ctl) = &ctl {
-            if let Some(plugin_dir) = ctl.get("PluginDir") {
-                let has_nvml = plugin_dir
-                    .split(':')
-                    .any(|d| Path::new(d).join("gpu_nvml.so").exists());
-                if has_nvml {
-                    check(
-                        &mut checks,
-                        "gpu autodetect",
-                        Status::Ok,
-                        "gpu_nvml.so present: AutoDetect=nvml is possible",
-                    );
-                } else {
-                    check(
-                        &mut checks,
-                        "gpu autodetect",
-                        Status::Info,
-                        format!("Slurm was built without NVML (no gpu_nvml.so in {plugin_dir}): AutoDetect=nvml is unavailable; `yolo-sched node-setup` writes explicit gres.conf lines"),
-                    );
-                }
+                check(checks, "partitions", Status::Ok, seen.partitions.join(", "));
             }
-            checks.extend(isolation_checks(ctl, &gpu_nodes));
+            let gpu: Vec<String> = seen
+                .gres
+                .iter()
+                .filter(|(k, _)| k.starts_with("gpu") || k.starts_with("shard"))
+                .map(|(k, n)| format!("{k}:{n}"))
+                .collect();
+            if gpu.is_empty() {
+                check(
+                    checks,
+                    "gres",
+                    Status::Warn,
+                    "no GPU GRES in the cluster: GPU stages cannot run",
+                );
+            } else {
+                check(checks, "gres", Status::Ok, gpu.join(", "));
+            }
+            let unhealthy: Vec<String> = nodes
+                .iter()
+                .filter(|n| n.is_unhealthy())
+                .map(|n| {
+                    if n.reason.is_empty() {
+                        format!("{} ({})", n.name, n.display_state())
+                    } else {
+                        format!("{} ({}: {})", n.name, n.display_state(), n.reason)
+                    }
+                })
+                .collect();
+            if unhealthy.is_empty() {
+                check(
+                    checks,
+                    "nodes",
+                    Status::Ok,
+                    format!("{} node(s), none down or drained", nodes.len()),
+                );
+            } else {
+                check(
+                    checks,
+                    "nodes",
+                    Status::Warn,
+                    format!("not usable: {}", unhealthy.join(", ")),
+                );
+            }
+        }
+        Err(e) => check(checks, "partitions", Status::Fail, format!("{e:#}")),
+    }
+    seen
+}
+
+/// Which accounting the cluster keeps; with slurmdbd, whether it keeps job
+/// comments and every GPU type jobs ask for.
+fn accounting_checks(
+    slurm: &Slurm,
+    checks: &mut Vec<Check>,
+    ctl: Option<&config::ControllerConfig>,
+    gres: &BTreeMap<String, u64>,
+) -> Accounting {
+    let accounting = accounting_state(slurm, ctl);
+    let (status, detail) = match accounting {
+        Accounting::Slurmdbd => (Status::Ok, "slurmdbd answers; sacct works".to_string()),
+        Accounting::JobcompOnly => (
+            Status::Warn,
+            "no slurmdbd: sacct is disabled; finished jobs are read from the jobcomp log (sacct -c) and job-written files".to_string(),
+        ),
+        Accounting::None => (
+            Status::Warn,
+            "no accounting: finished jobs are known only from job-written files".to_string(),
+        ),
+        Accounting::Unknown => (Status::Warn, "could not tell whether accounting works".to_string()),
+    };
+    check(checks, "accounting", status, detail);
+    if let (Accounting::Slurmdbd, Some(ctl)) = (accounting, ctl) {
+        // Runs are found through Slurm by the run id in each job's
+        // comment (docs/teams.md), and the job agent's measured GPU
+        // memory reaches `advise` the same way (docs/advise.md).
+        let (status, detail) = job_comments_check(ctl);
+        check(checks, "job_comments", status, detail);
+        // The layout advisor reads what each job asked for from sacct,
+        // which keeps a GPU type only where AccountingStorageTRES names it.
+        let untracked = config::untracked_gpu_types(
+            ctl.get("AccountingStorageTRES").unwrap_or(""),
+            gres.keys().map(String::as_str),
+        );
+        let (status, detail) = if untracked.is_empty() {
+            (
+                Status::Ok,
+                "AccountingStorageTRES records every GPU type: `yolo-sched advise` sees what jobs asked for".to_string(),
+            )
+        } else {
+            (
+                Status::Warn,
+                format!(
+                    "AccountingStorageTRES does not record GPU type(s) {}: sacct keeps only gres/gpu=N for their jobs, \
+                     so `yolo-sched advise` cannot tell what they asked for; add {} to AccountingStorageTRES in slurm.conf",
+                    untracked.join(", "),
+                    untracked
+                        .iter()
+                        .map(|t| format!("gres/gpu:{t}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+            )
+        };
+        check(checks, "typed_gpu_accounting", status, detail);
+    }
+    accounting
+}
+
+/// Whether Slurm was built with NVML (`gpu_nvml.so` in its `PluginDir`), so
+/// that `AutoDetect=nvml` is possible.
+fn autodetect_check(checks: &mut Vec<Check>, ctl: &config::ControllerConfig) {
+    if let Some(plugin_dir) = ctl.get("PluginDir") {
+        let has_nvml = plugin_dir
+            .split(':')
+            .any(|d| Path::new(d).join("gpu_nvml.so").exists());
+        if has_nvml {
+            check(
+                checks,
+                "gpu autodetect",
+                Status::Ok,
+                "gpu_nvml.so present: AutoDetect=nvml is possible",
+            );
+        } else {
+            check(
+                checks,
+                "gpu autodetect",
+                Status::Info,
+                format!("Slurm was built without NVML (no gpu_nvml.so in {plugin_dir}): AutoDetect=nvml is unavailable; `yolo-sched node-setup` writes explicit gres.conf lines"),
+            );
         }
     }
+}
 
+/// Whether NVML loads on this host (needed only on GPU nodes), and what it sees.
+fn nvml_check(checks: &mut Vec<Check>, nvml_lib: Option<&std::path::PathBuf>) -> NvmlProbe {
     let lib = nvml::library_path(nvml_lib);
     let nvml = nvml::probe(&lib);
     if nvml.loaded {
         check(
-            &mut checks,
+            checks,
             "nvml",
             Status::Ok,
             format!(
@@ -316,7 +381,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
         );
     } else {
         check(
-            &mut checks,
+            checks,
             "nvml",
             Status::Info,
             format!(
@@ -326,17 +391,7 @@ pub fn gather(slurm: &Slurm, nvml_lib: Option<&std::path::PathBuf>) -> Report {
             ),
         );
     }
-
-    let usable = !checks.iter().any(|c| c.status == Status::Fail);
-    Report {
-        usable,
-        checks,
-        slurm_version,
-        partitions,
-        gres,
-        accounting,
-        nvml,
-    }
+    nvml
 }
 
 /// The isolation between jobs the site enforces (`slurm::isolation`): one
