@@ -1154,7 +1154,6 @@ mod tests {
     /// `from_site`'s checks share closures over the site file (they want a
     /// small checker type, not a move); `read_tune` waits for the tune work.
     const STILL_LONG: &[&str] = &[
-        "advise/mod.rs run",
         "cli/advise.rs text_lines",
         "plan/policy.rs from_site",
         "registry/store.rs resolve",

@@ -110,14 +110,7 @@ fn read_sacct_file(path: &std::path::Path, window: &history::Window<'_>) -> Resu
 
 /// Read the window and the nodes, and advise.
 pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
-    let window_s = (opts.until - opts.since).num_seconds();
-    if u64::try_from(window_s).is_ok_and(|s| s > MAX_WINDOW_S) {
-        return Err(crate::error::invalid(format!(
-            "the window is {} days; advise reads at most 366 (the most a demand file for \
-             node-setup holds): give a later --since or an earlier --until",
-            window_s / 86_400
-        )));
-    }
+    check_window(opts)?;
     let partitions: Vec<String> = opts.partition.iter().cloned().collect();
     let window = history::Window {
         since: opts.since,
@@ -127,43 +120,7 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
     };
     let history = match &opts.sacct_file {
         Some(path) => read_sacct_file(path, &window)?,
-        None => {
-            let filter = Filter {
-                user: None,
-                partition: opts.partition.clone(),
-                account: opts.account.clone(),
-            };
-            let out = crate::slurm::sacct::history(
-                slurm,
-                opts.since,
-                opts.until,
-                history::FIELDS,
-                &filter,
-            )
-            .context("asking sacct for the window's jobs")?;
-            if !out.status.success() {
-                let err = out.stderr_str();
-                let hint = if crate::slurm::states::accounting_off(&err) {
-                    "advise reads the jobs from Slurm's accounting (slurmdbd); this cluster has \
-                     none, so there is no history to advise from"
-                } else {
-                    "is slurmdbd up? `sacct -X -S now-1hours` should answer"
-                };
-                anyhow::bail!(
-                    "sacct failed: {}\nhint: {hint}",
-                    crate::text::head(err.trim_end(), 400)
-                );
-            }
-            // sacct's own output that is not what was asked is sacct failing
-            // (exit 1), not the user's input.
-            history::read(&out.stdout[..], &window).map_err(|e| {
-                anyhow::anyhow!(
-                    "sacct's output, {e}\nhint: advise asks `sacct -X --parsable2 --noheader \
-                     --format={}`; is the `sacct` on PATH Slurm's?",
-                    history::FIELDS
-                )
-            })?
-        }
+        None => ask_sacct(slurm, opts, &window)?,
     };
     // The carrier of measured needs: job comments kept by slurmdbd. Asked
     // only of a live cluster (a saved output says for itself).
@@ -173,6 +130,107 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
             .ok()
             .map(|c| c.stores_job_comment()),
     };
+    let nodes = read_nodes(slurm, opts, &partitions)?;
+    let History {
+        counted,
+        measured,
+        skipped,
+        trace,
+        jobs,
+        mut needs,
+        ..
+    } = history;
+    let mut models: Vec<&GpuGeometry> = nodes.iter().filter_map(|n| n.geometry.as_ref()).collect();
+    models.sort_by(|a, b| a.model().cmp(b.model()));
+    models.dedup_by(|a, b| a.model() == b.model());
+    let (demand, fits) = need::plan(&jobs, &models, &mut needs);
+    let mut warnings = history_warnings(&counted, &skipped, &needs, comments_kept);
+    if nodes.is_empty() {
+        return Err(crate::error::invalid(
+            "no GPU node with typed GRES in the partitions asked about; give --partition or --node",
+        ));
+    }
+    let advice = advise(&demand, &nodes)?;
+    let advised = advised_outcome(&advice);
+    let rightsizing = need::oversized(&jobs, &fits, &|kind| {
+        advised.and_then(|o| o.mean_wait_of(kind))
+    });
+    for s in &advice.setups {
+        if s.name == "current" && s.outcome.never_run > 0 {
+            warnings.push(format!(
+                "{} job(s) of the window ask for more than any instance offered now holds \
+                 (they would never start as the nodes are cut now)",
+                s.outcome.never_run
+            ));
+        }
+    }
+    Ok(Report {
+        since: opts.since,
+        until: opts.until,
+        partition: opts.partition.clone(),
+        counted,
+        measured,
+        skipped,
+        nodes,
+        advice,
+        needs,
+        rightsizing,
+        warnings,
+        demand,
+        trace,
+    })
+}
+
+/// Refuse a window longer than a demand file for node-setup holds.
+fn check_window(opts: &Options) -> Result<()> {
+    let window_s = (opts.until - opts.since).num_seconds();
+    if u64::try_from(window_s).is_ok_and(|s| s > MAX_WINDOW_S) {
+        return Err(crate::error::invalid(format!(
+            "the window is {} days; advise reads at most 366 (the most a demand file for \
+             node-setup holds): give a later --since or an earlier --until",
+            window_s / 86_400
+        )));
+    }
+    Ok(())
+}
+
+/// The window's jobs from one `sacct` call; its failure with a hint, its
+/// output that is not what was asked as sacct's failure.
+fn ask_sacct(slurm: &Slurm, opts: &Options, window: &history::Window<'_>) -> Result<History> {
+    let filter = Filter {
+        user: None,
+        partition: opts.partition.clone(),
+        account: opts.account.clone(),
+    };
+    let out = crate::slurm::sacct::history(slurm, opts.since, opts.until, history::FIELDS, &filter)
+        .context("asking sacct for the window's jobs")?;
+    if !out.status.success() {
+        let err = out.stderr_str();
+        let hint = if crate::slurm::states::accounting_off(&err) {
+            "advise reads the jobs from Slurm's accounting (slurmdbd); this cluster has \
+             none, so there is no history to advise from"
+        } else {
+            "is slurmdbd up? `sacct -X -S now-1hours` should answer"
+        };
+        anyhow::bail!(
+            "sacct failed: {}\nhint: {hint}",
+            crate::text::head(err.trim_end(), 400)
+        );
+    }
+    // sacct's own output that is not what was asked is sacct failing
+    // (exit 1), not the user's input.
+    history::read(&out.stdout[..], window).map_err(|e| {
+        anyhow::anyhow!(
+            "sacct's output, {e}\nhint: advise asks `sacct -X --parsable2 --noheader \
+             --format={}`; is the `sacct` on PATH Slurm's?",
+            history::FIELDS
+        )
+    })
+}
+
+/// The GPU nodes advised on, from one `scontrol` read: `--partition` and
+/// each `--node` must name one the cluster has.
+fn read_nodes(slurm: &Slurm, opts: &Options, partitions: &[String]) -> Result<Vec<GpuNode>> {
     let cluster = crate::slurm::cluster::fetch(slurm).context("reading the nodes (scontrol)")?;
     if let Some(p) = &opts.partition {
         if !cluster.partitions.iter().any(|q| &q.name == p) {
@@ -194,21 +252,18 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
             )));
         }
     }
-    let nodes = fleet::read(&cluster, &partitions, &opts.nodes, opts.gpu_model.as_ref())
-        .map_err(|e| crate::error::invalid(format!("{e:#}")))?;
-    let History {
-        counted,
-        measured,
-        skipped,
-        trace,
-        jobs,
-        mut needs,
-        ..
-    } = history;
-    let mut models: Vec<&GpuGeometry> = nodes.iter().filter_map(|n| n.geometry.as_ref()).collect();
-    models.sort_by(|a, b| a.model().cmp(b.model()));
-    models.dedup_by(|a, b| a.model() == b.model());
-    let (demand, fits) = need::plan(&jobs, &models, &mut needs);
+    fleet::read(&cluster, partitions, &opts.nodes, opts.gpu_model.as_ref())
+        .map_err(|e| crate::error::invalid(format!("{e:#}")))
+}
+
+/// What the reader should know of the window's jobs: no measured need (and
+/// why), refused measurements, lines not read, jobs clamped or left out.
+fn history_warnings(
+    counted: &Counted,
+    skipped: &Skipped,
+    needs: &need::Needs,
+    comments_kept: Option<bool>,
+) -> Vec<String> {
     let mut warnings = Vec::new();
     if counted.jobs > 0 && needs.measured.jobs + needs.gpumem.jobs == 0 {
         warnings.push(if comments_kept == Some(false) {
@@ -285,15 +340,13 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
             counted.untyped
         ));
     }
-    if nodes.is_empty() {
-        return Err(crate::error::invalid(
-            "no GPU node with typed GRES in the partitions asked about; give --partition or --node",
-        ));
-    }
-    let advice = advise(&demand, &nodes)?;
-    // Each job's predicted wait on the advised layout: the mean of its
-    // type's jobs there (the last step of `auto`, else the nodes as they are).
-    let advised = if advice.changes {
+    warnings
+}
+
+/// Each job's predicted wait on the advised layout: the mean of its type's
+/// jobs there (the last step of `auto`, else the nodes as they are).
+fn advised_outcome(advice: &Advice) -> Option<&simulate::Outcome> {
+    if advice.changes {
         advice.steps.last().map(|s| &s.after)
     } else {
         None
@@ -304,33 +357,6 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
             .iter()
             .find(|s| s.name == "current")
             .map(|s| &s.outcome)
-    });
-    let rightsizing = need::oversized(&jobs, &fits, &|kind| {
-        advised.and_then(|o| o.mean_wait_of(kind))
-    });
-    for s in &advice.setups {
-        if s.name == "current" && s.outcome.never_run > 0 {
-            warnings.push(format!(
-                "{} job(s) of the window ask for more than any instance offered now holds \
-                 (they would never start as the nodes are cut now)",
-                s.outcome.never_run
-            ));
-        }
-    }
-    Ok(Report {
-        since: opts.since,
-        until: opts.until,
-        partition: opts.partition.clone(),
-        counted,
-        measured,
-        skipped,
-        nodes,
-        advice,
-        needs,
-        rightsizing,
-        warnings,
-        demand,
-        trace,
     })
 }
 
