@@ -1155,7 +1155,6 @@ mod tests {
     /// small checker type, not a move); `read_tune` waits for the tune work.
     const STILL_LONG: &[&str] = &[
         "cli/advise.rs text_lines",
-        "plan/policy.rs from_site",
         "registry/store.rs resolve",
         "spec/parse/tune.rs read_tune",
     ];

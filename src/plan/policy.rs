@@ -106,96 +106,135 @@ impl Policy {
             gpu_memory: site.section("gpu_memory")?,
             resources: site.section("resources")?,
         };
-        // `site file PATH:LINE:COLUMN: `key` …`, at the value (the innermost
-        // table of `at` that is there).
-        let bad_at = |key: &str, at: &[&str], message: String| {
-            crate::error::invalid(format!("{}: `{key}` {message}", site.at(at)))
-        };
-        let bad = |key: &str, message: String| {
-            let path = key_path(key);
-            let path: Vec<&str> = path.iter().map(String::as_str).collect();
-            bad_at(key, &path, message)
-        };
-        let name = |key: &str, value: &str, list: bool| {
-            crate::spec::values::check_slurm_name(value, list).map_err(|p| bad(key, p.message))
-        };
-        let gres_type = |key: &str, at: &[&str], value: &str| {
-            let ok = !value.is_empty()
-                && value.len() <= 64
-                && value
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'));
-            if ok {
-                Ok(())
-            } else {
-                Err(bad_at(
-                    key,
-                    at,
-                    format!(
-                        "{:?} is not a GRES type: expected letters, digits, '.', '_', '+' or '-' (e.g. 1g.5gb, a100)",
-                        crate::text::clip(value)
-                    ),
-                ))
-            }
-        };
-        let number = |key: &str, v: f64, min: f64, max: f64| {
-            if v.is_finite() && v >= min && v <= max {
-                Ok(())
-            } else {
-                Err(bad(
-                    key,
-                    format!("= {v} is out of range; expected {min} to {max}"),
-                ))
-            }
-        };
-        let d = &policy.defaults;
+        let check = SiteCheck { site };
+        check.defaults(&policy.defaults)?;
+        check.limits(&policy.limits)?;
+        check.pools(&policy.pools)?;
+        check.gpu_memory(&policy.gpu_memory)?;
+        check.resources(&policy.resources)?;
+        check.times(&policy)?;
+        Ok(policy)
+    }
+}
+
+/// The checks of a site file's values, each error at the value's place in it.
+struct SiteCheck<'a> {
+    site: &'a Site,
+}
+
+impl SiteCheck<'_> {
+    /// `site file PATH:LINE:COLUMN: `key` …`, at the value (the innermost
+    /// table of `at` that is there).
+    fn bad_at(&self, key: &str, at: &[&str], message: String) -> anyhow::Error {
+        crate::error::invalid(format!("{}: `{key}` {message}", self.site.at(at)))
+    }
+
+    /// As `bad_at`, at the place the dotted `key` names.
+    fn bad(&self, key: &str, message: String) -> anyhow::Error {
+        let path = key_path(key);
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        self.bad_at(key, &path, message)
+    }
+
+    /// A Slurm name (a partition; `list`: a comma-separated list of them).
+    fn name(&self, key: &str, value: &str, list: bool) -> Result<()> {
+        crate::spec::values::check_slurm_name(value, list).map_err(|p| self.bad(key, p.message))
+    }
+
+    /// A GRES type: letters, digits, '.', '_', '+' or '-', at most 64.
+    fn gres_type(&self, key: &str, at: &[&str], value: &str) -> Result<()> {
+        let ok = !value.is_empty()
+            && value.len() <= 64
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'));
+        if ok {
+            Ok(())
+        } else {
+            Err(self.bad_at(
+                key,
+                at,
+                format!(
+                    "{:?} is not a GRES type: expected letters, digits, '.', '_', '+' or '-' (e.g. 1g.5gb, a100)",
+                    crate::text::clip(value)
+                ),
+            ))
+        }
+    }
+
+    /// A finite number from `min` to `max`.
+    fn number(&self, key: &str, v: f64, min: f64, max: f64) -> Result<()> {
+        if v.is_finite() && v >= min && v <= max {
+            Ok(())
+        } else {
+            Err(self.bad(
+                key,
+                format!("= {v} is out of range; expected {min} to {max}"),
+            ))
+        }
+    }
+
+    /// `[defaults]`: the model, the partitions, the image size, the batch,
+    /// the memory warning.
+    fn defaults(&self, d: &Defaults) -> Result<()> {
         if let Some(m) = &d.model {
-            crate::spec::args::check_model(m).map_err(|p| bad("defaults.model", p.message))?;
+            crate::spec::args::check_model(m).map_err(|p| self.bad("defaults.model", p.message))?;
         }
         if let Some(p) = &d.cpu_partition {
-            name("defaults.cpu_partition", p, true)?;
+            self.name("defaults.cpu_partition", p, true)?;
         }
         if let Some(p) = &d.gpu_partition {
-            name("defaults.gpu_partition", p, true)?;
+            self.name("defaults.gpu_partition", p, true)?;
         }
         if let Some(n) = d.imgsz {
             crate::spec::args::check_imgsz(&crate::spec::types::ArgValue::Int(i64::from(n)))
-                .map_err(|p| bad("defaults.imgsz", p.message))?;
+                .map_err(|p| self.bad("defaults.imgsz", p.message))?;
         }
         if let Some(b) = d.batch {
-            number("defaults.batch", f64::from(b), 1.0, 4096.0)?;
+            self.number("defaults.batch", f64::from(b), 1.0, 4096.0)?;
         }
         if let Some(w) = d.memory_warning {
-            number("defaults.memory_warning", w, 0.01, 1.0)?;
+            self.number("defaults.memory_warning", w, 0.01, 1.0)?;
         }
-        if let Some(n) = policy.limits.max_array_size {
-            number("limits.max_array_size", n as f64, 1.0, 4_000_001.0)?;
+        Ok(())
+    }
+
+    /// `[limits]`: the array size and the GPU types allowed (the time is `times`').
+    fn limits(&self, limits: &Limits) -> Result<()> {
+        if let Some(n) = limits.max_array_size {
+            self.number("limits.max_array_size", n as f64, 1.0, 4_000_001.0)?;
         }
-        for t in policy.limits.allowed_gpus.iter().flatten() {
-            gres_type("limits.allowed_gpus", &["limits", "allowed_gpus"], t)?;
+        for t in limits.allowed_gpus.iter().flatten() {
+            self.gres_type("limits.allowed_gpus", &["limits", "allowed_gpus"], t)?;
         }
+        Ok(())
+    }
+
+    /// `[pools]`: each pool's partition and types, the GPUs of one job (whole
+    /// GPUs only), the shared pool's shard sizes.
+    fn pools(&self, pools: &Pools) -> Result<()> {
         for (key, pool) in [
-            ("pools.mig", &policy.pools.mig),
-            ("pools.exclusive", &policy.pools.exclusive),
+            ("pools.mig", &pools.mig),
+            ("pools.exclusive", &pools.exclusive),
         ] {
             if let Some(pool) = pool {
                 if let Some(p) = &pool.partition {
-                    name(&format!("{key}.partition"), p, true)?;
+                    self.name(&format!("{key}.partition"), p, true)?;
                 }
                 for t in pool.types.iter().flatten() {
                     let types = format!("{key}.types");
                     let path = key_path(&types);
                     let path: Vec<&str> = path.iter().map(String::as_str).collect();
-                    gres_type(&types, &path, t)?;
+                    self.gres_type(&types, &path, t)?;
                 }
                 if let Some(n) = pool.max_gpus {
                     if key == "pools.mig" {
-                        return Err(bad(
+                        return Err(self.bad(
                             "pools.mig.max_gpus",
                             "has no meaning for MIG: a training takes one MIG slice (one CUDA process sees one MIG device); several GPUs are whole GPUs, `[pools.exclusive] max_gpus`".into(),
                         ));
                     }
-                    number(
+                    self.number(
                         "pools.exclusive.max_gpus",
                         f64::from(n),
                         1.0,
@@ -204,26 +243,36 @@ impl Policy {
                 }
             }
         }
-        if let Some(shared) = &policy.pools.shared {
+        if let Some(shared) = &pools.shared {
             if let Some(p) = &shared.partition {
-                name("pools.shared.partition", p, true)?;
+                self.name("pools.shared.partition", p, true)?;
             }
-            number("pools.shared.shard_gib", shared.shard_gib, 0.25, 1024.0)?;
-            number(
+            self.number("pools.shared.shard_gib", shared.shard_gib, 0.25, 1024.0)?;
+            self.number(
                 "pools.shared.max_gib",
                 shared.max_gib,
                 shared.shard_gib,
                 4096.0,
             )?;
         }
-        for (kind, gib) in &policy.gpu_memory {
-            gres_type("gpu_memory", &["gpu_memory", kind], kind)?;
-            number(&format!("gpu_memory.\"{kind}\""), *gib, 0.1, 4096.0)?;
+        Ok(())
+    }
+
+    /// `[gpu_memory]`: each GRES type's GiB.
+    fn gpu_memory(&self, gpu_memory: &BTreeMap<String, f64>) -> Result<()> {
+        for (kind, gib) in gpu_memory {
+            self.gres_type("gpu_memory", &["gpu_memory", kind], kind)?;
+            self.number(&format!("gpu_memory.\"{kind}\""), *gib, 0.1, 4096.0)?;
         }
-        for (kind, r) in &policy.resources {
-            gres_type("resources", &["resources", kind], kind)?;
+        Ok(())
+    }
+
+    /// `[resources."<type>"]`: each type's CPUs and memory.
+    fn resources(&self, resources: &BTreeMap<String, SiteResources>) -> Result<()> {
+        for (kind, r) in resources {
+            self.gres_type("resources", &["resources", kind], kind)?;
             if let Some(c) = r.cpus {
-                number(
+                self.number(
                     &format!("resources.\"{kind}\".cpus"),
                     f64::from(c),
                     1.0,
@@ -232,17 +281,22 @@ impl Policy {
             }
             if let Some(m) = &r.mem {
                 if let Err(p) = crate::spec::values::parse_mem(m) {
-                    return Err(bad(&format!("resources.\"{kind}\".mem"), p.message));
+                    return Err(self.bad(&format!("resources.\"{kind}\".mem"), p.message));
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `defaults.time` and `limits.max_time`: Slurm times.
+    fn times(&self, policy: &Policy) -> Result<()> {
         for (key, value) in [
             ("defaults.time", &policy.defaults.time),
             ("limits.max_time", &policy.limits.max_time),
         ] {
             if let Some(v) = value {
                 if parse_slurm_time(v).is_none() {
-                    return Err(bad(
+                    return Err(self.bad(
                         key,
                         format!(
                             "= {:?} is not a Slurm time (HH:MM:SS, D-HH:MM, …)",
@@ -252,7 +306,7 @@ impl Policy {
                 }
             }
         }
-        Ok(policy)
+        Ok(())
     }
 }
 
