@@ -492,36 +492,9 @@ impl Registry {
             }
         }
         let Some(versions) = idx.versions.get(&r.name) else {
-            let names = self.names()?;
-            let list = if names.is_empty() {
-                "the registry holds no models yet (`yolo-sched models publish` or `import` adds one)"
-                    .to_string()
-            } else {
-                format!(
-                    "the models are {}",
-                    crate::suggest::ticked_list(names.iter().take(20).map(String::as_str))
-                )
-            };
-            return Err(invalid(format!(
-                "no model `{}` in the registry {}{}; {list}",
-                crate::text::echo(&r.name),
-                self.url,
-                crate::suggest::did_you_mean(&r.name, names.iter().map(String::as_str)),
-            )));
+            return Err(self.no_such_model(&r.name));
         };
         let m = Model::new(self, &r.name, &idx, caller);
-        let listed = |record: ModelRecord| -> Result<Listed> {
-            Ok(Listed {
-                tags: m
-                    .tags()
-                    .into_iter()
-                    .filter(|(_, tv)| *tv == record.version)
-                    .map(|(t, _)| t)
-                    .collect(),
-                removed: m.removed(record.version)?,
-                record,
-            })
-        };
         let v = match &r.selector {
             Selector::Version(v) => {
                 if !versions.contains(v) {
@@ -533,105 +506,100 @@ impl Registry {
                 }
                 *v
             }
-            Selector::Tag(t) => {
-                let tags = m.tags();
-                *tags.get(t).ok_or_else(|| {
-                    invalid(format!(
-                        "model `{}` has no tag `{t}`{}{}",
-                        r.name,
-                        crate::suggest::did_you_mean(t, tags.keys().map(String::as_str)),
-                        if tags.is_empty() {
-                            "; it has no tags".to_string()
-                        } else {
-                            format!(
-                                "; its tags are {}",
-                                crate::suggest::ticked_list(tags.keys().map(String::as_str))
-                            )
-                        }
-                    ))
-                })?
-            }
-            Selector::Latest => {
-                // Newest first: the usual answer costs one record read; an
-                // outsider's search goes on in concurrent batches. A record
-                // that is not valid (or another user's, on `file://`) is
-                // skipped, as `list` skips it; so is a version whose removal
-                // record is obeyed.
-                let candidates: Vec<u32> = versions.iter().rev().copied().collect();
-                let mut first_refusal = None;
-                let (mut start, mut batch) = (0, 1);
-                while start < candidates.len() {
-                    let chunk = &candidates[start..(start + batch).min(candidates.len())];
-                    let keys: Vec<String> = chunk
-                        .iter()
-                        .map(|v| self.version_key(&r.name, *v))
-                        .collect();
-                    let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
-                    for (v, fetched) in chunk.iter().zip(got) {
-                        m.remember(*v, self.fetched(&r.name, *v, fetched)?);
-                    }
-                    for v in chunk {
-                        let judged = m.version(*v)?;
-                        if matches!(judged, Judged::Denied(_)) && idx.is_removed(&r.name, *v) {
-                            continue;
-                        }
-                        if m.removed(*v)? {
-                            continue;
-                        }
-                        match judged {
-                            Judged::Valid(record) => match caller.check(&record, Right::Read) {
-                                Ok(_) => return listed(*record),
-                                Err(refusal) => {
-                                    let hint = caller.hint(&record, Right::Read);
-                                    first_refusal.get_or_insert((refusal, hint));
-                                }
-                            },
-                            Judged::Denied(e) => {
-                                first_refusal.get_or_insert(denied_refusal(&r.name, *v, &e));
-                            }
-                            Judged::Invalid(_) | Judged::Missing => {}
-                        }
-                    }
-                    start += chunk.len();
-                    batch = LIST_CONCURRENCY;
-                }
-                return Err(match first_refusal {
-                    Some(refusal) => with_hint(
-                        invalid(format!(
-                            "no version of model `{}` is readable by you: the newest, {}",
-                            r.name, refusal.0
-                        )),
-                        refusal.1,
-                    ),
-                    None => invalid(format!(
-                        "every version of model `{}` is removed or not valid (`yolo-sched models list --all` shows them and the problems); name one by number (`{}@{}`)",
-                        r.name,
-                        r.name,
-                        versions.last().copied().unwrap_or(1)
-                    )),
-                });
-            }
+            Selector::Tag(t) => tagged_version(&m, t)?,
+            Selector::Latest => return self.latest_readable(&m, versions),
         };
         if matches!(r.selector, Selector::Tag(_)) && m.removed(v)? {
             return Err(invalid(format!(
                 "tag `{r}` points at version {v}, which is removed; move the tag (`yolo-sched models tag`)"
             )));
         }
-        match m.version(v)? {
-            Judged::Valid(record) => match caller.check(&record, Right::Read) {
-                Ok(_) => listed(*record),
-                Err(refusal) => Err(with_hint(
-                    invalid(refusal),
-                    caller.hint(&record, Right::Read),
-                )),
-            },
-            Judged::Denied(e) => {
-                let (refusal, hint) = denied_refusal(&r.name, v, &e);
-                Err(with_hint(invalid(refusal), hint))
+        readable_version(&m, v)
+    }
+
+    /// An unknown model name: invalid input listing (some of) the names there
+    /// are, or saying there are none; a registry that cannot be read, as is.
+    fn no_such_model(&self, name: &str) -> anyhow::Error {
+        let names = match self.names() {
+            Ok(names) => names,
+            Err(e) => return e,
+        };
+        let list = if names.is_empty() {
+            "the registry holds no models yet (`yolo-sched models publish` or `import` adds one)"
+                .to_string()
+        } else {
+            format!(
+                "the models are {}",
+                crate::suggest::ticked_list(names.iter().take(20).map(String::as_str))
+            )
+        };
+        invalid(format!(
+            "no model `{}` in the registry {}{}; {list}",
+            crate::text::echo(name),
+            self.url,
+            crate::suggest::did_you_mean(name, names.iter().map(String::as_str)),
+        ))
+    }
+
+    /// `NAME@latest`: the newest version of `m` that is not removed and that
+    /// the caller may read; else why not (the newest refusal, or none valid).
+    fn latest_readable(&self, m: &Model, versions: &BTreeSet<u32>) -> Result<Listed> {
+        let name = m.name;
+        // Newest first: the usual answer costs one record read; an
+        // outsider's search goes on in concurrent batches. A record
+        // that is not valid (or another user's, on `file://`) is
+        // skipped, as `list` skips it; so is a version whose removal
+        // record is obeyed.
+        let candidates: Vec<u32> = versions.iter().rev().copied().collect();
+        let mut first_refusal = None;
+        let (mut start, mut batch) = (0, 1);
+        while start < candidates.len() {
+            let chunk = &candidates[start..(start + batch).min(candidates.len())];
+            let keys: Vec<String> = chunk.iter().map(|v| self.version_key(name, *v)).collect();
+            let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
+            for (v, fetched) in chunk.iter().zip(got) {
+                m.remember(*v, self.fetched(name, *v, fetched)?);
             }
-            Judged::Invalid(e) => Err(anyhow!(e)),
-            Judged::Missing => bail!("record {}@{v} vanished while being read", r.name),
+            for v in chunk {
+                let judged = m.version(*v)?;
+                if matches!(judged, Judged::Denied(_)) && m.idx.is_removed(name, *v) {
+                    continue;
+                }
+                if m.removed(*v)? {
+                    continue;
+                }
+                match judged {
+                    Judged::Valid(record) => match m.caller.check(&record, Right::Read) {
+                        Ok(_) => return listed(m, *record),
+                        Err(refusal) => {
+                            let hint = m.caller.hint(&record, Right::Read);
+                            first_refusal.get_or_insert((refusal, hint));
+                        }
+                    },
+                    Judged::Denied(e) => {
+                        first_refusal.get_or_insert(denied_refusal(name, *v, &e));
+                    }
+                    Judged::Invalid(_) | Judged::Missing => {}
+                }
+            }
+            start += chunk.len();
+            batch = LIST_CONCURRENCY;
         }
+        Err(match first_refusal {
+            Some(refusal) => with_hint(
+                invalid(format!(
+                    "no version of model `{}` is readable by you: the newest, {}",
+                    name, refusal.0
+                )),
+                refusal.1,
+            ),
+            None => invalid(format!(
+                "every version of model `{}` is removed or not valid (`yolo-sched models list --all` shows them and the problems); name one by number (`{}@{}`)",
+                name,
+                name,
+                versions.last().copied().unwrap_or(1)
+            )),
+        })
     }
 
     /// Store the local file `path` (SHA-256 `sha`, `size` bytes) as a blob,
@@ -874,6 +842,61 @@ fn denied_refusal(name: &str, v: u32, e: &str) -> (String, String) {
         format!("{name}@{v}: the registry's file system does not let you read its record ({e})"),
         "a `file://` registry keeps a private version to the Unix group named as its account; if Slurm's accounts let you read it, ask an administrator to add you to that group (docs/registry.md)".to_string(),
     )
+}
+
+/// A version as `resolve` answers it: its record, its tags, whether removed.
+fn listed(m: &Model, record: ModelRecord) -> Result<Listed> {
+    Ok(Listed {
+        tags: m
+            .tags()
+            .into_iter()
+            .filter(|(_, tv)| *tv == record.version)
+            .map(|(t, _)| t)
+            .collect(),
+        removed: m.removed(record.version)?,
+        record,
+    })
+}
+
+/// The version tag `t` of `m` points at; an unknown tag is invalid input
+/// naming the tags there are.
+fn tagged_version(m: &Model, t: &str) -> Result<u32> {
+    let tags = m.tags();
+    tags.get(t).copied().ok_or_else(|| {
+        invalid(format!(
+            "model `{}` has no tag `{t}`{}{}",
+            m.name,
+            crate::suggest::did_you_mean(t, tags.keys().map(String::as_str)),
+            if tags.is_empty() {
+                "; it has no tags".to_string()
+            } else {
+                format!(
+                    "; its tags are {}",
+                    crate::suggest::ticked_list(tags.keys().map(String::as_str))
+                )
+            }
+        ))
+    })
+}
+
+/// Version `v` of `m` if the caller may read it; else invalid input with the
+/// reason, or the record's problem.
+fn readable_version(m: &Model, v: u32) -> Result<Listed> {
+    match m.version(v)? {
+        Judged::Valid(record) => match m.caller.check(&record, Right::Read) {
+            Ok(_) => listed(m, *record),
+            Err(refusal) => Err(with_hint(
+                invalid(refusal),
+                m.caller.hint(&record, Right::Read),
+            )),
+        },
+        Judged::Denied(e) => {
+            let (refusal, hint) = denied_refusal(m.name, v, &e);
+            Err(with_hint(invalid(refusal), hint))
+        }
+        Judged::Invalid(e) => Err(anyhow!(e)),
+        Judged::Missing => bail!("record {}@{v} vanished while being read", m.name),
+    }
 }
 
 impl Index {
