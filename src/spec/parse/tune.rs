@@ -272,150 +272,24 @@ fn count(cx: &mut Cx<'_>, key: &str, v: &Val<'_>, max: u32, what: &str) -> Optio
     }
 }
 
+/// The keys of `[tune]` as `Cx::fields` found them.
+type Fields<'a, 'i> = std::collections::BTreeMap<String, &'a Val<'i>>;
+
+/// `[tune]`, every key checked and every mistake reported; `None` when any was wrong.
 pub(super) fn read_tune(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Tune> {
     let f = cx.fields("tune", t, TUNE_KEYS);
     let mut ok = true;
-    let trials = match f.get("trials") {
-        Some(v) => count(cx, "tune.trials", v, MAX_TRIALS, "a number of trials"),
-        None => {
-            cx.error(
-                0..0,
-                "tune.trials",
-                "[tune] needs `trials`: how many trainings the search runs".into(),
-                Some("add e.g. trials = 16 under [tune]".into()),
-            );
-            None
-        }
-    };
+    let trials = read_trials(cx, &f);
     ok &= trials.is_some();
-    let parallel = match f.get("parallel") {
-        Some(v) => {
-            let p = count(cx, "tune.parallel", v, MAX_TRIALS, "trials per batch");
-            ok &= p.is_some();
-            p
-        }
-        None => Some(1),
-    };
-    if let (Some(t), Some(p), Some(v)) = (trials, parallel, f.get("parallel")) {
-        if p > t {
-            cx.error(
-                v.span(),
-                "tune.parallel",
-                format!("{p} trials per batch is more than the {t} trials of the search"),
-                Some(format!("set parallel to at most {t}")),
-            );
-            ok = false;
-        } else if t.div_ceil(p) > MAX_BATCHES {
-            cx.error(
-                v.span(),
-                "tune.parallel",
-                format!(
-                    "{t} trials {p} at a time make {} batches, more than the {MAX_BATCHES} one search may queue (three jobs each)",
-                    t.div_ceil(p)
-                ),
-                Some(format!(
-                    "raise parallel to at least {}, or run fewer trials",
-                    t.div_ceil(MAX_BATCHES)
-                )),
-            );
-            ok = false;
-        }
-    }
-    let epochs = match f.get("epochs") {
-        Some(v) => {
-            let e = count(cx, "tune.epochs", v, 100_000, "epochs per trial");
-            ok &= e.is_some();
-            e
-        }
-        None => None,
-    };
-    let objective = match f.get("objective") {
-        Some(v) => match cx.str_of("tune.objective", v, "a column of results.csv") {
-            Some(s) if !s.trim().is_empty() && s.len() <= 200 && !s.contains(',') => {
-                Some(s.to_string())
-            }
-            Some(_) => {
-                cx.error(
-                    v.span(),
-                    "tune.objective",
-                    "expected a column of results.csv (a non-empty name without commas)".into(),
-                    Some(format!("e.g. objective = \"{DEFAULT_OBJECTIVE}\"")),
-                );
-                None
-            }
-            None => None,
-        },
-        None => Some(DEFAULT_OBJECTIVE.to_string()),
-    };
+    let parallel = read_parallel(cx, &f, trials, &mut ok);
+    let epochs = read_epochs(cx, &f, &mut ok);
+    let objective = read_objective(cx, &f);
     ok &= objective.is_some();
-    let direction = match f.get("direction") {
-        Some(v) => match cx.str_of("tune.direction", v, "\"maximize\" or \"minimize\"") {
-            Some("maximize" | "max") => Some(Direction::Maximize),
-            Some("minimize" | "min") => Some(Direction::Minimize),
-            Some(other) => {
-                let help = suggest::closest(other, ["maximize", "minimize"])
-                    .map(|c| format!("did you mean `{c}`?"));
-                cx.error(
-                    v.span(),
-                    "tune.direction",
-                    format!(
-                        "unknown direction `{}`; expected \"maximize\" or \"minimize\"",
-                        crate::text::shown(other, 40)
-                    ),
-                    help,
-                );
-                None
-            }
-            None => None,
-        },
-        None => Some(Direction::Maximize),
-    };
+    let direction = read_direction(cx, &f);
     ok &= direction.is_some();
-    let sampler = match f.get("sampler") {
-        Some(v) => match cx.str_of("tune.sampler", v, "a sampler name") {
-            Some(s) => match Sampler::from_name(s) {
-                Some(s) => Some(s),
-                None => {
-                    let help = suggest::closest(s, Sampler::NAMES.iter().copied())
-                        .map(|c| format!("did you mean `{c}`?"));
-                    cx.error(
-                        v.span(),
-                        "tune.sampler",
-                        format!(
-                            "unknown sampler `{}`; expected one of: {}",
-                            crate::text::shown(s, 40),
-                            Sampler::NAMES.join(", ")
-                        ),
-                        help,
-                    );
-                    None
-                }
-            },
-            None => None,
-        },
-        None => Some(Sampler::Tpe),
-    };
+    let sampler = read_sampler(cx, &f);
     ok &= sampler.is_some();
-    let seed = match f.get("seed") {
-        Some(v) => match cx.int_of("tune.seed", v, "an integer from 0 to 4294967295") {
-            Some(n) if (0..=i64::from(u32::MAX)).contains(&n) => Some(n as u32),
-            Some(n) => {
-                cx.error(
-                    v.span(),
-                    "tune.seed",
-                    format!("{n} is out of range; expected an integer from 0 to 4294967295"),
-                    None,
-                );
-                ok = false;
-                None
-            }
-            None => {
-                ok = false;
-                None
-            }
-        },
-        None => None,
-    };
+    let seed = read_seed(cx, &f, &mut ok);
     let (space, default_space) = match f.get("space") {
         Some(v) => match cx.table_of("tune.space", v) {
             Some(t) => match read_space(cx, t, v) {
@@ -427,28 +301,7 @@ pub(super) fn read_tune(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Tune> {
         None => (Some(default_space()), true),
     };
     ok &= space.is_some();
-    let publish = match f.get("publish") {
-        Some(v) => match cx.str_of("tune.publish", v, "a model name for the registry") {
-            Some(name) => match crate::names::model::check_name(name) {
-                Ok(()) => Some(name.to_string()),
-                Err(e) => {
-                    cx.error(
-                        v.span(),
-                        "tune.publish",
-                        e,
-                        Some("e.g. publish = \"pcb-detector\"".into()),
-                    );
-                    ok = false;
-                    None
-                }
-            },
-            None => {
-                ok = false;
-                None
-            }
-        },
-        None => None,
-    };
+    let publish = read_publish(cx, &f, &mut ok);
     let early_stop = match f.get("early_stop") {
         Some(v) => {
             let e = read_early_stop(cx, v, trials);
@@ -473,6 +326,205 @@ pub(super) fn read_tune(cx: &mut Cx<'_>, t: &DeTable<'_>) -> Option<Tune> {
         space: space?,
         default_space,
     })
+}
+
+/// `trials`, required: how many trainings the search runs.
+fn read_trials(cx: &mut Cx<'_>, f: &Fields<'_, '_>) -> Option<u32> {
+    match f.get("trials") {
+        Some(v) => count(cx, "tune.trials", v, MAX_TRIALS, "a number of trials"),
+        None => {
+            cx.error(
+                0..0,
+                "tune.trials",
+                "[tune] needs `trials`: how many trainings the search runs".into(),
+                Some("add e.g. trials = 16 under [tune]".into()),
+            );
+            None
+        }
+    }
+}
+
+/// `parallel` (default 1): trials per batch, at most the trials, in at most
+/// `MAX_BATCHES` batches; `ok` false when it is wrong.
+fn read_parallel(
+    cx: &mut Cx<'_>,
+    f: &Fields<'_, '_>,
+    trials: Option<u32>,
+    ok: &mut bool,
+) -> Option<u32> {
+    let parallel = match f.get("parallel") {
+        Some(v) => {
+            let p = count(cx, "tune.parallel", v, MAX_TRIALS, "trials per batch");
+            *ok &= p.is_some();
+            p
+        }
+        None => Some(1),
+    };
+    if let (Some(t), Some(p), Some(v)) = (trials, parallel, f.get("parallel")) {
+        if p > t {
+            cx.error(
+                v.span(),
+                "tune.parallel",
+                format!("{p} trials per batch is more than the {t} trials of the search"),
+                Some(format!("set parallel to at most {t}")),
+            );
+            *ok = false;
+        } else if t.div_ceil(p) > MAX_BATCHES {
+            cx.error(
+                v.span(),
+                "tune.parallel",
+                format!(
+                    "{t} trials {p} at a time make {} batches, more than the {MAX_BATCHES} one search may queue (three jobs each)",
+                    t.div_ceil(p)
+                ),
+                Some(format!(
+                    "raise parallel to at least {}, or run fewer trials",
+                    t.div_ceil(MAX_BATCHES)
+                )),
+            );
+            *ok = false;
+        }
+    }
+    parallel
+}
+
+/// `epochs`, optional: every trial's; `ok` false when it is wrong.
+fn read_epochs(cx: &mut Cx<'_>, f: &Fields<'_, '_>, ok: &mut bool) -> Option<u32> {
+    match f.get("epochs") {
+        Some(v) => {
+            let e = count(cx, "tune.epochs", v, 100_000, "epochs per trial");
+            *ok &= e.is_some();
+            e
+        }
+        None => None,
+    }
+}
+
+/// `objective` (default `DEFAULT_OBJECTIVE`): a column of results.csv.
+fn read_objective(cx: &mut Cx<'_>, f: &Fields<'_, '_>) -> Option<String> {
+    match f.get("objective") {
+        Some(v) => match cx.str_of("tune.objective", v, "a column of results.csv") {
+            Some(s) if !s.trim().is_empty() && s.len() <= 200 && !s.contains(',') => {
+                Some(s.to_string())
+            }
+            Some(_) => {
+                cx.error(
+                    v.span(),
+                    "tune.objective",
+                    "expected a column of results.csv (a non-empty name without commas)".into(),
+                    Some(format!("e.g. objective = \"{DEFAULT_OBJECTIVE}\"")),
+                );
+                None
+            }
+            None => None,
+        },
+        None => Some(DEFAULT_OBJECTIVE.to_string()),
+    }
+}
+
+/// `direction` (default maximize): `maximize`/`max` or `minimize`/`min`.
+fn read_direction(cx: &mut Cx<'_>, f: &Fields<'_, '_>) -> Option<Direction> {
+    match f.get("direction") {
+        Some(v) => match cx.str_of("tune.direction", v, "\"maximize\" or \"minimize\"") {
+            Some("maximize" | "max") => Some(Direction::Maximize),
+            Some("minimize" | "min") => Some(Direction::Minimize),
+            Some(other) => {
+                let help = suggest::closest(other, ["maximize", "minimize"])
+                    .map(|c| format!("did you mean `{c}`?"));
+                cx.error(
+                    v.span(),
+                    "tune.direction",
+                    format!(
+                        "unknown direction `{}`; expected \"maximize\" or \"minimize\"",
+                        crate::text::shown(other, 40)
+                    ),
+                    help,
+                );
+                None
+            }
+            None => None,
+        },
+        None => Some(Direction::Maximize),
+    }
+}
+
+/// `sampler` (default TPE): one of `Sampler::NAMES`.
+fn read_sampler(cx: &mut Cx<'_>, f: &Fields<'_, '_>) -> Option<Sampler> {
+    match f.get("sampler") {
+        Some(v) => match cx.str_of("tune.sampler", v, "a sampler name") {
+            Some(s) => match Sampler::from_name(s) {
+                Some(s) => Some(s),
+                None => {
+                    let help = suggest::closest(s, Sampler::NAMES.iter().copied())
+                        .map(|c| format!("did you mean `{c}`?"));
+                    cx.error(
+                        v.span(),
+                        "tune.sampler",
+                        format!(
+                            "unknown sampler `{}`; expected one of: {}",
+                            crate::text::shown(s, 40),
+                            Sampler::NAMES.join(", ")
+                        ),
+                        help,
+                    );
+                    None
+                }
+            },
+            None => None,
+        },
+        None => Some(Sampler::Tpe),
+    }
+}
+
+/// `seed`, optional: a `u32`; `ok` false when it is wrong.
+fn read_seed(cx: &mut Cx<'_>, f: &Fields<'_, '_>, ok: &mut bool) -> Option<u32> {
+    match f.get("seed") {
+        Some(v) => match cx.int_of("tune.seed", v, "an integer from 0 to 4294967295") {
+            Some(n) if (0..=i64::from(u32::MAX)).contains(&n) => Some(n as u32),
+            Some(n) => {
+                cx.error(
+                    v.span(),
+                    "tune.seed",
+                    format!("{n} is out of range; expected an integer from 0 to 4294967295"),
+                    None,
+                );
+                *ok = false;
+                None
+            }
+            None => {
+                *ok = false;
+                None
+            }
+        },
+        None => None,
+    }
+}
+
+/// `publish`, optional: the registry name the best trial is published as;
+/// `ok` false when it is wrong.
+fn read_publish(cx: &mut Cx<'_>, f: &Fields<'_, '_>, ok: &mut bool) -> Option<String> {
+    match f.get("publish") {
+        Some(v) => match cx.str_of("tune.publish", v, "a model name for the registry") {
+            Some(name) => match crate::names::model::check_name(name) {
+                Ok(()) => Some(name.to_string()),
+                Err(e) => {
+                    cx.error(
+                        v.span(),
+                        "tune.publish",
+                        e,
+                        Some("e.g. publish = \"pcb-detector\"".into()),
+                    );
+                    *ok = false;
+                    None
+                }
+            },
+            None => {
+                *ok = false;
+                None
+            }
+        },
+        None => None,
+    }
 }
 
 fn prune_rule(cx: &mut Cx<'_>, key: &str, v: &Val<'_>) -> Option<PruneRule> {
