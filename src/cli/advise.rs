@@ -230,27 +230,43 @@ fn text_lines(
     r: &Report,
     demand_out: Option<&std::path::Path>,
 ) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = vec![window_line(r)];
+    let nodes = nodes_table(printer, r);
+    out.extend(left_out_lines(r));
+    out.push(crate::report::render::tables::need_note(&r.needs));
+    out.push(nodes);
+    out.push("".to_string());
+    out.push(setups_table(printer, r));
+    out.push("".to_string());
+    out.extend(rightsizing_lines(printer, r));
+    out.extend(advice_lines(r, demand_out));
+    out
+}
+
+/// What the window held: its GPU jobs, and those still running, pending or left out.
+fn window_line(r: &Report) -> String {
     let c = &r.counted;
-    out.push(
-        format!(
-            "{} GPU job(s) from {} to {}{} ({} still running, {} still pending; left out: {} \
-         cancelled before they started, {} untyped, {} shard)",
-            c.jobs,
-            r.since.format("%Y-%m-%d %H:%M"),
-            r.until.format("%Y-%m-%d %H:%M"),
-            r.partition
-                .as_deref()
-                .map(|p| format!(" in partition {p}"))
-                .unwrap_or_default(),
-            c.running,
-            c.pending,
-            c.cancelled_pending,
-            c.untyped,
-            c.shards
-        )
-        .to_string(),
-    );
+    format!(
+        "{} GPU job(s) from {} to {}{} ({} still running, {} still pending; left out: {} \
+     cancelled before they started, {} untyped, {} shard)",
+        c.jobs,
+        r.since.format("%Y-%m-%d %H:%M"),
+        r.until.format("%Y-%m-%d %H:%M"),
+        r.partition
+            .as_deref()
+            .map(|p| format!(" in partition {p}"))
+            .unwrap_or_default(),
+        c.running,
+        c.pending,
+        c.cancelled_pending,
+        c.untyped,
+        c.shards
+    )
+    .to_string()
+}
+
+/// The nodes advised on: each one's model, where the model came from, its GPUs now.
+fn nodes_table(printer: &crate::printer::Printer, r: &Report) -> String {
     let mut nodes = printer.table(&["node", "model", "from", "GPUs now"]);
     for n in &r.nodes {
         let now: Vec<String> = n
@@ -265,6 +281,13 @@ fn text_lines(
             now.join("; "),
         ]);
     }
+    nodes.to_string()
+}
+
+/// The jobs not read, clamped or left out, when there are any.
+fn left_out_lines(r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    let c = &r.counted;
     if r.skipped.past_limit > 0 {
         out.push(format!(
             "{} line(s) of sacct's output after the first {} were not read; their jobs are left out",
@@ -281,9 +304,12 @@ fn text_lines(
             c.after_window
         ));
     }
-    out.push(crate::report::render::tables::need_note(&r.needs));
-    out.push(nodes.to_string());
-    out.push("".to_string());
+    out
+}
+
+/// Each set-up simulated on the window's demand: the jobs run, the waits,
+/// the GPUs held and the memory needed.
+fn setups_table(printer: &crate::printer::Printer, r: &Report) -> String {
     let mut table = printer.table(&[
         "set-up",
         "jobs run",
@@ -309,8 +335,13 @@ fn text_lines(
             format!("{:.0} %", o.memory_needed_share * 100.0),
         ]);
     }
-    out.push(table.to_string());
-    out.push("".to_string());
+    table.to_string()
+}
+
+/// The jobs that asked for more than they used, per user and account, and
+/// the wait asking what fits would have saved; nothing when there are none.
+fn rightsizing_lines(printer: &crate::printer::Printer, r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
     if !r.rightsizing.is_empty() {
         out.push(
             "jobs that asked for more than they used (measured GPU memory + 10 %), with the wait \
@@ -344,6 +375,13 @@ fn text_lines(
         out.push(t.to_string());
         out.push("".to_string());
     }
+    out
+}
+
+/// The advice: nothing to change, or `auto` node by node with the command
+/// for each and what it is predicted to bring.
+fn advice_lines(r: &Report, demand_out: Option<&std::path::Path>) -> Vec<String> {
+    let mut out = Vec::new();
     if !r.advice.changes {
         out.push("advice: no change of layout would run more of these jobs or shorten their mean wait by a minute or more; nothing to change".to_string());
         return out;
