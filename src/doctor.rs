@@ -394,10 +394,6 @@ fn nvml_check(checks: &mut Vec<Check>, nvml_lib: Option<&std::path::PathBuf>) ->
     nvml
 }
 
-/// The isolation between jobs the site enforces (`slurm::isolation`): one
-/// line per layer, each gap a warning that says what a job can do and how to
-/// close it. gres.conf is read beside the controller's slurm.conf, where this
-/// host has it (a login node often does; `node-setup --check` reads the node's).
 /// Whether slurmdbd keeps job comments: the run ids for `list --account`,
 /// and the carrier of each job's measured GPU memory for `advise`.
 pub fn job_comments_check(ctl: &config::ControllerConfig) -> (Status, String) {
@@ -426,6 +422,10 @@ pub fn job_comments_check(ctl: &config::ControllerConfig) -> (Status, String) {
     }
 }
 
+/// The isolation between jobs the site enforces (`slurm::isolation`): one
+/// line per layer, each gap a warning that says what a job can do and how to
+/// close it. gres.conf is read beside the controller's slurm.conf, where this
+/// host has it (a login node often does; `node-setup --check` reads the node's).
 pub fn isolation_checks(ctl: &config::ControllerConfig, gpu_nodes: &[String]) -> Vec<Check> {
     use crate::slurm::isolation;
     let mut out = Vec::new();
