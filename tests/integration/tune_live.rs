@@ -545,7 +545,7 @@ fn a_trial_that_falls_behind_is_stopped_early_through_its_agent_and_told_pruned(
     );
     let mut submit = f.cmd();
     submit
-        .env("YOLO_STANDIN_EPOCH_SECONDS", "1.5")
+        .env("YOLO_STANDIN_EPOCH_SECONDS", "2")
         .args(["submit", "--json"])
         .arg(&spec);
     let out = run(&mut submit);
@@ -562,21 +562,34 @@ fn a_trial_that_falls_behind_is_stopped_early_through_its_agent_and_told_pruned(
     let workdir = f.path().join("runs/pruned");
 
     // The moment trial 2's job has ended, trial 3 still trains on its slice.
+    // The end record is written by the job's script just before it exits,
+    // so Slurm lists the task a moment longer (RUNNING, then COMPLETING):
+    // the job has ended when its task has left the queue.
     wait_until(Duration::from_secs(300), "trial 2 stopped early", || {
         workdir.join("state/train.2.end.json").exists()
     });
-    let queue = Command::new("squeue")
-        .args(["-h", "-r", "-j", &ids[5].to_string(), "-o", "%K %T"])
-        .output()
-        .unwrap();
-    let queue = String::from_utf8_lossy(&queue.stdout).to_string();
+    let tasks = || {
+        let out = Command::new("squeue")
+            .args(["-h", "-r", "-j", &ids[5].to_string(), "-o", "%K %T"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let queue = wait_for_seen(
+        Duration::from_secs(60),
+        "trial 2's task to leave the queue",
+        tasks,
+        || {
+            let q = tasks();
+            (!q.lines().any(|l| l.starts_with("2 "))).then_some(q)
+        },
+    );
     assert!(
         !workdir.join("state/train.3.end.json").exists(),
         "trial 3 ended before trial 2 was stopped"
     );
     assert!(
-        queue.lines().any(|l| l.trim() == "3 RUNNING")
-            && !queue.lines().any(|l| l.starts_with("2 ")),
+        queue.lines().any(|l| l.trim() == "3 RUNNING"),
         "trial 2's task is gone, trial 3's runs: {queue}"
     );
     let end2 = record(&workdir, "train.2", "end");
