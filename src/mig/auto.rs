@@ -376,6 +376,31 @@ struct State {
     ties: Ties,
     from: u32,
     pick: u16,
+    /// The first candidate the next GPU may take: where it is a twin of
+    /// this one ([`twins`]), only picks in catalog order are followed.
+    low: u16,
+}
+
+/// Marks a state in the programme's map that the bound dropped, so that the
+/// other ways of reaching it are dropped without asking the bound again.
+const DROPPED: u32 = u32::MAX;
+
+/// `twins[g]`: GPU `g + 1` has the same candidates as GPU `g` (a node of one
+/// model). Twins are interchangeable, so of the orders that give twins the
+/// same candidates only one is followed, the one whose picks never go back
+/// in catalog order: every choice of the node is still reached (sorted), the
+/// programme expands about half the pairs.
+fn twins(gpus: &[Vec<Candidate>]) -> Vec<bool> {
+    let same = |a: &Candidate, b: &Candidate| {
+        a.serves == b.serves && a.room == b.room && a.unused == b.unused
+    };
+    (0..gpus.len())
+        .map(|g| {
+            gpus.get(g + 1).is_some_and(|next| {
+                next.len() == gpus[g].len() && next.iter().zip(&gpus[g]).all(|(a, b)| same(a, b))
+            })
+        })
+        .collect()
 }
 
 /// The value of a full choice given its capped counts.
@@ -438,43 +463,48 @@ fn programme(
         return (None, false);
     };
     let kinds = costs.len();
+    let twins = twins(gpus);
     let mut truncated = false;
     let mut layers: Vec<Vec<State>> = vec![vec![State {
         key: 0,
         ties: (Reverse(0), 0),
         from: 0,
         pick: 0,
+        low: 0,
     }]];
     for (g, cands) in rest.iter().enumerate() {
         let prev = layers.last().expect("starts with one layer");
         let mut next: Vec<State> = Vec::new();
         let mut seen = StateMap::default();
         for (si, s) in prev.iter().enumerate() {
-            for (ci, c) in cands.iter().enumerate() {
+            for (ci, c) in cands.iter().enumerate().skip(usize::from(s.low)) {
                 let key = packing.add(s.key, &c.serves);
                 let ties = add_ties(s.ties, c);
-                match seen.get(&key) {
-                    Some(&at) => {
-                        // First reached wins a tie: the earlier (fuller) shapes.
-                        let at = at as usize;
-                        if ties < next[at].ties {
-                            next[at].ties = ties;
-                            next[at].from = si as u32;
-                            next[at].pick = ci as u16;
-                        }
+                let low = if twins[g] { ci as u16 } else { 0 };
+                let at = *seen.entry(key).or_insert_with(|| {
+                    if bounds.exceeds(g + 1, |k| packing.get(key, k)) {
+                        return DROPPED;
                     }
-                    None => {
-                        if bounds.exceeds(g + 1, |k| packing.get(key, k)) {
-                            continue;
-                        }
-                        seen.insert(key, next.len() as u32);
-                        next.push(State {
-                            key,
-                            ties,
-                            from: si as u32,
-                            pick: ci as u16,
-                        });
-                    }
+                    next.push(State {
+                        key,
+                        ties,
+                        from: si as u32,
+                        pick: ci as u16,
+                        low,
+                    });
+                    (next.len() - 1) as u32
+                });
+                if at == DROPPED {
+                    continue;
+                }
+                let state = &mut next[at as usize];
+                // The lowest pick that reaches a state bounds its twin's.
+                state.low = state.low.min(low);
+                // First reached wins a tie: the earlier (fuller) shapes.
+                if ties < state.ties {
+                    state.ties = ties;
+                    state.from = si as u32;
+                    state.pick = ci as u16;
                 }
             }
         }
@@ -502,7 +532,7 @@ fn programme(
                 continue;
             }
         }
-        for (ci, c) in last.iter().enumerate() {
+        for (ci, c) in last.iter().enumerate().skip(usize::from(s.low)) {
             let key = packing.add(s.key, &c.serves);
             let v = value_of(
                 (0..kinds).map(|k| packing.get(key, k)),
