@@ -6,7 +6,7 @@
 //! - `access`: who reads, tags and removes a version, from Slurm's accounts.
 //! - `names`: model names, tags, notes, references (`NAME@3`, `NAME@production`).
 //! - `record`: the JSON records (version, tag move, removal).
-//! - `store`: `Registry`, the objects through `backup::Store` (the one object
+//! - `store`: `Registry`, the objects through `objstore::Store` (the one object
 //!   store client): list, resolve, verified blob upload and pull, versions
 //!   created with create-if-absent semantics.
 //! - `spec`: a spec's `model = "registry:NAME[@N|@TAG]"` resolved at submission.

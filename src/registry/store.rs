@@ -1,4 +1,4 @@
-//! The registry's objects, through `backup::Store` (the one object-store
+//! The registry's objects, through `objstore::Store` (the one object-store
 //! client: object_store's S3 client, or `Store::local_shared` for `file://`,
 //! which follows no link at any step):
 //!
@@ -29,17 +29,19 @@ use anyhow::{anyhow, bail, Context, Result};
 use super::access::{Caller, Right};
 use super::record::{FileEntry, ModelRecord, Removal, TagMove, FORMAT, MAX_RECORD};
 use super::url::RegistryUrl;
-use crate::backup::store::{PutError, MAX_OBJECT};
-use crate::backup::{Credentials, Store};
 use crate::error::{invalid, with_hint};
 use crate::names::model::{check_name, check_tag};
 use crate::names::model::{ModelRef, Selector};
+use crate::objstore::store::{PutError, MAX_OBJECT};
+use crate::objstore::{Credentials, Store};
 
 /// Whether `e` is the store refusing the caller (S3's 403, a file the
 /// caller's Unix permissions do not open).
 pub fn is_denied(e: &anyhow::Error) -> bool {
-    e.chain()
-        .any(|c| c.downcast_ref::<crate::backup::store::Refused>().is_some())
+    e.chain().any(|c| {
+        c.downcast_ref::<crate::objstore::store::Refused>()
+            .is_some()
+    })
 }
 
 /// How many version numbers one publication tries before it gives up.
@@ -783,7 +785,7 @@ impl Registry {
     pub fn pull_file(&self, f: &FileEntry, dir: &Path) -> Result<PathBuf> {
         let dest = dir.join(&f.name);
         if dest.is_file()
-            && crate::backup::store::sha256_file(&dest).ok().as_deref() == Some(f.sha256.as_str())
+            && crate::objstore::store::sha256_file(&dest).ok().as_deref() == Some(f.sha256.as_str())
         {
             return Ok(dest);
         }
@@ -1140,5 +1142,5 @@ fn etag_is_md5_of(tag: &str, bytes: &[u8]) -> bool {
     use md5::Digest;
     let tag = tag.trim_matches('"');
     tag.len() == 32
-        && tag.eq_ignore_ascii_case(&crate::backup::store::hex(&md5::Md5::digest(bytes)))
+        && tag.eq_ignore_ascii_case(&crate::objstore::store::hex(&md5::Md5::digest(bytes)))
 }
