@@ -409,11 +409,6 @@ impl Store {
         }
     }
 
-    /// The file of `key` in a local store; `None` for other stores.
-    pub fn local_path(&self, key: &str) -> Option<std::path::PathBuf> {
-        self.root.as_ref().map(|r| r.join(key))
-    }
-
     /// Create `key` with `bytes` unless an object is there already
     /// (`PutMode::Create`: S3's `If-None-Match: *`, the local store's link):
     /// `Ok(true)` when this call created it, `Ok(false)` when it existed.

@@ -1002,7 +1002,7 @@ fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
         .get_bytes("r/index/records", 1 << 30)
         .unwrap()
         .unwrap();
-    let entries = super::store::parse_index(&index);
+    let entries = super::s3::parse_index(&index);
     assert_eq!(entries.len(), 100);
     assert_eq!(entries[&keys[7]], content(&keys[7]));
     // The records gone from the store: the index answers for them.
@@ -1015,10 +1015,10 @@ fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
     let mut forged = entries.clone();
     forged.insert(keys[0].clone(), b"{\"key\": \"forged\"}".to_vec());
     reg.store()
-        .put_bytes("r/index/records", super::store::render_index(&forged))
+        .put_bytes("r/index/records", super::s3::render_index(&forged))
         .unwrap();
     // Malformed: nothing of it is used, every record is read.
-    assert!(super::store::parse_index(b"yolo-sched listing index 1\nk\t99\nab\n").is_empty());
+    assert!(super::s3::parse_index(b"yolo-sched listing index 1\nk\t99\nab\n").is_empty());
     let got = all(reg.read_many(&keys, &etags, "r/models/"));
     assert_eq!(got[0], None);
     assert_eq!(got[1..], expected[1..]);
