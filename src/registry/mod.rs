@@ -36,7 +36,7 @@ pub(crate) mod url;
 #[cfg(test)]
 mod tests;
 
-pub use access::{Caller, Right};
+pub use access::{Caller, Reads, Right};
 pub use publish::{commit, draft_from_file, draft_from_run, Publisher, Snapshot};
 pub use record::{FileEntry, Metrics, ModelRecord};
 pub use store::{Listed, Registry};
