@@ -474,7 +474,7 @@ fn accounting_state(slurm: &Slurm, ctl: Option<&config::ControllerConfig>) -> Ac
 /// rests on them) and have Unix groups (what `file://` enforces with).
 /// Nothing when the site has no registry.
 pub fn registry_checks(site: &crate::config::Site) -> Vec<Check> {
-    use crate::registry::{Caller, Registry, RegistryUrl, SiteRegistry};
+    use crate::registry::{Caller, Reads, Registry, RegistryUrl, SiteRegistry};
     use std::os::unix::fs::MetadataExt;
     let mut checks = Vec::new();
     let url = match SiteRegistry::from_site(site) {
@@ -568,17 +568,15 @@ pub fn registry_checks(site: &crate::config::Site) -> Vec<Check> {
             format!("your Slurm accounts are not known ({why}): only public versions and your own are readable"),
         ),
         Ok(m) => {
-            let mut detail = if caller.root
-                || m.admin >= crate::slurm::accounts::AdminLevel::Operator
-            {
-                "you read every version (root or a Slurm operator)".to_string()
-            } else if m.accounts.is_empty() {
-                "accounting knows no account of yours: only public versions and your own are readable".to_string()
-            } else {
-                format!(
+            let mut detail = match caller.reads(m) {
+                Reads::Every => "you read every version (root or a Slurm operator)".to_string(),
+                Reads::OfAccounts(accounts) if accounts.is_empty() => {
+                    "accounting knows no account of yours: only public versions and your own are readable".to_string()
+                }
+                Reads::OfAccounts(accounts) => format!(
                     "you read the private versions of {}",
-                    crate::suggest::ticked_list(m.accounts.iter().chain(&m.coordinates).map(String::as_str))
-                )
+                    crate::suggest::ticked_list(accounts.iter().map(String::as_str))
+                ),
             };
             let mut status = Status::Ok;
             if matches!(url, RegistryUrl::File(_)) {

@@ -21,6 +21,7 @@ pub mod mig;
 pub mod names;
 pub mod nodesetup;
 pub mod nvml;
+pub mod objstore;
 pub mod plan;
 pub(crate) mod printer;
 pub mod process;

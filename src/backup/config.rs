@@ -3,7 +3,7 @@
 //! submission, so the job reads exactly what was decided then).
 //!
 //! Endpoint, region and credentials are never configured here: they come from
-//! the usual AWS environment variables and files (`store::Credentials`), so
+//! the usual AWS environment variables and files (`objstore::Credentials`), so
 //! they never reach a script, a manifest or a log.
 
 use std::path::{Path, PathBuf};

@@ -2,9 +2,9 @@
 //!
 //! - `config`: the site's `[backup]`, the spec's within it, and one run's
 //!   settings saved at submission (`state/backup/settings.json`).
-//! - `store`: the object store behind a synchronous API (object_store's S3
-//!   client on a tokio current-thread runtime); credentials from the AWS
-//!   conventions only.
+//! - `store`: what a backup puts in the object store (`objstore::Store`, the
+//!   client it shares with the registry): a file's `Stamp` and the verified
+//!   `put_file`.
 //! - `sync`: `Backup::tick`, the loop-friendly upload of stable, complete files.
 //! - `restore`: missing or damaged weights back from the bucket, checksum-verified.
 //! - `record`: the manifest object in the bucket and the record `status` reads.
@@ -30,5 +30,4 @@ pub use config::{RunBackup, SiteBackup};
 pub use preflight::{check, check_store, preflight};
 pub use record::{views, BackupView};
 pub use restore::{restore_run as restore, RestoreOutcome};
-pub use store::{Credentials, Store};
 pub use sync::{Backup, BackupEvent};

@@ -3,10 +3,12 @@
 
 use anyhow::Result;
 
-use super::{config, store, Credentials, RunBackup, SiteBackup, Store};
+use super::{config, RunBackup, SiteBackup};
 use crate::config::Site;
 use crate::error::{invalid, with_hint};
 use crate::names::backup_url::BackupUrl;
+use crate::objstore::store;
+use crate::objstore::{Credentials, Store};
 use crate::spec::Spec;
 
 /// The run's backup settings from the site and the spec, with the store

@@ -10,8 +10,9 @@ use anyhow::{anyhow, Result};
 use serde::Serialize;
 
 use super::record::{FileRecord, Record, Remote, MANIFEST, MANIFEST_VERSION};
-use super::store::{Stamp, Store, MAX_OBJECT};
+use super::store::Stamp;
 use crate::names::backup_url::BackupUrl;
+use crate::objstore::store::{Store, MAX_OBJECT};
 use crate::rundir::layout;
 
 /// What a restore did.
@@ -281,7 +282,7 @@ pub fn restore_run(save_dir: &Path, dry_run: bool) -> Result<Option<RestoreOutco
     let Some((_, url)) = super::sync::settings_for(save_dir)? else {
         return Ok(None);
     };
-    let store = Store::s3(&url, &super::store::Credentials::from_process())?;
+    let store = Store::s3(&url, &crate::objstore::Credentials::from_process())?;
     restore_with(save_dir, &url, &store, dry_run).map(Some)
 }
 
@@ -301,7 +302,7 @@ fn fetch_checked(
         .ok_or_else(|| "the manifest lists it but the object is gone".to_string())?;
     let sha = {
         use sha2::Digest;
-        super::store::hex(&sha2::Sha256::digest(&data))
+        crate::objstore::store::hex(&sha2::Sha256::digest(&data))
     };
     if data.len() as u64 != expected.size || sha != expected.sha256 {
         return Err(format!(

@@ -9,7 +9,7 @@
 //! `QUIET`: Ultralytics writes `last.pt` with a plain `write_bytes`) AND, for
 //! a checkpoint, it is a complete zip archive
 //! (`rundir::checkpoint::check_archive`). The upload itself checks the file did
-//! not change while it was read (`Store::put_file`).
+//! not change while it was read (`store::put_file`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,8 +23,9 @@ use super::config::RunBackup;
 use super::record::{
     version_key, FileRecord, Record, Remote, MANIFEST, MANIFEST_VERSION, TRACKED, VERSIONS,
 };
-use super::store::{PutError, Stamp, Store};
+use super::store::{put_file, Stamp, Uploaded};
 use crate::names::backup_url::BackupUrl;
+use crate::objstore::store::{PutError, Store};
 
 /// A file not written for this long counts as stable.
 pub const QUIET: Duration = Duration::from_secs(1);
@@ -91,7 +92,7 @@ struct Job {
 }
 
 struct Done {
-    results: Vec<(String, Stamp, Result<super::store::Uploaded, PutError>)>,
+    results: Vec<(String, Stamp, Result<Uploaded, PutError>)>,
     /// The manifest as written, or why it could not be.
     remote: Result<Remote>,
     finished_at: SystemTime,
@@ -124,7 +125,7 @@ impl Backup {
             return Ok(None);
         };
         let _ = settings;
-        let store = Store::s3(&url, &super::store::Credentials::from_process())?;
+        let store = Store::s3(&url, &crate::objstore::Credentials::from_process())?;
         Ok(Some(Backup::new(save_dir, url, store)))
     }
 
@@ -424,7 +425,8 @@ fn run_job(store: &Store, url: &BackupUrl, dirs: &Dirs, job: Job) -> Done {
             .get(&rel)
             .and_then(|f| f.key.as_deref().map(|k| (f.sha256.as_str(), url.key(k))));
         let key_for = |sha: &str| url.key(&version_key(&rel, sha));
-        let result = store.put_file(
+        let result = put_file(
+            store,
             &dirs.root,
             &dirs.name.join(&rel),
             stamp,

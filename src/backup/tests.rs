@@ -6,6 +6,8 @@ use std::time::{Duration, SystemTime};
 use super::record::{Record, Remote, MANIFEST};
 use super::*;
 use crate::names::backup_url::BackupUrl;
+use crate::objstore::store;
+use crate::objstore::Store;
 
 /// A stored zip with a `data.pkl` entry of `payload` bytes, as torch.save lays it out.
 pub(crate) fn checkpoint(payload: usize) -> Vec<u8> {

@@ -198,16 +198,17 @@ fn sync(ctx: &mut Context, args: &SyncArgs) -> Result<i32> {
         }
         return Ok(0);
     }
-    let store = match backup::Store::s3(&url, &backup::Credentials::from_process()) {
-        Ok(s) => s,
-        Err(e) if args.watch => {
-            // Never fail the training: say why there is no backup and stop.
-            ctx.printer
-                .warn(format!("backup: no checkpoint backup for this job: {e:#}"));
-            return Ok(0);
-        }
-        Err(e) => return Err(e),
-    };
+    let store =
+        match crate::objstore::Store::s3(&url, &crate::objstore::Credentials::from_process()) {
+            Ok(s) => s,
+            Err(e) if args.watch => {
+                // Never fail the training: say why there is no backup and stop.
+                ctx.printer
+                    .warn(format!("backup: no checkpoint backup for this job: {e:#}"));
+                return Ok(0);
+            }
+            Err(e) => return Err(e),
+        };
     let mut b = Backup::new(&save_dir, url.clone(), store);
     let settle = Duration::from_secs(2);
     if !args.watch {

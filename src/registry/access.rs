@@ -27,6 +27,23 @@ pub enum Right {
     Manage,
 }
 
+/// Whose private versions a caller reads, beside public versions and their
+/// own: the read rule of `Caller::check` for no one record (`doctor` says it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reads {
+    /// Every version: root, or a Slurm operator or administrator.
+    Every,
+    /// Those of the accounts they are a member or coordinator of (members'
+    /// first); none: only public versions and their own.
+    OfAccounts(Vec<String>),
+}
+
+/// Whether `m` is a Slurm operator or administrator: reads, tags and
+/// removes every version, publishes under any account.
+fn is_operator(m: &Membership) -> bool {
+    m.admin >= AdminLevel::Operator
+}
+
 /// Another user's accounts (`Err`: accounting does not answer).
 type OthersLookup = dyn Fn(&str) -> Result<Membership, String>;
 
@@ -118,6 +135,16 @@ impl Caller {
         who.check(r, Right::Manage).map(|_| ())
     }
 
+    /// Whose private versions the caller reads, given their membership `m`
+    /// (`Reads`).
+    pub fn reads(&self, m: &Membership) -> Reads {
+        if self.root || is_operator(m) {
+            Reads::Every
+        } else {
+            Reads::OfAccounts(m.accounts.iter().chain(&m.coordinates).cloned().collect())
+        }
+    }
+
     /// The caller's membership, or why it is not known.
     pub fn membership(&self) -> &Result<Membership, String> {
         self.membership.get_or_init(|| (self.lookup)())
@@ -141,7 +168,7 @@ impl Caller {
         }
         match self.membership() {
             Err(_) => Ok(()),
-            Ok(m) if m.belongs_to(account) || m.admin >= AdminLevel::Operator => Ok(()),
+            Ok(m) if m.belongs_to(account) || is_operator(m) => Ok(()),
             Ok(m) => Err(format!(
                 "{} is not a member of the Slurm account `{}`{}",
                 crate::text::echo(&self.user),
@@ -183,7 +210,7 @@ impl Caller {
                 ))
             }
         };
-        if m.admin >= AdminLevel::Operator {
+        if is_operator(m) {
             return Ok("Slurm operator");
         }
         let account = r.account.as_deref();
@@ -360,6 +387,32 @@ mod tests {
         assert_eq!(calls.get(), 1, "the accounts are asked for once");
         assert!(dave.may_publish_under("anything").is_ok());
         assert_eq!(dave.default_account(), None);
+    }
+
+    /// What `doctor` says a caller reads is the rule `check` applies.
+    #[test]
+    fn reads_says_whose_private_versions_check_lets_the_caller_read() {
+        let private = |account: &str| record("bob", Some(account), false);
+        let m = member(&["robots"], &["vision"], AdminLevel::None);
+        let (dave, _) = caller("dave", Ok(m.clone()));
+        assert_eq!(
+            dave.reads(&m),
+            Reads::OfAccounts(vec!["robots".into(), "vision".into()])
+        );
+        for a in ["robots", "vision"] {
+            assert!(dave.check(&private(a), Right::Read).is_ok(), "{a}");
+        }
+        assert!(dave.check(&private("audio"), Right::Read).is_err());
+        let none = member(&[], &[], AdminLevel::None);
+        let (erin, _) = caller("erin", Ok(none.clone()));
+        assert_eq!(erin.reads(&none), Reads::OfAccounts(vec![]));
+        assert!(erin.check(&private("robots"), Right::Read).is_err());
+        let op = member(&[], &[], AdminLevel::Operator);
+        let (carol, _) = caller("carol", Ok(op.clone()));
+        assert_eq!(carol.reads(&op), Reads::Every);
+        assert!(carol.check(&private("audio"), Right::Read).is_ok());
+        let root = Caller::new("root", true, || Err("never asked".into()));
+        assert_eq!(root.reads(&none), Reads::Every);
     }
 
     #[test]

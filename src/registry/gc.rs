@@ -411,7 +411,7 @@ pub fn inventory(reg: &Registry, caller: &Caller) -> Result<Inventory> {
     }
     let shown = |k: &str| crate::text::shown(k, crate::text::PATH_CHARS);
     let mut inv = Inventory::default();
-    let (objects, skipped) = reg.store().list_checked(&models)?;
+    let (objects, skipped) = reg.backend().list(&models)?;
     for s in skipped {
         if s.unread {
             inv.models_unread.push(shown(&s.rel));
@@ -454,7 +454,7 @@ pub fn inventory(reg: &Registry, caller: &Caller) -> Result<Inventory> {
     }
     inv.problems.extend(bad);
     let keys: Vec<String> = found.iter().map(|(_, o)| o.key.clone()).collect();
-    let got = reg.store().get_many(&keys, MAX_RECORD, READ_CONCURRENCY);
+    let got = reg.backend().get_many(&keys, MAX_RECORD, READ_CONCURRENCY);
     let mut records: BTreeMap<(String, u32), ModelRecord> = BTreeMap::new();
     let mut others = Vec::new();
     for ((kind, o), bytes) in found.into_iter().zip(got) {
@@ -556,7 +556,7 @@ pub fn inventory(reg: &Registry, caller: &Caller) -> Result<Inventory> {
 fn list_blobs(reg: &Registry, inv: &mut Inventory) -> Result<()> {
     let shown = |k: &str| crate::text::shown(k, crate::text::PATH_CHARS);
     let blobs = reg.key("blobs/");
-    let (objects, skipped) = reg.store().list_checked(&blobs)?;
+    let (objects, skipped) = reg.backend().list(&blobs)?;
     for s in skipped {
         if s.unread {
             inv.notes.push(format!(
@@ -630,7 +630,7 @@ pub fn run(
         return Ok(out);
     }
     for m in first.tag_moves {
-        match reg.store().delete(&m.key) {
+        match reg.backend().delete(&m.key) {
             Ok(()) => {
                 out.bytes_freed += m.bytes;
                 out.tag_moves.push(m);
@@ -639,7 +639,7 @@ pub fn run(
         }
     }
     for v in first.versions {
-        match reg.store().delete(&v.key) {
+        match reg.backend().delete(&v.key) {
             Ok(()) => {
                 out.bytes_freed += v.bytes;
                 out.versions.push(v);
@@ -669,7 +669,7 @@ pub fn run(
     out.kept
         .extend(second.kept.into_iter().filter(|k| k.kind != "version"));
     for b in second.blobs {
-        match reg.store().head(&b.key) {
+        match reg.backend().head(&b.key) {
             Ok(Some(now)) if now.last_modified == b.last_modified && now.size == b.bytes => {}
             Ok(Some(_)) => {
                 out.kept.push(Kept {
@@ -686,7 +686,7 @@ pub fn run(
                 continue;
             }
         }
-        match reg.store().delete(&b.key) {
+        match reg.backend().delete(&b.key) {
             Ok(()) => {
                 out.bytes_freed += b.bytes;
                 out.blobs.push(b);

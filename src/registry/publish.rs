@@ -171,7 +171,7 @@ impl Snapshot {
             total += n as u64;
         }
         to.sync_all()?;
-        Ok((path, crate::backup::store::hex(&h.finalize()), total))
+        Ok((path, crate::objstore::store::hex(&h.finalize()), total))
     }
 }
 

@@ -1,6 +1,5 @@
-//! The registry's objects, through `backup::Store` (the one object-store
-//! client: object_store's S3 client, or `Store::local_shared` for `file://`,
-//! which follows no link at any step):
+//! The registry's objects, through its `Backend` (`s3::S3`, or
+//! `unix::UnixDir` for `file://`, whose store follows no link at any step):
 //!
 //! - `blobs/sha256/<hex>`: each file once, under its SHA-256; written and
 //!   read back verified before any record names it.
@@ -13,7 +12,7 @@
 //! - `models/<name>/removed/<NNNNNNNN>.json`: a removal, obeyed only when
 //!   its writer may remove the version (`Model`).
 //! - `index/records` (S3): the listing index, a cache whose entries are used
-//!   only when their MD5 is the listed ETag (`Registry::read_many`).
+//!   only when their MD5 is the listed ETag (`Registry::read_many`, `s3`).
 //!
 //! What is not a valid entry (a link, a bad name, an unreadable directory, a
 //! record that does not parse or speaks for another user) is skipped and
@@ -23,23 +22,29 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::access::{Caller, Right};
+use super::backend::{Backend, LIST_CONCURRENCY};
 use super::record::{FileEntry, ModelRecord, Removal, TagMove, FORMAT, MAX_RECORD};
+use super::s3::S3;
+use super::unix::UnixDir;
 use super::url::RegistryUrl;
-use crate::backup::store::{PutError, MAX_OBJECT};
-use crate::backup::{Credentials, Store};
 use crate::error::{invalid, with_hint};
 use crate::names::model::{check_name, check_tag};
 use crate::names::model::{ModelRef, Selector};
+use crate::objstore::store::{PutError, MAX_OBJECT};
+use crate::objstore::{Credentials, Store};
 
 /// Whether `e` is the store refusing the caller (S3's 403, a file the
 /// caller's Unix permissions do not open).
 pub fn is_denied(e: &anyhow::Error) -> bool {
-    e.chain()
-        .any(|c| c.downcast_ref::<crate::backup::store::Refused>().is_some())
+    e.chain().any(|c| {
+        c.downcast_ref::<crate::objstore::store::Refused>()
+            .is_some()
+    })
 }
 
 /// How many version numbers one publication tries before it gives up.
@@ -47,20 +52,12 @@ const MAX_TRIES: u32 = 1000;
 /// A blob already there is uploaded again when it is older than this (its
 /// time refreshed for `gc`'s grace; see `put_blob`).
 pub const BLOB_REFRESH: chrono::TimeDelta = chrono::TimeDelta::hours(1);
-/// Records read at once by `list`.
-const LIST_CONCURRENCY: usize = 32;
-/// The listing index of an S3 registry (`Registry::read_many`): records'
-/// bytes, each used only when its MD5 is the ETag the listing gives.
-const LISTING_INDEX: &str = "index/records";
-/// The largest listing index read.
-const MAX_INDEX: u64 = 256 << 20;
-/// Fewer records than this are read one by one (no index).
-const INDEX_FROM: usize = 64;
 
 /// An open registry.
 #[derive(Debug, Clone)]
 pub struct Registry {
-    store: Store,
+    /// Where the objects are (S3, or a shared directory).
+    backend: Arc<dyn Backend>,
     /// The key prefix (`prefix/` of an S3 URL, empty otherwise).
     base: String,
     /// What messages call it.
@@ -157,7 +154,7 @@ impl Registry {
                     format!("{}/", u.prefix)
                 };
                 Ok(Registry {
-                    store,
+                    backend: Arc::new(S3::new(store, &base)),
                     base,
                     url: url.to_string(),
                 })
@@ -170,7 +167,7 @@ impl Registry {
                     )));
                 }
                 Ok(Registry {
-                    store: Store::local_shared(dir, super::unix::dir_mode)?,
+                    backend: Arc::new(UnixDir::open(dir)?),
                     base: String::new(),
                     url: url.to_string(),
                 })
@@ -178,11 +175,12 @@ impl Registry {
         }
     }
 
-    /// A registry on `store` under `base` (tests, benchmarks).
+    /// A registry on the object store `store` (an S3 bucket, or memory)
+    /// under `base` (tests, benchmarks).
     pub fn on(store: Store, base: &str) -> Registry {
         Registry {
             url: store.name.clone(),
-            store,
+            backend: Arc::new(S3::new(store, base)),
             base: base.to_string(),
         }
     }
@@ -213,7 +211,7 @@ impl Registry {
             prefix: prefix.clone(),
             ..Index::default()
         };
-        let (objects, skipped) = self.store.list_checked(&prefix)?;
+        let (objects, skipped) = self.backend.list(&prefix)?;
         let shown = |k: &str| crate::text::shown(k, crate::text::PATH_CHARS);
         for s in skipped {
             idx.problems
@@ -277,7 +275,7 @@ impl Registry {
     /// the record is there but not valid (it is never used).
     pub fn record(&self, name: &str, v: u32) -> Result<Option<ModelRecord>> {
         let key = self.version_key(name, v);
-        let Some(bytes) = self.store.get_bytes(&key, MAX_RECORD)? else {
+        let Some(bytes) = self.backend.get(&key, MAX_RECORD)? else {
             return Ok(None);
         };
         self.parse_record(&key, &bytes, name, v).map(Some)
@@ -299,20 +297,7 @@ impl Registry {
     /// model").
     /// `did` is what the record says its writer did (`published it`).
     pub(super) fn writer(&self, key: &str, claimed: &str, did: &str) -> Result<String, String> {
-        let Some(root) = self.local_root() else {
-            return Ok(claimed.to_string());
-        };
-        let owner = super::unix::owner_of(&root, key)
-            .ok_or_else(|| "the owner of its file cannot be read".to_string())?;
-        if owner == claimed || owner == "root" {
-            Ok(owner)
-        } else {
-            Err(format!(
-                "says {} {did}, but its file belongs to {}",
-                crate::text::echo(claimed),
-                crate::text::echo(&owner)
-            ))
-        }
+        self.backend.writer(key, claimed, did)
     }
 
     /// A version record fetched (`fetched`), judged without regard to who
@@ -334,7 +319,7 @@ impl Registry {
     /// one its key names; `Ok(None)` when there is none.
     fn tag_move(&self, name: &str, tag: &str, seq: u32) -> Result<Option<TagMove>> {
         let key = self.tag_key(name, tag, seq);
-        let Some(bytes) = self.store.get_bytes(&key, MAX_RECORD)? else {
+        let Some(bytes) = self.backend.get(&key, MAX_RECORD)? else {
             return Ok(None);
         };
         parse_tag_move(&bytes, name, tag, seq).map(Some)
@@ -349,59 +334,16 @@ impl Registry {
     }
 
     /// The records at `keys` (each as `Store::get_bytes` gives it), in
-    /// order. On S3, a listing of many records first reads the listing
-    /// index (`index/records.json`, one object): a record's bytes there are
-    /// used only when their MD5 is the ETag the listing (`etags`) gives for
-    /// its key, i.e. when they are the bytes the store holds; the rest are
-    /// read, in parallel, and the index is written again with what the
-    /// listing vouches for (best effort: a user who may not write it only
-    /// reads more). The index is a cache anyone with the key could write;
-    /// what it says is never taken on its word. Keys under `scope` that the
-    /// new index does not hold are dropped from it.
+    /// order: on S3 through the listing index, whose entries are used only
+    /// when their MD5 is the ETag the listing (`etags`) gives (`s3`); keys
+    /// under `scope` that the new index does not hold are dropped from it.
     pub(super) fn read_many(
         &self,
         keys: &[String],
         etags: &BTreeMap<String, String>,
         scope: &str,
     ) -> Vec<Result<Option<Vec<u8>>>> {
-        if self.local_root().is_some() || keys.len() < INDEX_FROM {
-            return self.store.get_many(keys, MAX_RECORD, LIST_CONCURRENCY);
-        }
-        let index_key = self.key(LISTING_INDEX);
-        let mut index = self
-            .store
-            .get_bytes(&index_key, MAX_INDEX)
-            .ok()
-            .flatten()
-            .map(|b| parse_index(&b))
-            .unwrap_or_default();
-        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = keys
-            .iter()
-            .map(|k| {
-                let bytes = index.get(k)?;
-                let tag = etags.get(k)?;
-                etag_is_md5_of(tag, bytes).then(|| Ok(Some(bytes.clone())))
-            })
-            .collect();
-        let missing: Vec<usize> = (0..keys.len()).filter(|i| out[*i].is_none()).collect();
-        if missing.is_empty() {
-            return out.into_iter().flatten().collect();
-        }
-        let wanted: Vec<String> = missing.iter().map(|i| keys[*i].clone()).collect();
-        let got = self.store.get_many(&wanted, MAX_RECORD, LIST_CONCURRENCY);
-        for (i, r) in missing.into_iter().zip(got) {
-            out[i] = Some(r);
-        }
-        index.retain(|k, _| !k.starts_with(scope));
-        for (k, r) in keys.iter().zip(&out) {
-            if let (Some(Ok(Some(bytes))), Some(tag)) = (r, etags.get(k)) {
-                if etag_is_md5_of(tag, bytes) && !k.contains(['\t', '\n']) {
-                    index.insert(k.clone(), bytes.clone());
-                }
-            }
-        }
-        let _ = self.store.put_bytes(&index_key, render_index(&index));
-        out.into_iter().flatten().collect()
+        self.backend.read_records(keys, etags, scope)
     }
 
     /// Each tag of `name` and the version it points at now (`Model::tags`).
@@ -556,7 +498,7 @@ impl Registry {
         while start < candidates.len() {
             let chunk = &candidates[start..(start + batch).min(candidates.len())];
             let keys: Vec<String> = chunk.iter().map(|v| self.version_key(name, *v)).collect();
-            let got = self.store.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
+            let got = self.backend.get_many(&keys, MAX_RECORD, LIST_CONCURRENCY);
             for (v, fetched) in chunk.iter().zip(got) {
                 m.remember(*v, self.fetched(name, *v, fetched)?);
             }
@@ -611,14 +553,14 @@ impl Registry {
     /// about to name must not look abandoned.
     pub fn put_blob(&self, path: &Path, sha: &str, size: u64) -> Result<()> {
         let key = self.blob_key(sha);
-        if let Some(there) = self.store.head(&key)? {
+        if let Some(there) = self.backend.head(&key)? {
             let fresh = chrono::Utc::now() - there.last_modified < BLOB_REFRESH;
-            if fresh && there.size == size && self.store.sha256_of(&key)? == sha {
+            if fresh && there.size == size && self.backend.sha256_of(&key)? == sha {
                 return Ok(());
             }
         }
-        self.store
-            .put_snapshot(path, size, sha, &key)
+        self.backend
+            .put_blob(path, size, sha, &key)
             .map_err(|e| match e {
                 PutError::Store(e) => e,
                 PutError::Mismatch { sent, stored } => anyhow!(
@@ -631,7 +573,7 @@ impl Registry {
     /// Whether every file `r` names is there as a blob of the right size.
     pub fn check_blobs(&self, r: &ModelRecord) -> Result<()> {
         for f in &r.files {
-            match self.store.size_of(&self.blob_key(&f.sha256))? {
+            match self.backend.size_of(&self.blob_key(&f.sha256))? {
                 Some(s) if s == f.size => {}
                 Some(s) => bail!(
                     "{}: the blob of {} is {s} bytes, the record says {}; the registry is damaged (run `yolo-sched models publish` again)",
@@ -684,35 +626,18 @@ impl Registry {
         )
     }
 
-    /// The registry's directory when it is `file://`.
-    fn local_root(&self) -> Option<PathBuf> {
-        self.store.local_path("")
-    }
-
     /// Create the version record `key` (create-if-absent). On `file://` the
     /// record gets its account's group and mode before it has its name
     /// (`unix::create_record`): never readable by others meanwhile.
     fn put_record(&self, key: &str, bytes: Vec<u8>, r: &ModelRecord) -> Result<bool> {
-        let Some(root) = self.local_root() else {
-            return self.store.put_new(key, bytes);
-        };
-        super::unix::create_record(&root, key, &bytes, r.account.as_deref(), r.public)
+        self.backend.put_record(key, bytes, r)
     }
 
     /// What a `file://` registry's file system will not enforce for `r`
     /// (said before publishing; nothing for S3, whose bucket policy is the
     /// site's, docs/registry.md).
     pub fn enforcement_notes(&self, r: &ModelRecord) -> Vec<String> {
-        let Some(root) = self.local_root() else {
-            return vec![];
-        };
-        let mut notes: Vec<String> = super::unix::enforcement_note(r.account.as_deref(), r.public)
-            .into_iter()
-            .collect();
-        if !r.public {
-            notes.extend(super::unix::listable_blobs_note(&root));
-        }
-        notes
+        self.backend.enforcement_notes(r)
     }
 
     /// Point `tag` of `name` at `version` (which must exist and not be removed).
@@ -738,7 +663,7 @@ impl Registry {
                 time: chrono::Utc::now(),
             };
             let key = self.key(&format!("models/{name}/tags/{tag}/{seq:08}.json"));
-            if self.store.put_new(&key, serde_json::to_vec_pretty(&t)?)?
+            if self.backend.put_new(&key, serde_json::to_vec_pretty(&t)?)?
                 && self.tag_move(name, tag, seq)?.as_ref() == Some(&t)
             {
                 return Ok(t);
@@ -761,7 +686,7 @@ impl Registry {
             time: chrono::Utc::now(),
         };
         let key = self.key(&format!("models/{name}/removed/{version:08}.json"));
-        if self.store.put_new(&key, serde_json::to_vec_pretty(&r)?)? {
+        if self.backend.put_new(&key, serde_json::to_vec_pretty(&r)?)? {
             return Ok(true);
         }
         let idx = self.index(Some(name))?;
@@ -783,14 +708,14 @@ impl Registry {
     pub fn pull_file(&self, f: &FileEntry, dir: &Path) -> Result<PathBuf> {
         let dest = dir.join(&f.name);
         if dest.is_file()
-            && crate::backup::store::sha256_file(&dest).ok().as_deref() == Some(f.sha256.as_str())
+            && crate::objstore::store::sha256_file(&dest).ok().as_deref() == Some(f.sha256.as_str())
         {
             return Ok(dest);
         }
         // Readable as a file the user made (0644 less the umask), as before.
         let mut tmp = crate::fsutil::temp_beside(&dest, 0o644)?;
         let got = self
-            .store
+            .backend
             .get_into(&self.blob_key(&f.sha256), tmp.file(), MAX_OBJECT);
         match got {
             Ok(Some((sha, size))) if sha == f.sha256 && size == f.size => {
@@ -818,7 +743,12 @@ impl Registry {
 
     /// The store (tests and benchmarks corrupt or delete objects through it).
     pub fn store(&self) -> &Store {
-        &self.store
+        self.backend.store()
+    }
+
+    /// Where the objects are (`gc` lists, reads and deletes through it).
+    pub(super) fn backend(&self) -> &dyn Backend {
+        &*self.backend
     }
 }
 
@@ -949,7 +879,7 @@ impl<'a> Model<'a> {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         match self.prefetched.borrow_mut().remove(key) {
             Some(got) => got,
-            None => self.reg.store.get_bytes(key, MAX_RECORD),
+            None => self.reg.backend.get(key, MAX_RECORD),
         }
     }
 
@@ -1088,57 +1018,4 @@ fn parse_tag_move(bytes: &[u8], name: &str, tag: &str, seq: u32) -> Result<TagMo
         bail!("its record names another tag move, or has another format");
     }
     Ok(t)
-}
-
-/// The first line of the listing index. Then, per record, `KEY\tLENGTH\n`,
-/// its bytes and `\n` (framed, so reading it costs no parsing of the
-/// records themselves; they are parsed as if read from the store).
-const INDEX_HEADER: &[u8] = b"yolo-sched listing index 1\n";
-
-/// The records of a listing index; anything malformed is an empty index
-/// (every record is then read from the store).
-pub(super) fn parse_index(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let Some(mut rest) = bytes.strip_prefix(INDEX_HEADER) else {
-        return out;
-    };
-    while !rest.is_empty() {
-        let Some(nl) = rest.iter().position(|b| *b == b'\n') else {
-            return BTreeMap::new();
-        };
-        let head = std::str::from_utf8(&rest[..nl]).ok();
-        let Some((key, len)) = head.and_then(|h| h.split_once('\t')) else {
-            return BTreeMap::new();
-        };
-        let body = &rest[nl + 1..];
-        match len.parse::<usize>() {
-            Ok(len) if body.len() > len && body[len] == b'\n' => {
-                out.insert(key.to_string(), body[..len].to_vec());
-                rest = &body[len + 1..];
-            }
-            _ => return BTreeMap::new(),
-        }
-    }
-    out
-}
-
-/// A listing index of `records` (`parse_index` reads it).
-pub(super) fn render_index(records: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
-    let mut out = INDEX_HEADER.to_vec();
-    for (key, bytes) in records {
-        out.extend_from_slice(format!("{key}\t{}\n", bytes.len()).as_bytes());
-        out.extend_from_slice(bytes);
-        out.push(b'\n');
-    }
-    out
-}
-
-/// Whether the ETag `tag` (as a listing gives it, quoted or not) is the MD5
-/// of `bytes`: the object put in one request holds these bytes. A multipart
-/// ETag (`…-N`) never is.
-fn etag_is_md5_of(tag: &str, bytes: &[u8]) -> bool {
-    use md5::Digest;
-    let tag = tag.trim_matches('"');
-    tag.len() == 32
-        && tag.eq_ignore_ascii_case(&crate::backup::store::hex(&md5::Md5::digest(bytes)))
 }

@@ -891,7 +891,7 @@ fn without_file_owners_tag_moves_and_removals_are_checked_against_the_user_they_
     use std::cell::Cell;
     use std::rc::Rc;
     let runs = tempfile::tempdir().unwrap();
-    let reg = Registry::on(crate::backup::Store::memory().unwrap(), "reg/");
+    let reg = Registry::on(crate::objstore::Store::memory().unwrap(), "reg/");
     for run in ["a", "b"] {
         publish(&reg, &finished_run(runs.path(), run, run), "pcb").unwrap();
     }
@@ -976,7 +976,7 @@ fn without_file_owners_tag_moves_and_removals_are_checked_against_the_user_they_
 #[test]
 fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
     use md5::Digest;
-    let reg = Registry::on(crate::backup::Store::memory().unwrap(), "r/");
+    let reg = Registry::on(crate::objstore::Store::memory().unwrap(), "r/");
     let keys: Vec<String> = (1..=100)
         .map(|v| format!("r/models/m/versions/{v:08}.json"))
         .collect();
@@ -987,7 +987,7 @@ fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
     let etags: std::collections::BTreeMap<String, String> = keys
         .iter()
         .map(|k| {
-            let md5 = crate::backup::store::hex(&md5::Md5::digest(content(k)));
+            let md5 = crate::objstore::store::hex(&md5::Md5::digest(content(k)));
             (k.clone(), format!("\"{md5}\""))
         })
         .collect();
@@ -1002,7 +1002,7 @@ fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
         .get_bytes("r/index/records", 1 << 30)
         .unwrap()
         .unwrap();
-    let entries = super::store::parse_index(&index);
+    let entries = super::s3::parse_index(&index);
     assert_eq!(entries.len(), 100);
     assert_eq!(entries[&keys[7]], content(&keys[7]));
     // The records gone from the store: the index answers for them.
@@ -1015,10 +1015,10 @@ fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
     let mut forged = entries.clone();
     forged.insert(keys[0].clone(), b"{\"key\": \"forged\"}".to_vec());
     reg.store()
-        .put_bytes("r/index/records", super::store::render_index(&forged))
+        .put_bytes("r/index/records", super::s3::render_index(&forged))
         .unwrap();
     // Malformed: nothing of it is used, every record is read.
-    assert!(super::store::parse_index(b"yolo-sched listing index 1\nk\t99\nab\n").is_empty());
+    assert!(super::s3::parse_index(b"yolo-sched listing index 1\nk\t99\nab\n").is_empty());
     let got = all(reg.read_many(&keys, &etags, "r/models/"));
     assert_eq!(got[0], None);
     assert_eq!(got[1..], expected[1..]);
@@ -1036,7 +1036,7 @@ fn the_listing_index_is_used_only_for_bytes_whose_md5_the_listing_gives() {
 #[test]
 fn record_numbers_past_eight_digits_are_seen_and_the_last_one_is_said() {
     let runs = tempfile::tempdir().unwrap();
-    let reg = Registry::on(crate::backup::Store::memory().unwrap(), "");
+    let reg = Registry::on(crate::objstore::Store::memory().unwrap(), "");
     publish(&reg, &finished_run(runs.path(), "a", "a"), "pcb").unwrap();
     reg.store()
         .put_bytes("models/pcb/versions/99999999.json", b"{".to_vec())

@@ -14,13 +14,20 @@
 //!   without following a link (`Store::local_shared`, `create_record`):
 //!   anyone may plant a link in a `1777` directory.
 //!
+//! `UnixDir` is the registry's `Backend` on such a directory.
+//!
 //! Effects on the local file system only; each function says what it did not
 //! manage to do rather than failing a publication that is otherwise sound.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+
+use super::backend::{Backend, LIST_CONCURRENCY};
+use super::record::{ModelRecord, MAX_RECORD};
+use crate::objstore::Store;
 
 /// The mode of the directory `rel` (below the registry) when yolo-sched
 /// makes it (set after creation: the umask would lock the next publisher
@@ -132,4 +139,77 @@ pub fn owner_of(root: &Path, key: &str) -> Option<String> {
             .flatten()
             .map_or_else(|| uid.to_string(), |u| u.name),
     )
+}
+
+/// A registry in a directory of a shared file system (`file://`), where
+/// anyone may plant entries: its store is `Store::local_shared` (every read,
+/// write, listing and deletion through `fsutil::within`, no link followed,
+/// directories made with `dir_mode`); a record's writer is its file's owner
+/// (`owner_of`); a version record gets its account's group and mode before
+/// it has its name (`create_record`).
+#[derive(Debug)]
+pub(crate) struct UnixDir {
+    store: Store,
+    root: PathBuf,
+}
+
+impl UnixDir {
+    /// The registry in `dir`.
+    pub(crate) fn open(dir: &Path) -> Result<UnixDir> {
+        Ok(UnixDir {
+            store: Store::local_shared(dir, dir_mode)?,
+            root: dir.to_path_buf(),
+        })
+    }
+}
+
+impl Backend for UnixDir {
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The owner of the file `key`, who must be `claimed` or root: a record
+    /// anyone could write in a shared directory must not speak for another
+    /// user.
+    fn writer(&self, key: &str, claimed: &str, did: &str) -> Result<String, String> {
+        let owner = owner_of(&self.root, key)
+            .ok_or_else(|| "the owner of its file cannot be read".to_string())?;
+        if owner == claimed || owner == "root" {
+            Ok(owner)
+        } else {
+            Err(format!(
+                "says {} {did}, but its file belongs to {}",
+                crate::text::echo(claimed),
+                crate::text::echo(&owner)
+            ))
+        }
+    }
+
+    /// `create_record`: never readable by others meanwhile.
+    fn put_record(&self, key: &str, bytes: Vec<u8>, r: &ModelRecord) -> Result<bool> {
+        create_record(&self.root, key, &bytes, r.account.as_deref(), r.public)
+    }
+
+    /// Each at a time, through `fsutil::within` (no listing index).
+    fn read_records(
+        &self,
+        keys: &[String],
+        _etags: &BTreeMap<String, String>,
+        _scope: &str,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        self.store.get_many(keys, MAX_RECORD, LIST_CONCURRENCY)
+    }
+
+    /// A private version kept to its account only by yolo-sched's own check
+    /// (no Unix group for it: `enforcement_note`), and blobs others can list
+    /// (`listable_blobs_note`).
+    fn enforcement_notes(&self, r: &ModelRecord) -> Vec<String> {
+        let mut notes: Vec<String> = enforcement_note(r.account.as_deref(), r.public)
+            .into_iter()
+            .collect();
+        if !r.public {
+            notes.extend(listable_blobs_note(&self.root));
+        }
+        notes
+    }
 }

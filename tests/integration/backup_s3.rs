@@ -86,7 +86,7 @@ fn key_of(url: &str, rel: &str) -> String {
 }
 
 thread_local! {
-    static S3_STORE: std::cell::OnceCell<yolo_sched::backup::Store> = const { std::cell::OnceCell::new() };
+    static S3_STORE: std::cell::OnceCell<yolo_sched::objstore::Store> = const { std::cell::OnceCell::new() };
 }
 
 #[test]

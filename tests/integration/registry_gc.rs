@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use sha2::{Digest, Sha256};
-use yolo_sched::backup::Store;
+use yolo_sched::objstore::Store;
 
 use crate::common::*;
 use crate::registry_s3::{finished_run, site};

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use yolo_sched::backup::{Credentials, Store};
 use yolo_sched::names::backup_url::BackupUrl;
+use yolo_sched::objstore::{Credentials, Store};
 
 pub const IGNORE: &str = "needs the local S3 server (slurm/s3.sh up)";
 
