@@ -510,7 +510,7 @@ pub fn registry_checks(site: &crate::config::Site) -> Vec<Check> {
     if let RegistryUrl::File(dir) = &url {
         if let Ok(meta) = std::fs::metadata(dir) {
             let mode = meta.mode() & 0o7777;
-            let (status, detail) = if mode & 0o1002 == 0o1002 {
+            let (status, detail) = if crate::registry::unix_anyone_publishes(mode) {
                 (
                     Status::Ok,
                     format!(

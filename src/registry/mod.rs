@@ -40,5 +40,8 @@ pub use access::{Caller, Reads, Right};
 pub use publish::{commit, draft_from_file, draft_from_run, Publisher, Snapshot};
 pub use record::{FileEntry, Metrics, ModelRecord};
 pub use store::{Listed, Registry};
-pub use unix::{group_for as unix_group_for, listable_blobs_note as unix_listable_blobs_note};
+pub use unix::{
+    anyone_publishes as unix_anyone_publishes, group_for as unix_group_for,
+    listable_blobs_note as unix_listable_blobs_note,
+};
 pub use url::{RegistryUrl, SiteRegistry};

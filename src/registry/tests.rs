@@ -1068,3 +1068,19 @@ fn record_numbers_past_eight_digits_are_seen_and_the_last_one_is_said() {
     );
     assert!(e.contains("no number is left"), "{e}");
 }
+
+/// The directories the registry makes are the ones doctor calls open to
+/// every publisher; a private or non-sticky one is not.
+#[test]
+fn the_registrys_own_directories_let_anyone_publish_and_nobody_replace() {
+    assert!(unix_anyone_publishes(unix::dir_mode(Path::new(""))));
+    assert!(unix_anyone_publishes(unix::dir_mode(Path::new(
+        "blobs/sha256"
+    ))));
+    assert!(
+        !unix_anyone_publishes(0o777),
+        "not sticky: records replaceable"
+    );
+    assert!(!unix_anyone_publishes(0o1755), "only the owner publishes");
+    assert!(!unix_anyone_publishes(0o1770));
+}

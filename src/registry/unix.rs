@@ -40,6 +40,13 @@ pub fn dir_mode(rel: &Path) -> u32 {
     }
 }
 
+/// Whether a registry directory of `mode` lets every user publish while
+/// nobody replaces another's record: world-writable and sticky, as
+/// `dir_mode` makes the registry's own directories (`doctor` asks).
+pub fn anyone_publishes(mode: u32) -> bool {
+    mode & 0o1002 == 0o1002
+}
+
 /// The Unix group a private version of `account` gets: the group named as
 /// the account, when it exists and the publisher may give files to it (root,
 /// or a member). `Err` says why not.

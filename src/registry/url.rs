@@ -1,5 +1,5 @@
 //! The registry's place, `[registry] url` of the site file: `s3://bucket/prefix`
-//! (checked as the backup's URLs are, `backup::BackupUrl`; credentials from the
+//! (checked as the backup's URLs are, `names::backup_url::BackupUrl`; credentials from the
 //! AWS conventions, never from the URL) or `file:///absolute/directory` (a
 //! shared file system, `Store::local_shared`: no link followed).
 
