@@ -304,8 +304,7 @@ fn render_stage(
         // directory (the settings, the study) and `TuneCtx`.
         StageKind::Ask | StageKind::Tell => {}
     }
-    let template = format!("{}.sh.j2", stage_name(stage.kind));
-    let text = templates.render(&template, &ctx)?;
+    let text = templates.render(ctx.template_name.as_str(), &ctx)?;
     Ok(StageScript {
         kind: stage.kind,
         file_name: format!("{}.sh", stage_name(stage.kind)),
@@ -518,6 +517,12 @@ fn train_base_args(
     base
 }
 
+/// The image size the val and export stages use when their own arguments
+/// name none: the training's, else the planned default.
+fn stage_imgsz(input: &RenderInput) -> Option<u32> {
+    input.spec.train.imgsz.or(input.plan.imgsz_default)
+}
+
 /// The val stage's section: `[stages.val]`'s arguments with the image size,
 /// the device the job holds and its workers.
 fn val_ctx(input: &RenderInput, stage: &PlannedStage, data: String) -> ValCtx {
@@ -528,7 +533,7 @@ fn val_ctx(input: &RenderInput, stage: &PlannedStage, data: String) -> ValCtx {
         .as_ref()
         .expect("planned val stage comes from the spec");
     let mut args = val.args.clone();
-    if let Some(i) = spec.train.imgsz.or(input.plan.imgsz_default) {
+    if let Some(i) = stage_imgsz(input) {
         args.entry("imgsz".into())
             .or_insert(ArgValue::Int(i.into()));
     }
@@ -548,20 +553,19 @@ fn val_ctx(input: &RenderInput, stage: &PlannedStage, data: String) -> ValCtx {
 /// arguments (on the CPU), what a search publishes.
 fn export_ctx(input: &RenderInput, data: String) -> ExportCtx {
     let spec = input.spec;
-    let plan = input.plan;
     let export = spec
         .stages
         .export
         .as_ref()
         .expect("planned export stage comes from the spec");
     let mut args = export.args.clone();
-    if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
+    if let Some(i) = stage_imgsz(input) {
         args.entry("imgsz".into())
             .or_insert(ArgValue::Int(i.into()));
     }
     args.insert("device".into(), ArgValue::Str("cpu".into()));
     let mut val_args = BTreeMap::new();
-    if let Some(i) = spec.train.imgsz.or(plan.imgsz_default) {
+    if let Some(i) = stage_imgsz(input) {
         val_args.insert("imgsz".to_string(), ArgValue::Int(i.into()));
     }
     val_args.insert("device".into(), ArgValue::Str("cpu".into()));
