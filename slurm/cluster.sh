@@ -50,6 +50,10 @@
 #                     `up` restarts a running slurmd whose /proc does not match.
 #   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0,bf_interval=1
 #                     (bench/replay names bf_interval=1 itself). Not kept either.
+#   YOLO_CLUSTER_CONF=F  the cluster-conf program (src/bin/cluster-conf.rs) that writes
+#                     slurm.conf, gres.conf and cgroup.conf from these settings. Without it,
+#                     `up` and `reload` build it first (`cargo build --bin cluster-conf` in this
+#                     checkout, one at a time; cargo must be on PATH or in ~/.cargo/bin).
 #   INSTANCE=K        which cluster on this host (1..9, default 1). Instance K > 1 is a second
 #                     cluster beside the first, of the same shape, with everything of its own:
 #                     /etc/slurm-yoloK, /run/yolo-slurm-K, /var/spool/yolo-slurm-K,
@@ -291,6 +295,7 @@ conf_program() {
         die "cargo not found: the configuration is written by cluster-conf, built with 'cargo build --bin cluster-conf' (install Rust, see README.md, or set YOLO_CLUSTER_CONF to a built cluster-conf)"
     local built bin
     mkdir -p "$(dirname "$CONF_BUILD_LOCK")"
+    log "building cluster-conf (cargo build --bin cluster-conf; waits for any cargo build of this checkout that runs)"
     built=$(
         exec 9>"$CONF_BUILD_LOCK"
         flock 9

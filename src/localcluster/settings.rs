@@ -203,9 +203,12 @@ pub(crate) mod tests {
         }
     }
 
+    /// A change to the settings, and what the error must say.
+    type Case = (fn(&mut RawSettings), &'static str);
+
     #[test]
     fn bad_values_name_the_setting_and_exit_2() {
-        let cases: Vec<(fn(&mut RawSettings), &str)> = vec![
+        let cases: Vec<Case> = vec![
             (|r| r.nodes = "0".into(), "NODES must be 1..99, got '0'"),
             (|r| r.nodes = "100".into(), "NODES must be 1..99"),
             (|r| r.pool = "2".into(), "POOL must be 0 or 1, got '2'"),
