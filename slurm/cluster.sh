@@ -50,6 +50,10 @@
 #                     `up` restarts a running slurmd whose /proc does not match.
 #   SCHED_PARAMS=P    more SchedulerParameters after batch_sched_delay=0,bf_interval=1
 #                     (bench/replay names bf_interval=1 itself). Not kept either.
+#   YOLO_CLUSTER_CONF=F  the cluster-conf program (src/bin/cluster-conf.rs) that writes
+#                     slurm.conf, gres.conf and cgroup.conf from these settings. Without it,
+#                     `up` and `reload` build it first (`cargo build --bin cluster-conf` in this
+#                     checkout, one at a time; cargo must be on PATH or in ~/.cargo/bin).
 #   INSTANCE=K        which cluster on this host (1..9, default 1). Instance K > 1 is a second
 #                     cluster beside the first, of the same shape, with everything of its own:
 #                     /etc/slurm-yoloK, /run/yolo-slurm-K, /var/spool/yolo-slurm-K,
@@ -74,10 +78,10 @@ for _fd in /proc/$$/fd/*; do
 done
 unset _fd
 
-# Temporary config files of this run: removed on exit, so a refused `up` (a
-# foreign slurm.conf) leaves no `.gres.conf.*` behind in /etc/slurm.
+# Temporary config files and directories of this run: removed on exit, so a
+# refused `up` (a foreign slurm.conf) leaves no `.gres.conf.*` behind in /etc/slurm.
 TMP_FILES=()
-remove_tmp_files() { [ "${#TMP_FILES[@]}" -eq 0 ] || rm -f "${TMP_FILES[@]}"; }
+remove_tmp_files() { [ "${#TMP_FILES[@]}" -eq 0 ] || rm -rf "${TMP_FILES[@]}"; }
 trap remove_tmp_files EXIT
 
 readonly MARKER="# managed by yolo-sched slurm/cluster.sh"
@@ -141,7 +145,6 @@ unset given_cgroups given_hidepid
 NODE_GRES=${NODE_GRES:-}
 SCHED_PARAMS=${SCHED_PARAMS:-}
 readonly MIG_NODE_NAME=mig1
-readonly MIG_NODE_PORT=$((SLURMD_BASE_PORT + 100))
 readonly MIG_INCLUDE=$CONF_DIR/yolo-mig-node.conf
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
@@ -151,43 +154,14 @@ require_root() {
     [ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages, writes /etc/slurm and starts daemons)"
 }
 
+# What only this script uses; cluster-conf (write_conf) checks every setting
+# it writes into the files (NODES, ACCOUNTING, POOL, CGROUPS, MIG_NODE,
+# MIN_JOB_AGE, SCHED_PARAMS, NODE_GRES), before anything is installed or started.
 validate_settings() {
     [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "NODES must be 1..99, got '$NODES'"
-    [[ "$ACCOUNTING" =~ ^[01]$ ]] || die "ACCOUNTING must be 0 or 1, got '$ACCOUNTING'"
     [[ "$POOL" =~ ^[01]$ ]] || die "POOL must be 0 or 1, got '$POOL'"
-    [[ "$CGROUPS" =~ ^[01]$ ]] || die "CGROUPS must be 0 or 1, got '$CGROUPS'"
     [[ "$HIDEPID" =~ ^[01]$ ]] || die "HIDEPID must be 0 or 1, got '$HIDEPID'"
-    [[ "$MIN_JOB_AGE" =~ ^[0-9]+$ ]] || die "MIN_JOB_AGE must be seconds, got '$MIN_JOB_AGE'"
     [[ "$IDLE_TIMEOUT" =~ ^[0-9]+$ ]] || die "IDLE_TIMEOUT must be seconds, got '$IDLE_TIMEOUT'"
-    [[ "$SCHED_PARAMS" =~ ^[A-Za-z0-9_=,.:-]*$ ]] || die "SCHED_PARAMS must be comma-separated key=value items, got '$SCHED_PARAMS'"
-    if [ "$INSTANCE" != 1 ]; then
-        [ "$MIG_NODE" = 0 ] || die "MIG_NODE=1 is for instance 1 only (node-setup's end-to-end test)"
-    fi
-    if [ -n "$NODE_GRES" ]; then
-        [ -r "$NODE_GRES" ] || die "NODE_GRES: cannot read '$NODE_GRES'"
-        local n gres rest lineno=0
-        while read -r n gres rest; do
-            lineno=$((lineno + 1))
-            case "$n" in '' | '#'*) continue ;; esac
-            [[ "$n" =~ ^node[1-9][0-9]?$ ]] && [ -z "$rest" ] && { [ "$gres" = - ] ||
-                [[ "$gres" =~ ^gpu:[A-Za-z0-9._+-]+:[1-9][0-9]*(,gpu:[A-Za-z0-9._+-]+:[1-9][0-9]*)*$ ]]; } ||
-                die "NODE_GRES $NODE_GRES line $lineno: expected '<nodeK> gpu:<type>:<count>[,...]' or '<nodeK> -', got '$n $gres $rest'"
-        done <"$NODE_GRES"
-    fi
-}
-
-# node_gres NODE: the Gres= NODE_GRES gives this node, or nothing.
-node_gres() {
-    [ -n "$NODE_GRES" ] || return 0
-    awk -v n="$1" '$1 == n { print $2; exit }' "$NODE_GRES"
-}
-
-# gres_devices GRES: how many fake devices a Gres= string needs (the sum of its counts).
-gres_devices() {
-    local total=0 item
-    [ "$1" != - ] || { echo 0; return 0; }
-    for item in ${1//,/ }; do total=$((total + ${item##*:})); done
-    echo "$total"
 }
 
 # ---------------------------------------------------------------- install
@@ -284,45 +258,80 @@ other_dbd_up() {
 
 # ---------------------------------------------------------------- configuration
 
-# node1..nodeN share one shape; small1 has another (16 CPUs, 16000 MB, seven 1g.5gb
-# slices: an A100 cut into 1g.5gb*7) in partitions of its own, so tests see more
-# than one cluster shape: `small` plain, `smalldef` with Slurm's DefCpuPerGPU/DefMemPerGPU.
+# slurm.conf, gres.conf and cgroup.conf are written by cluster-conf
+# (src/bin/cluster-conf.rs over yolo_sched::localcluster, unit-tested there):
+# the nodes' shapes, ports and GRES, NODE_GRES, the GRES_CONF_<NODE> files and
+# the node-setup blocks kept from the installed gres.conf. This script only
+# needs the node names (for the slurmds) and the fake device counts, which
+# cluster-conf writes beside the files.
+#
+# node1..nodeN share one shape; small1 has another in partitions of its own;
+# POOL=1 adds the exclusive pool's pool1 and pool2.
 readonly SMALL_NODE_NAME=small1
-readonly SMALL_NODE_PORT=$((SLURMD_BASE_PORT + 200))
 standard_node_names() { seq -f 'node%g' 1 "$NODES"; }
-# The exclusive pool (POOL=1): whole GPUs in counts, partition `pool`.
-# name gres cpus memory port-offset
-pool_nodes() {
-    [ "$POOL" = 1 ] || return 0
-    echo "pool1 gpu:a100:4 32 256000 300"
-    echo "pool2 gpu:h100:8 64 512000 301"
-}
-pool_node_names() { pool_nodes | awk '{ print $1 }'; }
+pool_node_names() { if [ "$POOL" = 1 ]; then printf '%s\n' pool1 pool2; fi; }
 node_names() {
     standard_node_names
     echo "$SMALL_NODE_NAME"
     pool_node_names
 }
-# The fake device directory of a node: the pool's nodes are named alike on
-# every instance, and each has devices of its own count.
-node_dev_dir() {
-    case "$1" in
-    pool*) echo "$DEV_DIR/$1-$INSTANCE" ;;
-    *) echo "$DEV_DIR/$1" ;;
-    esac
+
+# conf_program: the path of cluster-conf. YOLO_CLUSTER_CONF names a built one
+# (slurm/test-all.sh builds it before its test build, so no `up` waits on
+# cargo's lock meanwhile); otherwise it is built here, in this checkout's
+# target directory (CARGO_TARGET_DIR when set), one build at a time across
+# the instances coming up at once. Cargo itself rebuilds only what changed.
+REPO_DIR=$(cd "$(dirname "$0")/.." && pwd)
+readonly REPO_DIR
+readonly CONF_BUILD_LOCK=/run/lock/yolo-sched-cluster-conf.lock
+conf_program() {
+    if [ -n "${YOLO_CLUSTER_CONF:-}" ]; then
+        [ -x "$YOLO_CLUSTER_CONF" ] || die "YOLO_CLUSTER_CONF=$YOLO_CLUSTER_CONF is not an executable file"
+        echo "$YOLO_CLUSTER_CONF"
+        return 0
+    fi
+    command -v cargo >/dev/null 2>&1 || PATH="$HOME/.cargo/bin:$PATH"
+    command -v cargo >/dev/null 2>&1 ||
+        die "cargo not found: the configuration is written by cluster-conf, built with 'cargo build --bin cluster-conf' (install Rust, see README.md, or set YOLO_CLUSTER_CONF to a built cluster-conf)"
+    local built bin
+    mkdir -p "$(dirname "$CONF_BUILD_LOCK")"
+    log "building cluster-conf (cargo build --bin cluster-conf; waits for any cargo build of this checkout that runs)"
+    built=$(
+        exec 9>"$CONF_BUILD_LOCK"
+        flock 9
+        cargo build -q --manifest-path "$REPO_DIR/Cargo.toml" --bin cluster-conf \
+            --message-format=json-render-diagnostics </dev/null
+    ) || die "building cluster-conf failed (cargo build --bin cluster-conf; its errors are above)"
+    bin=$(sed -n 's/.*"executable":"\([^"]*\/cluster-conf\)".*/\1/p' <<<"$built" | tail -n 1)
+    [ -x "$bin" ] || die "cargo build --bin cluster-conf named no executable"
+    echo "$bin"
 }
 
-make_fake_devices() {
-    local n count
+# write_conf DIR: slurm.conf, gres.conf, cgroup.conf and devices (`<dir> <count>`
+# per node) into DIR, from the settings; a bad setting fails here, before
+# anything is installed or started.
+write_conf() {
+    local dir=$1 bin n var overrides=()
+    bin=$(conf_program) || return 1
     for n in $(node_names); do
-        local dir
-        dir=$(node_dev_dir "$n")
+        var="GRES_CONF_${n^^}"
+        [ -z "${!var:-}" ] || overrides+=(--gres-conf "$n=${!var}")
+    done
+    "$bin" --out "$dir" --marker "$MARKER" --instance "$INSTANCE" --cluster-name "$CLUSTER_NAME" \
+        --hostname "$(hostname)" --ctld-port "$CTLD_PORT" --slurmd-base-port "$SLURMD_BASE_PORT" \
+        --dbd-port "$DBD_PORT" --first-job-id "$FIRST_JOB_ID" --spool-dir "$SPOOL_DIR" \
+        --run-dir "$RUN_DIR" --log-dir "$LOG_DIR" --dev-dir "$DEV_DIR" --dev-major "$DEV_MAJOR" \
+        --nodes "$NODES" --accounting "$ACCOUNTING" --pool "$POOL" --cgroups "$CGROUPS" \
+        --mig-node "$MIG_NODE" --min-job-age "$MIN_JOB_AGE" --sched-params "$SCHED_PARAMS" \
+        --mig-include "$MIG_INCLUDE" --node-gres "$NODE_GRES" --existing-gres "$CONF_DIR/gres.conf" \
+        "${overrides[@]}" || return
+}
+
+# make_fake_devices DEVICES: the device files DEVICES (write_conf's) asks for.
+make_fake_devices() {
+    local dir count i
+    while read -r dir count; do
         install -d -m 0755 "$dir"
-        count=7
-        local own
-        own=$(node_gres "$n")
-        case "$n" in pool*) own=$(pool_nodes | awk -v n="$n" '$1 == n { print $2 }') ;; esac
-        if [ -n "$own" ] && [ "$(gres_devices "$own")" -gt 7 ]; then count=$(gres_devices "$own"); fi
         for i in $(seq 0 $((count - 1))); do
             local dev="$dir/nvidia$i"
             # A node left by an interrupted run with another number, or not a
@@ -334,203 +343,7 @@ make_fake_devices() {
                 mv -f "$dev.new.$$" "$dev"
             fi
         done
-    done
-}
-
-gres_types_tres() {
-    echo "gres/gpu,gres/gpu:1g.5gb,gres/gpu:2g.10gb,gres/gpu:a100,gres/shard"
-}
-
-write_slurm_conf() {
-    local out=$1 n i=0
-    {
-        echo "$MARKER"
-        echo "# Written by slurm/cluster.sh; rerun 'slurm/cluster.sh up' instead of editing."
-        echo "ClusterName=$CLUSTER_NAME"
-        echo "SlurmctldHost=$(hostname)(127.0.0.1)"
-        echo "SlurmctldPort=$CTLD_PORT"
-        echo "SlurmUser=slurm"
-        echo "SlurmdUser=root"
-        echo "AuthType=auth/munge"
-        # A requeued job waits cred_expire (default 120 s) before it starts
-        # again; 10 s (Slurm refuses under 5) keeps the node-failure test
-        # short and is still far longer than a job launch takes on one host.
-        echo "AuthInfo=cred_expire=10"
-        echo "FirstJobId=$FIRST_JOB_ID"
-        echo "StateSaveLocation=$SPOOL_DIR/ctld"
-        echo "SlurmdSpoolDir=$SPOOL_DIR/d-%n"
-        echo "SlurmctldPidFile=$RUN_DIR/slurmctld.pid"
-        echo "SlurmdPidFile=$RUN_DIR/slurmd-%n.pid"
-        echo "SlurmctldLogFile=$LOG_DIR/slurmctld.log"
-        echo "SlurmdLogFile=$LOG_DIR/slurmd-%n.log"
-        echo "SelectType=select/cons_tres"
-        if [ "$CGROUPS" = 1 ]; then
-            # What a production site runs (docs/admin-guide.md, isolation): each
-            # job in cgroups of its own, limited to the CPUs, memory and device
-            # files Slurm gave it (cgroup.conf), memory allocated as CPUs are.
-            echo "ProctrackType=proctrack/cgroup"
-            echo "TaskPlugin=task/cgroup,task/affinity"
-            echo "PrologFlags=Contain"
-            echo "SelectTypeParameters=CR_CPU_Memory"
-            # With memory consumable, a job without --mem would get the whole
-            # node's (DefMemPerNode=UNLIMITED): one such job would fill a node.
-            # 1000 MB a CPU fits every node shape here (16 CPUs, 16000 MB on small1).
-            echo "DefMemPerCPU=1000"
-        else
-            echo "ProctrackType=proctrack/linuxproc"
-            echo "TaskPlugin=task/none"
-            echo "SelectTypeParameters=CR_CPU"
-        fi
-        echo "SlurmdParameters=config_overrides"
-        # batch_sched_delay=0: a job starts ~0.3 s after submission, not ~2.3 s;
-        # bf_interval=1: a job whose begin time passes (a requeued one) starts
-        # within a second, not at the next 30 s backfill pass.
-        echo "SchedulerParameters=batch_sched_delay=0,bf_interval=1${SCHED_PARAMS:+,$SCHED_PARAMS}"
-        echo "MinJobAge=$MIN_JOB_AGE"
-        echo "MaxArraySize=1001"
-        echo "ReturnToService=2"
-        echo "MailProg=/bin/true"
-        echo "GresTypes=gpu,shard"
-        echo "JobCompType=jobcomp/filetxt"
-        echo "JobCompLoc=$LOG_DIR/jobcomp.log"
-        if [ "$ACCOUNTING" = 1 ]; then
-            echo "AccountingStorageType=accounting_storage/slurmdbd"
-            echo "AccountingStorageHost=127.0.0.1"
-            echo "AccountingStoragePort=$DBD_PORT"
-            echo "AccountingStorageTRES=$(gres_types_tres)"
-            echo "JobAcctGatherType=jobacct_gather/linux"
-            # sacct shows the comment, which names the run (yolo-sched:RUN:TOKEN:STAGE).
-            echo "AccountingStoreFlags=job_comment"
-            # Users see only their own jobs; coordinators their accounts'
-            # jobs; operators and admins all (the permission tiers' test).
-            echo "PrivateData=jobs"
-        fi
-        for n in $(standard_node_names); do
-            i=$((i + 1))
-            local gres
-            gres=$(node_gres "$n")
-            gres=${gres:-gpu:1g.5gb:4,gpu:2g.10gb:2,gpu:a100:1,shard:8}
-            if [ "$gres" = - ]; then gres=""; else gres=" Gres=$gres"; fi
-            echo "NodeName=$n NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + i)) CPUs=16 RealMemory=64000$gres State=UNKNOWN"
-        done
-        echo "NodeName=$SMALL_NODE_NAME NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$SMALL_NODE_PORT CPUs=16 RealMemory=16000 Gres=gpu:1g.5gb:7 State=UNKNOWN"
-        local all
-        all=$(standard_node_names | paste -sd, -)
-        echo "PartitionName=cpu Nodes=$all Default=YES MaxTime=INFINITE State=UP"
-        echo "PartitionName=gpu Nodes=$all MaxTime=INFINITE State=UP"
-        echo "PartitionName=small Nodes=$SMALL_NODE_NAME MaxTime=INFINITE State=UP"
-        echo "PartitionName=smalldef Nodes=$SMALL_NODE_NAME MaxTime=INFINITE DefCpuPerGPU=2 DefMemPerGPU=2000 State=UP"
-        pool_node_lines
-        mig_node_lines
-    } >"$out"
-}
-
-# cgroup.conf (CGROUPS=1; without it the file is still written, with nothing
-# constrained, so that no stale file of an earlier CGROUPS=1 applies).
-write_cgroup_conf() {
-    local out=$1 yes=no
-    [ "$CGROUPS" = 1 ] && yes=yes
-    {
-        echo "$MARKER"
-        echo "# Read only with TaskPlugin=task/cgroup or ProctrackType=proctrack/cgroup (CGROUPS=1)."
-        echo "# cgroup v1 (this host mounts it, without systemd)."
-        echo "CgroupPlugin=cgroup/v1"
-        echo "CgroupMountpoint=/sys/fs/cgroup"
-        echo "ConstrainCores=$yes"
-        echo "ConstrainDevices=$yes"
-        echo "ConstrainRAMSpace=$yes"
-        echo "ConstrainSwapSpace=$yes"
-    } >"$out"
-}
-
-write_gres_conf() {
-    local out=$1 n
-    {
-        echo "$MARKER"
-        echo "# Fake MIG slices: char devices (major $DEV_MAJOR) under $DEV_DIR, one set per node,"
-        echo "# named as the driver names GPUs (nvidia<minor>), so the job agent maps each GRES"
-        echo "# index to its device as on a real node (docs/agent.md)."
-        echo "# Slice index = position in this file: 1g.5gb 0-3, 2g.10gb 4-5, a100 6."
-        for n in $(node_names); do
-            local override_var="GRES_CONF_${n^^}"
-            if [ -n "${!override_var:-}" ]; then
-                echo "# $n: from ${!override_var}"
-                cat "${!override_var}"
-                continue
-            fi
-            if [ "$n" = "$SMALL_NODE_NAME" ]; then
-                echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/nvidia[0-6]"
-                continue
-            fi
-            case "$n" in
-            pool*)
-                local pool_gres pool_type pool_count
-                pool_gres=$(pool_nodes | awk -v n="$n" '$1 == n { print $2 }')
-                pool_type=${pool_gres#gpu:}
-                pool_type=${pool_type%:*}
-                pool_count=${pool_gres##*:}
-                echo "NodeName=$n AutoDetect=off Name=gpu Type=$pool_type File=$(node_dev_dir "$n")/nvidia[0-$((pool_count - 1))]"
-                continue
-                ;;
-            esac
-            local own
-            own=$(node_gres "$n")
-            if [ -n "$own" ]; then
-                echo "# $n: Gres=$own from NODE_GRES $NODE_GRES"
-                [ "$own" != - ] || continue
-                local item type count first=0
-                for item in ${own//,/ }; do
-                    type=${item#gpu:}
-                    type=${type%:*}
-                    count=${item##*:}
-                    local files="$DEV_DIR/$n/nvidia$first"
-                    [ "$count" -eq 1 ] || files="$DEV_DIR/$n/nvidia[$first-$((first + count - 1))]"
-                    echo "NodeName=$n AutoDetect=off Name=gpu Type=$type File=$files"
-                    first=$((first + count))
-                done
-                continue
-            fi
-            echo "NodeName=$n AutoDetect=off Name=gpu Type=1g.5gb File=$DEV_DIR/$n/nvidia[0-3]"
-            echo "NodeName=$n AutoDetect=off Name=gpu Type=2g.10gb File=$DEV_DIR/$n/nvidia[4-5]"
-            echo "NodeName=$n AutoDetect=off Name=gpu Type=a100 File=$DEV_DIR/$n/nvidia6"
-            echo "NodeName=$n AutoDetect=off Name=shard Count=8 File=$DEV_DIR/$n/nvidia6"
-        done
-        node_setup_blocks
-    } >"$out"
-}
-
-# The exclusive pool's slurm.conf lines (POOL=1).
-pool_node_lines() {
-    [ "$POOL" = 1 ] || return 0
-    local name gres cpus mem offset
-    while read -r name gres cpus mem offset; do
-        echo "NodeName=$name NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((SLURMD_BASE_PORT + offset)) CPUs=$cpus RealMemory=$mem Gres=$gres State=UNKNOWN"
-    done < <(pool_nodes)
-    echo "PartitionName=pool Nodes=$(pool_node_names | paste -sd, -) MaxTime=INFINITE State=UP"
-}
-
-# The MIG node's slurm.conf lines: its Gres= is taken from node-setup's include.
-mig_node_lines() {
-    [ "$MIG_NODE" = 1 ] || return 0
-    local gres=""
-    if [ -r "$MIG_INCLUDE" ]; then
-        gres=$(sed -n "s/^NodeName=$MIG_NODE_NAME Gres=\([^ ]*\).*/\1/p" "$MIG_INCLUDE" | head -n1)
-    fi
-    [ -n "$gres" ] || die "MIG_NODE=1 needs $MIG_INCLUDE with a 'NodeName=$MIG_NODE_NAME Gres=...' line (node-setup --slurm-include)"
-    echo "# $MIG_NODE_NAME: Gres= from $MIG_INCLUDE (yolo-sched node-setup)"
-    echo "NodeName=$MIG_NODE_NAME NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$MIG_NODE_PORT CPUs=4 RealMemory=8000 Gres=$gres State=UNKNOWN"
-    echo "PartitionName=mig Nodes=$MIG_NODE_NAME MaxTime=INFINITE State=UP"
-}
-
-# The blocks node-setup wrote into the current gres.conf, kept as they are
-# (without MIG_NODE the mig1 block is dropped).
-node_setup_blocks() {
-    [ -r "$CONF_DIR/gres.conf" ] || return 0
-    awk -v keep_mig="$MIG_NODE" -v mig="$MIG_NODE_NAME" '
-        /^# BEGIN yolo-sched node-setup / { inside = 1; skip = ($5 == mig && keep_mig != 1) }
-        inside && !skip { print }
-        /^# END yolo-sched node-setup / { inside = 0 }
-    ' "$CONF_DIR/gres.conf"
+    done <"$1"
 }
 
 write_slurmdbd_conf() {
@@ -595,16 +408,17 @@ ensure_munge_key() {
 
 # What every instance shares and makes once (packages, the test user, the
 # fake devices, the munge key): one `up` at a time, in a subshell, so no
-# daemon started later inherits the lock.
+# daemon started later inherits the lock. DEVICES: write_conf's device counts.
 readonly SETUP_LOCK=/run/lock/yolo-sched-cluster-setup.lock
 one_time_setup() {
+    local devices=$1
     (
         mkdir -p "$(dirname "$SETUP_LOCK")"
         exec 9>"$SETUP_LOCK"
         flock 9
         install_packages
         ensure_test_user
-        make_fake_devices
+        make_fake_devices "$devices"
         ensure_munge_key
     )
 }
@@ -819,7 +633,11 @@ our_stepds() {
 cmd_up() {
     require_root
     validate_settings
-    one_time_setup
+    local gen
+    gen=$(mktemp -d "${TMPDIR:-/tmp}/yolo-cluster-conf.XXXXXX")
+    TMP_FILES+=("$gen")
+    write_conf "$gen" || exit
+    one_time_setup "$gen/devices"
     prepare_dirs
 
     if [ "${RESET_STATE:-0}" = 1 ]; then
@@ -832,9 +650,9 @@ cmd_up() {
     tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
     tmp_cgroup=$(mktemp "$CONF_DIR/.cgroup.conf.XXXXXX")
     TMP_FILES+=("$tmp_conf" "$tmp_gres" "$tmp_cgroup")
-    write_slurm_conf "$tmp_conf"
-    write_gres_conf "$tmp_gres"
-    write_cgroup_conf "$tmp_cgroup"
+    cat "$gen/slurm.conf" >"$tmp_conf"
+    cat "$gen/gres.conf" >"$tmp_gres"
+    cat "$gen/cgroup.conf" >"$tmp_cgroup"
     install_conf "$tmp_conf" "$CONF_DIR/slurm.conf" 0644 root:root && changed=1
     install_conf "$tmp_gres" "$CONF_DIR/gres.conf" 0644 root:root && changed=1
     install_conf "$tmp_cgroup" "$CONF_DIR/cgroup.conf" 0644 root:root && changed=1
@@ -886,20 +704,18 @@ write_settings() {
 cmd_reload() {
     require_root
     validate_settings
-    [[ "$MIG_NODE" =~ ^[01]$ ]] || die "MIG_NODE must be 0 or 1, got '$MIG_NODE'"
     running slurmctld slurmctld || die "the cluster is not up; run 'slurm/cluster.sh up' first"
-    local tmp_conf tmp_gres tmp_cgroup conf_changed=0
+    local gen tmp_conf tmp_gres tmp_cgroup conf_changed=0
+    gen=$(mktemp -d "${TMPDIR:-/tmp}/yolo-cluster-conf.XXXXXX")
+    TMP_FILES+=("$gen")
+    write_conf "$gen" || exit
     tmp_conf=$(mktemp "$CONF_DIR/.slurm.conf.XXXXXX")
     tmp_gres=$(mktemp "$CONF_DIR/.gres.conf.XXXXXX")
-    TMP_FILES+=("$tmp_conf" "$tmp_gres")
-    if ! (write_slurm_conf "$tmp_conf"); then
-        rm -f "$tmp_conf" "$tmp_gres"
-        exit 1
-    fi
-    write_gres_conf "$tmp_gres"
     tmp_cgroup=$(mktemp "$CONF_DIR/.cgroup.conf.XXXXXX")
-    TMP_FILES+=("$tmp_cgroup")
-    write_cgroup_conf "$tmp_cgroup"
+    TMP_FILES+=("$tmp_conf" "$tmp_gres" "$tmp_cgroup")
+    cat "$gen/slurm.conf" >"$tmp_conf"
+    cat "$gen/gres.conf" >"$tmp_gres"
+    cat "$gen/cgroup.conf" >"$tmp_cgroup"
     install_conf "$tmp_conf" "$CONF_DIR/slurm.conf" 0644 root:root && conf_changed=1
     install_conf "$tmp_gres" "$CONF_DIR/gres.conf" 0644 root:root || true
     install_conf "$tmp_cgroup" "$CONF_DIR/cgroup.conf" 0644 root:root || true

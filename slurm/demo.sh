@@ -37,6 +37,9 @@ bash slurm/trainer.sh install >"$trainer_out" 2>"$trainer_log" </dev/null &
 trainer_pid=$!
 
 say "the local cluster with fake MIG slices, configured like a production site (cgroups: each job sees only its slice, its memory and its CPUs)"
+# cluster.sh writes the configuration with cluster-conf, a program of this
+# build: its `cargo build --bin cluster-conf` waits for the build above (which
+# makes it too, with the same library) and then has nothing left to do.
 CGROUPS=1 bash slurm/cluster.sh up
 
 say "waiting for the build (at ${SECONDS} s)"

@@ -41,9 +41,21 @@ stop_tree() {
 trainer_pid="" alone_pid="" faults_pid=""
 stop_builds() { for p in $build_pid $clippy_pid $trainer_pid $alone_pid $faults_pid; do stop_tree "$p"; done; }
 trap stop_builds EXIT
+# cluster-conf (which writes the clusters' configuration) first: it needs
+# the library the tests link too, so it is the first part of the same build
+# (Cargo.toml makes `cargo build` and `cargo test` resolve the same features),
+# and `cluster.sh up` below waits only for it, not for the tests. The clusters
+# then use it through YOLO_CLUSTER_CONF and never run cargo themselves (cargo's
+# lock would make them wait for the whole test build).
+rm -f target/cluster-conf.status target/cluster-conf.json
 if command -v cargo >/dev/null 2>&1; then
     phase "test build and clippy (in the background)"
-    cargo test --workspace --no-run --quiet >target/test-build.log 2>&1 </dev/null &
+    (
+        set +e
+        cargo build --quiet --bin cluster-conf --message-format=json-render-diagnostics >target/cluster-conf.json
+        echo $? >target/cluster-conf.status
+        exec cargo test --workspace --no-run --quiet
+    ) >target/test-build.log 2>&1 </dev/null &
     build_pid=$!
     CARGO_TARGET_DIR=target/clippy nice -n 19 ionice -c 3 \
         cargo clippy --workspace --all-targets --quiet -- -D warnings >target/clippy.log 2>&1 </dev/null &
@@ -109,6 +121,16 @@ phase "s3 and clusters up"
 # The S3-compatible server of the checkpoint-backup tests (SeaweedFS on 127.0.0.1).
 bash slurm/s3.sh up
 bash slurm/s3.sh up # twice: must be a no-op
+phase "waiting for cluster-conf (the first part of the test build; cluster.sh writes the config with it)"
+while [ -n "$build_pid" ] && [ ! -s target/cluster-conf.status ] && kill -0 "$build_pid" 2>/dev/null; do sleep 0.5; done
+if [ "$(cat target/cluster-conf.status 2>/dev/null)" = 0 ]; then
+    YOLO_CLUSTER_CONF=$(sed -n 's/.*"executable":"\([^"]*\/cluster-conf\)".*/\1/p' target/cluster-conf.json | tail -n 1)
+    export YOLO_CLUSTER_CONF
+elif [ -n "$build_pid" ]; then
+    cat target/test-build.log >&2
+    echo "test-all: cluster-conf did not build" >&2
+    exit 1
+fi
 
 # Instances 1 and 2 run as a production site configures a cluster (cgroups:
 # devices, memory and cores constrained, memory consumable; CGROUPS=1,

@@ -542,7 +542,8 @@ fn words_of(code: &str, skip: &[(usize, usize)]) -> BTreeSet<String> {
 const DEPTH: usize = 8;
 
 impl Graph {
-    /// Reads `src_dir` (every `.rs` file below it except `main.rs`).
+    /// Reads `src_dir` (every `.rs` file below it except the binaries'
+    /// `main.rs` and `bin/`, which use the library from outside).
     pub(crate) fn read(src_dir: &Path) -> Graph {
         let mut sources = Vec::new();
         let mut dirs = vec![src_dir.to_path_buf()];
@@ -559,7 +560,7 @@ impl Graph {
                         .expect("below src")
                         .to_string_lossy()
                         .into_owned();
-                    if rel == "main.rs" {
+                    if rel == "main.rs" || rel.starts_with("bin/") {
                         continue;
                     }
                     let text =

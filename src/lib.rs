@@ -17,6 +17,7 @@ pub mod fsutil;
 pub mod gres;
 pub(crate) mod id;
 pub mod identity;
+pub mod localcluster;
 pub mod mig;
 pub mod names;
 pub mod nodesetup;

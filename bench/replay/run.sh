@@ -40,7 +40,10 @@ restore() {
 }
 trap restore EXIT
 target=${CARGO_TARGET_DIR:-target}
-cargo build -q --bin yolo-sched
+cargo build -q --bin yolo-sched --bin cluster-conf
+# cluster.sh writes the configuration of each `up` with it (no cargo run of its own).
+YOLO_CLUSTER_CONF=$(realpath "$target/debug/cluster-conf")
+export YOLO_CLUSTER_CONF
 cargo build -q -p fake-nvml
 cargo build -q --example replay_plan
 python3 "$script" "$trace" --bin "$target/debug/yolo-sched" --plan-bin "$target/debug/examples/replay_plan" \

@@ -90,6 +90,8 @@ fn cluster_up() -> Duration {
     let status = Command::new("bash")
         .arg(repo().join("slurm/cluster.sh"))
         .arg("up")
+        // cluster.sh writes its config with this build's cluster-conf, not cargo's.
+        .env("YOLO_CLUSTER_CONF", env!("CARGO_BIN_EXE_cluster-conf"))
         .stdin(Stdio::null())
         .stdout(file.try_clone().unwrap())
         .stderr(file)

@@ -23,6 +23,7 @@ mod backup_live;
 mod backup_s3;
 mod chromium;
 mod cli_help;
+mod cluster_conf;
 mod cluster_live;
 mod compare_live;
 mod compare_recorded;

@@ -21,6 +21,11 @@ fn cluster_sh() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("slurm/cluster.sh")
 }
 
+/// `cluster.sh reload` and `mig-up` write the config with cluster-conf: this
+/// build's, so that they never run cargo (whose lock a `cargo test` beside
+/// them may hold).
+const CLUSTER_CONF: (&str, &str) = ("YOLO_CLUSTER_CONF", env!("CARGO_BIN_EXE_cluster-conf"));
+
 /// Puts the cluster back as the other tests expect it (no mig1), even when the
 /// test fails, and removes the gres.conf backups node-setup made.
 struct RestoreCluster {
@@ -45,7 +50,10 @@ fn gres_backups() -> Vec<PathBuf> {
 
 impl Drop for RestoreCluster {
     fn drop(&mut self) {
-        let out = Command::new(cluster_sh()).arg("mig-down").output();
+        let out = Command::new(cluster_sh())
+            .arg("mig-down")
+            .env(CLUSTER_CONF.0, CLUSTER_CONF.1)
+            .output();
         match out {
             Ok(o) if o.status.success() => {}
             Ok(o) => eprintln!(
@@ -65,6 +73,8 @@ impl Drop for RestoreCluster {
 fn node_setup(node: &FakeNode, args: &[&str]) -> Command {
     let mut cmd = common::yolo();
     node.fake_env(&mut cmd);
+    // For `--reconfigure-cmd "cluster.sh reload"`.
+    cmd.env(CLUSTER_CONF.0, CLUSTER_CONF.1);
     cmd.arg("node-setup")
         .args(args)
         .args([
@@ -203,7 +213,11 @@ fn node_setup_serves_a_mig_node_to_real_slurm() {
         include.contains("NodeName=mig1 Gres=gpu:1g.5gb:7"),
         "{include}"
     );
-    let up = Command::new(cluster_sh()).arg("mig-up").output().unwrap();
+    let up = Command::new(cluster_sh())
+        .arg("mig-up")
+        .env(CLUSTER_CONF.0, CLUSTER_CONF.1)
+        .output()
+        .unwrap();
     ok(&up, "cluster.sh mig-up");
 
     // 2. slurmd lists every slice, with node-setup's files. It prints one line

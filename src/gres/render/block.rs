@@ -163,7 +163,7 @@ fn device_root(opts: &RenderOptions) -> Result<String> {
 }
 
 /// Names that end up in gres.conf and slurm.conf must be plain tokens.
-fn check_names(node: &NodeGres) -> Result<()> {
+pub(super) fn check_names(node: &NodeGres) -> Result<()> {
     let token = |s: &str, extra: &[char]| {
         !s.is_empty()
             && s.chars().all(|c| {

@@ -10,10 +10,12 @@
 //!
 //! `block` renders the block, `splice` puts it into a file's text,
 //! `slurm_conf` gives the matching slurm.conf lines, `check` parses a written
-//! file back.
+//! file back, `devices` writes the marker-less lines of the local test
+//! cluster's fake device files.
 
 mod block;
 mod check;
+mod devices;
 #[cfg(test)]
 mod fixtures;
 mod slurm_conf;
@@ -24,5 +26,6 @@ pub use block::{
     BEGIN_MARKER, END_MARKER,
 };
 pub use check::check_written;
+pub use devices::render_device_lines;
 pub use slurm_conf::{gres_counts, slurm_conf_lines, SlurmConfLines};
 pub use splice::{replace_block, BlockEdit};
