@@ -19,7 +19,8 @@ say() { printf '\n=== %s\n' "$*"; }
 # machine), and the same target/debug the test command builds, so either
 # makes the other warm. What the demo does (submit, watch, the job agent
 # beside a CPU training) is not limited by it. For a real installation use
-# `cargo install --path .` (release), as the README says.
+# `cargo install --path . --bin yolo-sched` (release), as the README says
+# (without `--bin`, the local cluster's cluster-conf would be installed too).
 mkdir -p target
 build_log=target/demo-build.log trainer_log=target/demo-trainer.log trainer_out=target/demo-trainer.out
 say "building yolo-sched in the background (a debug build: a minute or two the first time)"
