@@ -54,6 +54,11 @@ pub fn parse_time(s: &str) -> Option<NaiveDateTime> {
     date.and_hms_opt(num(11, 13)?, num(14, 16)?, num(17, 19)?)
 }
 
+/// A local time as Slurm's commands take it (`--starttime=2026-11-30T15:09:06`).
+pub fn format_time(t: NaiveDateTime) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S").to_string()
+}
+
 /// A Slurm time stamp (local time, no zone: `2026-12-01T17:26:20`); none
 /// for `Unknown`, `None`, `N/A` and anything else.
 pub fn parse_slurm_time(s: &str) -> Option<DateTime<Utc>> {
