@@ -181,14 +181,9 @@ fn get<'a>(pairs: &'a [(&str, String)], key: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// `UNLIMITED`, `(null)`, `NONE` and friends mean "no limit".
+/// `UNLIMITED`, `(null)`, `NONE` and friends mean "no limit" (`value::limit`).
 fn limited(value: Option<&str>) -> Option<&str> {
-    value.filter(|v| {
-        !matches!(
-            v.to_ascii_uppercase().as_str(),
-            "UNLIMITED" | "INFINITE" | "NONE" | "(NULL)" | "N/A" | "0" | ""
-        )
-    })
+    value.and_then(super::value::limit)
 }
 
 /// A memory size as scontrol prints it (`64000`, `62.50G`, `4096M`) in MiB.

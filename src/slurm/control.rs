@@ -76,7 +76,7 @@ pub fn job_comment(slurm: &Slurm, job_id: &str) -> Result<Option<String>> {
         .lines()
         .next()
         .map(|l| l.trim_end().to_string())
-        .map(|c| if c == "(null)" { String::new() } else { c }))
+        .map(|c| super::value::present(&c).to_string()))
 }
 
 /// Set a job's comment (`scontrol update JobId=J Comment=…`): its owner may

@@ -112,7 +112,7 @@ pub fn parse_item(raw: &str) -> Option<GresItem> {
 /// may print forms we do not know, and one odd item must not hide the others.
 pub fn parse_list(s: &str) -> Vec<GresItem> {
     let s = s.trim();
-    if s.is_empty() || s == "(null)" || s == "N/A" {
+    if super::value::is_null(s) {
         return Vec::new();
     }
     split_items(s).into_iter().filter_map(parse_item).collect()

@@ -15,6 +15,7 @@ use chrono::NaiveDateTime;
 use super::gres::{self, GresItem};
 use super::squeue::Filter;
 use super::time::parse_time;
+use super::value::present;
 use super::Slurm;
 
 /// The column separator of the report's listing ([`fetch`]): no Slurm
@@ -138,13 +139,6 @@ impl std::fmt::Display for LineError {
     }
 }
 
-fn nullish(s: &str) -> &str {
-    match s {
-        "(null)" | "N/A" | "None" => "",
-        other => other,
-    }
-}
-
 /// How many array tasks `15_[0-9%2]` or `15_[1,3,5-7]` stands for; 1 for a
 /// plain job id or a single task.
 pub fn array_task_count(job_id: &str) -> Option<u64> {
@@ -219,17 +213,17 @@ pub fn parse_line(line: &str) -> Result<QueueLine<'_>, LineError> {
         phase: phase_of(state),
         partition,
         user,
-        account: nullish(account),
+        account: present(account),
         submitted: parse_time(submitted),
         nodes: leading_number(nodes)
             .filter(|n| *n > 0 && *n < NO_VAL32)
             .unwrap_or(1),
         tasks,
-        tres_per_node: nullish(per_node),
-        tres_per_job: nullish(per_job),
-        tres_per_task: nullish(per_task),
-        tres_alloc: nullish(alloc),
-        dependency: nullish(dependency),
+        tres_per_node: present(per_node),
+        tres_per_job: present(per_job),
+        tres_per_task: present(per_task),
+        tres_alloc: present(alloc),
+        dependency: present(dependency),
         reason,
     })
 }

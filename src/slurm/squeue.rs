@@ -47,10 +47,7 @@ pub struct QueueRow {
 }
 
 fn opt(s: &str) -> String {
-    match s.trim() {
-        "(null)" | "N/A" | "None" => String::new(),
-        t => t.to_string(),
-    }
+    super::value::present(s).to_string()
 }
 
 /// Expand `4-9%2`, `1,3,5-6`, `7` into task ids (throttle suffix dropped).
@@ -229,14 +226,16 @@ pub fn parse_who(text: &str) -> Vec<(QueueRow, JobFacts)> {
                 array_job_id: row.array_job_id,
                 state,
                 name: row.name.clone(),
-                user: f[11].trim().to_string(),
-                account: f[12].trim().to_string(),
+                user: opt(f[11]),
+                account: opt(f[12]),
                 submitted: parse_slurm_time(f[13]),
                 started,
-                ended: finished.then(|| parse_slurm_time(f[15])).flatten(),
+                ended: finished
+                    .then(|| parse_slurm_time(f[15]))
+                    .flatten(),
                 gres: row.gres.trim_start_matches("gres:").to_string(),
-                workdir: f[16].trim().to_string(),
-                comment: f[17].strip_suffix('|').unwrap_or(f[17]).trim().to_string(),
+                workdir: opt(f[16]),
+                comment: opt(f[17].strip_suffix('|').unwrap_or(f[17])),
             };
             Some((row, facts))
         })
