@@ -12,7 +12,7 @@ use anyhow::Result;
 use chrono::{DateTime, NaiveDateTime, Utc};
 
 use super::squeue::{Filter, JobFacts, Who};
-use super::time::{format_time, parse_slurm_time, parse_time};
+use super::time::{format_time, parse_time, to_utc};
 use super::Slurm;
 use crate::process::Captured;
 
@@ -112,10 +112,7 @@ pub fn by_who(slurm: &Slurm, who: &Who, since: DateTime<Utc>) -> Result<Found> {
         });
     }
     // sacct takes local time without a zone.
-    let start = since
-        .with_timezone(&chrono::Local)
-        .format("%Y-%m-%dT%H:%M:%S")
-        .to_string();
+    let start = format_time(since.with_timezone(&chrono::Local).naive_local());
     let mut args: Vec<String> = [
         "-X", "-n", "-P", "-S", &start, "-E", "now", "-o", WHO_FIELDS,
     ]
@@ -195,9 +192,9 @@ pub fn parse_who(text: &str) -> Vec<(AcctRow, JobFacts)> {
                 name: f[4].to_string(),
                 user: f[5].to_string(),
                 account: f[6].to_string(),
-                submitted: parse_slurm_time(f[7]),
-                started: parse_slurm_time(f[8]),
-                ended: parse_slurm_time(f[9]),
+                submitted: parse_time(f[7]).and_then(to_utc),
+                started: parse_time(f[8]).and_then(to_utc),
+                ended: parse_time(f[9]).and_then(to_utc),
                 gres: gres_of_tres(f[10]),
                 workdir: f[11].to_string(),
                 comment: f[12].to_string(),

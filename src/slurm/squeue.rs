@@ -9,7 +9,7 @@
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
-use super::time::parse_slurm_time;
+use super::time::{parse_time, to_utc};
 use super::Slurm;
 
 /// Filters passed to `squeue` (and the report's `sacct`) so that slurmctld
@@ -219,7 +219,7 @@ pub fn parse_who(text: &str) -> Vec<(QueueRow, JobFacts)> {
                     | "COMPLETING"
             );
             let started = (state != "PENDING")
-                .then(|| parse_slurm_time(f[14]))
+                .then(|| parse_time(f[14]).and_then(to_utc))
                 .flatten();
             let facts = JobFacts {
                 job_id: row.job_id.clone(),
@@ -228,10 +228,10 @@ pub fn parse_who(text: &str) -> Vec<(QueueRow, JobFacts)> {
                 name: row.name.clone(),
                 user: opt(f[11]),
                 account: opt(f[12]),
-                submitted: parse_slurm_time(f[13]),
+                submitted: parse_time(f[13]).and_then(to_utc),
                 started,
                 ended: finished
-                    .then(|| parse_slurm_time(f[15]))
+                    .then(|| parse_time(f[15]).and_then(to_utc))
                     .flatten(),
                 gres: row.gres.trim_start_matches("gres:").to_string(),
                 workdir: opt(f[16]),
