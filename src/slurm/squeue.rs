@@ -50,28 +50,20 @@ fn opt(s: &str) -> String {
     super::value::present(s).to_string()
 }
 
-/// Expand `4-9%2`, `1,3,5-6`, `7` into task ids (throttle suffix dropped).
+/// The most task ids one list expands to (Slurm's largest `MaxArraySize`
+/// is 4,000,001).
+pub const MAX_TASKS: u64 = 4_000_001;
+
+/// Expand `4-9%2`, `[1,3,5-6]`, `0-10:2`, `7` into task ids (throttle suffix
+/// dropped) by the one range rule (`gres::hostlist::spans`); empty for
+/// anything else (`N/A`, a list past [`MAX_TASKS`] or past 32-bit ids).
 pub fn parse_task_list(s: &str) -> Vec<u32> {
     let s = s.trim().trim_start_matches('[').trim_end_matches(']');
     let s = s.split('%').next().unwrap_or("");
-    let mut out = Vec::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                    if b >= a && b - a < 1_000_000 {
-                        out.extend(a..=b);
-                    }
-                }
-            }
-            None => {
-                if let Ok(v) = part.parse() {
-                    out.push(v);
-                }
-            }
-        }
-    }
-    out
+    crate::gres::hostlist::indices(s, MAX_TASKS)
+        .ok()
+        .and_then(|ids| ids.into_iter().map(|i| u32::try_from(i).ok()).collect())
+        .unwrap_or_default()
 }
 
 /// Parse the output of `squeue -h -t all -O FORMAT`. Lines that do not have
@@ -349,5 +341,10 @@ mod tests {
         assert_eq!(parse_task_list("4-6%2"), vec![4, 5, 6]);
         assert_eq!(parse_task_list("[1,3,7-8]"), vec![1, 3, 7, 8]);
         assert_eq!(parse_task_list("N/A"), Vec::<u32>::new());
+        assert_eq!(parse_task_list("0-3,5"), vec![0, 1, 2, 3, 5]);
+        assert_eq!(parse_task_list("1-7:3%1"), vec![1, 4, 7], "a step");
+        assert_eq!(parse_task_list("(null)"), Vec::<u32>::new());
+        assert_eq!(parse_task_list(""), Vec::<u32>::new());
+        assert_eq!(parse_task_list("0-4294967296"), Vec::<u32>::new());
     }
 }
