@@ -49,18 +49,7 @@ pub fn by_ids(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
     }
     let list: Vec<String> = ids.iter().map(u64::to_string).collect();
     let list = list.join(",");
-    let Ok(out) = slurm.run_raw(
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "-P",
-            "-j",
-            &list,
-            "-o",
-            "JobID,State,ExitCode,NodeList",
-        ],
-    ) else {
+    let Ok(out) = slurm.run_raw("sacct", &["-X", "-n", "-P", "-j", &list, "-o", JOB_FIELDS]) else {
         return Vec::new();
     };
     if !out.status.success() {
@@ -69,29 +58,15 @@ pub fn by_ids(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
         }
         return Vec::new();
     }
-    parse_rows(&out.stdout_str())
-}
-
-/// Parse `sacct -X -n -P -o JobID,State,ExitCode,NodeList`.
-pub fn parse_rows(text: &str) -> Vec<AcctRow> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split('|').collect();
-            if f.len() < 4 {
-                return None;
-            }
-            Some(AcctRow {
-                job_id: f[0].to_string(),
-                state: f[1].to_string(),
-                exit_code: f[2].split(':').next().and_then(|c| c.parse().ok()),
-                node: f[3].to_string(),
-            })
-        })
+    parse_jobs(&out.stdout_str())
+        .into_iter()
+        .map(|(row, _)| row)
         .collect()
 }
 
-/// The fields of `by_who`, the comment last: it is the one that may hold `|`.
-const WHO_FIELDS: &str =
+/// The fields of every job query (`by_ids`, `by_who`), in the order
+/// [`parse_jobs`] reads them, the comment last: it is the one that may hold `|`.
+pub const JOB_FIELDS: &str =
     "JobID,State,ExitCode,NodeList,JobName,User,Account,Submit,Start,End,ReqTRES,WorkDir,Comment";
 
 /// What `by_who` found: accounting rows with their facts, or accounting off.
@@ -114,7 +89,7 @@ pub fn by_who(slurm: &Slurm, who: &Who, since: DateTime<Utc>) -> Result<Found> {
     // sacct takes local time without a zone.
     let start = format_time(since.with_timezone(&chrono::Local).naive_local());
     let mut args: Vec<String> = [
-        "-X", "-n", "-P", "-S", &start, "-E", "now", "-o", WHO_FIELDS,
+        "-X", "-n", "-P", "-S", &start, "-E", "now", "-o", JOB_FIELDS,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -145,7 +120,7 @@ pub fn by_who(slurm: &Slurm, who: &Who, since: DateTime<Utc>) -> Result<Found> {
         .into());
     }
     Ok(Found {
-        rows: parse_who(&out.stdout_str()),
+        rows: parse_jobs(&out.stdout_str()),
         accounting_off: false,
     })
 }
@@ -167,8 +142,9 @@ fn gres_of_tres(tres: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Parse `sacct -X -n -P -o WHO_FIELDS`. Lines without every field are skipped.
-pub fn parse_who(text: &str) -> Vec<(AcctRow, JobFacts)> {
+/// Parse `sacct -X -n -P -o JOB_FIELDS`, the one parser of sacct's job
+/// queries. Lines without every field are skipped.
+pub fn parse_jobs(text: &str) -> Vec<(AcctRow, JobFacts)> {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.splitn(13, '|').collect();
@@ -394,13 +370,16 @@ mod tests {
 
     #[test]
     fn rows_by_id_parse() {
-        let rows = parse_rows(
-            "12|COMPLETED|0:0|node1\n13_2|FAILED|3:0|node2\n14|CANCELLED by 0|0:0|None assigned\n",
-        );
+        let facts = "n|u|a|2026-12-01T17:26:20|Unknown|Unknown|cpu=1|/tmp|";
+        let rows = parse_jobs(&format!(
+            "12|COMPLETED|0:0|node1|{facts}\n13_2|FAILED|3:0|node2|{facts}\n14|CANCELLED by 0|0:0|None assigned|{facts}\n"
+        ));
         assert_eq!(rows.len(), 3);
-        assert_eq!(rows[1].job_id, "13_2");
-        assert_eq!(rows[1].exit_code, Some(3));
-        assert_eq!(rows[2].state, "CANCELLED by 0");
+        assert_eq!(rows[1].0.job_id, "13_2");
+        assert_eq!(rows[1].0.exit_code, Some(3));
+        assert_eq!(rows[2].0.state, "CANCELLED by 0");
+        assert_eq!(rows[2].0.node, "None assigned");
+        assert_eq!(rows[0].1.started, None, "Unknown");
     }
 
     #[test]
@@ -410,7 +389,7 @@ mod tests {
 6421_3|PENDING|0:0|None assigned|x.export|ys-alice|vision|2026-12-01T17:26:20|Unknown|Unknown|billing=1,cpu=1,mem=1G,node=1|/tmp|odd|comment
 short|line
 ";
-        let rows = parse_who(text);
+        let rows = parse_jobs(text);
         assert_eq!(rows.len(), 2, "{rows:?}");
         let (r, f) = &rows[0];
         assert_eq!(r.state, "CANCELLED by 1003");
