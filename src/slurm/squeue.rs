@@ -180,18 +180,10 @@ pub fn parse_jobs(text: &str) -> Vec<(QueueRow, JobFacts)> {
             }
             let row = row_of(&f[..11])?;
             let state = row.state.clone();
-            // Pending and running jobs carry the expected start and end.
-            let finished = !matches!(
-                state.as_str(),
-                "PENDING"
-                    | "RUNNING"
-                    | "CONFIGURING"
-                    | "SUSPENDED"
-                    | "REQUEUED"
-                    | "REQUEUE_HOLD"
-                    | "RESIZING"
-                    | "COMPLETING"
-            );
+            // Pending and running jobs carry the expected start and end
+            // (`states::classify`: waiting or running).
+            use super::states::{classify, Class};
+            let finished = !matches!(classify(&state), Class::Waiting | Class::Running);
             let started = (state != "PENDING")
                 .then(|| parse_time(f[14]).and_then(to_utc))
                 .flatten();
