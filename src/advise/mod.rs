@@ -122,15 +122,14 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
         Some(path) => read_sacct_file(path, &window)?,
         None => ask_sacct(slurm, opts, &window)?,
     };
-    // The carrier of measured needs: job comments kept by slurmdbd. Asked
-    // only of a live cluster (a saved output says for itself).
-    let comments_kept = match &opts.sacct_file {
-        Some(_) => None,
-        None => crate::slurm::config::fetch(slurm)
-            .ok()
-            .map(|c| c.stores_job_comment()),
-    };
+    // The nodes, and the carrier of measured needs (job comments kept by
+    // slurmdbd: the controller's settings, asked in the same scontrol call),
+    // which only counts for a live cluster (a saved output says for itself).
     let cluster = crate::slurm::cluster::fetch(slurm).context("reading the nodes (scontrol)")?;
+    let comments_kept = opts
+        .sacct_file
+        .is_none()
+        .then_some(cluster.job_comments_kept);
     let known: Vec<String> = cluster.partitions.iter().map(|p| p.name.clone()).collect();
     let nodes = Nodes {
         nodes: &cluster.nodes,

@@ -77,6 +77,10 @@ pub struct Cluster {
     /// `SelectTypeParameters` has `Memory` (`CR_CPU_Memory`, …): memory is
     /// consumed by jobs, so it limits how many share a node.
     pub memory_consumable: bool,
+    /// `AccountingStoreFlags` has `job_comment`: slurmdbd keeps each job's
+    /// comment (what the job agent measured reaches `advise`).
+    #[serde(skip)]
+    pub job_comments_kept: bool,
 }
 
 impl Cluster {
@@ -269,6 +273,9 @@ pub fn parse(text: &str) -> Result<Cluster> {
                 "SelectTypeParameters" => {
                     cluster.memory_consumable = v.to_ascii_uppercase().contains("MEMORY")
                 }
+                "AccountingStoreFlags" => {
+                    cluster.job_comments_kept = v.split(',').any(|f| f.trim() == "job_comment")
+                }
                 _ => {}
             }
         }
@@ -312,6 +319,7 @@ mod tests {
         assert_eq!(gpu.max_cpus_per_node, None);
         assert_eq!(c.max_array_size, Some(1001));
         assert!(!c.memory_consumable, "CR_CPU");
+        assert!(!c.job_comments_kept, "AccountingStoreFlags = (null)");
         assert_eq!(c.job_defaults_for("gpu"), JobDefaults::default());
         assert_eq!(c.nodes_in("gpu").count(), 2);
     }
@@ -323,7 +331,8 @@ mod tests {
             NodeName=n1 CPUTot=32 CPUEfctv=30 RealMemory=128000 MemSpecLimit=2000 Gres=(null) State=DOWN* Partitions=cpu,gpu Reason=cable pulled [root@2026-12-01T10:00:00]\n\
             JobDefaults             = DefCpuPerGPU=3\n\
             MaxMemPerNode           = 100000\n\
-            SelectTypeParameters    = CR_Core_Memory\n";
+            SelectTypeParameters    = CR_Core_Memory\n\
+            AccountingStoreFlags    = job_comment,job_env\n";
         let c = parse(text).unwrap();
         let gpu = c.partition("gpu").unwrap();
         assert_eq!(gpu.max_time_secs, Some(172800));
@@ -343,6 +352,7 @@ mod tests {
         assert!(n.gres.is_empty());
         assert!(!n.is_available(), "DOWN* is not available");
         assert!(c.memory_consumable);
+        assert!(c.job_comments_kept);
     }
 
     #[test]
