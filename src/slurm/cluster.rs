@@ -262,24 +262,20 @@ pub fn parse(text: &str) -> Result<Cluster> {
                 .push(parse_partition(&record_pairs(line)));
         } else if line.starts_with("NodeName=") {
             cluster.nodes.push(parse_node(&record_pairs(line)));
-        } else if let Some((k, v)) = line.split_once(" = ") {
-            let (k, v) = (k.trim(), v.trim());
-            match k {
-                "JobDefaults" => cluster.job_defaults = JobDefaults::parse(v),
-                "MaxMemPerNode" => {
-                    cluster.max_mem_per_node_mib = limited(Some(v)).and_then(mem_mib)
-                }
-                "MaxArraySize" => cluster.max_array_size = v.parse().ok(),
-                "SelectTypeParameters" => {
-                    cluster.memory_consumable = v.to_ascii_uppercase().contains("MEMORY")
-                }
-                "AccountingStoreFlags" => {
-                    cluster.job_comments_kept = v.split(',').any(|f| f.trim() == "job_comment")
-                }
-                _ => {}
-            }
         }
     }
+    // The controller's settings: `show config`'s `Key = Value` lines, read
+    // by the one parser of that output (`config::ControllerConfig`).
+    let config = super::config::ControllerConfig::parse(text);
+    cluster.job_defaults = config
+        .get("JobDefaults")
+        .map_or_else(JobDefaults::default, JobDefaults::parse);
+    cluster.max_mem_per_node_mib = limited(config.get("MaxMemPerNode")).and_then(mem_mib);
+    cluster.max_array_size = config.get("MaxArraySize").and_then(|v| v.parse().ok());
+    cluster.memory_consumable = config
+        .get("SelectTypeParameters")
+        .is_some_and(|v| v.to_ascii_uppercase().contains("MEMORY"));
+    cluster.job_comments_kept = config.stores_job_comment();
     if cluster.nodes.is_empty() {
         bail!("Slurm described no nodes (`scontrol show node` printed none)");
     }
