@@ -110,14 +110,20 @@ def main():
             start = now - rng.randrange(86400)
             end = start + rng.randrange(7200)
             kind = rng.choice(["1g.5gb", "2g.10gb", "a100"])
+            user, account = rng.randrange(300), rng.randrange(40)
             f.write(
-                "%d|u%03d|acct%02d|gpu|COMPLETED|%s|%s|billing=1,cpu=1,gres/gpu:%s=1,gres/gpu=1,mem=4G,node=1\n"
+                # slurm::sacct::WINDOW_FIELDS: JobIDRaw, Partition, Account,
+                # User, State, Submit, Start, End, ElapsedRaw, TimelimitRaw,
+                # ReqTRES, AllocTRES, TRESUsageInMax, Comment.
+                "%d|gpu|acct%02d|u%03d|COMPLETED|%s|%s|%s|%d|120||billing=1,cpu=1,gres/gpu:%s=1,gres/gpu=1,mem=4G,node=1||\n"
                 % (
                     200000 + i,
-                    rng.randrange(300),
-                    rng.randrange(40),
+                    account,
+                    user,
+                    time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start)),
                     time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start)),
                     time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(min(end, now))),
+                    min(end, now) - start,
                     kind,
                 )
             )

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::gres::render::gpu_type_name;
 use crate::mig::{builtin, GpuGeometry, LayoutCatalog, ProfileCounts};
-use crate::slurm::cluster::Cluster;
+use crate::slurm::node::Node;
 
 /// One node's GPUs: a model yolo-sched can cut, or GPUs it cannot.
 #[derive(Debug, Clone, Serialize)]
@@ -82,13 +82,13 @@ impl GpuNode {
 /// or of `only` when given. `model` names the GPU model of nodes whose types
 /// do not determine it. Nodes that accept no job are left out.
 pub fn read(
-    cluster: &Cluster,
+    nodes: &[Node],
     partitions: &[String],
     only: &[String],
     model: Option<&GpuGeometry>,
 ) -> Result<Vec<GpuNode>> {
     let mut out = Vec::new();
-    for node in &cluster.nodes {
+    for node in nodes {
         let in_scope = if only.is_empty() {
             partitions.is_empty() || node.partitions.iter().any(|p| partitions.contains(p))
         } else {

@@ -1,8 +1,8 @@
 //! Last weeks' GPU jobs from Slurm's accounting, and the demand they make.
 //!
-//! One `sacct` call (`slurm::sacct::history`) gives every allocation of the
-//! window, one line per job or array task; this module reads those lines one
-//! at a time from any reader ([`read`]: each line at most [`MAX_LINE_BYTES`],
+//! One `sacct` call (`slurm::sacct::window`) gives every allocation of the
+//! window, one line per job or array task (each read by
+//! `slurm::sacct::window_row`); this module reads those lines one at a time from any reader ([`read`]: each line at most [`MAX_LINE_BYTES`],
 //! at most [`MAX_LINES`] of them read) and folds each job straight into what
 //! advise needs of it, so memory is the demand (a few dozen bytes per typed
 //! job), not the input: the jobs that asked for a typed GPU become a
@@ -25,17 +25,12 @@ use serde::Serialize;
 use crate::mig::demand::{is_type_name, MAX_COUNT, MAX_SECONDS};
 use crate::mig::Demand;
 use crate::slurm::listing::gres_in_tres;
-use crate::slurm::time::parse_time;
 
-/// The fields asked of `sacct`, in the order [`parse_line`] reads them.
-/// The TRES columns hold `,` and `=` but never `|`; the comment may, so it
-/// is last (what the job agent measured, `advise::need`).
-pub const FIELDS: &str =
-    "JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,TimelimitRaw,ReqTRES,AllocTRES,TRESUsageInMax,Comment";
-const COLUMNS: usize = 14;
-/// A saved output of the first twelve fields (before advise read needs) is
-/// still read: its jobs are planned from what they asked.
-const OLD_COLUMNS: usize = 12;
+/// The fields asked of `sacct`: the window query's
+/// (`slurm::sacct::window_row` reads them).
+pub const FIELDS: &str = crate::slurm::sacct::WINDOW_FIELDS;
+const COLUMNS: usize = crate::slurm::sacct::WINDOW_COLUMNS;
+const OLD_COLUMNS: usize = crate::slurm::sacct::WINDOW_OLD_COLUMNS;
 
 /// The most lines read; a busy site's week is 10^4–10^5 GPU jobs. Lines
 /// past it are counted ([`Skipped::past_limit`]), not read.
@@ -97,6 +92,15 @@ pub struct Skipped {
     pub no_gpu: u64,
     /// Lines past [`MAX_LINES`]: not read, their jobs left out.
     pub past_limit: u64,
+    /// GPU jobs that ended before the window's start (an output of a wider
+    /// window, such as the report's one query for its usage and its advice):
+    /// not the window's, left out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub before_window: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A line that is not one of `sacct --parsable2` output of [`FIELDS`].
@@ -276,69 +280,49 @@ fn expected() -> String {
     format!("expected the {COLUMNS} fields {FIELDS}, in that order, separated by `|`, or the first {OLD_COLUMNS} of them (sacct -X --parsable2 --noheader --format=…)")
 }
 
-/// Whole seconds: digits (past u64 saturates), else `None`.
-fn seconds(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some(s.parse().unwrap_or(u64::MAX))
-}
-
 /// One line: a GPU job, `None` for a job that asked for no GPU, or why the
 /// line is not one of [`FIELDS`].
 fn parse_line(line: &str) -> Result<Option<PastJob<'_>>, String> {
-    let c: Vec<&str> = line.splitn(COLUMNS, '|').collect();
-    if c.len() != COLUMNS && c.len() != OLD_COLUMNS {
-        return Err(format!(
-            "{} field(s) (`{}`); {}",
-            c.len(),
-            excerpt(line),
-            expected()
-        ));
-    }
-    let Some(submit) = parse_time(c[5]) else {
-        return Err(format!(
-            "field 6 (Submit) is `{}`, not a time YYYY-MM-DDTHH:MM:SS (`{}`); {}",
-            excerpt(c[5]),
-            excerpt(line),
-            expected()
-        ));
-    };
-    let Some(elapsed_s) = seconds(c[8]) else {
-        return Err(format!(
-            "field 9 (ElapsedRaw) is `{}`, not whole seconds (`{}`); {}",
-            excerpt(c[8]),
-            excerpt(line),
-            expected()
-        ));
-    };
+    use crate::slurm::sacct::{window_row, RowError};
+    let row = window_row(line).map_err(|e| {
+        let c: Vec<&str> = line.splitn(COLUMNS, '|').collect();
+        match e {
+            RowError::Columns(n) => format!("{n} field(s) (`{}`); {}", excerpt(line), expected()),
+            RowError::Submit => format!(
+                "field 6 (Submit) is `{}`, not a time YYYY-MM-DDTHH:MM:SS (`{}`); {}",
+                excerpt(c[5]),
+                excerpt(line),
+                expected()
+            ),
+            RowError::Elapsed => format!(
+                "field 9 (ElapsedRaw) is `{}`, not whole seconds (`{}`); {}",
+                excerpt(c[8]),
+                excerpt(line),
+                expected()
+            ),
+        }
+    })?;
     // The allocation names the type Slurm gave an untyped request, but the
     // request is what any layout must serve; the allocation only fills in a
     // job that never recorded its request.
-    let ask = gpu_ask(c[10]).or_else(|| gpu_ask(c[11]));
+    let ask = gpu_ask(row.req_tres).or_else(|| gpu_ask(row.alloc_tres));
     let Some(ask) = ask else {
         return Ok(None);
     };
     Ok(Some(PastJob {
-        id: c[0],
-        partition: c[1],
-        account: c[2],
-        user: c[3],
-        usage_max: c.get(12).copied().unwrap_or(""),
-        comment: c.get(13).copied().unwrap_or(""),
-        state: c[4]
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .trim_end_matches('+'),
+        id: row.id,
+        partition: row.partition,
+        account: row.account,
+        user: row.user,
+        usage_max: row.usage_max,
+        comment: row.comment,
+        state: row.state,
         ask,
-        submit,
-        start: parse_time(c[6]),
-        end: parse_time(c[7]),
-        elapsed_s,
-        // TimelimitRaw is minutes, or UNLIMITED / Partition_Limit.
-        limit_s: seconds(c[9]).map(|m| m.saturating_mul(60)),
+        submit: row.submit,
+        start: row.start,
+        end: row.end,
+        elapsed_s: row.elapsed_s,
+        limit_s: row.limit_s,
     }))
 }
 
@@ -410,6 +394,10 @@ fn secs(from: NaiveDateTime, to: NaiveDateTime) -> u64 {
 impl History {
     /// Fold one GPU job in: the demand, the measured waits, the trace.
     fn add(&mut self, job: &PastJob<'_>, w: &Window<'_>) {
+        if job.end.is_some_and(|end| end < w.since) {
+            self.skipped.before_window += 1;
+            return;
+        }
         if !job.in_partitions(w.partitions) {
             self.counted.elsewhere += 1;
             return;
@@ -574,7 +562,7 @@ mod tests {
     use super::*;
 
     fn t(s: &str) -> NaiveDateTime {
-        parse_time(s).unwrap()
+        crate::slurm::time::parse_time(s).unwrap()
     }
 
     const SAMPLE: &str = "\
@@ -598,13 +586,25 @@ mod tests {
     }
 
     #[test]
+    fn jobs_that_ended_before_the_window_are_left_out() {
+        let text = "\
+201|gpu|vision|alice|COMPLETED|2026-12-01T07:00:00|2026-12-01T07:00:05|2026-12-01T08:00:05|3600|120|cpu=1,gres/gpu:1g.5gb=1|cpu=1,gres/gpu:1g.5gb=1
+202|gpu|vision|alice|COMPLETED|2026-12-01T08:00:00|2026-12-01T08:00:05|2026-12-01T09:30:05|5400|120|cpu=1,gres/gpu:1g.5gb=1|cpu=1,gres/gpu:1g.5gb=1
+";
+        let h = parse(text, &window(&[])).unwrap();
+        assert_eq!(h.skipped.before_window, 1);
+        assert_eq!(h.counted.jobs, 1, "the job that ran into the window counts");
+    }
+
+    #[test]
     fn jobs_become_demand_with_their_arrivals_and_real_run_times() {
         let h = parse(SAMPLE, &window(&[])).unwrap();
         assert_eq!(
             h.skipped,
             Skipped {
                 no_gpu: 1,
-                past_limit: 0
+                past_limit: 0,
+                before_window: 0
             }
         );
         assert_eq!(

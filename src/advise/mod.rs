@@ -122,15 +122,41 @@ pub fn run(slurm: &Slurm, opts: &Options) -> Result<Report> {
         Some(path) => read_sacct_file(path, &window)?,
         None => ask_sacct(slurm, opts, &window)?,
     };
-    // The carrier of measured needs: job comments kept by slurmdbd. Asked
-    // only of a live cluster (a saved output says for itself).
-    let comments_kept = match &opts.sacct_file {
-        Some(_) => None,
-        None => crate::slurm::config::fetch(slurm)
-            .ok()
-            .map(|c| c.stores_job_comment()),
+    // The nodes, and the carrier of measured needs (job comments kept by
+    // slurmdbd: the controller's settings, asked in the same scontrol call),
+    // which only counts for a live cluster (a saved output says for itself).
+    let cluster = crate::slurm::cluster::fetch(slurm).context("reading the nodes (scontrol)")?;
+    let comments_kept = opts
+        .sacct_file
+        .is_none()
+        .then_some(cluster.job_comments_kept);
+    let known: Vec<String> = cluster.partitions.iter().map(|p| p.name.clone()).collect();
+    let nodes = Nodes {
+        nodes: &cluster.nodes,
+        partitions: &known,
     };
-    let nodes = read_nodes(slurm, opts, &partitions)?;
+    from_history(opts, history, nodes, comments_kept)
+}
+
+/// The nodes advised on, as the caller read them (`scontrol` for `advise`,
+/// the report's `sinfo`), and the partitions the cluster has.
+#[derive(Debug, Clone, Copy)]
+pub struct Nodes<'a> {
+    pub nodes: &'a [crate::slurm::node::Node],
+    pub partitions: &'a [String],
+}
+
+/// Advise from a window's history already read, on nodes already read: no
+/// Slurm call (the report hands over its own `sacct` and `sinfo`).
+/// `comments_kept`: whether slurmdbd keeps job comments, when known.
+pub fn from_history(
+    opts: &Options,
+    history: History,
+    nodes: Nodes<'_>,
+    comments_kept: Option<bool>,
+) -> Result<Report> {
+    let partitions: Vec<String> = opts.partition.iter().cloned().collect();
+    let nodes = read_nodes(opts, nodes, &partitions)?;
     let History {
         counted,
         measured,
@@ -202,8 +228,13 @@ fn ask_sacct(slurm: &Slurm, opts: &Options, window: &history::Window<'_>) -> Res
         partition: opts.partition.clone(),
         account: opts.account.clone(),
     };
-    let out = crate::slurm::sacct::history(slurm, opts.since, opts.until, history::FIELDS, &filter)
-        .context("asking sacct for the window's jobs")?;
+    let query = crate::slurm::sacct::Window {
+        since: opts.since,
+        until: Some(opts.until),
+        filter: &filter,
+    };
+    let out =
+        crate::slurm::sacct::window(slurm, &query).context("asking sacct for the window's jobs")?;
     if !out.status.success() {
         let err = out.stderr_str();
         let hint = if crate::slurm::states::accounting_off(&err) {
@@ -217,9 +248,14 @@ fn ask_sacct(slurm: &Slurm, opts: &Options, window: &history::Window<'_>) -> Res
             crate::text::head(err.trim_end(), 400)
         );
     }
-    // sacct's own output that is not what was asked is sacct failing
-    // (exit 1), not the user's input.
-    history::read(&out.stdout[..], window).map_err(|e| {
+    history_of_sacct(&out.stdout, window)
+}
+
+/// The window's history from the output of a window query
+/// (`slurm::sacct::window`) that answered: sacct's own output that is not
+/// what was asked is sacct failing (exit 1), not the user's input.
+pub fn history_of_sacct(stdout: &[u8], window: &history::Window<'_>) -> Result<History> {
+    history::read(stdout, window).map_err(|e| {
         anyhow::anyhow!(
             "sacct's output, {e}\nhint: advise asks `sacct -X --parsable2 --noheader \
              --format={}`; is the `sacct` on PATH Slurm's?",
@@ -228,17 +264,15 @@ fn ask_sacct(slurm: &Slurm, opts: &Options, window: &history::Window<'_>) -> Res
     })
 }
 
-/// The GPU nodes advised on, from one `scontrol` read: `--partition` and
-/// each `--node` must name one the cluster has.
-fn read_nodes(slurm: &Slurm, opts: &Options, partitions: &[String]) -> Result<Vec<GpuNode>> {
-    let cluster = crate::slurm::cluster::fetch(slurm).context("reading the nodes (scontrol)")?;
+/// The GPU nodes advised on: `--partition` and each `--node` must name one
+/// the cluster has.
+fn read_nodes(opts: &Options, cluster: Nodes<'_>, partitions: &[String]) -> Result<Vec<GpuNode>> {
     if let Some(p) = &opts.partition {
-        if !cluster.partitions.iter().any(|q| &q.name == p) {
-            let names: Vec<&str> = cluster.partitions.iter().map(|q| q.name.as_str()).collect();
+        if !cluster.partitions.iter().any(|q| q == p) {
             return Err(crate::error::invalid(format!(
                 "--partition {}: no such partition{}",
                 crate::text::echo(p),
-                crate::suggest::did_you_mean(p, names.iter().copied())
+                crate::suggest::did_you_mean(p, cluster.partitions.iter().map(String::as_str))
             )));
         }
     }
@@ -252,8 +286,13 @@ fn read_nodes(slurm: &Slurm, opts: &Options, partitions: &[String]) -> Result<Ve
             )));
         }
     }
-    fleet::read(&cluster, partitions, &opts.nodes, opts.gpu_model.as_ref())
-        .map_err(|e| crate::error::invalid(format!("{e:#}")))
+    fleet::read(
+        cluster.nodes,
+        partitions,
+        &opts.nodes,
+        opts.gpu_model.as_ref(),
+    )
+    .map_err(|e| crate::error::invalid(format!("{e:#}")))
 }
 
 /// What the reader should know of the window's jobs: no measured need (and

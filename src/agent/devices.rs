@@ -202,28 +202,14 @@ pub enum Mapping {
     Unknown { why: String },
 }
 
-/// A comma list of GRES indices, with `a-b` ranges (`0,2-3`).
+/// A comma list of GRES indices, with `a-b` ranges (`0,2-3`), by Slurm's
+/// one range rule (`gres::hostlist::spans`), at most 1025 of them.
 fn index_list(value: &str) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in value.trim().split(',') {
-        let part = part.trim();
-        let digits = |s: &str| -> Option<u32> {
-            (!s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))
-                .then(|| s.parse().ok())
-                .flatten()
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (digits(a)?, digits(b)?);
-                if a > b || b - a > 1024 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(digits(part)?),
-        }
-    }
-    Some(out)
+    crate::gres::hostlist::indices(value.trim(), 1025)
+        .ok()?
+        .into_iter()
+        .map(|i| u32::try_from(i).ok())
+        .collect()
 }
 
 /// Which devices are the job's (docs/agent.md §"Which devices are the job's"):

@@ -1,4 +1,10 @@
-//! Slurm's bracketed name lists: `node[01-04,7]`, `/dev/nvidia[0-3]`, `a[1-2]b[3-4]`.
+//! Slurm's bracketed name lists: `node[01-04,7]`, `/dev/nvidia[0-3]`,
+//! `a[1-2]b[3-4]`; and the one reader of Slurm's index ranges ([`spans`]:
+//! `0-3,7`, `1-9:2`), which every list of indices Slurm prints or takes is
+//! read by: host lists here, array task lists (`squeue::parse_task_list`,
+//! `listing::array_task_count`), GRES indices (`slurm::gres`) and the job's
+//! GPU indices (`agent::devices`). On the floor below `slurm` because
+//! gres.conf's host and device lists need it too.
 
 /// The most names one list may expand to; more is certainly a typo.
 pub const MAX_NAMES: usize = 65_536;
@@ -68,37 +74,102 @@ fn split_top_level(list: &str) -> Result<Vec<&str>, String> {
     Ok(items)
 }
 
+/// One part of an index range list: `7`, `0-3`, `0-10:2` (every second).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub lo: u64,
+    pub hi: u64,
+    /// At least 1.
+    pub step: u64,
+    /// Digits of zero padding, from the lower bound as written (`08` → 2), else 0.
+    pub width: usize,
+}
+
+impl Span {
+    /// How many indices the part stands for.
+    pub fn count(&self) -> u64 {
+        ((self.hi - self.lo) / self.step).saturating_add(1)
+    }
+
+    /// The indices, in order.
+    pub fn values(&self) -> impl Iterator<Item = u64> {
+        let step = usize::try_from(self.step).unwrap_or(usize::MAX);
+        (self.lo..=self.hi).step_by(step)
+    }
+}
+
+/// Read an index range list (`0-3,7`, `08-10`, `0-10:2`; each part trimmed)
+/// by the one rule: each part is a number or `lo-hi` with `lo <= hi`, both
+/// digits that fit 64 bits, optionally `:step` with a step of at least 1.
+/// Nothing is expanded here, so a huge range costs nothing; the error names
+/// the part.
+pub fn spans(list: &str) -> Result<Vec<Span>, String> {
+    list.split(',')
+        .map(|part| {
+            let part = part.trim();
+            let (range, step) = match part.split_once(':') {
+                Some((r, s)) => (r, Some(s)),
+                None => (part, None),
+            };
+            let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+            let number = |s: &str| -> Result<u64, String> {
+                if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                    Err(format!("`{part}` is not a number or a range like `0-3`"))
+                } else {
+                    s.parse().map_err(|_| format!("`{part}` is out of range"))
+                }
+            };
+            let (a, b) = (number(lo)?, number(hi)?);
+            if b < a {
+                return Err(format!("range `{part}` goes backwards"));
+            }
+            let step = match step {
+                Some(s) => number(s)?,
+                None => 1,
+            };
+            if step == 0 {
+                return Err(format!("`{part}` has a step of 0"));
+            }
+            let width = if lo.len() > 1 && lo.starts_with('0') {
+                lo.len()
+            } else {
+                0
+            };
+            Ok(Span {
+                lo: a,
+                hi: b,
+                step,
+                width,
+            })
+        })
+        .collect()
+}
+
+/// Every index of a range list ([`spans`]), at most `limit` of them (more is
+/// an error that says so).
+pub fn indices(list: &str, limit: u64) -> Result<Vec<u64>, String> {
+    let spans = spans(list)?;
+    let total = spans.iter().fold(0u64, |t, s| t.saturating_add(s.count()));
+    if total > limit {
+        return Err(format!("`{list}` stands for more than {limit} indices"));
+    }
+    Ok(spans.iter().flat_map(Span::values).collect())
+}
+
 /// `0-3,7` → `["0","1","2","3","7"]`, keeping the lower bound's zero padding.
 fn expand_ranges(inside: &str, item: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    for part in inside.split(',') {
-        let part = part.trim();
-        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
-        let number = |s: &str| -> Result<u64, String> {
-            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || s.len() > 18 {
-                Err(format!(
-                    "`{item}`: `{part}` is not a number or a range like `0-3`"
-                ))
-            } else {
-                s.parse()
-                    .map_err(|_| format!("`{item}`: `{part}` is out of range"))
-            }
-        };
-        let (a, b) = (number(lo)?, number(hi)?);
-        if b < a {
-            return Err(format!("`{item}`: range `{part}` goes backwards"));
-        }
-        if (b - a) as usize >= MAX_NAMES || out.len() + ((b - a) as usize) >= MAX_NAMES {
-            return Err(format!("`{item}` expands to more than {MAX_NAMES} names"));
-        }
-        let width = if lo.len() > 1 && lo.starts_with('0') {
-            lo.len()
-        } else {
-            0
-        };
-        out.extend((a..=b).map(|v| format!("{v:0width$}")));
+    let spans = spans(inside).map_err(|e| format!("`{item}`: {e}"))?;
+    let total = spans.iter().fold(0u64, |t, s| t.saturating_add(s.count()));
+    if total > MAX_NAMES as u64 {
+        return Err(format!("`{item}` expands to more than {MAX_NAMES} names"));
     }
-    Ok(out)
+    Ok(spans
+        .iter()
+        .flat_map(|s| {
+            let width = s.width;
+            s.values().map(move |v| format!("{v:0width$}"))
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -159,5 +230,40 @@ mod tests {
         ] {
             assert!(expand(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_one_range_rule() {
+        let s = spans("0-3,5, 7-11:2,08").unwrap();
+        let all: Vec<u64> = s.iter().flat_map(Span::values).collect();
+        assert_eq!(all, [0, 1, 2, 3, 5, 7, 9, 11, 8]);
+        assert_eq!(s.iter().map(Span::count).sum::<u64>(), 9);
+        assert_eq!(s[3].width, 2);
+        assert_eq!(
+            spans("0-18446744073709551615").unwrap()[0].count(),
+            u64::MAX,
+            "counted, never expanded"
+        );
+        for bad in [
+            "",
+            "N/A",
+            "(null)",
+            "3-1",
+            "x",
+            "1-",
+            "-1",
+            "1,,2",
+            "0-4:0",
+            "1-2:x",
+            "18446744073709551616",
+        ] {
+            assert!(spans(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(indices("0-3,5", 10).unwrap(), [0, 1, 2, 3, 5]);
+        assert!(indices("0-3,5", 4).is_err());
+        assert_eq!(
+            expand("node[1-3,5]").unwrap(),
+            ["node1", "node2", "node3", "node5"]
+        );
     }
 }

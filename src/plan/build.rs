@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::graph::{stage_name, ArraySpec, DepKind, Dependency, Plan, PlannedStage};
 use super::shape::shape_stage;
-use super::{gpu, policy, Estimate, GpuChoice, Offer, Policy};
+use super::{gpu, Estimate, GpuChoice, Offer, Policy};
 use crate::slurm::cluster::Cluster;
 use crate::spec::{GpuRequest, Spec, SpecError, SpecErrors, StageKind};
 
@@ -596,7 +596,9 @@ fn side_stage(
         Some(t) => (t.text.clone(), t.seconds),
         None => (
             defaults.time.to_string(),
-            policy::parse_slurm_time(defaults.time).unwrap_or(0),
+            crate::slurm::time::parse_duration(defaults.time)
+                .ok()
+                .unwrap_or(0),
         ),
     };
     check_time(
@@ -1010,7 +1012,7 @@ mod tests {
         let mut policy = Policy::default();
         policy.resources.insert(
             "1g.5gb".into(),
-            policy::SiteResources {
+            crate::plan::policy::SiteResources {
                 cpus: Some(2),
                 mem: Some("6G".into()),
             },

@@ -35,7 +35,9 @@ impl Defaults {
     /// The default train time as (text, seconds).
     pub fn time_or(&self, fallback: &str) -> (String, u64) {
         let text = self.time.clone().unwrap_or_else(|| fallback.to_string());
-        let secs = parse_slurm_time(&text).unwrap_or(8 * 3600);
+        let secs = crate::slurm::time::parse_duration(&text)
+            .ok()
+            .unwrap_or(8 * 3600);
         (text, secs)
     }
 }
@@ -53,7 +55,9 @@ pub struct Limits {
 impl Limits {
     pub fn max_time(&self) -> Option<(String, u64)> {
         let t = self.max_time.as_ref()?;
-        parse_slurm_time(t).map(|s| (t.clone(), s))
+        crate::slurm::time::parse_duration(t)
+            .ok()
+            .map(|s| (t.clone(), s))
     }
 }
 
@@ -295,7 +299,7 @@ impl SiteCheck<'_> {
             ("limits.max_time", &policy.limits.max_time),
         ] {
             if let Some(v) = value {
-                if parse_slurm_time(v).is_none() {
+                if crate::slurm::time::parse_duration(v).ok().is_none() {
                     return Err(self.bad(
                         key,
                         format!(
@@ -328,12 +332,6 @@ fn key_path(key: &str) -> Vec<String> {
         rest = rest.strip_prefix('.').unwrap_or(rest);
     }
     out
-}
-
-/// Seconds of a Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`,
-/// `D-HH:MM:SS`), by the same rules specs are checked with.
-pub fn parse_slurm_time(text: &str) -> Option<u64> {
-    crate::slurm::time::parse_duration(text).ok()
 }
 
 #[cfg(test)]
@@ -453,17 +451,6 @@ mod tests {
         )
         .unwrap();
         assert!(Policy::from_site(&crate::config::Site::load(Some(&p)).unwrap()).is_ok());
-    }
-
-    #[test]
-    fn slurm_times() {
-        assert_eq!(parse_slurm_time("30"), Some(1800));
-        assert_eq!(parse_slurm_time("30:15"), Some(1815));
-        assert_eq!(parse_slurm_time("08:00:00"), Some(28800));
-        assert_eq!(parse_slurm_time("1-12"), Some(129600));
-        assert_eq!(parse_slurm_time("1-00:30"), Some(88200));
-        assert_eq!(parse_slurm_time("2-01:00:05"), Some(176405));
-        assert_eq!(parse_slurm_time("eight hours"), None);
     }
 
     #[test]

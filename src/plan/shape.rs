@@ -2,7 +2,7 @@
 //! would run it.
 
 use super::graph::{stage_name, PlannedStage};
-use super::{policy, resources, Policy};
+use super::{resources, Policy};
 use crate::slurm::cluster::Cluster;
 use crate::spec::{Spec, SpecError, StageKind};
 
@@ -59,7 +59,9 @@ pub(super) fn shape_stage(
             .map(|m| (m.mebibytes, Source::Spec))
             .or_else(|| site_mem.map(|m| (m, Source::Site))),
     };
-    let time_secs = policy::parse_slurm_time(&stage.time).unwrap_or(0);
+    let time_secs = crate::slurm::time::parse_duration(&stage.time)
+        .ok()
+        .unwrap_or(0);
     let request = resources::Stage {
         name,
         table: &table,

@@ -55,9 +55,8 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     // No retries: a report runs every few minutes, and a busy controller is
     // better served by the next run than by repeated queries now.
     let (nodes, listing, accounting) = std::thread::scope(|scope| {
-        let accounting = sel
-            .has(Section::Usage)
-            .then(|| scope.spawn(|| slice_hours(slurm, opts, now)));
+        let accounting = (sel.has(Section::Usage) || sel.has(Section::Advice))
+            .then(|| scope.spawn(|| ask_accounting(slurm, opts, now)));
         let listing = scope.spawn(|| crate::slurm::listing::fetch(slurm, &opts.filter));
         let nodes = crate::slurm::sinfo::nodes_once(slurm);
         let listing = listing.join();
@@ -74,10 +73,10 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
 
     // The runs and their jobs' lines, picked out before the listing is dropped.
     let manifests_needed = sel.has(Section::Runs) || sel.has(Section::RightSizing);
-    // No accounting (the usage query found out): sacct is not asked again.
+    // No accounting (the window query found out): sacct is not asked again.
     if accounting
         .as_ref()
-        .is_some_and(|(a, _)| a.status == AccountingStatus::Disabled)
+        .is_some_and(|a| a.state.status == AccountingStatus::Disabled)
     {
         crate::run::query::note_accounting_off();
     }
@@ -101,18 +100,23 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
 
     let inventory = inventory::build(&nodes, opts.filter.partition.as_deref());
 
-    let usage = accounting.map(|(accounting, parsed)| {
-        usage_section(accounting, parsed, held, (now - opts.since).num_seconds())
-    });
+    let (usage, accounting) = match accounting {
+        Some(Accounting {
+            state,
+            parsed,
+            stdout,
+        }) => {
+            let answered = (state.status == AccountingStatus::Ok).then_some(stdout);
+            let usage = sel
+                .has(Section::Usage)
+                .then(|| usage_section(state, parsed, held, (now - opts.since).num_seconds()));
+            (usage, answered)
+        }
+        None => (None, None),
+    };
 
     // Run jobs that left the queue: one `sacct -j`, as `status` asks it,
-    // unless the usage query just found that there is no accounting.
-    if usage
-        .as_ref()
-        .is_some_and(|u| u.accounting.status == AccountingStatus::Disabled)
-    {
-        crate::run::query::note_accounting_off();
-    }
+    // unless the window query just found that there is no accounting.
     let gone = runs::missing(&run_ids, &run_rows);
     let statuses = match &team {
         Some(t) => t.runs.iter().map(|r| r.status.clone()).collect(),
@@ -161,10 +165,10 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
         rightsizing::hints(&manifests, &types)
     });
 
-    let advice = sel
-        .has(Section::Advice)
-        .then(|| layout_advice(slurm, opts, now, usage.as_ref()))
-        .flatten();
+    let advice = accounting
+        .as_ref()
+        .filter(|_| sel.has(Section::Advice))
+        .map(|stdout| layout_advice(opts, now, stdout, &nodes));
 
     Ok(Report {
         schema_version: model::SCHEMA_VERSION,
@@ -236,23 +240,16 @@ fn usage_section(
 /// The window the advice looks at: last week, whatever `--since` says.
 pub const ADVICE_WINDOW_DAYS: i64 = 7;
 
-/// The layout advisor's short form, where accounting answers (the usage
-/// query's verdict, else one probe); `None` without accounting. A failure of
-/// the advisor itself (a node whose model its types do not name) is said in
-/// the section, not raised: the rest of the report stands.
+/// The layout advisor's short form, where accounting answered, from the
+/// report's own `sacct` rows and `sinfo` nodes: no Slurm call of its own. A
+/// failure of the advisor itself (a node whose model its types do not name)
+/// is said in the section, not raised: the rest of the report stands.
 fn layout_advice(
-    slurm: &Slurm,
     opts: &Options,
     now: NaiveDateTime,
-    usage: Option<&model::Usage>,
-) -> Option<model::LayoutAdvice> {
-    let answers = match usage {
-        Some(u) => u.accounting.status == AccountingStatus::Ok,
-        None => !crate::slurm::sacct::accounting_known_off() && crate::slurm::sacct::probe(slurm),
-    };
-    if !answers {
-        return None;
-    }
+    sacct_stdout: &[u8],
+    nodes: &[crate::slurm::node::Node],
+) -> model::LayoutAdvice {
     let since = now - chrono::Duration::days(ADVICE_WINDOW_DAYS);
     let options = crate::advise::Options {
         since,
@@ -265,42 +262,88 @@ fn layout_advice(
         trace: false,
     };
     let window_seconds = (now - since).num_seconds();
-    Some(match crate::advise::run(slurm, &options) {
+    let partitions: Vec<String> = options.partition.iter().cloned().collect();
+    let window = crate::advise::history::Window {
+        since,
+        until: now,
+        partitions: &partitions,
+        trace: false,
+    };
+    let known = crate::slurm::sinfo::partitions(nodes);
+    let advised = crate::advise::history_of_sacct(sacct_stdout, &window).and_then(|history| {
+        let nodes = crate::advise::Nodes {
+            nodes,
+            partitions: &known,
+        };
+        crate::advise::from_history(&options, history, nodes, None)
+    });
+    match advised {
         Ok(r) => model::LayoutAdvice::from_advice(&r, window_seconds),
         Err(e) => model::LayoutAdvice::failed(window_seconds, format!("{e:#}")),
-    })
+    }
 }
 
-/// The one `sacct` call; its failure is reported, not raised.
-fn slice_hours(
-    slurm: &Slurm,
-    opts: &Options,
-    now: NaiveDateTime,
-) -> (AccountingState, Option<sacct::Parsed>) {
-    match crate::slurm::sacct::usage(slurm, opts.since, &opts.filter) {
+/// What the report's one `sacct` found: the accounting's state, the usage
+/// section's slice-hours (with that section), and the output, kept for the
+/// layout advice where accounting answered.
+struct Accounting {
+    state: AccountingState,
+    parsed: Option<sacct::Parsed>,
+    stdout: Vec<u8>,
+}
+
+/// The report's one `sacct`: the allocations of the usage window and, with
+/// the advice, of the advice's week too (every user's: the advice is about
+/// the nodes, the usage rows are filtered to the user again). Its failure is
+/// reported, not raised.
+fn ask_accounting(slurm: &Slurm, opts: &Options, now: NaiveDateTime) -> Accounting {
+    let advice = opts.selection.has(Section::Advice);
+    let mut since = opts.since;
+    let mut filter = opts.filter.clone();
+    if advice {
+        since = since.min(now - chrono::Duration::days(ADVICE_WINDOW_DAYS));
+        filter.user = None;
+    }
+    let query = crate::slurm::sacct::Window {
+        since,
+        until: None,
+        filter: &filter,
+    };
+    let failed = |state| Accounting {
+        state,
+        parsed: None,
+        stdout: Vec::new(),
+    };
+    match crate::slurm::sacct::window(slurm, &query) {
         Ok(out) if out.status.success() => {
-            let parsed = sacct::parse(&out.into_text(), opts.since, now, &opts.filter);
-            let message = (parsed.unparsed_lines > 0)
-                .then(|| format!("{} sacct line(s) could not be read", parsed.unparsed_lines));
-            let state = AccountingState {
-                status: AccountingStatus::Ok,
-                message,
-            };
-            (state, Some(parsed))
+            let parsed = opts.selection.has(Section::Usage).then(|| {
+                sacct::parse(
+                    &String::from_utf8_lossy(&out.stdout),
+                    opts.since,
+                    now,
+                    &opts.filter,
+                )
+            });
+            let message = parsed
+                .as_ref()
+                .filter(|p| p.unparsed_lines > 0)
+                .map(|p| format!("{} sacct line(s) could not be read", p.unparsed_lines));
+            Accounting {
+                state: AccountingState {
+                    status: AccountingStatus::Ok,
+                    message,
+                },
+                parsed,
+                stdout: if advice { out.stdout } else { Vec::new() },
+            }
         }
-        Ok(out) => (
-            sacct::failure_state(
-                &out.stderr_str(),
-                &crate::process::describe_status(&out.status),
-            ),
-            None,
-        ),
-        Err(err) => (
-            AccountingState {
-                status: AccountingStatus::Failed,
-                message: Some(format!("{err:#}")),
-            },
-            None,
-        ),
+        Ok(out) => failed(sacct::failure_state(
+            &out.stderr_str(),
+            &crate::process::describe_status(&out.status),
+        )),
+        Err(err) => failed(AccountingState {
+            status: AccountingStatus::Failed,
+            message: Some(format!("{err:#}")),
+        }),
     }
 }

@@ -1,5 +1,5 @@
 //! Slice-hours per user, account and type in a time window, from the rows of
-//! one `sacct` call (`slurm::sacct::usage_rows`, allocations only).
+//! one `sacct` call (`slurm::sacct::window_row`, allocations only).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -77,12 +77,12 @@ pub fn parse(text: &str, since: NaiveDateTime, now: NaiveDateTime, filter: &Filt
     let mut types_of: HashMap<&str, Vec<(String, u64)>> = HashMap::new();
     let mut hours_by_key: HashMap<String, f64> = HashMap::new();
     let mut key = String::new();
-    for row in crate::slurm::sacct::usage_rows(text) {
-        let Some(row) = row else {
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(row) = crate::slurm::sacct::window_row(line) else {
             out.unparsed_lines += 1;
             continue;
         };
-        let (user, account, tres) = (row.user, row.account, row.tres);
+        let (user, account, tres) = (row.user, row.account, row.alloc_tres);
         if filter.user.as_deref().is_some_and(|u| u != user)
             || filter.account.as_deref().is_some_and(|a| a != account)
             || filter
@@ -172,11 +172,11 @@ mod tests {
         let since = t("2026-11-30T00:00:00");
         let now = t("2026-11-30T12:00:00");
         let text = "\
-1|alice|proj|gpu|COMPLETED|2026-11-29T23:00:00|2026-11-30T02:00:00|billing=1,cpu=1,gres/gpu:1g.5gb=1,gres/gpu=1,node=1
-2|alice|proj|gpu|RUNNING|2026-11-30T10:00:00|Unknown|cpu=1,gres/gpu:2g.10gb=2,gres/gpu=2,node=1
-3|bob||gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T01:30:00|cpu=1,gres/gpu=1,node=1
-4|bob||cpu|PENDING|Unknown|Unknown|
-5|carol|x|gpu|COMPLETED|2026-11-28T01:00:00|2026-11-28T02:00:00|gres/gpu:1g.5gb=1
+1|gpu|proj|alice|COMPLETED|2026-11-29T22:00:00|2026-11-29T23:00:00|2026-11-30T02:00:00|10800|60||billing=1,cpu=1,gres/gpu:1g.5gb=1,gres/gpu=1,node=1||
+2|gpu|proj|alice|RUNNING|2026-11-30T10:00:00|2026-11-30T10:00:00|Unknown|0|60||cpu=1,gres/gpu:2g.10gb=2,gres/gpu=2,node=1||
+3|gpu||bob|COMPLETED|2026-11-30T01:00:00|2026-11-30T01:00:00|2026-11-30T01:30:00|1800|60||cpu=1,gres/gpu=1,node=1||
+4|cpu||bob|PENDING|2026-11-30T01:00:00|Unknown|Unknown|0|60||||
+5|gpu|x|carol|COMPLETED|2026-11-28T00:00:00|2026-11-28T01:00:00|2026-11-28T02:00:00|3600|60||gres/gpu:1g.5gb=1||
 garbage line
 ";
         let p = parse(text, since, now, &Filter::default());

@@ -231,7 +231,9 @@ pub fn gpu_change_from(
             cpus: None,
             mem_mib: None,
         },
-        time_secs: crate::plan::policy::parse_slurm_time(&train.time).unwrap_or(0),
+        time_secs: crate::slurm::time::parse_duration(&train.time)
+            .ok()
+            .unwrap_or(0),
         time_text: &train.time,
     };
     let shaped = resources::shape(cluster, &request).map_err(|unfit| {

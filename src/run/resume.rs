@@ -285,7 +285,9 @@ pub fn check_fit(
                 cpus: Some((s.cpus, Source::Spec)),
                 mem_mib: mem.map(|m| (m, Source::Spec)),
             },
-            time_secs: crate::plan::policy::parse_slurm_time(&s.time).unwrap_or(0),
+            time_secs: crate::slurm::time::parse_duration(&s.time)
+                .ok()
+                .unwrap_or(0),
             time_text: &s.time,
         };
         if let Err(unfit) = resources::shape(cluster, &request) {

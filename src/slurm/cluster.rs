@@ -77,6 +77,10 @@ pub struct Cluster {
     /// `SelectTypeParameters` has `Memory` (`CR_CPU_Memory`, …): memory is
     /// consumed by jobs, so it limits how many share a node.
     pub memory_consumable: bool,
+    /// `AccountingStoreFlags` has `job_comment`: slurmdbd keeps each job's
+    /// comment (what the job agent measured reaches `advise`).
+    #[serde(skip)]
+    pub job_comments_kept: bool,
 }
 
 impl Cluster {
@@ -181,14 +185,9 @@ fn get<'a>(pairs: &'a [(&str, String)], key: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// `UNLIMITED`, `(null)`, `NONE` and friends mean "no limit".
+/// `UNLIMITED`, `(null)`, `NONE` and friends mean "no limit" (`value::limit`).
 fn limited(value: Option<&str>) -> Option<&str> {
-    value.filter(|v| {
-        !matches!(
-            v.to_ascii_uppercase().as_str(),
-            "UNLIMITED" | "INFINITE" | "NONE" | "(NULL)" | "N/A" | "0" | ""
-        )
-    })
+    value.and_then(super::value::limit)
 }
 
 /// A memory size as scontrol prints it (`64000`, `62.50G`, `4096M`) in MiB.
@@ -263,21 +262,20 @@ pub fn parse(text: &str) -> Result<Cluster> {
                 .push(parse_partition(&record_pairs(line)));
         } else if line.starts_with("NodeName=") {
             cluster.nodes.push(parse_node(&record_pairs(line)));
-        } else if let Some((k, v)) = line.split_once(" = ") {
-            let (k, v) = (k.trim(), v.trim());
-            match k {
-                "JobDefaults" => cluster.job_defaults = JobDefaults::parse(v),
-                "MaxMemPerNode" => {
-                    cluster.max_mem_per_node_mib = limited(Some(v)).and_then(mem_mib)
-                }
-                "MaxArraySize" => cluster.max_array_size = v.parse().ok(),
-                "SelectTypeParameters" => {
-                    cluster.memory_consumable = v.to_ascii_uppercase().contains("MEMORY")
-                }
-                _ => {}
-            }
         }
     }
+    // The controller's settings: `show config`'s `Key = Value` lines, read
+    // by the one parser of that output (`config::ControllerConfig`).
+    let config = super::config::ControllerConfig::parse(text);
+    cluster.job_defaults = config
+        .get("JobDefaults")
+        .map_or_else(JobDefaults::default, JobDefaults::parse);
+    cluster.max_mem_per_node_mib = limited(config.get("MaxMemPerNode")).and_then(mem_mib);
+    cluster.max_array_size = config.get("MaxArraySize").and_then(|v| v.parse().ok());
+    cluster.memory_consumable = config
+        .get("SelectTypeParameters")
+        .is_some_and(|v| v.to_ascii_uppercase().contains("MEMORY"));
+    cluster.job_comments_kept = config.stores_job_comment();
     if cluster.nodes.is_empty() {
         bail!("Slurm described no nodes (`scontrol show node` printed none)");
     }
@@ -317,6 +315,7 @@ mod tests {
         assert_eq!(gpu.max_cpus_per_node, None);
         assert_eq!(c.max_array_size, Some(1001));
         assert!(!c.memory_consumable, "CR_CPU");
+        assert!(!c.job_comments_kept, "AccountingStoreFlags = (null)");
         assert_eq!(c.job_defaults_for("gpu"), JobDefaults::default());
         assert_eq!(c.nodes_in("gpu").count(), 2);
     }
@@ -328,7 +327,8 @@ mod tests {
             NodeName=n1 CPUTot=32 CPUEfctv=30 RealMemory=128000 MemSpecLimit=2000 Gres=(null) State=DOWN* Partitions=cpu,gpu Reason=cable pulled [root@2026-12-01T10:00:00]\n\
             JobDefaults             = DefCpuPerGPU=3\n\
             MaxMemPerNode           = 100000\n\
-            SelectTypeParameters    = CR_Core_Memory\n";
+            SelectTypeParameters    = CR_Core_Memory\n\
+            AccountingStoreFlags    = job_comment,job_env\n";
         let c = parse(text).unwrap();
         let gpu = c.partition("gpu").unwrap();
         assert_eq!(gpu.max_time_secs, Some(172800));
@@ -348,6 +348,7 @@ mod tests {
         assert!(n.gres.is_empty());
         assert!(!n.is_available(), "DOWN* is not available");
         assert!(c.memory_consumable);
+        assert!(c.job_comments_kept);
     }
 
     #[test]

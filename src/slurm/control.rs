@@ -65,18 +65,17 @@ pub fn resume_node(slurm: &Slurm, node: &str) -> Result<()> {
     Ok(())
 }
 
-/// A job's comment as slurmctld holds it now (`squeue -h -j J -o %k`);
+/// A job's comment as slurmctld holds it now (`squeue -h -j J -O FORMAT`,
+/// the job queries' one field set, `squeue::parse_jobs`);
 /// `None` when the job is no longer known. Asked once, not retried: the
 /// job agent asks from inside the job and must never wait on a busy
 /// controller.
 pub fn job_comment(slurm: &Slurm, job_id: &str) -> Result<Option<String>> {
-    let out = slurm.run("squeue", &["-h", "-j", job_id, "-o", "%k"])?;
-    let text = out.stdout_str();
-    Ok(text
-        .lines()
+    let out = slurm.run("squeue", &["-h", "-j", job_id, "-O", super::squeue::FORMAT])?;
+    Ok(super::squeue::parse_jobs(&out.stdout_str())
+        .into_iter()
         .next()
-        .map(|l| l.trim_end().to_string())
-        .map(|c| if c == "(null)" { String::new() } else { c }))
+        .map(|(_, facts)| facts.comment))
 }
 
 /// Set a job's comment (`scontrol update JobId=J Comment=…`): its owner may

@@ -49,22 +49,14 @@ fn split_items(s: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Expand `0-1,4` into `[0, 1, 4]`.
+/// Expand `0-1,4` into `[0, 1, 4]` by the one range rule
+/// (`gres::hostlist::spans`), at most 100,001 indices of 32 bits.
 pub fn parse_index_list(s: &str) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let part = part.trim();
-        if let Some((a, b)) = part.split_once('-') {
-            let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-            if b < a || b - a > 100_000 {
-                return None;
-            }
-            out.extend(a..=b);
-        } else {
-            out.push(part.parse().ok()?);
-        }
-    }
-    Some(out)
+    crate::gres::hostlist::indices(s, 100_001)
+        .ok()?
+        .into_iter()
+        .map(|i| u32::try_from(i).ok())
+        .collect()
 }
 
 /// Parse one item such as `gpu:2g.10gb:1(IDX:4)`.
@@ -112,7 +104,7 @@ pub fn parse_item(raw: &str) -> Option<GresItem> {
 /// may print forms we do not know, and one odd item must not hide the others.
 pub fn parse_list(s: &str) -> Vec<GresItem> {
     let s = s.trim();
-    if s.is_empty() || s == "(null)" || s == "N/A" {
+    if super::value::is_null(s) {
         return Vec::new();
     }
     split_items(s).into_iter().filter_map(parse_item).collect()

@@ -15,6 +15,7 @@ use chrono::NaiveDateTime;
 use super::gres::{self, GresItem};
 use super::squeue::Filter;
 use super::time::parse_time;
+use super::value::present;
 use super::Slurm;
 
 /// The column separator of the report's listing ([`fetch`]): no Slurm
@@ -138,15 +139,9 @@ impl std::fmt::Display for LineError {
     }
 }
 
-fn nullish(s: &str) -> &str {
-    match s {
-        "(null)" | "N/A" | "None" => "",
-        other => other,
-    }
-}
-
 /// How many array tasks `15_[0-9%2]` or `15_[1,3,5-7]` stands for; 1 for a
-/// plain job id or a single task.
+/// plain job id or a single task. The ranges are read by the one rule
+/// (`gres::hostlist::spans`): counted, never expanded, saturating.
 pub fn array_task_count(job_id: &str) -> Option<u64> {
     let Some(open) = job_id.find("_[") else {
         return Some(1);
@@ -154,29 +149,12 @@ pub fn array_task_count(job_id: &str) -> Option<u64> {
     let inner = job_id[open + 2..].strip_suffix(']')?;
     // `%N` is the throttle (tasks allowed to run at once), not part of the set.
     let inner = inner.split('%').next()?;
-    let mut total = 0u64;
-    for part in inner.split(',') {
-        // A step (`0-10:2`) counts every second index.
-        let (range, step) = match part.split_once(':') {
-            Some((r, s)) => (r, s.parse::<u64>().ok().filter(|s| *s > 0)?),
-            None => (part, 1),
-        };
-        let count = match range.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?);
-                if b < a {
-                    return None;
-                }
-                ((b - a) / step).saturating_add(1)
-            }
-            None => {
-                range.parse::<u64>().ok()?;
-                1
-            }
-        };
-        total = total.saturating_add(count);
-    }
-    Some(total)
+    let spans = crate::gres::hostlist::spans(inner).ok()?;
+    Some(
+        spans
+            .iter()
+            .fold(0u64, |total, s| total.saturating_add(s.count())),
+    )
 }
 
 fn leading_number(s: &str) -> Option<u64> {
@@ -219,17 +197,17 @@ pub fn parse_line(line: &str) -> Result<QueueLine<'_>, LineError> {
         phase: phase_of(state),
         partition,
         user,
-        account: nullish(account),
+        account: present(account),
         submitted: parse_time(submitted),
         nodes: leading_number(nodes)
             .filter(|n| *n > 0 && *n < NO_VAL32)
             .unwrap_or(1),
         tasks,
-        tres_per_node: nullish(per_node),
-        tres_per_job: nullish(per_job),
-        tres_per_task: nullish(per_task),
-        tres_alloc: nullish(alloc),
-        dependency: nullish(dependency),
+        tres_per_node: present(per_node),
+        tres_per_job: present(per_job),
+        tres_per_task: present(per_task),
+        tres_alloc: present(alloc),
+        dependency: present(dependency),
         reason,
     })
 }

@@ -5,7 +5,9 @@
 //! other modules parse one command's output each, as pure functions, so they
 //! are tested on recorded output as well as on the live cluster. `node`
 //! holds the one model of a node that both node readers (`cluster`,
-//! `sinfo`) fill.
+//! `sinfo`) fill; `value` the one rule for Slurm's placeholders (`(null)`,
+//! `N/A`, `None`, `Unknown`) and for limits that are none (`UNLIMITED`), and
+//! `time` the one model of Slurm's time stamps and durations.
 
 pub mod accounts;
 pub mod cluster;
@@ -25,6 +27,7 @@ pub mod sinfo;
 pub mod squeue;
 pub(crate) mod states;
 pub mod time;
+pub mod value;
 pub(crate) mod version;
 
 pub use runner::{CommandFailed, Slurm};

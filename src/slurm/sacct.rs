@@ -12,7 +12,7 @@ use anyhow::Result;
 use chrono::{DateTime, NaiveDateTime, Utc};
 
 use super::squeue::{Filter, JobFacts, Who};
-use super::time::parse_slurm_time;
+use super::time::{format_time, parse_time, to_utc};
 use super::Slurm;
 use crate::process::Captured;
 
@@ -49,18 +49,7 @@ pub fn by_ids(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
     }
     let list: Vec<String> = ids.iter().map(u64::to_string).collect();
     let list = list.join(",");
-    let Ok(out) = slurm.run_raw(
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "-P",
-            "-j",
-            &list,
-            "-o",
-            "JobID,State,ExitCode,NodeList",
-        ],
-    ) else {
+    let Ok(out) = slurm.run_raw("sacct", &["-X", "-n", "-P", "-j", &list, "-o", JOB_FIELDS]) else {
         return Vec::new();
     };
     if !out.status.success() {
@@ -69,29 +58,15 @@ pub fn by_ids(slurm: &Slurm, ids: &[u64]) -> Vec<AcctRow> {
         }
         return Vec::new();
     }
-    parse_rows(&out.stdout_str())
-}
-
-/// Parse `sacct -X -n -P -o JobID,State,ExitCode,NodeList`.
-pub fn parse_rows(text: &str) -> Vec<AcctRow> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split('|').collect();
-            if f.len() < 4 {
-                return None;
-            }
-            Some(AcctRow {
-                job_id: f[0].to_string(),
-                state: f[1].to_string(),
-                exit_code: f[2].split(':').next().and_then(|c| c.parse().ok()),
-                node: f[3].to_string(),
-            })
-        })
+    parse_jobs(&out.stdout_str())
+        .into_iter()
+        .map(|(row, _)| row)
         .collect()
 }
 
-/// The fields of `by_who`, the comment last: it is the one that may hold `|`.
-const WHO_FIELDS: &str =
+/// The fields of every job query (`by_ids`, `by_who`), in the order
+/// [`parse_jobs`] reads them, the comment last: it is the one that may hold `|`.
+pub const JOB_FIELDS: &str =
     "JobID,State,ExitCode,NodeList,JobName,User,Account,Submit,Start,End,ReqTRES,WorkDir,Comment";
 
 /// What `by_who` found: accounting rows with their facts, or accounting off.
@@ -112,12 +87,9 @@ pub fn by_who(slurm: &Slurm, who: &Who, since: DateTime<Utc>) -> Result<Found> {
         });
     }
     // sacct takes local time without a zone.
-    let start = since
-        .with_timezone(&chrono::Local)
-        .format("%Y-%m-%dT%H:%M:%S")
-        .to_string();
+    let start = format_time(since.with_timezone(&chrono::Local).naive_local());
     let mut args: Vec<String> = [
-        "-X", "-n", "-P", "-S", &start, "-E", "now", "-o", WHO_FIELDS,
+        "-X", "-n", "-P", "-S", &start, "-E", "now", "-o", JOB_FIELDS,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -148,7 +120,7 @@ pub fn by_who(slurm: &Slurm, who: &Who, since: DateTime<Utc>) -> Result<Found> {
         .into());
     }
     Ok(Found {
-        rows: parse_who(&out.stdout_str()),
+        rows: parse_jobs(&out.stdout_str()),
         accounting_off: false,
     })
 }
@@ -170,8 +142,9 @@ fn gres_of_tres(tres: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Parse `sacct -X -n -P -o WHO_FIELDS`. Lines without every field are skipped.
-pub fn parse_who(text: &str) -> Vec<(AcctRow, JobFacts)> {
+/// Parse `sacct -X -n -P -o JOB_FIELDS`, the one parser of sacct's job
+/// queries. Lines without every field are skipped.
+pub fn parse_jobs(text: &str) -> Vec<(AcctRow, JobFacts)> {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.splitn(13, '|').collect();
@@ -195,9 +168,9 @@ pub fn parse_who(text: &str) -> Vec<(AcctRow, JobFacts)> {
                 name: f[4].to_string(),
                 user: f[5].to_string(),
                 account: f[6].to_string(),
-                submitted: parse_slurm_time(f[7]),
-                started: parse_slurm_time(f[8]),
-                ended: parse_slurm_time(f[9]),
+                submitted: parse_time(f[7]).and_then(to_utc),
+                started: parse_time(f[8]).and_then(to_utc),
+                ended: parse_time(f[9]).and_then(to_utc),
                 gres: gres_of_tres(f[10]),
                 workdir: f[11].to_string(),
                 comment: f[12].to_string(),
@@ -207,109 +180,142 @@ pub fn parse_who(text: &str) -> Vec<(AcctRow, JobFacts)> {
         .collect()
 }
 
-/// The fields the report's usage query asks for, in the order
-/// [`usage_rows`] reads them.
-pub const USAGE_FIELDS: &str = "JobID,User,Account,Partition,State,Start,End,AllocTRES";
+/// The fields of every query for the allocations of a window (the report's
+/// usage section and the layout advisor, `advise::history`), in the order
+/// [`window_row`] reads them. The TRES columns hold `,` and `=` but never
+/// `|`; the comment may, so it is last (what the job agent measured,
+/// `advise::need`).
+pub const WINDOW_FIELDS: &str = "JobIDRaw,Partition,Account,User,State,Submit,Start,End,ElapsedRaw,TimelimitRaw,ReqTRES,AllocTRES,TRESUsageInMax,Comment";
 
-/// How many columns [`USAGE_FIELDS`] names.
-const USAGE_COLUMNS: usize = 8;
+/// How many columns [`WINDOW_FIELDS`] names.
+pub const WINDOW_COLUMNS: usize = 14;
 
-/// One allocation of the usage query, borrowing from its output.
+/// A saved output of the first twelve fields (before advise read needs) is
+/// still read: its jobs are planned from what they asked.
+pub const WINDOW_OLD_COLUMNS: usize = 12;
+
+/// One allocation of a window query, borrowing from its line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageRow<'a> {
-    pub user: &'a str,
-    pub account: &'a str,
+pub struct WindowRow<'a> {
+    /// `JobIDRaw`: the job's own id (an array task's too).
+    pub id: &'a str,
     /// One partition, or a comma list.
     pub partition: &'a str,
+    pub account: &'a str,
+    pub user: &'a str,
+    /// The base state ([`super::states::base`]: `CANCELLED by 0` → `CANCELLED`).
+    pub state: &'a str,
+    pub submit: NaiveDateTime,
     /// None when the job never started.
     pub start: Option<NaiveDateTime>,
     /// None while it still runs (`Unknown`).
     pub end: Option<NaiveDateTime>,
+    pub elapsed_s: u64,
+    /// `TimelimitRaw` in seconds; `None` when unlimited (`UNLIMITED`,
+    /// `Partition_Limit`, `INVALID`).
+    pub limit_s: Option<u64>,
+    /// `ReqTRES`: what it asked for.
+    pub req_tres: &'a str,
     /// `AllocTRES`: what it held.
-    pub tres: &'a str,
+    pub alloc_tres: &'a str,
+    /// `TRESUsageInMax` (empty on a 12-field line).
+    pub usage_max: &'a str,
+    /// The job's comment as accounting stored it (empty on a 12-field line).
+    pub comment: &'a str,
 }
 
-/// The rows of the usage query's `--parsable2` output, in order; `None` for
-/// a line without all [`USAGE_FIELDS`] (the caller counts those). The
-/// allocation's TRES comes last, so a `|` inside it cannot shift a column.
-pub fn usage_rows(text: &str) -> impl Iterator<Item = Option<UsageRow<'_>>> {
-    text.lines().filter(|l| !l.trim().is_empty()).map(|line| {
-        let mut cols = line.splitn(USAGE_COLUMNS, '|');
-        let mut found = 0;
-        let c: [&str; USAGE_COLUMNS] = std::array::from_fn(|_| {
-            let col = cols.next();
-            found += usize::from(col.is_some());
-            col.unwrap_or("")
-        });
-        (found == USAGE_COLUMNS).then(|| UsageRow {
-            user: c[1],
-            account: c[2],
-            partition: c[3],
-            start: super::time::parse_time(c[5]),
-            end: super::time::parse_time(c[6]),
-            tres: c[7],
-        })
+/// Why a line is not one of a window query's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowError {
+    /// Neither [`WINDOW_COLUMNS`] nor [`WINDOW_OLD_COLUMNS`] fields: how many.
+    Columns(usize),
+    /// Field 6 (`Submit`) is not a time stamp.
+    Submit,
+    /// Field 9 (`ElapsedRaw`) is not whole seconds.
+    Elapsed,
+}
+
+/// Whole seconds or minutes as sacct's `*Raw` fields print them: digits
+/// (past u64 saturates), else `None` (`UNLIMITED`, `Partition_Limit`,
+/// `INVALID`, empty).
+fn raw_count(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.parse().unwrap_or(u64::MAX))
+}
+
+/// Parse one line of a window query's `--parsable2` output ([`WINDOW_FIELDS`],
+/// or the first [`WINDOW_OLD_COLUMNS`] of them).
+pub fn window_row(line: &str) -> Result<WindowRow<'_>, RowError> {
+    let c: Vec<&str> = line.splitn(WINDOW_COLUMNS, '|').collect();
+    if c.len() != WINDOW_COLUMNS && c.len() != WINDOW_OLD_COLUMNS {
+        return Err(RowError::Columns(c.len()));
+    }
+    let submit = parse_time(c[5]).ok_or(RowError::Submit)?;
+    let elapsed_s = raw_count(c[8]).ok_or(RowError::Elapsed)?;
+    Ok(WindowRow {
+        id: c[0],
+        partition: c[1],
+        account: c[2],
+        user: c[3],
+        state: super::states::base(c[4]),
+        submit,
+        start: parse_time(c[6]),
+        end: parse_time(c[7]),
+        elapsed_s,
+        // TimelimitRaw is minutes.
+        limit_s: raw_count(c[9]).map(|m| m.saturating_mul(60)),
+        req_tres: c[10],
+        alloc_tres: c[11],
+        usage_max: c.get(12).copied().unwrap_or(""),
+        comment: c.get(13).copied().unwrap_or(""),
     })
 }
 
-/// `sacct` arguments for jobs that held an allocation at any time between
-/// `since` and now (both cluster local time), allocations only.
-pub fn usage_args(since: NaiveDateTime, filter: &Filter) -> Vec<String> {
+/// A query for every allocation (one line per job or array task) that was
+/// held or waited at any time of a window, cluster local time.
+#[derive(Debug, Clone, Copy)]
+pub struct Window<'a> {
+    pub since: NaiveDateTime,
+    /// `None`: now.
+    pub until: Option<NaiveDateTime>,
+    /// A user's jobs, or (no user) every user's; in a partition, an account.
+    pub filter: &'a Filter,
+}
+
+/// `sacct` arguments of a [`Window`] query, [`WINDOW_FIELDS`], allocations only.
+pub fn window_args(w: &Window<'_>) -> Vec<String> {
     let mut args = vec![
         "-X".to_string(),
         "--noheader".into(),
         "--parsable2".into(),
-        format!("--starttime={}", since.format("%Y-%m-%dT%H:%M:%S")),
-        "--endtime=now".into(),
-        format!("--format={USAGE_FIELDS}"),
+        format!("--starttime={}", format_time(w.since)),
+        match w.until {
+            Some(until) => format!("--endtime={}", format_time(until)),
+            None => "--endtime=now".into(),
+        },
+        format!("--format={WINDOW_FIELDS}"),
     ];
-    match &filter.user {
+    match &w.filter.user {
         Some(user) => args.push(format!("--user={user}")),
         None => args.push("--allusers".into()),
     }
-    if let Some(partition) = &filter.partition {
+    if let Some(partition) = &w.filter.partition {
         args.push(format!("--partition={partition}"));
     }
-    if let Some(account) = &filter.account {
+    if let Some(account) = &w.filter.account {
         args.push(format!("--accounts={account}"));
     }
     args
 }
 
-/// The report's usage query, one `sacct`, not retried; a non-zero exit is
-/// handed back, not raised, because the caller words what it means
-/// (accounting off, slurmdbd down).
-pub fn usage(slurm: &Slurm, since: NaiveDateTime, filter: &Filter) -> Result<Captured> {
-    let args = usage_args(since, filter);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    slurm.run_raw("sacct", &args)
-}
-
-/// The layout advisor's query: every allocation of the window (one line per
-/// job or array task, `advise::history::FIELDS`), one call, not retried; a
-/// non-zero exit is handed back for the caller to word.
-pub fn history(
-    slurm: &Slurm,
-    since: NaiveDateTime,
-    until: NaiveDateTime,
-    fields: &str,
-    filter: &Filter,
-) -> Result<Captured> {
-    let mut args = vec![
-        "-X".to_string(),
-        "--noheader".into(),
-        "--parsable2".into(),
-        "--allusers".into(),
-        format!("--starttime={}", since.format("%Y-%m-%dT%H:%M:%S")),
-        format!("--endtime={}", until.format("%Y-%m-%dT%H:%M:%S")),
-        format!("--format={fields}"),
-    ];
-    if let Some(partition) = &filter.partition {
-        args.push(format!("--partition={partition}"));
-    }
-    if let Some(account) = &filter.account {
-        args.push(format!("--accounts={account}"));
-    }
+/// The one query for the allocations of a window: one `sacct`, not retried;
+/// a non-zero exit is handed back, not raised, because the caller words what
+/// it means (accounting off, slurmdbd down).
+pub fn window(slurm: &Slurm, w: &Window<'_>) -> Result<Captured> {
+    let args = window_args(w);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     slurm.run_raw("sacct", &args)
 }
@@ -328,36 +334,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_asked_fields_are_the_usage_columns() {
-        assert_eq!(USAGE_FIELDS.split(',').count(), USAGE_COLUMNS);
+    fn the_asked_fields_are_the_window_columns() {
+        assert_eq!(WINDOW_FIELDS.split(',').count(), WINDOW_COLUMNS);
     }
 
     #[test]
-    fn usage_rows_parse_and_short_lines_are_none() {
-        let text = "7|alice|vision|gpu,debug|COMPLETED|2026-11-30T10:00:00|Unknown|cpu=1,gres/gpu:1g.5gb=1\n\
-                    8|bob|vision|gpu\n\n";
-        let rows: Vec<_> = usage_rows(text).collect();
-        assert_eq!(rows.len(), 2);
-        let r = rows[0].as_ref().unwrap();
-        assert_eq!(
-            (r.user, r.account, r.partition),
-            ("alice", "vision", "gpu,debug")
-        );
+    fn window_rows_read_slurm_s_odd_values() {
+        let line = "7|gpu,debug|vision|alice|CANCELLED by 1000|2026-11-30T09:59:00|2026-11-30T10:00:00|Unknown|3600|Partition_Limit|cpu=1,gres/gpu:1g.5gb=1|cpu=1,gres/gpu:1g.5gb=1|gres/gpumem=100M|yolo-sched:r|odd";
+        let r = window_row(line).unwrap();
+        assert_eq!((r.id, r.user, r.account), ("7", "alice", "vision"));
+        assert_eq!(r.partition, "gpu,debug");
+        assert_eq!(r.state, "CANCELLED", "the base word");
         assert!(r.start.is_some());
-        assert_eq!(r.end, None);
-        assert_eq!(r.tres, "cpu=1,gres/gpu:1g.5gb=1");
-        assert!(rows[1].is_none());
+        assert_eq!(r.end, None, "Unknown: still running");
+        assert_eq!((r.elapsed_s, r.limit_s), (3600, None));
+        assert_eq!(r.alloc_tres, "cpu=1,gres/gpu:1g.5gb=1");
+        assert_eq!(r.comment, "yolo-sched:r|odd", "the comment keeps its bars");
+        for limit in ["UNLIMITED", "INVALID", "Partition_Limit", "", "N/A"] {
+            let l =
+                format!("8|gpu|a|u|PENDING|2026-11-30T09:59:00|None|Unknown|0|{limit}|cpu=1|||");
+            assert_eq!(window_row(&l).unwrap().limit_s, None, "{limit}");
+        }
+        let twelve = "9|gpu|a|u|COMPLETED+|2026-11-30T09:59:00|2026-11-30T10:00:00|2026-11-30T11:00:00|3600|60|cpu=1|cpu=1";
+        let r = window_row(twelve).unwrap();
+        assert_eq!(
+            (r.state, r.limit_s, r.comment),
+            ("COMPLETED", Some(3600), "")
+        );
+        assert_eq!(window_row("8|bob|vision|gpu"), Err(RowError::Columns(4)));
+        let bad = "9|gpu|a|u|COMPLETED|Unknown|None|None|0|60|cpu=1|cpu=1";
+        assert_eq!(window_row(bad), Err(RowError::Submit));
+        let bad = "9|gpu|a|u|COMPLETED|2026-11-30T09:59:00|None|None|-1|60|cpu=1|cpu=1";
+        assert_eq!(window_row(bad), Err(RowError::Elapsed));
     }
 
     #[test]
     fn rows_by_id_parse() {
-        let rows = parse_rows(
-            "12|COMPLETED|0:0|node1\n13_2|FAILED|3:0|node2\n14|CANCELLED by 0|0:0|None assigned\n",
-        );
+        let facts = "n|u|a|2026-12-01T17:26:20|Unknown|Unknown|cpu=1|/tmp|";
+        let rows = parse_jobs(&format!(
+            "12|COMPLETED|0:0|node1|{facts}\n13_2|FAILED|3:0|node2|{facts}\n14|CANCELLED by 0|0:0|None assigned|{facts}\n"
+        ));
         assert_eq!(rows.len(), 3);
-        assert_eq!(rows[1].job_id, "13_2");
-        assert_eq!(rows[1].exit_code, Some(3));
-        assert_eq!(rows[2].state, "CANCELLED by 0");
+        assert_eq!(rows[1].0.job_id, "13_2");
+        assert_eq!(rows[1].0.exit_code, Some(3));
+        assert_eq!(rows[2].0.state, "CANCELLED by 0");
+        assert_eq!(rows[2].0.node, "None assigned");
+        assert_eq!(rows[0].1.started, None, "Unknown");
     }
 
     #[test]
@@ -367,7 +389,7 @@ mod tests {
 6421_3|PENDING|0:0|None assigned|x.export|ys-alice|vision|2026-12-01T17:26:20|Unknown|Unknown|billing=1,cpu=1,mem=1G,node=1|/tmp|odd|comment
 short|line
 ";
-        let rows = parse_who(text);
+        let rows = parse_jobs(text);
         assert_eq!(rows.len(), 2, "{rows:?}");
         let (r, f) = &rows[0];
         assert_eq!(r.state, "CANCELLED by 1003");
@@ -395,16 +417,33 @@ short|line
     }
 
     #[test]
-    fn usage_arguments() {
+    fn window_arguments() {
         let t = |s: &str| NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S").unwrap();
-        let a = usage_args(t("2026-11-29T15:00:00"), &Filter::default());
+        let all = Filter::default();
+        let w = Window {
+            since: t("2026-11-29T15:00:00"),
+            until: None,
+            filter: &all,
+        };
+        let a = window_args(&w);
         assert!(a.contains(&"--starttime=2026-11-29T15:00:00".to_string()));
+        assert!(a.contains(&"--endtime=now".to_string()));
         assert!(a.contains(&"--allusers".to_string()));
         assert!(a.contains(&"-X".to_string()));
+        assert!(a.contains(&format!("--format={WINDOW_FIELDS}")));
         let f = Filter {
             user: Some("alice".into()),
+            partition: Some("gpu".into()),
             ..Filter::default()
         };
-        assert!(usage_args(t("2026-11-29T15:00:00"), &f).contains(&"--user=alice".to_string()));
+        let w = Window {
+            until: Some(t("2026-11-30T15:00:00")),
+            filter: &f,
+            ..w
+        };
+        let a = window_args(&w);
+        assert!(a.contains(&"--user=alice".to_string()));
+        assert!(a.contains(&"--partition=gpu".to_string()));
+        assert!(a.contains(&"--endtime=2026-11-30T15:00:00".to_string()));
     }
 }

@@ -27,16 +27,20 @@ impl BadDuration {
     }
 }
 
-/// Parse Slurm's standard time format `2026-11-30T15:09:06` (local time).
-/// Hand-written because it runs once per pending job.
+/// Parse a Slurm time stamp, `2026-11-30T15:09:06` or `2026-11-30T15:09`
+/// (the seconds are 0), trimmed: the one reader of Slurm's time stamps.
+/// They are the cluster's local wall clock, so they stay naive; [`to_utc`]
+/// makes an instant of one. `None` for Slurm's placeholders (`Unknown`,
+/// `None`, `N/A`) and anything else. Hand-written because it runs once per
+/// pending job.
 pub fn parse_time(s: &str) -> Option<NaiveDateTime> {
-    let b = s.as_bytes();
-    if b.len() != 19
+    let b = s.trim().as_bytes();
+    if !(b.len() == 19 || b.len() == 16)
         || b[4] != b'-'
         || b[7] != b'-'
         || b[10] != b'T'
         || b[13] != b':'
-        || b[16] != b':'
+        || (b.len() == 19 && b[16] != b':')
     {
         return None;
     }
@@ -51,13 +55,18 @@ pub fn parse_time(s: &str) -> Option<NaiveDateTime> {
         Some(n)
     };
     let date = NaiveDate::from_ymd_opt(i32::try_from(num(0, 4)?).ok()?, num(5, 7)?, num(8, 10)?)?;
-    date.and_hms_opt(num(11, 13)?, num(14, 16)?, num(17, 19)?)
+    let seconds = if b.len() == 19 { num(17, 19)? } else { 0 };
+    date.and_hms_opt(num(11, 13)?, num(14, 16)?, seconds)
 }
 
-/// A Slurm time stamp (local time, no zone: `2026-12-01T17:26:20`); none
-/// for `Unknown`, `None`, `N/A` and anything else.
-pub fn parse_slurm_time(s: &str) -> Option<DateTime<Utc>> {
-    let t = parse_time(s.trim())?;
+/// A local time as Slurm's commands take it (`--starttime=2026-11-30T15:09:06`).
+pub fn format_time(t: NaiveDateTime) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S").to_string()
+}
+
+/// The instant a Slurm time stamp ([`parse_time`], local wall clock) names;
+/// the earlier one when a clock change repeats it, none in a skipped hour.
+pub fn to_utc(t: NaiveDateTime) -> Option<DateTime<Utc>> {
     t.and_local_timezone(chrono::Local)
         .earliest()
         .map(|t| t.with_timezone(&Utc))
@@ -129,5 +138,71 @@ fn time_suggestion(s: &str) -> Option<String> {
         "m" | "min" | "mins" | "minute" | "minutes" => Some(n.to_string()),
         "d" | "day" | "days" => Some(format!("{n}-00:00:00")),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_stamps_with_and_without_seconds() {
+        let t = parse_time("2026-11-30T15:09:06").unwrap();
+        assert_eq!(t.to_string(), "2026-11-30 15:09:06");
+        assert_eq!(
+            parse_time("2026-11-30T15:09").unwrap().to_string(),
+            "2026-11-30 15:09:00"
+        );
+        assert_eq!(parse_time(" 2026-11-30T15:09:06\n"), Some(t));
+        assert_eq!(format_time(t), "2026-11-30T15:09:06");
+        for none in [
+            "",
+            "Unknown",
+            "None",
+            "N/A",
+            "(null)",
+            "INVALID",
+            "2026-13-30T15:09:06",
+            "2026-11-30 15:09:06",
+            "2026-11-3xT15:09:06",
+            "2026-11-30T15:09:6",
+            "2026-11-30T25:00:00",
+        ] {
+            assert_eq!(parse_time(none), None, "{none:?}");
+        }
+        let utc = to_utc(t).unwrap();
+        assert_eq!(utc.with_timezone(&chrono::Local).naive_local(), t);
+    }
+
+    #[test]
+    fn durations_in_every_format() {
+        for (text, seconds) in [
+            ("30", 1800),
+            ("30:15", 1815),
+            ("08:00:00", 28_800),
+            ("1-12", 129_600),
+            ("1-00:30", 88_200),
+            ("2-00:00:00", 172_800),
+            ("2-01:00:05", 176_405),
+        ] {
+            assert_eq!(parse_duration(text), Ok(seconds), "{text}");
+        }
+        for bad in [
+            "",
+            "0",
+            "UNLIMITED",
+            "Partition_Limit",
+            "INVALID",
+            "N/A",
+            "1:60",
+            "1-24",
+            "8h",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_duration("8h").unwrap_err().help.as_deref(),
+            Some("write \"08:00:00\"")
+        );
     }
 }

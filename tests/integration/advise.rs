@@ -244,6 +244,28 @@ impl Standins {
     }
 }
 
+/// `advise` asks Slurm twice: one `sacct` for the window, one `scontrol`
+/// for the nodes and the controller's settings (whether job comments are
+/// kept), not a second `scontrol show config`.
+#[test]
+fn advise_makes_two_slurm_calls() {
+    let s = Standins::new("exit 0");
+    let trace = s.dir.path().join("trace");
+    let out = run(s.advise().env("YOLO_SCHED_SLURM_TRACE", &trace).args([
+        "--partition",
+        "gpu",
+        "--json",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let mut calls: Vec<String> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect();
+    calls.sort();
+    assert_eq!(calls, ["sacct", "scontrol"]);
+}
+
 fn stamp(t: chrono::NaiveDateTime) -> String {
     t.format("%Y-%m-%dT%H:%M:%S").to_string()
 }

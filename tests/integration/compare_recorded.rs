@@ -404,7 +404,8 @@ fn the_page_draws_usage_over_the_window_and_waits_from_slurms_output() {
     let r = Recorded::new(false);
     // squeue: a listing recorded on the 22.05 cluster (pending jobs from
     // 2026-11-30, so they have waited more than a day). sacct: two
-    // allocations in the window, in sacct's --parsable2 form, times made now.
+    // allocations in the window, in sacct's --parsable2 form of the window
+    // query (`slurm::sacct::WINDOW_FIELDS`), times made now.
     let listing =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/report/squeue-22.05-compact.txt");
     stand_in(&r, "squeue", &format!("cat '{}'", listing.display()));
@@ -413,8 +414,8 @@ fn the_page_draws_usage_over_the_window_and_waits_from_slurms_output() {
         "sacct",
         "case \" $* \" in *\" -j \"*) exit 0 ;; esac\n\
          t() { date -d \"$1\" +%Y-%m-%dT%H:%M:%S; }\n\
-         echo \"101|alice|proj|gpu|COMPLETED|$(t '-3 hours')|$(t '-1 hours')|billing=1,cpu=1,gres/gpu:1g.5gb=2,gres/gpu=2,node=1\"\n\
-         echo \"102|bob|proj|gpu|RUNNING|$(t '-30 minutes')|Unknown|cpu=1,gres/gpu:2g.10gb=1,gres/gpu=1,node=1\"",
+         echo \"101|gpu|proj|alice|COMPLETED|$(t '-3 hours')|$(t '-3 hours')|$(t '-1 hours')|7200|600||billing=1,cpu=1,gres/gpu:1g.5gb=2,gres/gpu=2,node=1||\"\n\
+         echo \"102|gpu|proj|bob|RUNNING|$(t '-30 minutes')|$(t '-30 minutes')|Unknown|1800|600||cpu=1,gres/gpu:2g.10gb=1,gres/gpu=1,node=1||\"",
     );
     let out = run(r.cmd().args(["report", "--json", "--since", "6h"]));
     assert_eq!(out.status.code(), Some(0));

@@ -143,6 +143,32 @@ fn json_has_the_recorded_figures_from_one_call_each() {
     assert_eq!(again["queue"]["pending_reasons"], q["pending_reasons"]);
 }
 
+/// Where accounting answers, a default `report` (every section, the layout
+/// advice among them) still makes three Slurm calls: one `sinfo` (the nodes,
+/// for the inventory and the advisor), one `squeue`, and one `sacct` whose
+/// rows give both the usage section's slice-hours and the advisor's week of
+/// jobs.
+#[test]
+fn a_default_report_where_accounting_answers_makes_three_slurm_calls() {
+    let r = Replay::new("sinfo-22.05-two-nodes.json");
+    // Accounting answers: no allocation in the window.
+    r.script("sacct", "exit 0");
+    // What the advisor asked before: the nodes again, and the controller's settings.
+    r.script(
+        "scontrol",
+        &format!(
+            "cat '{}'",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/scontrol-shape-22.05.txt")
+                .display()
+        ),
+    );
+    let v: Value = serde_json::from_str(&stdout(&mut r.report(&["--format", "json"]))).unwrap();
+    assert_eq!(v["usage"]["accounting"]["status"], "ok", "{}", v["usage"]);
+    assert!(v["advice"].is_object(), "the advice section is there: {v}");
+    assert_eq!(r.calls(), vec!["sacct", "sinfo", "squeue"]);
+}
+
 #[test]
 fn only_what_the_sections_need_is_asked() {
     let r = Replay::new("sinfo-22.05-two-nodes.json");

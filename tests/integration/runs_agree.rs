@@ -164,8 +164,12 @@ fn cases() -> Vec<Case> {
     ]
 }
 
+/// A line of `squeue -O slurm::squeue::FORMAT`.
 fn status_line(id: &str, array: u64, task: &str, state: &str, reason: &str) -> String {
-    format!("{id}|{array}|{task}|{state}|{reason}|0:01|1:00:00|node1|gres:gpu:1g.5gb:1|0|x|\n")
+    format!(
+        "{id}|{array}|{task}|{state}|{reason}|0:01|1:00:00|node1|gres:gpu:1g.5gb:1|0|x|u|acct|\
+         2026-12-01T07:50:00|2026-12-01T07:50:01|2026-12-01T08:50:01|/tmp|(null)|\n"
+    )
 }
 
 fn listing_line(id: &str, state: &str, reason: &str) -> String {
@@ -227,7 +231,11 @@ fn build(cases: &[Case]) -> (Test, Vec<String>) {
                     squeue.push_str(&status_line(&id, job, task, state, reason));
                     listing.push_str(&listing_line(&id, state, reason));
                 }
-                Sacct(state) => sacct.push_str(&format!("{id}|{state}|0:0|node1\n")),
+                // sacct -o slurm::sacct::JOB_FIELDS.
+                Sacct(state) => sacct.push_str(&format!(
+                    "{id}|{state}|0:0|node1|x|u|acct|2026-12-01T07:50:00|\
+                     2026-12-01T07:50:01|2026-12-01T08:50:01|cpu=1|/tmp|\n"
+                )),
                 Nowhere => {}
             };
             if tasks > 1 {
