@@ -303,17 +303,56 @@ type Ties = (Reverse<u32>, u32);
 /// The objective of a full choice, best first.
 type Value = (QueueCost, Ties);
 
-/// Instance counts per demanded type, packed into one integer: each type gets
-/// the bits its cap needs, so a state hashes and compares as one word.
+/// Instance counts per demanded type, packed into one integer, so a state
+/// hashes and compares as one word. Where they fit, every type gets a lane
+/// of the same width with a spare top bit, and a candidate is added to a
+/// state in a few word operations for all types at once ([`Lanes`]);
+/// otherwise each type gets just the bits its cap needs and is added alone.
 struct Packing {
     shifts: Vec<u32>,
     masks: Vec<u128>,
     caps: Vec<u16>,
+    lanes: Option<Lanes>,
+}
+
+/// Equal lanes of `width` bits: a count and what a candidate adds to it stay
+/// below the lane's top bit (each at most its cap), so one addition adds
+/// every type without a carry between lanes, and the top bits then say in
+/// which lanes the sum reached the cap.
+#[derive(Clone, Copy)]
+struct Lanes {
+    width: u32,
+    /// Each lane's top bit.
+    tops: u128,
+    /// The caps, packed.
+    caps: u128,
 }
 
 impl Packing {
     /// `None` when the counts do not fit in 128 bits (dozens of demanded types).
     fn new(caps: &[u16]) -> Option<Packing> {
+        let most = caps.iter().copied().max().unwrap_or(0);
+        // Room for twice the largest cap, and the top bit.
+        let width = 32 - (2 * u32::from(most)).leading_zeros() + 1;
+        if caps.len() as u32 * width <= 128 {
+            let shifts: Vec<u32> = (0..caps.len() as u32).map(|k| k * width).collect();
+            let lanes = Lanes {
+                width,
+                tops: shifts
+                    .iter()
+                    .fold(0, |t, &at| t | 1u128 << (at + width - 1)),
+                caps: shifts
+                    .iter()
+                    .zip(caps)
+                    .fold(0, |t, (&at, &c)| t | u128::from(c) << at),
+            };
+            return Some(Packing {
+                masks: vec![(1u128 << (width - 1)) - 1; caps.len()],
+                shifts,
+                caps: caps.to_vec(),
+                lanes: Some(lanes),
+            });
+        }
         let mut shifts = Vec::with_capacity(caps.len());
         let mut masks = Vec::with_capacity(caps.len());
         let mut at = 0u32;
@@ -327,6 +366,7 @@ impl Packing {
             shifts,
             masks,
             caps: caps.to_vec(),
+            lanes: None,
         })
     }
 
@@ -334,8 +374,27 @@ impl Packing {
         ((key >> self.shifts[k]) & self.masks[k]) as u16
     }
 
-    /// `key` plus `serves`, each type clamped at its cap.
-    fn add(&self, key: u128, serves: &[u16]) -> u128 {
+    /// `serves`, each type clamped at its cap, as a key: what [`Packing::add`]
+    /// adds.
+    fn pack(&self, serves: &[u16]) -> u128 {
+        serves
+            .iter()
+            .zip(&self.caps)
+            .zip(&self.shifts)
+            .fold(0, |t, ((&s, &c), &at)| t | u128::from(s.min(c)) << at)
+    }
+
+    /// `key` plus `serves` (`packed` is `pack(serves)`), each type clamped at
+    /// its cap.
+    fn add(&self, key: u128, serves: &[u16], packed: u128) -> u128 {
+        if let Some(l) = self.lanes {
+            let sum = key + packed;
+            // A lane's top bit survives the subtraction where sum ≥ cap.
+            let reached = (((sum | l.tops) - l.caps) & l.tops) >> (l.width - 1);
+            let lane = (1u128 << l.width) - 1;
+            let at_cap = reached * lane;
+            return (sum & !at_cap) | (l.caps & at_cap);
+        }
         let mut out = 0u128;
         for (k, &s) in serves.iter().enumerate() {
             let n = (self.get(key, k) + s).min(self.caps[k]);
@@ -464,6 +523,10 @@ fn programme(
     };
     let kinds = costs.len();
     let twins = twins(gpus);
+    let packed: Vec<Vec<u128>> = gpus
+        .iter()
+        .map(|cands| cands.iter().map(|c| packing.pack(&c.serves)).collect())
+        .collect();
     let mut truncated = false;
     let mut layers: Vec<Vec<State>> = vec![vec![State {
         key: 0,
@@ -474,11 +537,13 @@ fn programme(
     }]];
     for (g, cands) in rest.iter().enumerate() {
         let prev = layers.last().expect("starts with one layer");
-        let mut next: Vec<State> = Vec::new();
-        let mut seen = StateMap::default();
+        // Layers grow a few times over at first: room for that, no more.
+        let room = (prev.len() * 4).min(limit);
+        let mut next: Vec<State> = Vec::with_capacity(room);
+        let mut seen = StateMap::with_capacity_and_hasher(room, Default::default());
         for (si, s) in prev.iter().enumerate() {
             for (ci, c) in cands.iter().enumerate().skip(usize::from(s.low)) {
-                let key = packing.add(s.key, &c.serves);
+                let key = packing.add(s.key, &c.serves, packed[g][ci]);
                 let ties = add_ties(s.ties, c);
                 let low = if twins[g] { ci as u16 } else { 0 };
                 let at = *seen.entry(key).or_insert_with(|| {
@@ -533,7 +598,7 @@ fn programme(
             }
         }
         for (ci, c) in last.iter().enumerate().skip(usize::from(s.low)) {
-            let key = packing.add(s.key, &c.serves);
+            let key = packing.add(s.key, &c.serves, packed[at_last][ci]);
             let v = value_of(
                 (0..kinds).map(|k| packing.get(key, k)),
                 costs,
@@ -955,6 +1020,47 @@ mod tests {
             GpuTarget::Enabled(p) => p.counts().to_string(),
             GpuTarget::Disabled => "whole".into(),
         }
+    }
+
+    /// The lanes' word arithmetic adds and clamps as type-by-type arithmetic
+    /// does, for every count up to the cap and every addition up to it; and
+    /// types too many for equal lanes are packed one by one.
+    #[test]
+    fn packed_counts_add_and_clamp_type_by_type() {
+        for caps in [
+            vec![56u16, 8, 32, 24, 16, 8, 8],
+            vec![0, 1, 3],
+            vec![300, 7],
+        ] {
+            let p = Packing::new(&caps).unwrap();
+            assert!(p.lanes.is_some(), "{caps:?}");
+            let mut seed = 7u64;
+            let mut next = |below: u16| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                ((seed >> 33) % (u64::from(below) + 1)) as u16
+            };
+            for _ in 0..5_000 {
+                let counts: Vec<u16> = caps.iter().map(|&c| next(c)).collect();
+                let serves: Vec<u16> = caps.iter().map(|&c| next(c)).collect();
+                let key = p.pack(&counts);
+                let sum = p.add(key, &serves, p.pack(&serves));
+                for (k, &cap) in caps.iter().enumerate() {
+                    assert_eq!(p.get(sum, k), (counts[k] + serves[k]).min(cap), "{caps:?}");
+                }
+            }
+        }
+        // Forty types of cap 3 would need 40 × 4 bits in lanes: they get the
+        // narrow packing, 2 bits each.
+        let forty = vec![3u16; 40];
+        let p = Packing::new(&forty).unwrap();
+        assert!(p.lanes.is_none());
+        let serves = vec![2u16; 40];
+        let twice = p.add(p.add(0, &serves, p.pack(&serves)), &serves, p.pack(&serves));
+        assert!((0..40).all(|k| p.get(twice, k) == 3));
+        // Eight types of the largest cap: 16 bits each, one by one; nine do
+        // not fit.
+        assert!(Packing::new(&[u16::MAX; 8]).is_some_and(|p| p.lanes.is_none()));
+        assert!(Packing::new(&[u16::MAX; 9]).is_none());
     }
 
     #[test]
