@@ -105,11 +105,12 @@ side() {
 }
 
 pass=0 fail=0
-# case NAME [VAR=VALUE...]: the settings (the rest at cluster.sh's defaults).
-case_() {
-    local name=$1
+# both_sides DIR [VAR=VALUE...]: the old and the new writer on the same
+# settings (the rest at cluster.sh's defaults), each side's files under
+# DIR/old and DIR/new and its exit status in DIR.old.rc and DIR.new.rc.
+both_sides() {
+    local d=$1
     shift
-    local d="$work/$name"
     (
         INSTANCE=1 NODES=1 ACCOUNTING=0 MIN_JOB_AGE=1800 IDLE_TIMEOUT=60 MIG_NODE=0 POOL=0 CGROUPS=0 HIDEPID=0
         NODE_GRES="" SCHED_PARAMS="" CONF_DIR=$FIX/etc-none
@@ -120,6 +121,13 @@ case_() {
         side old "$d/old" 2>"$d.old.err" && echo 0 >"$d.old.rc" || echo $? >"$d.old.rc"
         side new "$d/new" 2>"$d.new.err" && echo 0 >"$d.new.rc" || echo $? >"$d.new.rc"
     ) || true
+}
+# case NAME [VAR=VALUE...]: the settings (the rest at cluster.sh's defaults).
+case_() {
+    local name=$1
+    shift
+    local d="$work/$name"
+    both_sides "$d" "$@"
     local ok=1 f
     if [ "$(cat "$d.old.rc")" != 0 ] || [ "$(cat "$d.new.rc")" != 0 ]; then
         echo "FAIL $name: old exited $(cat "$d.old.rc"), new $(cat "$d.new.rc")"
@@ -149,16 +157,7 @@ fails() {
     local name=$1
     shift
     local d="$work/$name"
-    (
-        INSTANCE=1 NODES=1 ACCOUNTING=0 MIN_JOB_AGE=1800 IDLE_TIMEOUT=60 MIG_NODE=0 POOL=0 CGROUPS=0 HIDEPID=0
-        NODE_GRES="" SCHED_PARAMS="" CONF_DIR=$FIX/etc-none
-        for kv in "$@"; do
-            # shellcheck disable=SC2163
-            export "${kv?}"
-        done
-        side old "$d/old" 2>"$d.old.err" && echo 0 >"$d.old.rc" || echo $? >"$d.old.rc"
-        side new "$d/new" 2>"$d.new.err" && echo 0 >"$d.new.rc" || echo $? >"$d.new.rc"
-    ) || true
+    both_sides "$d" "$@"
     if [ "$(cat "$d.old.rc")" != 0 ] && [ "$(cat "$d.new.rc")" != 0 ]; then
         pass=$((pass + 1))
         echo "ok   $name: refused by both (old exit $(cat "$d.old.rc"), new exit $(cat "$d.new.rc"))"

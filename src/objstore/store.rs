@@ -477,16 +477,10 @@ impl Store {
         if self.root.is_some() {
             return self.read_local(key, limit, sink);
         }
-        let p = Self::path(key)?;
         self.runtime.block_on(async {
-            let got = match self.inner.get(&p).await {
-                Ok(g) => g,
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(self.error(e)),
+            let Some(got) = self.get_within(key, limit).await? else {
+                return Ok(None);
             };
-            if got.meta.size > limit {
-                bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
-            }
             let mut total = 0u64;
             let mut stream = got.into_stream();
             while let Some(chunk) = stream.next().await {
@@ -499,6 +493,21 @@ impl Store {
             }
             Ok(Some(total))
         })
+    }
+
+    /// The object store's answer for `key`, refused when it says the object
+    /// is over `limit` bytes; `None` when there is none. Both remote reads
+    /// (`read_chunks`, `get_many`) start here and still count what arrives.
+    async fn get_within(&self, key: &str, limit: u64) -> Result<Option<object_store::GetResult>> {
+        let got = match self.inner.get(&Self::path(key)?).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.error(e)),
+        };
+        if got.meta.size > limit {
+            bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
+        }
+        Ok(Some(got))
     }
 
     fn path(key: &str) -> Result<ObjPath> {
@@ -543,15 +552,9 @@ impl Store {
             return keys.iter().map(|k| self.get_bytes(k, limit)).collect();
         }
         let one = |key: String| async move {
-            let p = Self::path(&key)?;
-            let got = match self.inner.get(&p).await {
-                Ok(g) => g,
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(self.error(e)),
+            let Some(got) = self.get_within(&key, limit).await? else {
+                return Ok(None);
             };
-            if got.meta.size > limit {
-                bail!("{key} is {} bytes; at most {limit} are read", got.meta.size);
-            }
             let bytes = got.bytes().await.map_err(|e| self.error(e))?;
             if bytes.len() as u64 > limit {
                 bail!("{key} grew past {limit} bytes while being read");
