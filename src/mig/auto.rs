@@ -130,11 +130,7 @@ pub fn plan_auto(gpus: &[&LayoutCatalog], demand: &Demand) -> Option<AutoPlan> {
                 .sum()
         })
         .collect();
-    let costs: Vec<Vec<QueueCost>> = kinds
-        .iter()
-        .zip(&most)
-        .map(|(k, &m)| cost_table(demand, k, m))
-        .collect();
+    let costs = cost_tables(demand, &kinds, &most);
     // Beyond the cap an instance more changes no cost: states merge there.
     let caps: Vec<u16> = costs
         .iter()
@@ -247,6 +243,66 @@ fn candidates(catalog: &LayoutCatalog, kinds: &[&str]) -> Vec<Candidate> {
     out
 }
 
+/// [`cost_table`] of each of `kinds` (`most[k]` instances at most), the
+/// types spread over threads by their work (jobs × instance counts): each
+/// count is a simulation of the type's queue.
+fn cost_tables(demand: &Demand, kinds: &[&str], most: &[u32]) -> Vec<Vec<QueueCost>> {
+    let work: Vec<usize> = kinds
+        .iter()
+        .zip(most)
+        .map(|(k, &m)| demand.jobs(k) as usize * (m as usize + 1))
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads =
+        (work.iter().sum::<usize>() / SIMULATED_PER_THREAD).clamp(1, cores.min(kinds.len().max(1)));
+    if threads == 1 {
+        return kinds
+            .iter()
+            .zip(most)
+            .map(|(k, &m)| cost_table(demand, k, m))
+            .collect();
+    }
+    // Largest first, each to the thread with the least work so far.
+    let mut order: Vec<usize> = (0..kinds.len()).collect();
+    order.sort_by_key(|&k| Reverse(work[k]));
+    let mut shares: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); threads];
+    for k in order {
+        let share = shares
+            .iter_mut()
+            .min_by_key(|(w, _)| *w)
+            .expect("at least one thread");
+        share.0 += work[k];
+        share.1.push(k);
+    }
+    let mut tables: Vec<Vec<QueueCost>> = vec![Vec::new(); kinds.len()];
+    let done: Vec<Vec<(usize, Vec<QueueCost>)>> = std::thread::scope(|scope| {
+        let run = |ks: &[usize]| -> Vec<(usize, Vec<QueueCost>)> {
+            ks.iter()
+                .map(|&k| (k, cost_table(demand, kinds[k], most[k])))
+                .collect()
+        };
+        let handles: Vec<_> = shares[1..]
+            .iter()
+            .map(|(_, ks)| scope.spawn(move || run(ks)))
+            .collect();
+        let mut done = vec![run(&shares[0].1)];
+        // A panic in a thread is a bug here: pass it on.
+        done.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
+        );
+        done
+    });
+    for (k, table) in done.into_iter().flatten() {
+        tables[k] = table;
+    }
+    tables
+}
+
+/// Simulated job starts below which one thread makes the cost tables.
+const SIMULATED_PER_THREAD: usize = 50_000;
+
 /// The cost of `kind`'s queue for 0..=most instances here. An instance more
 /// never counts as worse (it could stay idle), so the table is a running minimum.
 fn cost_table(demand: &Demand, kind: &str, most: u32) -> Vec<QueueCost> {
@@ -313,6 +369,8 @@ struct Packing {
     masks: Vec<u128>,
     caps: Vec<u16>,
     lanes: Option<Lanes>,
+    /// Bits a key uses, from the lowest.
+    bits: u32,
 }
 
 /// Equal lanes of `width` bits: a count and what a candidate adds to it stay
@@ -351,6 +409,7 @@ impl Packing {
                 shifts,
                 caps: caps.to_vec(),
                 lanes: Some(lanes),
+                bits: caps.len() as u32 * width,
             });
         }
         let mut shifts = Vec::with_capacity(caps.len());
@@ -367,7 +426,13 @@ impl Packing {
             masks,
             caps: caps.to_vec(),
             lanes: None,
+            bits: at,
         })
+    }
+
+    /// Bits a key uses: at most 64 lets a map key it as a `u64`.
+    fn bits(&self) -> u32 {
+        self.bits
     }
 
     fn get(&self, key: u128, k: usize) -> u16 {
@@ -418,7 +483,10 @@ impl std::hash::Hasher for StateHasher {
         }
     }
     fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        // A folded multiply: every bit of `n` reaches the low bits, which
+        // pick the bucket (a plain product leaves them to the low bits of `n`).
+        let p = u128::from(self.0 ^ n) * 0x51_7c_c1_b7_27_22_0a_95;
+        self.0 = (p as u64) ^ (p >> 64) as u64;
     }
     fn write_u128(&mut self, n: u128) {
         self.write_u64(n as u64);
@@ -426,7 +494,7 @@ impl std::hash::Hasher for StateHasher {
     }
 }
 
-type StateMap = HashMap<u128, u32, std::hash::BuildHasherDefault<StateHasher>>;
+type StateMap<K> = HashMap<K, u32, std::hash::BuildHasherDefault<StateHasher>>;
 
 /// One state after some GPUs: the packed counts, the best tie keys reaching
 /// them, and how (the previous state's index and this GPU's candidate).
@@ -505,49 +573,42 @@ fn search(gpus: &[Vec<Candidate>], costs: &[Vec<QueueCost>], caps: &[u16]) -> (V
     }
 }
 
-/// States kept per GPU by the narrow first pass of [`search`].
-const BEAM_STATES: usize = 512;
+/// What the programme needs to expand one GPU's layer.
+struct Layer<'a> {
+    cands: &'a [Candidate],
+    /// Each candidate's counts, packed.
+    packed: &'a [u128],
+    /// The next GPU is a twin of this one ([`twins`]).
+    twin: bool,
+    /// GPUs chosen once this one is.
+    chosen: usize,
+    packing: &'a Packing,
+    bounds: &'a Bound,
+}
 
-/// The programme over GPUs keeping at most `limit` states per GPU (the best
-/// bounded ones; `true` when some were dropped so). The best full choice it
-/// reaches that the bound lets through, with a candidate index per GPU.
-fn programme(
-    gpus: &[Vec<Candidate>],
-    costs: &[Vec<QueueCost>],
-    packing: &Packing,
-    bounds: &Bound,
-    limit: usize,
-) -> (Option<(Value, Vec<usize>)>, bool) {
-    let Some((last, rest)) = gpus.split_last() else {
-        return (None, false);
-    };
-    let kinds = costs.len();
-    let twins = twins(gpus);
-    let packed: Vec<Vec<u128>> = gpus
-        .iter()
-        .map(|cands| cands.iter().map(|c| packing.pack(&c.serves)).collect())
-        .collect();
-    let mut truncated = false;
-    let mut layers: Vec<Vec<State>> = vec![vec![State {
-        key: 0,
-        ties: (Reverse(0), 0),
-        from: 0,
-        pick: 0,
-        low: 0,
-    }]];
-    for (g, cands) in rest.iter().enumerate() {
-        let prev = layers.last().expect("starts with one layer");
-        // Layers grow a few times over at first: room for that, no more.
-        let room = (prev.len() * 4).min(limit);
+impl Layer<'_> {
+    /// The states this GPU's candidates lead to from `prev`, in the order
+    /// first reached, less those the bound drops. `seen` maps each key
+    /// (`narrow(key)`: as few bits as the packing needs) to its state.
+    fn expand<K: std::hash::Hash + Eq>(
+        &self,
+        prev: &[State],
+        room: usize,
+        seen: &mut StateMap<K>,
+        narrow: impl Fn(u128) -> K,
+    ) -> Vec<State> {
         let mut next: Vec<State> = Vec::with_capacity(room);
-        let mut seen = StateMap::with_capacity_and_hasher(room, Default::default());
+        seen.clear();
+        seen.reserve(room);
         for (si, s) in prev.iter().enumerate() {
-            for (ci, c) in cands.iter().enumerate().skip(usize::from(s.low)) {
-                let key = packing.add(s.key, &c.serves, packed[g][ci]);
+            for (ci, c) in self.cands.iter().enumerate().skip(usize::from(s.low)) {
+                let key = self.packing.add(s.key, &c.serves, self.packed[ci]);
                 let ties = add_ties(s.ties, c);
-                let low = if twins[g] { ci as u16 } else { 0 };
-                let at = *seen.entry(key).or_insert_with(|| {
-                    if bounds.exceeds(g + 1, |k| packing.get(key, k)) {
+                let low = if self.twin { ci as u16 } else { 0 };
+                let at = *seen.entry(narrow(key)).or_insert_with(|| {
+                    // The bound for any pick of the next GPU: `low` may
+                    // still fall when another pair reaches this state.
+                    if self.bounds.exceeds(self.chosen, 0, |k| self.packing.get(key, k)) {
                         return DROPPED;
                     }
                     next.push(State {
@@ -573,11 +634,83 @@ fn programme(
                 }
             }
         }
+        next
+    }
+}
+
+/// The programme's map from packed counts to a layer's states: keys of 64
+/// bits where the packing fits (half the memory, so fewer cache misses).
+enum Seen {
+    Narrow(StateMap<u64>),
+    Wide(StateMap<u128>),
+}
+
+/// States kept per GPU by the narrow first pass of [`search`].
+const BEAM_STATES: usize = 512;
+
+/// The programme over GPUs keeping at most `limit` states per GPU (the best
+/// bounded ones; `true` when some were dropped so). The best full choice it
+/// reaches that the bound lets through, with a candidate index per GPU.
+fn programme(
+    gpus: &[Vec<Candidate>],
+    costs: &[Vec<QueueCost>],
+    packing: &Packing,
+    bounds: &Bound,
+    limit: usize,
+) -> (Option<(Value, Vec<usize>)>, bool) {
+    let Some((last, rest)) = gpus.split_last() else {
+        return (None, false);
+    };
+    let kinds = costs.len();
+    let twins = twins(gpus);
+    let packed: Vec<Vec<u128>> = gpus
+        .iter()
+        .map(|cands| cands.iter().map(|c| packing.pack(&c.serves)).collect())
+        .collect();
+    let mut truncated = false;
+    // One map for every layer: it keeps its memory from one to the next.
+    let mut seen = if packing.bits() <= 64 {
+        Seen::Narrow(StateMap::default())
+    } else {
+        Seen::Wide(StateMap::default())
+    };
+    let mut layers: Vec<Vec<State>> = vec![vec![State {
+        key: 0,
+        ties: (Reverse(0), 0),
+        from: 0,
+        pick: 0,
+        low: 0,
+    }]];
+    for (g, cands) in rest.iter().enumerate() {
+        let prev = layers.last().expect("starts with one layer");
+        let layer = Layer {
+            cands,
+            packed: &packed[g],
+            twin: twins[g],
+            chosen: g + 1,
+            packing,
+            bounds,
+        };
+        // Layers grow a few times over at first: room for that, no more.
+        let room = (prev.len() * 4).min(limit);
+        let mut next = match &mut seen {
+            Seen::Narrow(map) => layer.expand(prev, room, map, |k| k as u64),
+            Seen::Wide(map) => layer.expand(prev, room, map, |k| k),
+        };
+        if twins[g] {
+            // Each state's `low` is now final: the next twins pick from it on.
+            next.retain(|s| !bounds.exceeds(g + 1, s.low, |k| packing.get(s.key, k)));
+        }
         if next.len() > limit {
             // Keep the states with the best bounds: the answer is then the best
             // found, no longer proven best.
             truncated = true;
-            next.sort_by_cached_key(|s| (bounds.lower(g + 1, |k| packing.get(s.key, k)), s.ties));
+            next.sort_by_cached_key(|s| {
+                (
+                    bounds.lower(g + 1, s.low, |k| packing.get(s.key, k)),
+                    s.ties,
+                )
+            });
             next.truncate(limit);
         }
         layers.push(next);
@@ -593,7 +726,9 @@ fn programme(
         .enumerate()
     {
         if let Some((b, _, _)) = &best {
-            if bounds.usable && bounds.lower(at_last, |k| packing.get(s.key, k)) > Lex::exact(b.0) {
+            if bounds.usable
+                && bounds.lower(at_last, s.low, |k| packing.get(s.key, k)) > Lex::exact(b.0)
+            {
                 continue;
             }
         }
@@ -697,8 +832,11 @@ struct Bound {
     /// state with `n` instances of type `k` (`n` up to its cap).
     reach: Vec<Vec<Vec<Lex>>>,
     lagrange: Vec<Vec<Vec<Lex>>>,
-    /// `Σ_{h≥g} max_c λ·serves` of GPU `h`.
-    offset: Vec<Lex>,
+    /// `offset[g][l]`: `Σ_{h≥g} max_c λ·serves` of GPU `h`, where the twins
+    /// of GPU `g` that follow it ([`twins`]) take only candidates `c ≥ l`
+    /// (the programme expands twins in catalog order): any `l` gives a valid
+    /// bound, a later one a tighter bound.
+    offset: Vec<Vec<Lex>>,
     /// The incumbent's cost: a state whose bound exceeds it is dropped.
     best: Lex,
     /// False when the costs are too large for the arithmetic: nothing is dropped.
@@ -756,22 +894,7 @@ impl Bound {
         } else {
             vec![Lex(0, 0); kinds]
         };
-        let most_priced = |cands: &[Candidate]| {
-            cands
-                .iter()
-                .map(|c| {
-                    c.serves
-                        .iter()
-                        .zip(&prices)
-                        .fold(Lex(0, 0), |acc, (&s, p)| acc + p.times(s))
-                })
-                .max()
-                .unwrap_or_default()
-        };
-        let mut offset = vec![Lex(0, 0); gpus.len() + 1];
-        for g in (0..gpus.len()).rev() {
-            offset[g] = offset[g + 1] + most_priced(&gpus[g]);
-        }
+        let offset = offsets(gpus, &prices);
         let per_layer = |lagrangian: bool| -> Vec<Vec<Vec<Lex>>> {
             reach
                 .iter()
@@ -809,8 +932,9 @@ impl Bound {
         }
     }
 
-    /// The bound for a state after `g` GPUs with `count(k)` instances of type `k`.
-    fn lower(&self, g: usize, count: impl Fn(usize) -> u16) -> Lex {
+    /// The bound for a state after `g` GPUs with `count(k)` instances of type
+    /// `k`, whose next GPU (and its twins after it) picks from candidate `low` on.
+    fn lower(&self, g: usize, low: u16, count: impl Fn(usize) -> u16) -> Lex {
         if !self.usable {
             return Lex(i128::MIN / 2, 0);
         }
@@ -820,7 +944,11 @@ impl Bound {
             reach = reach + r[n];
             lagrange = lagrange + l[n];
         }
-        reach.max(lagrange - self.offset[g])
+        let offset = self.offset[g]
+            .get(usize::from(low))
+            .copied()
+            .unwrap_or(self.offset[g][0]);
+        reach.max(lagrange - offset)
     }
 
     /// A better incumbent's cost: more states are dropped.
@@ -831,9 +959,47 @@ impl Bound {
     }
 
     /// Whether no completion of the state can cost as little as the incumbent.
-    fn exceeds(&self, g: usize, count: impl Fn(usize) -> u16) -> bool {
-        self.usable && self.lower(g, count) > self.best
+    fn exceeds(&self, g: usize, low: u16, count: impl Fn(usize) -> u16) -> bool {
+        self.usable && self.lower(g, low, count) > self.best
     }
+}
+
+/// [`Bound::offset`]: by GPU and first candidate, the most any remaining
+/// choice can be worth at `prices`.
+fn offsets(gpus: &[Vec<Candidate>], prices: &[Lex]) -> Vec<Vec<Lex>> {
+    let priced = |c: &Candidate| {
+        c.serves
+            .iter()
+            .zip(prices)
+            .fold(Lex(0, 0), |acc, (&s, p)| acc + p.times(s))
+    };
+    // `from[g][l]`: the most a candidate `c ≥ l` of GPU `g` is worth.
+    let from: Vec<Vec<Lex>> = gpus
+        .iter()
+        .map(|cands| {
+            let mut most = vec![Lex(0, 0); cands.len() + 1];
+            for (c, cand) in cands.iter().enumerate().rev() {
+                most[c] = most[c + 1].max(priced(cand));
+            }
+            most.pop();
+            most
+        })
+        .collect();
+    let twins = twins(gpus);
+    let mut offset: Vec<Vec<Lex>> = vec![vec![Lex(0, 0)]; gpus.len() + 1];
+    for g in (0..gpus.len()).rev() {
+        // GPU g and the twins after it, then whatever follows them, unrestricted.
+        let run = 1 + twins[g..].iter().take_while(|&&t| t).count();
+        let after = offset[g + run][0];
+        offset[g] = from[g]
+            .iter()
+            .map(|&m| m.times(run as u16) + after)
+            .collect();
+        if offset[g].is_empty() {
+            offset[g].push(after);
+        }
+    }
+    offset
 }
 
 /// Prices per instance of each type for [`Bound`]: each type's marginal

@@ -85,11 +85,21 @@ pub fn demand_for(
 
 /// Read the queue (one `squeue` call) and, unless `no_others`, the other
 /// nodes (one `scontrol` call); `pending` replaces the queue's pending jobs.
+///
+/// The two calls run at once: each mostly waits on slurmctld, and the
+/// queue is parsed while `scontrol` answers.
 pub fn demand(slurm: &Slurm, node: &str, pending: Option<Demand>) -> Result<Demand> {
-    let out = crate::slurm::queue::fetch(slurm)?;
-    let queue = crate::slurm::queue::parse(&out, MAX_JOBS);
-    let cluster = crate::slurm::cluster::fetch(slurm)?;
-    Ok(demand_for(node, &queue, pending, Some(&cluster)))
+    let (queue, cluster) = std::thread::scope(|scope| {
+        let cluster = scope.spawn(|| crate::slurm::cluster::fetch(slurm));
+        let queue = crate::slurm::queue::fetch(slurm)
+            .map(|out| crate::slurm::queue::parse(&out, MAX_JOBS));
+        // A panic there is a bug here: pass it on.
+        let cluster = cluster
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (queue, cluster)
+    });
+    Ok(demand_for(node, &queue?, pending, Some(&cluster?)))
 }
 
 // The node's Slurm commands live in `slurm::control`; node-setup names them here.
