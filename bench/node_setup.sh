@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `yolo-sched node-setup --dry-run --layout auto` for an 8-GPU H200 node (fake NVML,
 # fixture 8xh200.json) against 10,000 pending jobs: a stand-in `squeue` on PATH
-# prints 10,000 queue lines (1g.18gb / 2g.35gb / 3g.71gb, mixed, some without
-# GPUs, time limits from 30 min to 8 h; with TYPES=7 every one of the H200's seven
-# profiles) and a stand-in `scontrol` the recorded answer of a two-node cluster
-# (the other nodes). Whole-process time, median of N runs.
+# prints 10,000 lines of node-setup's queue fields (`slurm::squeue::queue::FIELDS`,
+# each followed by squeue's separator 0x1F): 1g.18gb / 2g.35gb / 3g.71gb, mixed,
+# some without GPUs, time limits from 30 min to 8 h; with TYPES=7 every one of the
+# H200's seven profiles. A stand-in `scontrol` prints the recorded answer of a
+# two-node cluster (the other nodes). Whole-process time, median of N runs.
 #
 #   [TYPES=7] bash bench/node_setup.sh [N]
 set -euo pipefail
@@ -27,7 +28,7 @@ limits = ["30:00", "1:00:00", "2:00:00", "4:00:00", "8:00:00"]
 with open(sys.argv[1], "w") as f:
     for _ in range(10000):
         t = random.choice(limits)
-        f.write(f"PENDING|(null)|{random.choice(kinds)}|{t}|{t}|\n")
+        f.write("\x1f".join(["PENDING", "(null)", random.choice(kinds), t, t, "\n"]))
 PY
 mkdir -p "$out/bin"
 # An empty site file (a site file must be a regular file; /dev/null is refused).

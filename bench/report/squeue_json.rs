@@ -13,7 +13,8 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde::Deserialize;
 use yolo_sched::report::queue::QueueAggregator;
 use yolo_sched::report::Filter;
-use yolo_sched::slurm::listing::{self, QueueLine};
+use yolo_sched::slurm::squeue::listing::{self, QueueLine};
+use yolo_sched::slurm::squeue::read;
 
 /// The fields the report uses, by their 22.05 names; all others are skipped.
 #[derive(Deserialize, Default)]
@@ -94,7 +95,7 @@ fn add(agg: &mut QueueAggregator, job: &Job) {
     let submitted = chrono::DateTime::from_timestamp(job.submit_time, 0)
         .map(|t| t.with_timezone(&chrono::Local).naive_local());
     let line = QueueLine {
-        jobs: listing::array_task_count(&id).unwrap_or(1),
+        jobs: read::array_task_count(&id).unwrap_or(1),
         job_id: &id,
         state: &job.job_state,
         phase: listing::phase_of(&job.job_state),

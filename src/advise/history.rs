@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::mig::demand::{is_type_name, MAX_COUNT, MAX_SECONDS};
 use crate::mig::Demand;
-use crate::slurm::listing::gres_in_tres;
+use crate::slurm::squeue::read::gres_in_tres;
 
 /// The fields asked of `sacct`: the window query's
 /// (`slurm::sacct::window_row` reads them).

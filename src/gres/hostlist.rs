@@ -2,7 +2,7 @@
 //! `a[1-2]b[3-4]`; and the one reader of Slurm's index ranges ([`spans`]:
 //! `0-3,7`, `1-9:2`), which every list of indices Slurm prints or takes is
 //! read by: host lists here, array task lists (`squeue::parse_task_list`,
-//! `listing::array_task_count`), GRES indices (`slurm::gres`) and the job's
+//! `squeue::read::array_task_count`), GRES indices (`slurm::gres`) and the job's
 //! GPU indices (`agent::devices`). On the floor below `slurm` because
 //! gres.conf's host and device lists need it too.
 

@@ -608,7 +608,10 @@ impl Layer<'_> {
                 let at = *seen.entry(narrow(key)).or_insert_with(|| {
                     // The bound for any pick of the next GPU: `low` may
                     // still fall when another pair reaches this state.
-                    if self.bounds.exceeds(self.chosen, 0, |k| self.packing.get(key, k)) {
+                    if self
+                        .bounds
+                        .exceeds(self.chosen, 0, |k| self.packing.get(key, k))
+                    {
                         return DROPPED;
                     }
                     next.push(State {

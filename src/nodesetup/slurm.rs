@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::mig::demand::MAX_JOBS;
 use crate::mig::Demand;
 use crate::slurm::cluster::Cluster;
-use crate::slurm::queue::QueuedJob;
+use crate::slurm::squeue::queue::QueuedJob;
 use crate::slurm::Slurm;
 
 /// Every drain reason node-setup writes starts with this.
@@ -91,8 +91,8 @@ pub fn demand_for(
 pub fn demand(slurm: &Slurm, node: &str, pending: Option<Demand>) -> Result<Demand> {
     let (queue, cluster) = std::thread::scope(|scope| {
         let cluster = scope.spawn(|| crate::slurm::cluster::fetch(slurm));
-        let queue = crate::slurm::queue::fetch(slurm)
-            .map(|out| crate::slurm::queue::parse(&out, MAX_JOBS));
+        let queue = crate::slurm::squeue::queue::fetch(slurm)
+            .map(|out| crate::slurm::squeue::queue::parse(&out, MAX_JOBS));
         // A panic there is a bug here: pass it on.
         let cluster = cluster
             .join()
@@ -153,7 +153,9 @@ mod tests {
                    RUNNING|node2|gres:gpu:1g.5gb:1|2:00:00|30:00|\n\
                    RUNNING|node1|gres:gpu:1g.5gb:1|2:00:00|30:00|\n\
                    RUNNING|down1|gres:gpu:1g.5gb:1|2:00:00|30:00|\n";
-        let q = crate::slurm::queue::parse(out, MAX_JOBS);
+        // The queue's lines, `|` standing for squeue's separator.
+        let out = out.replace('|', &crate::slurm::squeue::SEPARATOR.to_string());
+        let q = crate::slurm::squeue::queue::parse(&out, MAX_JOBS);
         let mut cluster =
             Cluster::uniform("node", 3, 16, 64000, "gpu:1g.5gb:4,gpu:a100:1", &["gpu"]);
         cluster.nodes[2].name = "down1".into();

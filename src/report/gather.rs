@@ -57,7 +57,7 @@ pub fn gather(slurm: &Slurm, opts: &Options) -> Result<Report> {
     let (nodes, listing, accounting) = std::thread::scope(|scope| {
         let accounting = (sel.has(Section::Usage) || sel.has(Section::Advice))
             .then(|| scope.spawn(|| ask_accounting(slurm, opts, now)));
-        let listing = scope.spawn(|| crate::slurm::listing::fetch(slurm, &opts.filter));
+        let listing = scope.spawn(|| crate::slurm::squeue::listing::fetch(slurm, &opts.filter));
         let nodes = crate::slurm::sinfo::nodes_once(slurm);
         let listing = listing.join();
         let accounting = accounting.map(|h| h.join());

@@ -10,8 +10,8 @@ use chrono::NaiveDateTime;
 
 use super::model::{PendingJob, Queue, QueueRow, ReasonCount, StuckJob, TypeWait};
 use super::reasons;
-use crate::slurm::listing::{self, Phase, QueueLine};
-use crate::slurm::squeue::Filter;
+use crate::slurm::squeue::listing::{self, Phase, QueueLine};
+use crate::slurm::squeue::{Filter, SEPARATOR};
 
 /// The type key of jobs that ask for no GRES.
 pub const NO_GRES: &str = "none";
@@ -181,7 +181,7 @@ impl QueueAggregator {
             q.tasks
         );
         for part in [q.tres_per_node, q.tres_per_job, q.tres_per_task, alloc] {
-            self.key.push(listing::SEPARATOR);
+            self.key.push(SEPARATOR);
             self.key.push_str(part);
         }
         if let Some(hit) = self.slice_cache.get(self.key.as_str()) {
@@ -202,7 +202,7 @@ impl QueueAggregator {
     fn row(&mut self, partition: &str, kind: &str) -> &mut RowCounts {
         self.key.clear();
         self.key.push_str(partition);
-        self.key.push(listing::SEPARATOR);
+        self.key.push(SEPARATOR);
         self.key.push_str(kind);
         if !self.rows.contains_key(self.key.as_str()) {
             self.rows.insert(self.key.clone(), RowCounts::default());
@@ -226,7 +226,7 @@ impl QueueAggregator {
             self.key.clear();
             for part in [q.user, q.account, kind.as_str()] {
                 self.key.push_str(part);
-                self.key.push(listing::SEPARATOR);
+                self.key.push(SEPARATOR);
             }
             match self.held.get_mut(self.key.as_str()) {
                 Some(n) => *n = n.saturating_add(count.saturating_mul(q.jobs)),
@@ -316,7 +316,7 @@ impl QueueAggregator {
             .rows
             .iter()
             .map(|(key, c)| {
-                let (partition, kind) = key.split_once(listing::SEPARATOR).unwrap_or((key, ""));
+                let (partition, kind) = key.split_once(SEPARATOR).unwrap_or((key, ""));
                 QueueRow {
                     partition: partition.to_string(),
                     kind: kind.to_string(),
@@ -367,7 +367,7 @@ impl QueueAggregator {
             .held
             .into_iter()
             .map(|(key, slices)| {
-                let mut parts = key.split(listing::SEPARATOR);
+                let mut parts = key.split(SEPARATOR);
                 let mut next = || parts.next().unwrap_or("").to_string();
                 Held {
                     user: next(),
@@ -464,7 +464,7 @@ mod tests {
             let mut s = String::new();
             for c in cols {
                 s.push_str(c);
-                s.push(crate::slurm::listing::SEPARATOR);
+                s.push(crate::slurm::squeue::SEPARATOR);
             }
             s
         };

@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use super::model::{RunRow, Runs, StageFailures, StateCount, Unreadable};
 use crate::run::status::{AcctRow, RunStatus, TaskState};
 use crate::rundir::manifest::{IndexEntry, Manifest as RunManifest};
-use crate::slurm::listing::{parse_line, QueueLine, SEPARATOR};
-use crate::slurm::squeue::{parse_task_list, QueueRow};
+use crate::slurm::squeue::listing::{parse_line, QueueLine};
+use crate::slurm::squeue::read::{leading_id, parse_task_list};
+use crate::slurm::squeue::{QueueRow, SEPARATOR};
 
 /// One stage as far as the report cares.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -126,14 +127,6 @@ pub fn load(dir: &Path) -> (Vec<RunManifest>, Vec<Unreadable>) {
 pub fn job_ids(manifests: &[RunManifest]) -> Vec<u64> {
     let set: BTreeSet<u64> = manifests.iter().flat_map(|m| m.all_job_ids()).collect();
     set.into_iter().collect()
-}
-
-/// The leading job id of a listing line: `15`, `15_3`, `15_[0-9%2]` → 15.
-fn leading_id(line: &str) -> Option<u64> {
-    let end = line
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(line.len());
-    line[..end].parse().ok()
 }
 
 /// A listing line as the queue row `run::status` reads. The listing has no

@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::NaiveDateTime;
 
 use super::model::{AccountingState, AccountingStatus};
-use crate::slurm::listing::{gres_in_tres, SEPARATOR};
+use crate::slurm::squeue::read::gres_in_tres;
 use crate::slurm::squeue::Filter;
+use crate::slurm::squeue::SEPARATOR;
 
 /// What a failed `sacct` means for the report.
 pub fn failure_state(stderr: &str, status: &str) -> AccountingState {

@@ -65,13 +65,14 @@ pub fn resume_node(slurm: &Slurm, node: &str) -> Result<()> {
     Ok(())
 }
 
-/// A job's comment as slurmctld holds it now (`squeue -h -j J -O FORMAT`,
-/// the job queries' one field set, `squeue::parse_jobs`);
-/// `None` when the job is no longer known. Asked once, not retried: the
-/// job agent asks from inside the job and must never wait on a busy
-/// controller.
+/// A job's comment as slurmctld holds it now (`squeue -h -j J`, the job
+/// queries' one field list, `squeue::jobs::FIELDS`, read by
+/// `squeue::parse_jobs`); `None` when the job is no longer known. Asked
+/// once, not retried: the job agent asks from inside the job and must never
+/// wait on a busy controller.
 pub fn job_comment(slurm: &Slurm, job_id: &str) -> Result<Option<String>> {
-    let out = slurm.run("squeue", &["-h", "-j", job_id, "-O", super::squeue::FORMAT])?;
+    let format = super::squeue::jobs::format();
+    let out = slurm.run("squeue", &["-h", "-j", job_id, &format])?;
     Ok(super::squeue::parse_jobs(&out.stdout_str())
         .into_iter()
         .next()

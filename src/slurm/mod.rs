@@ -6,8 +6,10 @@
 //! are tested on recorded output as well as on the live cluster. `node`
 //! holds the one model of a node that both node readers (`cluster`,
 //! `sinfo`) fill; `value` the one rule for Slurm's placeholders (`(null)`,
-//! `N/A`, `None`, `Unknown`) and for limits that are none (`UNLIMITED`), and
-//! `time` the one model of Slurm's time stamps and durations.
+//! `N/A`, `None`, `Unknown`) and for limits that are none (`UNLIMITED`),
+//! `time` the one model of Slurm's time stamps and durations, and `squeue`
+//! the one read model of squeue's output (its fields, separator, line
+//! splitter and typed readers) under every query that asks it.
 
 pub mod accounts;
 pub mod cluster;
@@ -16,9 +18,7 @@ pub(crate) mod config;
 pub(crate) mod control;
 pub(crate) mod gres;
 pub(crate) mod isolation;
-pub mod listing;
 pub(crate) mod node;
-pub(crate) mod queue;
 pub mod reasons;
 pub(crate) mod runner;
 pub(crate) mod sacct;

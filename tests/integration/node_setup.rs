@@ -630,7 +630,9 @@ fn mixed_node_names_devices_by_minor_and_keeps_the_v100_whole() {
     assert_eq!(code(&node.run(&["--check", "--layout", "1g.18gb*7"])), 0);
 }
 
-/// Stand-in `squeue` printing `lines` (node-setup's queue format) and
+/// Stand-in `squeue` printing `lines` (node-setup's queue fields,
+/// `slurm::squeue::queue::FIELDS`, written with `|` for squeue's separator
+/// 0x1F, which the stand-in prints) and
 /// `scontrol` printing a recorded answer of a two-node cluster (node1, node2:
 /// 1g.5gb ×4, 2g.10gb ×2 and an a100 each). Returns the PATH to use.
 fn fake_slurm(node: &Node, lines: &str) -> String {
@@ -638,7 +640,7 @@ fn fake_slurm(node: &Node, lines: &str) -> String {
     let bin = node.fake.dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let data = node.fake.dir.path().join("squeue.txt");
-    std::fs::write(&data, lines).unwrap();
+    std::fs::write(&data, lines.replace('|', "\u{1f}")).unwrap();
     let shape = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scontrol-shape-22.05.txt");
     for (name, file) in [("squeue", data.as_path()), ("scontrol", shape.as_path())] {
         let script = bin.join(name);

@@ -9,7 +9,7 @@ use yolo_sched::report::model::{AccountingStatus, GresCount, QueueRow, ReasonCou
 use yolo_sched::report::queue::{QueueAggregator, NO_GRES};
 use yolo_sched::report::Filter;
 use yolo_sched::report::{inventory, reasons, runs, sacct};
-use yolo_sched::slurm::listing::{self, Phase};
+use yolo_sched::slurm::squeue::listing::{self, Phase};
 use yolo_sched::slurm::{sinfo, time};
 
 const COMPACT: &str = include_str!("../data/report/squeue-22.05-compact.txt");
@@ -332,7 +332,7 @@ fn recorded_run_manifest_reads_through_its_index() {
     assert_eq!(m.stages[1].profile, None, "export runs on CPU");
 
     // While Slurm still had the training job queued, the queue decides.
-    let sep = listing::SEPARATOR;
+    let sep = yolo_sched::slurm::squeue::SEPARATOR;
     let listing = format!(
         "28{sep}RUNNING{sep}gpu{sep}root{sep}(null){sep}2026-11-30T15:15:40{sep}1{sep}1{sep}\
          gres:gpu:1g.5gb:1{sep}N/A{sep}N/A{sep}N/A{sep}(null){sep}None{sep}\n\

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use chrono::{NaiveDateTime, TimeDelta};
 use yolo_sched::report::queue::QueueAggregator;
 use yolo_sched::report::Filter;
-use yolo_sched::slurm::listing::SEPARATOR;
+use yolo_sched::slurm::squeue::SEPARATOR;
 use yolo_sched::slurm::time;
 
 /// xorshift64*: deterministic, no dependency.

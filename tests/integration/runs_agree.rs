@@ -164,14 +164,47 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// A line of `squeue -O slurm::squeue::FORMAT`.
-fn status_line(id: &str, array: u64, task: &str, state: &str, reason: &str) -> String {
-    format!(
-        "{id}|{array}|{task}|{state}|{reason}|0:01|1:00:00|node1|gres:gpu:1g.5gb:1|0|x|u|acct|\
-         2026-12-01T07:50:00|2026-12-01T07:50:01|2026-12-01T08:50:01|/tmp|(null)|\n"
-    )
+/// A line of the job queries (`slurm::squeue::jobs::FIELDS`), each field
+/// followed by the separator, as squeue prints them.
+fn status_line(array: u64, task: &str, state: &str, reason: &str) -> String {
+    use yolo_sched::slurm::squeue::{jobs, Field};
+    // `JobID` is the number Slurm gave the job or the task itself (a task's
+    // is not `12_3`: that is `JobArrayID`'s form).
+    let id = match task.parse::<u64>() {
+        Ok(t) => (array * 100 + 1000 + t).to_string(),
+        Err(_) => array.to_string(),
+    };
+    let array = array.to_string();
+    let mut s = String::new();
+    for f in jobs::FIELDS {
+        s.push_str(match f {
+            Field::JobId => &id,
+            Field::ArrayJobId => &array,
+            Field::ArrayTaskId => task,
+            Field::State => state,
+            Field::Reason => reason,
+            Field::TimeUsed => "0:01",
+            Field::TimeLimit => "1:00:00",
+            Field::NodeList => "node1",
+            Field::TresPerNode => "gres:gpu:1g.5gb:1",
+            Field::ExitCode => "0",
+            Field::Name => "x",
+            Field::UserName => "u",
+            Field::Account => "acct",
+            Field::SubmitTime => "2026-12-01T07:50:00",
+            Field::StartTime => "2026-12-01T07:50:01",
+            Field::EndTime => "2026-12-01T08:50:01",
+            Field::WorkDir => "/tmp",
+            Field::Comment => "(null)",
+            other => panic!("no value for {other:?}"),
+        });
+        s.push(SEP);
+    }
+    s.push('\n');
+    s
 }
 
+/// A line of the report's listing (`slurm::squeue::listing::FIELDS`).
 fn listing_line(id: &str, state: &str, reason: &str) -> String {
     let f = [
         id,
@@ -228,7 +261,7 @@ fn build(cases: &[Case]) -> (Test, Vec<String>) {
             }));
             let mut add = |id: String, task: &str, wh: Where| match wh {
                 Queue(state, reason) => {
-                    squeue.push_str(&status_line(&id, job, task, state, reason));
+                    squeue.push_str(&status_line(job, task, state, reason));
                     listing.push_str(&listing_line(&id, state, reason));
                 }
                 // sacct -o slurm::sacct::JOB_FIELDS.
@@ -289,7 +322,7 @@ fn build(cases: &[Case]) -> (Test, Vec<String>) {
     w.standin(
         "squeue",
         &format!(
-            "case \"$*\" in *--Format=*) cat '{}' ;; *) cat '{}' ;; esac",
+            "case \"$*\" in *--Format=JobArrayID*) cat '{}' ;; *) cat '{}' ;; esac",
             li.display(),
             sq.display()
         ),

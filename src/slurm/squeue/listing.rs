@@ -1,52 +1,57 @@
 //! The report's listing of every job: one compact `squeue`, its arguments,
 //! and its line parser.
 //!
-//! The report asks `squeue` for 14 named fields, each followed by the ASCII
-//! unit separator (0x1F), instead of `squeue --json`: about 130 bytes a job
-//! instead of 2.8 KB, and no document tree on either side (docs/report.md
-//! explains the choice and its measurements). Fields are asked for by name, so
-//! a newer Slurm that knows more fields prints the same columns. `Reason` comes
-//! last: it is the only column whose text Slurm does not fully control, so a
-//! stray separator inside it cannot shift the other columns.
+//! The report asks `squeue` for 14 fields ([`FIELDS`]) instead of
+//! `squeue --json`: about 130 bytes a job instead of 2.8 KB, and no document
+//! tree on either side (docs/report.md explains the choice and its
+//! measurements). `Reason` comes last: it is the only free field the listing
+//! reads, so a stray separator inside it cannot shift the other columns.
+//! Lines are read borrowed ([`QueueLine`]), for queues of 10^5 jobs.
 
 use anyhow::Result;
 use chrono::NaiveDateTime;
 
-use super::gres::{self, GresItem};
-use super::squeue::Filter;
-use super::time::parse_time;
-use super::value::present;
-use super::Slurm;
+use super::fields::{format_arg, free_text_last, split, Field, LineError};
+use super::read;
+use crate::slurm::Slurm;
 
-/// The column separator of the report's listing ([`fetch`]): no Slurm
-/// name, state, GRES or time contains it.
-pub const SEPARATOR: char = '\u{1f}';
+/// Filters passed to `squeue` (and the report's `sacct`) so that slurmctld
+/// sends less (a single user makes squeue ask for that user's jobs only).
+/// The parsers filter again, because older clients or stand-ins may ignore them.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub user: Option<String>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+}
 
-/// The report's `--Format` fields, in the order [`parse_line`]
-/// reads them. `Reason` comes last: it is the only column whose text Slurm
-/// does not fully control, so a stray separator inside it cannot shift the others.
-pub const FIELDS: [&str; 14] = [
-    "JobArrayID",
-    "State",
-    "Partition",
-    "UserName",
-    "Account",
-    "SubmitTime",
-    "NumNodes",
-    "NumTasks",
-    "tres-per-node",
-    "tres-per-job",
-    "tres-per-task",
-    "tres-alloc",
-    "Dependency",
-    "Reason",
+/// The report's fields, in the order [`parse_line`] reads them: what the
+/// queue, usage and runs sections count a job by, and no more (a job's
+/// name, directory, times and comment would double the bytes of a listing
+/// of 10^5 jobs and are read by no section). The recorded 22.05 listing
+/// `tests/data/report/squeue-22.05-compact.txt` is in this order.
+pub const FIELDS: [Field; 14] = [
+    Field::JobArrayId,
+    Field::State,
+    Field::Partition,
+    Field::UserName,
+    Field::Account,
+    Field::SubmitTime,
+    Field::NumNodes,
+    Field::NumTasks,
+    Field::TresPerNode,
+    Field::TresPerJob,
+    Field::TresPerTask,
+    Field::TresAlloc,
+    Field::Dependency,
+    Field::Reason,
 ];
 
-/// The listing's `--Format=` argument: every field with the separator as its
-/// suffix and no width, so nothing is padded or cut.
+const _: () = assert!(free_text_last(&FIELDS));
+
+/// The listing's `--Format=` argument ([`FIELDS`]).
 pub fn format() -> String {
-    let fields: Vec<String> = FIELDS.iter().map(|f| format!("{f}:{SEPARATOR}")).collect();
-    format!("--Format={}", fields.join(","))
+    format_arg(&FIELDS)
 }
 
 /// The whole argument list of the report's listing. `-t all`: every job
@@ -74,9 +79,6 @@ pub fn fetch(slurm: &Slurm, filter: &Filter) -> Result<String> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Ok(slurm.run("squeue", &args)?.into_text())
 }
-
-/// Slurm's NO_VAL and INFINITE for 32-bit counts (printed for unset values).
-const NO_VAL32: u64 = 0xffff_fffe;
 
 /// Where a job stands, as far as slices are concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,69 +129,15 @@ pub struct QueueLine<'a> {
     pub reason: &'a str,
 }
 
-/// Why a line could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineError {
-    pub message: String,
-}
-
-impl std::fmt::Display for LineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-/// How many array tasks `15_[0-9%2]` or `15_[1,3,5-7]` stands for; 1 for a
-/// plain job id or a single task. The ranges are read by the one rule
-/// (`gres::hostlist::spans`): counted, never expanded, saturating.
-pub fn array_task_count(job_id: &str) -> Option<u64> {
-    let Some(open) = job_id.find("_[") else {
-        return Some(1);
-    };
-    let inner = job_id[open + 2..].strip_suffix(']')?;
-    // `%N` is the throttle (tasks allowed to run at once), not part of the set.
-    let inner = inner.split('%').next()?;
-    let spans = crate::gres::hostlist::spans(inner).ok()?;
-    Some(
-        spans
-            .iter()
-            .fold(0u64, |total, s| total.saturating_add(s.count())),
-    )
-}
-
-fn leading_number(s: &str) -> Option<u64> {
-    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    s[..end].parse().ok()
-}
-
 /// Parse one line of the listing.
 pub fn parse_line(line: &str) -> Result<QueueLine<'_>, LineError> {
-    let line = line.strip_suffix('\r').unwrap_or(line);
-    let mut cols = line.splitn(FIELDS.len(), SEPARATOR);
-    let mut found = 0;
-    let fields: [&str; 14] = std::array::from_fn(|_| {
-        let col = cols.next();
-        found += usize::from(col.is_some());
-        col.unwrap_or("")
-    });
-    if found < FIELDS.len() {
-        return Err(LineError {
-            message: format!(
-                "expected {} columns separated by 0x1F, found {found}",
-                FIELDS.len()
-            ),
-        });
-    }
     let [job_id, state, partition, user, account, submitted, nodes, tasks, per_node, per_job, per_task, alloc, dependency, reason] =
-        fields;
-    // The last column keeps its own trailing separator (splitn stops there).
-    let reason = reason.strip_suffix(SEPARATOR).unwrap_or(reason);
-    let jobs = array_task_count(job_id)
+        split(line, &FIELDS)?;
+    let jobs = read::array_task_count(job_id)
         .filter(|_| job_id.starts_with(|c: char| c.is_ascii_digit()))
         .ok_or_else(|| LineError {
             message: format!("job id {job_id:?} is not a number or an array range"),
         })?;
-    let tasks = leading_number(tasks).filter(|n| *n < NO_VAL32);
     Ok(QueueLine {
         job_id,
         jobs,
@@ -197,42 +145,17 @@ pub fn parse_line(line: &str) -> Result<QueueLine<'_>, LineError> {
         phase: phase_of(state),
         partition,
         user,
-        account: present(account),
-        submitted: parse_time(submitted),
-        nodes: leading_number(nodes)
-            .filter(|n| *n > 0 && *n < NO_VAL32)
-            .unwrap_or(1),
-        tasks,
-        tres_per_node: present(per_node),
-        tres_per_job: present(per_job),
-        tres_per_task: present(per_task),
-        tres_alloc: present(alloc),
-        dependency: present(dependency),
+        account: read::text(account),
+        submitted: read::stamp(submitted),
+        nodes: read::count(nodes).filter(|n| *n > 0).unwrap_or(1),
+        tasks: read::count(tasks),
+        tres_per_node: read::text(per_node),
+        tres_per_job: read::text(per_job),
+        tres_per_task: read::text(per_task),
+        tres_alloc: read::text(alloc),
+        dependency: read::text(dependency),
         reason,
     })
-}
-
-/// GRES out of a TRES string in any of the forms Slurm versions print:
-/// `gres:gpu:1g.5gb:1` (22.05 tres-per-*), `gres/gpu:1g.5gb:1` and
-/// `gres/gpu:1g.5gb=1` (newer, and tres-alloc). Other TRES (`cpu=1`,
-/// `mem=4G`, `license/…`) are skipped.
-pub fn gres_in_tres(tres: &str) -> Vec<GresItem> {
-    let mut items = Vec::new();
-    for raw in tres.split(',') {
-        let raw = raw.trim();
-        let Some(body) = raw
-            .strip_prefix("gres:")
-            .or_else(|| raw.strip_prefix("gres/"))
-        else {
-            continue;
-        };
-        let item = match body.split_once('=') {
-            Some((key, count)) => gres::parse_item(&format!("{key}:{count}")),
-            None => gres::parse_item(body),
-        };
-        items.extend(item);
-    }
-    items
 }
 
 /// The slices one job of this line holds (running) or asks for (pending), by
@@ -249,7 +172,7 @@ pub fn slices_per_job(line: &QueueLine<'_>) -> Vec<(String, u64)> {
         None => out.push((key, count)),
     };
     if line.phase == Phase::Running {
-        let alloc = gres_in_tres(line.tres_alloc);
+        let alloc = read::gres_in_tres(line.tres_alloc);
         if alloc.iter().any(|g| g.kind.is_some()) {
             for g in alloc.into_iter().filter(|g| g.kind.is_some()) {
                 add_max(g.key(), g.count);
@@ -257,13 +180,13 @@ pub fn slices_per_job(line: &QueueLine<'_>) -> Vec<(String, u64)> {
             return out;
         }
     }
-    for g in gres_in_tres(line.tres_per_node) {
+    for g in read::gres_in_tres(line.tres_per_node) {
         add_max(g.key(), g.count.saturating_mul(line.nodes));
     }
-    for g in gres_in_tres(line.tres_per_job) {
+    for g in read::gres_in_tres(line.tres_per_job) {
         add_max(g.key(), g.count);
     }
-    for g in gres_in_tres(line.tres_per_task) {
+    for g in read::gres_in_tres(line.tres_per_task) {
         add_max(g.key(), g.count.saturating_mul(line.tasks.unwrap_or(1)));
     }
     out
@@ -271,6 +194,7 @@ pub fn slices_per_job(line: &QueueLine<'_>) -> Vec<(String, u64)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fields::SEPARATOR;
     use super::*;
 
     fn line(cols: &[&str]) -> String {
@@ -307,7 +231,7 @@ mod tests {
         assert_eq!(q.account, "yrep");
         assert_eq!(q.reason, "None");
         assert_eq!(q.dependency, "");
-        assert_eq!(q.submitted, parse_time("2026-11-30T15:09:06"));
+        assert_eq!(q.submitted, read::stamp("2026-11-30T15:09:06"));
         assert_eq!(slices_per_job(&q), vec![("gpu:2g.10gb".to_string(), 1)]);
     }
 
@@ -334,22 +258,6 @@ mod tests {
         assert_eq!(q.account, "");
         assert_eq!(q.dependency, "afterok:7(unfulfilled)");
         assert_eq!(q.phase, Phase::Pending);
-    }
-
-    #[test]
-    fn array_ranges() {
-        assert_eq!(array_task_count("42"), Some(1));
-        // Counts saturate instead of wrapping (a hostile or corrupt listing).
-        assert_eq!(
-            array_task_count("7_[0-18446744073709551615,1-18446744073709551615]"),
-            Some(u64::MAX)
-        );
-        assert_eq!(array_task_count("42_7"), Some(1));
-        assert_eq!(array_task_count("42_[1,3,5-7]"), Some(5));
-        assert_eq!(array_task_count("42_[0-10:2]"), Some(6));
-        assert_eq!(array_task_count("42_[0-999%10]"), Some(1000));
-        assert_eq!(array_task_count("42_[9-1]"), None);
-        assert_eq!(array_task_count("42_[x]"), None);
     }
 
     #[test]
@@ -481,16 +389,6 @@ mod tests {
         let q = parse_line(&l).unwrap();
         assert_eq!(q.tasks, None);
         assert_eq!(q.phase, Phase::Ended);
-    }
-
-    #[test]
-    fn time_parsing() {
-        let t = parse_time("2026-11-30T15:09:06").unwrap();
-        assert_eq!(t.to_string(), "2026-11-30 15:09:06");
-        assert_eq!(parse_time("N/A"), None);
-        assert_eq!(parse_time("2026-13-30T15:09:06"), None);
-        assert_eq!(parse_time("2026-11-30 15:09:06"), None);
-        assert_eq!(parse_time("2026-11-3xT15:09:06"), None);
     }
 
     #[test]
