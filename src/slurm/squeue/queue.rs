@@ -1,6 +1,8 @@
 //! The queue as node-setup's `auto` layout reads it: what each pending and
 //! running job asks per node and for how long. One `squeue`; parsing is pure.
 
+use std::collections::HashMap;
+
 use anyhow::Result;
 
 use super::fields::{format_arg, free_text_last, split, Field};
@@ -43,33 +45,49 @@ pub struct QueuedJob {
 /// skipped.
 pub fn parse(out: &str, max_jobs: u64) -> Vec<QueuedJob> {
     let mut jobs = Vec::new();
+    // A queue repeats itself (array tasks, sweeps, a user's batch): each
+    // distinct line is read once.
+    let mut read_before: HashMap<&str, Option<QueuedJob>> = HashMap::new();
     for line in out.lines() {
-        let Ok([state, nodes, per_node, limit, left]) = split(line, &FIELDS) else {
-            continue;
+        let job = match read_before.get(line) {
+            Some(job) => job.clone(),
+            None => {
+                let job = job_of(line);
+                read_before.insert(line, job.clone());
+                job
+            }
         };
-        let gpus = read::typed_gpus(per_node);
-        if gpus.is_empty() {
-            continue;
-        }
-        let running = read::word(state) == "RUNNING";
-        jobs.push(QueuedJob {
-            running,
-            nodes: if running {
-                read::node_names(nodes)
-            } else {
-                Vec::new()
-            },
-            gpus,
-            limit_s: read::seconds(limit)
-                .filter(|&s| s > 0)
-                .unwrap_or(UNLIMITED_S),
-            left_s: read::seconds(left).unwrap_or(UNLIMITED_S),
-        });
-        if jobs.len() as u64 >= max_jobs {
-            break;
+        if let Some(job) = job {
+            jobs.push(job);
+            if jobs.len() as u64 >= max_jobs {
+                break;
+            }
         }
     }
     jobs
+}
+
+/// The job of one line, if it is a line of [`FIELDS`] with a typed `gpu` request.
+fn job_of(line: &str) -> Option<QueuedJob> {
+    let [state, nodes, per_node, limit, left] = split(line, &FIELDS).ok()?;
+    let gpus = read::typed_gpus(per_node);
+    if gpus.is_empty() {
+        return None;
+    }
+    let running = read::word(state) == "RUNNING";
+    Some(QueuedJob {
+        running,
+        nodes: if running {
+            read::node_names(nodes)
+        } else {
+            Vec::new()
+        },
+        gpus,
+        limit_s: read::seconds(limit)
+            .filter(|&s| s > 0)
+            .unwrap_or(UNLIMITED_S),
+        left_s: read::seconds(left).unwrap_or(UNLIMITED_S),
+    })
 }
 
 /// The pending and running jobs, arrays expanded, highest priority first, in
@@ -112,6 +130,25 @@ mod tests {
         assert_eq!(q[2].nodes, ["node2", "node3"]);
         assert_eq!(q[2].left_s, 1800);
         assert_eq!(parse(&out, 2).len(), 2, "at most max_jobs");
+    }
+
+    #[test]
+    fn a_line_read_before_gives_the_same_job_in_its_place() {
+        let out = lines(
+            "PENDING|(null)|gres:gpu:1g.5gb:1|1:00:00|1:00:00|\n\
+             RUNNING|node2|gres:gpu:a100:2|2:00:00|30:00|\n\
+             PENDING|(null)|N/A|10:00|10:00|\n\
+             PENDING|(null)|gres:gpu:1g.5gb:1|1:00:00|1:00:00|\n\
+             PENDING|(null)|N/A|10:00|10:00|\n\
+             RUNNING|node2|gres:gpu:a100:2|2:00:00|30:00|\n",
+        );
+        let q = parse(&out, 1000);
+        let each: Vec<QueuedJob> = out.lines().filter_map(job_of).collect();
+        assert_eq!(q, each);
+        assert_eq!(q.len(), 4);
+        assert_eq!((q[0].clone(), q[1].clone()), (q[2].clone(), q[3].clone()));
+        assert_eq!(q[3].nodes, ["node2"]);
+        assert_eq!(q[3].gpus, [("a100".to_string(), 2)]);
     }
 
     #[test]
