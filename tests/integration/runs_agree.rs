@@ -168,17 +168,19 @@ fn cases() -> Vec<Case> {
 /// followed by the separator, as squeue prints them.
 fn status_line(array: u64, task: &str, state: &str, reason: &str) -> String {
     use yolo_sched::slurm::squeue::{jobs, Field};
-    // `JobID` is the number Slurm gave the job or the task itself (a task's
-    // is not `12_3`: that is `JobArrayID`'s form).
-    let id = match task.parse::<u64>() {
-        Ok(t) => (array * 100 + 1000 + t).to_string(),
-        Err(_) => array.to_string(),
+    // `JobArrayID`: `12`, `12_3`, or `12_[4-9%2]` for pending tasks.
+    let id = if task == "N/A" {
+        array.to_string()
+    } else if task.parse::<u64>().is_ok() {
+        format!("{array}_{task}")
+    } else {
+        format!("{array}_[{task}]")
     };
     let array = array.to_string();
     let mut s = String::new();
     for f in jobs::FIELDS {
         s.push_str(match f {
-            Field::JobId => &id,
+            Field::JobArrayId => &id,
             Field::ArrayJobId => &array,
             Field::ArrayTaskId => task,
             Field::State => state,
@@ -322,9 +324,10 @@ fn build(cases: &[Case]) -> (Test, Vec<String>) {
     w.standin(
         "squeue",
         &format!(
-            "case \"$*\" in *--Format=JobArrayID*) cat '{}' ;; *) cat '{}' ;; esac",
-            li.display(),
-            sq.display()
+            // The job queries ask for `ArrayJobID`; the report's listing does not.
+            "case \"$*\" in *ArrayJobID*) cat '{}' ;; *) cat '{}' ;; esac",
+            sq.display(),
+            li.display()
         ),
     );
     w.standin("sacct", &format!("cat '{}'", sa.display()));

@@ -17,8 +17,13 @@ use crate::slurm::Slurm;
 /// what `status` reads of a job (its row) and what a run found through
 /// Slurm is made of (its facts). The two free fields come last, the comment
 /// (the user's text, yolo-sched's tag) after the reason.
+///
+/// The first is `JobArrayID`: `12` for a plain job, `12_3` for an array's
+/// task and `12_[4-9%2]` for its pending tasks, what [`QueueRow::job_id`]
+/// holds (`JobID` prints a task's own number, `13`, from which no task is
+/// read; 22.05, checked on the local cluster).
 pub const FIELDS: [Field; 18] = [
-    Field::JobId,
+    Field::JobArrayId,
     Field::ArrayJobId,
     Field::ArrayTaskId,
     Field::State,
@@ -231,7 +236,7 @@ mod tests {
     /// A line of [`FIELDS`]: these values, the rest a running plain job's.
     fn line(set: &[(Field, &str)]) -> String {
         let default = |f: Field| match f {
-            Field::JobId | Field::ArrayJobId => "21",
+            Field::JobArrayId | Field::ArrayJobId => "21",
             Field::ArrayTaskId | Field::StartTime | Field::EndTime => "N/A",
             Field::State => "RUNNING",
             Field::TimeUsed => "0:01",
@@ -263,7 +268,7 @@ mod tests {
     /// A job, its state, reason and comment.
     fn job(id: &str, state: &str, reason: &str, comment: &str) -> String {
         line(&[
-            (Field::JobId, id),
+            (Field::JobArrayId, id),
             (Field::ArrayJobId, id),
             (Field::State, state),
             (Field::Reason, reason),
@@ -300,7 +305,7 @@ mod tests {
             line(&[(Field::TimeLimit, "UNLIMITED"), (Field::ExitCode, "(null)")]),
             "22\u{1f}21\u{1f}FAILED\u{1f}NonZeroExitCode\u{1f}\n".to_string(),
             line(&[
-                (Field::JobId, "30"),
+                (Field::JobArrayId, "30_[2-5%2]"),
                 (Field::ArrayJobId, "30"),
                 (Field::ArrayTaskId, "2-5%2"),
                 (Field::State, "PENDING"),
@@ -308,7 +313,7 @@ mod tests {
                 (Field::Reason, "JobArrayTaskLimit"),
             ]),
             line(&[
-                (Field::JobId, "31"),
+                (Field::JobArrayId, "30_1"),
                 (Field::ArrayJobId, "30"),
                 (Field::ArrayTaskId, "1"),
                 (Field::State, "COMPLETED"),
@@ -327,6 +332,8 @@ mod tests {
         assert_eq!(rows[1].nodes, "");
         assert_eq!(rows[2].exit_code, Some(3));
         assert_eq!(rows[2].tasks, vec![1]);
+        assert_eq!(rows[1].job_id, "30_[2-5%2]");
+        assert_eq!(rows[2].job_id, "30_1");
     }
 
     #[test]
@@ -337,7 +344,7 @@ mod tests {
             (Field::WorkDir, "/home/ys-bob/runs/pcb"),
         ];
         let running = [
-            (Field::JobId, "31"),
+            (Field::JobArrayId, "31"),
             (Field::ArrayJobId, "31"),
             (Field::Name, "pcb.train"),
             (Field::StartTime, "2026-12-01T17:26:21"),
@@ -345,7 +352,7 @@ mod tests {
             (Field::Comment, "yolo-sched:pcb-1:ab:train"),
         ];
         let pending = [
-            (Field::JobId, "32"),
+            (Field::JobArrayId, "32"),
             (Field::ArrayJobId, "32"),
             (Field::State, "PENDING"),
             (Field::TimeUsed, "0:00"),
@@ -383,7 +390,7 @@ mod tests {
     fn the_job_queries_ask_for_their_fields_by_name() {
         let arg = format();
         assert!(
-            arg.starts_with("--Format=JobID:\u{1f},ArrayJobID:\u{1f},"),
+            arg.starts_with("--Format=JobArrayID:\u{1f},ArrayJobID:\u{1f},"),
             "{arg}"
         );
         assert!(arg.ends_with(",Reason:\u{1f},Comment:\u{1f}"), "{arg}");
