@@ -225,18 +225,14 @@ pub fn prepare(nvml: &Nvml, opts: &Options, layout: &Layout, slurm: &Slurm) -> R
         .entries
         .iter()
         .any(|e| e.gpu == crate::mig::GpuLayout::Auto);
-    // `auto`'s demand is read while NVML answers: Slurm's commands mostly wait.
-    let (topology, demand) = std::thread::scope(|scope| {
-        let demand = uses_auto.then(|| scope.spawn(|| read_demand(opts, slurm)));
-        let topology = Topology::read(nvml).context("reading the GPUs through NVML");
-        // A panic there is a bug here: pass it on.
-        let demand = demand.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        (topology, demand)
-    });
-    let topology = topology?;
-    let (plans, auto) = match demand {
-        Some(demand) => auto_plans(&topology, layout, &demand?, opts.demand_file.as_deref())?,
-        None => (Vec::new(), None),
+    // NVML first: a node whose GPUs cannot be read says so at once, without
+    // waiting on Slurm (reading both at once saved about 2 ms).
+    let topology = Topology::read(nvml).context("reading the GPUs through NVML")?;
+    let (plans, auto) = if uses_auto {
+        let demand = read_demand(opts, slurm)?;
+        auto_plans(&topology, layout, &demand, opts.demand_file.as_deref())?
+    } else {
+        (Vec::new(), None)
     };
     let decision = plan::decide(&topology, layout, &plans)?;
     prepared_from(opts, topology, decision, auto)
