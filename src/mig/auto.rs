@@ -369,7 +369,7 @@ struct Packing {
     masks: Vec<u128>,
     caps: Vec<u16>,
     lanes: Option<Lanes>,
-    /// Bits a key uses, from the lowest.
+    /// Bits a key uses, from the lowest: at most 64 lets a map key it as a `u64`.
     bits: u32,
 }
 
@@ -428,11 +428,6 @@ impl Packing {
             lanes: None,
             bits: at,
         })
-    }
-
-    /// Bits a key uses: at most 64 lets a map key it as a `u64`.
-    fn bits(&self) -> u32 {
-        self.bits
     }
 
     fn get(&self, key: u128, k: usize) -> u16 {
@@ -685,7 +680,7 @@ fn programme(
         .collect();
     let mut truncated = false;
     // One map for every layer: it keeps its memory from one to the next.
-    let mut seen = if packing.bits() <= 64 {
+    let mut seen = if packing.bits <= 64 {
         Seen::Narrow(StateMap::default())
     } else {
         Seen::Wide(StateMap::default())
